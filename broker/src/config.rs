@@ -1,0 +1,466 @@
+//! Broker configuration in Kafka's `server.properties` format (DESIGN.md §6).
+//!
+//! Property names and defaults follow Apache Kafka wherever Kafka has the
+//! concept. The only Weir-specific key is `metrics.listener`. Unknown keys are
+//! an error that names the key. This module owns parsing and validation only;
+//! it must not depend on the network or storage layers beyond their config
+//! types.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use weir_storage::{LogConfig, TimestampType};
+
+/// A configuration error; the message names the offending key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A key that neither Kafka nor Weir defines.
+    #[error("unknown configuration key '{key}'")]
+    UnknownKey {
+        /// The key as written.
+        key: String,
+    },
+    /// A value that does not parse or is out of range for its key.
+    #[error("invalid value '{value}' for configuration key '{key}': {reason}")]
+    InvalidValue {
+        /// The key.
+        key: String,
+        /// The value as written.
+        value: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A line that is neither `key=value`, a comment nor blank.
+    #[error("{path}:{line}: expected 'key=value'")]
+    Syntax {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+    },
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One listener from `listeners` / `advertised.listeners`:
+/// `NAME://host:port`. Only PLAINTEXT is served for now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listener {
+    /// The listener name, e.g. `PLAINTEXT`.
+    pub name: String,
+    /// Host or IP; empty means all interfaces.
+    pub host: String,
+    /// TCP port; 0 binds an ephemeral port (tests) which is then advertised.
+    pub port: u16,
+}
+
+impl Listener {
+    fn parse_list(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
+        let invalid = |reason: &str| ConfigError::InvalidValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason: reason.to_string(),
+        };
+        let mut out = Vec::new();
+        for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (name, rest) = item
+                .split_once("://")
+                .ok_or_else(|| invalid("expected NAME://host:port"))?;
+            let (host, port) = rest
+                .rsplit_once(':')
+                .ok_or_else(|| invalid("expected NAME://host:port"))?;
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let port: u16 = port.parse().map_err(|_| invalid("port is not a number"))?;
+            out.push(Listener {
+                name: name.to_string(),
+                host: host.to_string(),
+                port,
+            });
+        }
+        if out.is_empty() {
+            return Err(invalid("no listener given"));
+        }
+        Ok(out)
+    }
+}
+
+/// The broker's effective configuration.
+///
+/// Each field documents its Kafka key, unit and default.
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    /// `node.id`. Default: 1.
+    pub node_id: i32,
+    /// `process.roles`. Default: `broker,controller`.
+    pub process_roles: String,
+    /// `listeners`. Default: `PLAINTEXT://127.0.0.1:9092`.
+    pub listeners: Vec<Listener>,
+    /// `advertised.listeners`. Default: the listeners (with their bound ports).
+    pub advertised_listeners: Option<Vec<Listener>>,
+    /// `controller.quorum.voters`. Default: empty (single node, one voter).
+    pub controller_quorum_voters: String,
+    /// `log.dirs` (or `log.dir`). Default: `./data`. Only the first is used.
+    pub log_dirs: Vec<PathBuf>,
+    /// `num.partitions`: partitions of auto-created topics and of
+    /// CreateTopics with -1. Default: 1.
+    pub num_partitions: i32,
+    /// `default.replication.factor`. Default: 1.
+    pub default_replication_factor: i16,
+    /// `min.insync.replicas`. Default: 1.
+    pub min_insync_replicas: i32,
+    /// `auto.create.topics.enable`. Default: true.
+    pub auto_create_topics_enable: bool,
+    /// `log.segment.bytes`, bytes. Default: 1 GiB.
+    pub log_segment_bytes: u64,
+    /// `log.index.size.max.bytes`, bytes. Default: 10 MiB.
+    pub log_index_size_max_bytes: u64,
+    /// `log.index.interval.bytes`, bytes. Default: 4096.
+    pub log_index_interval_bytes: u64,
+    /// `message.max.bytes`: largest record batch accepted, bytes.
+    /// Default: 1048588.
+    pub message_max_bytes: usize,
+    /// `log.message.timestamp.type`. Default: CreateTime.
+    pub log_message_timestamp_type: TimestampType,
+    /// `log.retention.hours` / `log.retention.minutes` / `log.retention.ms`
+    /// resolved to ms. Default: 168 hours. Retention itself is not yet
+    /// enforced; the value is reported by DescribeConfigs.
+    pub log_retention_ms: i64,
+    /// `log.retention.bytes`. Default: -1 (unlimited). Reported only.
+    pub log_retention_bytes: i64,
+    /// `socket.request.max.bytes`: largest request frame, bytes.
+    /// Default: 104857600.
+    pub socket_request_max_bytes: usize,
+    /// `connections.max.idle.ms`: idle connections are closed after this many
+    /// ms. Default: 600000.
+    pub connections_max_idle_ms: u64,
+    /// `metrics.listener` (Weir): address of the Prometheus endpoint, or
+    /// None when set to an empty value. Default: 127.0.0.1:9464.
+    pub metrics_listener: Option<SocketAddr>,
+    /// Every key set explicitly (file or override), for DescribeConfigs
+    /// sources.
+    pub explicit: BTreeMap<String, String>,
+}
+
+/// Keys Weir accepts but whose value does not change behaviour yet beyond
+/// being reported (they belong to later issues).
+const ACCEPTED_KEYS: &[&str] = &[
+    "controller.listener.names",
+    "inter.broker.listener.name",
+    "listener.security.protocol.map",
+    "log.retention.check.interval.ms",
+    "log.flush.interval.messages",
+    "log.flush.interval.ms",
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "group.initial.rebalance.delay.ms",
+    "num.network.threads",
+    "num.io.threads",
+    "num.recovery.threads.per.data.dir",
+    "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes",
+];
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        let log = LogConfig::default();
+        BrokerConfig {
+            node_id: 1,
+            process_roles: "broker,controller".to_string(),
+            listeners: vec![Listener {
+                name: "PLAINTEXT".to_string(),
+                host: "127.0.0.1".to_string(),
+                port: 9092,
+            }],
+            advertised_listeners: None,
+            controller_quorum_voters: String::new(),
+            log_dirs: vec![PathBuf::from("./data")],
+            num_partitions: 1,
+            default_replication_factor: 1,
+            min_insync_replicas: 1,
+            auto_create_topics_enable: true,
+            log_segment_bytes: log.segment_bytes,
+            log_index_size_max_bytes: log.segment_index_bytes,
+            log_index_interval_bytes: log.index_interval_bytes,
+            message_max_bytes: log.max_message_bytes,
+            log_message_timestamp_type: TimestampType::CreateTime,
+            log_retention_ms: 168 * 3_600_000,
+            log_retention_bytes: -1,
+            socket_request_max_bytes: 104_857_600,
+            connections_max_idle_ms: 600_000,
+            metrics_listener: Some(SocketAddr::from(([127, 0, 0, 1], 9464))),
+            explicit: BTreeMap::new(),
+        }
+    }
+}
+
+fn parse_num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
+    value.trim().parse().map_err(|_| ConfigError::InvalidValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: "not a number in range".to_string(),
+    })
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ConfigError::InvalidValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason: "expected true or false".to_string(),
+        }),
+    }
+}
+
+/// Parses `message.timestamp.type` values.
+///
+/// # Errors
+/// [`ConfigError::InvalidValue`] for anything but `CreateTime` or
+/// `LogAppendTime`.
+pub fn parse_timestamp_type(key: &str, value: &str) -> Result<TimestampType, ConfigError> {
+    match value.trim() {
+        "CreateTime" => Ok(TimestampType::CreateTime),
+        "LogAppendTime" => Ok(TimestampType::LogAppendTime),
+        _ => Err(ConfigError::InvalidValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason: "expected CreateTime or LogAppendTime".to_string(),
+        }),
+    }
+}
+
+impl BrokerConfig {
+    /// Builds the configuration from an optional properties file and
+    /// `key=value` overrides applied after it (as `kafka-server-start.sh
+    /// --override`).
+    ///
+    /// # Errors
+    /// Unreadable file, bad syntax, unknown key or invalid value.
+    pub fn load(file: Option<&std::path::Path>, overrides: &[String]) -> Result<Self, ConfigError> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+                path: path.display().to_string(),
+                source,
+            })?;
+            pairs.extend(parse_properties(&text, &path.display().to_string())?);
+        }
+        for (i, o) in overrides.iter().enumerate() {
+            let (k, v) = o.split_once('=').ok_or(ConfigError::Syntax {
+                path: "--override".to_string(),
+                line: i + 1,
+            })?;
+            pairs.push((k.trim().to_string(), v.trim().to_string()));
+        }
+        Self::from_pairs(pairs)
+    }
+
+    /// Applies `(key, value)` pairs in order over the defaults.
+    ///
+    /// # Errors
+    /// Unknown key or invalid value.
+    pub fn from_pairs(pairs: Vec<(String, String)>) -> Result<Self, ConfigError> {
+        let mut c = BrokerConfig::default();
+        for (key, value) in pairs {
+            c.set(&key, &value)?;
+            c.explicit.insert(key, value);
+        }
+        Ok(c)
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        match key {
+            "node.id" | "broker.id" => self.node_id = parse_num(key, value)?,
+            "process.roles" => self.process_roles = value.to_string(),
+            "listeners" => self.listeners = Listener::parse_list(key, value)?,
+            "advertised.listeners" => {
+                self.advertised_listeners = Some(Listener::parse_list(key, value)?)
+            }
+            "controller.quorum.voters" => self.controller_quorum_voters = value.to_string(),
+            "log.dirs" | "log.dir" => {
+                self.log_dirs = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(PathBuf::from)
+                    .collect();
+                if self.log_dirs.is_empty() {
+                    return Err(ConfigError::InvalidValue {
+                        key: key.to_string(),
+                        value: value.to_string(),
+                        reason: "no directory given".to_string(),
+                    });
+                }
+            }
+            "num.partitions" => {
+                self.num_partitions = parse_num(key, value)?;
+                if self.num_partitions < 1 {
+                    return Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: value.into(),
+                        reason: "must be at least 1".into(),
+                    });
+                }
+            }
+            "default.replication.factor" => {
+                self.default_replication_factor = parse_num(key, value)?
+            }
+            "min.insync.replicas" => self.min_insync_replicas = parse_num(key, value)?,
+            "auto.create.topics.enable" => self.auto_create_topics_enable = parse_bool(key, value)?,
+            "log.segment.bytes" => {
+                self.log_segment_bytes = parse_num(key, value)?;
+                if self.log_segment_bytes < 14 {
+                    return Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: value.into(),
+                        reason: "must be at least 14 bytes".into(),
+                    });
+                }
+            }
+            "log.index.size.max.bytes" => self.log_index_size_max_bytes = parse_num(key, value)?,
+            "log.index.interval.bytes" => self.log_index_interval_bytes = parse_num(key, value)?,
+            "message.max.bytes" => self.message_max_bytes = parse_num(key, value)?,
+            "log.message.timestamp.type" => {
+                self.log_message_timestamp_type = parse_timestamp_type(key, value)?
+            }
+            "log.retention.hours" => {
+                self.log_retention_ms = parse_num::<i64>(key, value)?.saturating_mul(3_600_000)
+            }
+            "log.retention.minutes" => {
+                self.log_retention_ms = parse_num::<i64>(key, value)?.saturating_mul(60_000)
+            }
+            "log.retention.ms" => self.log_retention_ms = parse_num(key, value)?,
+            "log.retention.bytes" => self.log_retention_bytes = parse_num(key, value)?,
+            "socket.request.max.bytes" => self.socket_request_max_bytes = parse_num(key, value)?,
+            "connections.max.idle.ms" => self.connections_max_idle_ms = parse_num(key, value)?,
+            "metrics.listener" => {
+                self.metrics_listener = if value.trim().is_empty() {
+                    None
+                } else {
+                    Some(
+                        value
+                            .trim()
+                            .parse()
+                            .map_err(|_| ConfigError::InvalidValue {
+                                key: key.into(),
+                                value: value.into(),
+                                reason: "expected host:port".into(),
+                            })?,
+                    )
+                }
+            }
+            k if ACCEPTED_KEYS.contains(&k) => {}
+            _ => {
+                return Err(ConfigError::UnknownKey {
+                    key: key.to_string(),
+                })
+            }
+        }
+        Ok(())
+    }
+
+    /// The partition log config derived from broker defaults (`log.*` keys);
+    /// topic configs override it per topic.
+    pub fn default_log_config(&self) -> LogConfig {
+        LogConfig {
+            segment_bytes: self.log_segment_bytes,
+            segment_index_bytes: self.log_index_size_max_bytes,
+            index_interval_bytes: self.log_index_interval_bytes,
+            max_message_bytes: self.message_max_bytes,
+            message_timestamp_type: self.log_message_timestamp_type,
+        }
+    }
+
+    /// The first (and for now only) log directory.
+    pub fn log_dir(&self) -> PathBuf {
+        self.log_dirs[0].clone()
+    }
+}
+
+/// Parses Java-properties-style text: `key=value` or `key: value`,
+/// `#`/`!` comments, blank lines. Line continuations are not supported.
+fn parse_properties(text: &str, path: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let idx = line.find(['=', ':']).ok_or(ConfigError::Syntax {
+            path: path.to_string(),
+            line: i + 1,
+        })?;
+        out.push((
+            line[..idx].trim().to_string(),
+            line[idx + 1..].trim().to_string(),
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_kafka_and_readme() {
+        let c = BrokerConfig::default();
+        assert_eq!(c.node_id, 1);
+        assert_eq!(c.listeners[0].port, 9092);
+        assert_eq!(c.socket_request_max_bytes, 104_857_600);
+        assert_eq!(c.message_max_bytes, 1_048_588);
+        assert_eq!(c.log_segment_bytes, 1 << 30);
+        assert_eq!(c.metrics_listener, Some("127.0.0.1:9464".parse().unwrap()));
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err =
+            BrokerConfig::from_pairs(vec![("log.segmnt.bytes".into(), "1".into())]).unwrap_err();
+        assert!(err.to_string().contains("log.segmnt.bytes"), "{err}");
+    }
+
+    #[test]
+    fn file_then_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.properties");
+        std::fs::write(
+            &path,
+            "# comment\nnode.id=3\nlisteners=PLAINTEXT://127.0.0.1:0\nnum.partitions: 4\n",
+        )
+        .unwrap();
+        let c = BrokerConfig::load(
+            Some(&path),
+            &["num.partitions=6".into(), "metrics.listener=".into()],
+        )
+        .unwrap();
+        assert_eq!(c.node_id, 3);
+        assert_eq!(c.listeners[0].port, 0);
+        assert_eq!(c.num_partitions, 6);
+        assert_eq!(c.metrics_listener, None);
+        assert_eq!(c.explicit.get("node.id").map(String::as_str), Some("3"));
+    }
+
+    #[test]
+    fn invalid_values_are_rejected() {
+        for (k, v) in [
+            ("num.partitions", "0"),
+            ("auto.create.topics.enable", "yes"),
+            ("listeners", "127.0.0.1:9092"),
+            ("log.message.timestamp.type", "Now"),
+        ] {
+            let err = BrokerConfig::from_pairs(vec![(k.into(), v.into())]).unwrap_err();
+            assert!(err.to_string().contains(k), "{err}");
+        }
+    }
+}

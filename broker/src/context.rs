@@ -1,0 +1,35 @@
+//! The state every handler shares: configuration, the controller handle,
+//! the `ReplicaManager` and the producer id allocator.
+
+use std::sync::Arc;
+
+use weir_controller::{MetadataImage, QuorumController};
+
+use crate::config::{BrokerConfig, Listener};
+use crate::producer_ids::ProducerIdManager;
+use crate::replica_manager::ReplicaManager;
+
+/// Shared broker state, one per process, handed to every connection.
+pub struct BrokerContext {
+    /// Effective configuration.
+    pub config: BrokerConfig,
+    /// This node's id (`node.id`).
+    pub node_id: i32,
+    /// The cluster id from `meta.properties`.
+    pub cluster_id: String,
+    /// Handle on the metadata quorum.
+    pub controller: QuorumController,
+    /// The partitions this broker hosts.
+    pub replica_manager: Arc<ReplicaManager>,
+    /// Producer id blocks allocated through the controller.
+    pub producer_ids: ProducerIdManager,
+    /// Advertised listeners with bound ports filled in.
+    pub advertised_listeners: Vec<Listener>,
+}
+
+impl BrokerContext {
+    /// The latest published metadata image.
+    pub fn metadata(&self) -> Arc<MetadataImage> {
+        self.controller.image()
+    }
+}

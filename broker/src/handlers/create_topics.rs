@@ -1,0 +1,153 @@
+//! CreateTopics (key 19), v2-7: validated here (configs) and in the
+//! controller (names, partitions, replication factor), committed through the
+//! metadata quorum, then the logs are created before the response.
+//!
+//! -1 partitions / replication factor mean the broker defaults
+//! (`num.partitions`, `default.replication.factor`, KIP-464). v5+ answers
+//! carry the topic's configs, partitions and replication factor; v7 the
+//! topic id (KIP-516).
+
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::ResponseError;
+use weir_controller::CreatableTopic;
+
+use super::describe_configs::topic_config_entries;
+use super::str_bytes;
+use crate::context::BrokerContext;
+use crate::error::controller_error_code;
+use crate::topic_config;
+
+/// Creates the requested topics; per-topic results in request order.
+pub async fn handle(
+    ctx: &BrokerContext,
+    version: i16,
+    request: CreateTopicsRequest,
+) -> CreateTopicsResponse {
+    let mut response = CreateTopicsResponse::default();
+    let mut results: Vec<Option<CreatableTopicResult>> = Vec::with_capacity(request.topics.len());
+    let mut to_create = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for topic in &request.topics {
+        let name = topic.name.to_string();
+        let mut result = CreatableTopicResult::default();
+        result.name = topic.name.clone();
+        result.num_partitions = -1;
+        result.replication_factor = -1;
+        if !seen.insert(name.clone()) {
+            result.error_code = ResponseError::InvalidRequest.code();
+            result.error_message = Some(str_bytes(format!(
+                "topic '{name}' appears more than once in the request"
+            )));
+            results.push(Some(result));
+            continue;
+        }
+        let mut configs = Vec::new();
+        let mut config_error = None;
+        for c in &topic.configs {
+            let Some(value) = c.value.as_ref() else {
+                continue;
+            };
+            match topic_config::validate(&c.name, value) {
+                Ok(()) => configs.push((c.name.to_string(), value.to_string())),
+                Err(e) => {
+                    config_error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        if let Some(message) = config_error {
+            result.error_code = ResponseError::InvalidConfig.code();
+            result.error_message = Some(str_bytes(message));
+            results.push(Some(result));
+            continue;
+        }
+        // With manual assignments the controller wants -1 as sent.
+        let manual = !topic.assignments.is_empty();
+        let num_partitions = if topic.num_partitions == -1 && !manual {
+            ctx.config.num_partitions
+        } else {
+            topic.num_partitions
+        };
+        let replication_factor = if topic.replication_factor == -1 && !manual {
+            ctx.config.default_replication_factor
+        } else {
+            topic.replication_factor
+        };
+        to_create.push((
+            results.len(),
+            CreatableTopic {
+                name,
+                num_partitions,
+                replication_factor,
+                assignments: topic
+                    .assignments
+                    .iter()
+                    .map(|a| {
+                        (
+                            a.partition_index,
+                            a.broker_ids.iter().map(|b| b.0).collect(),
+                        )
+                    })
+                    .collect(),
+                configs,
+            },
+        ));
+        results.push(None);
+    }
+
+    let (slots, creatable): (Vec<usize>, Vec<CreatableTopic>) = to_create.into_iter().unzip();
+    let configs_by_slot: Vec<Vec<(String, String)>> =
+        creatable.iter().map(|c| c.configs.clone()).collect();
+    let outcomes = if creatable.is_empty() {
+        Vec::new()
+    } else {
+        ctx.controller
+            .create_topics(creatable, request.validate_only)
+            .await
+    };
+    if !request.validate_only {
+        if let Err(e) = ctx.replica_manager.apply_image(&ctx.metadata()) {
+            tracing::error!(error = %e, "creating logs for new topics failed");
+        }
+    }
+    for ((slot, outcome), explicit) in slots.into_iter().zip(outcomes).zip(configs_by_slot) {
+        let mut result = CreatableTopicResult::default();
+        result.name = request.topics[slot].name.clone();
+        result.num_partitions = -1;
+        result.replication_factor = -1;
+        match outcome {
+            Ok(created) => {
+                result.topic_id = created.topic_id;
+                if version >= 5 {
+                    result.num_partitions = created.num_partitions;
+                    result.replication_factor = created.replication_factor;
+                    let explicit = explicit.into_iter().collect();
+                    result.configs = Some(
+                        topic_config_entries(&ctx.config, &explicit, None)
+                            .into_iter()
+                            .map(|e| {
+                                let mut c = CreatableTopicConfigs::default();
+                                c.name = e.name;
+                                c.value = e.value;
+                                c.read_only = e.read_only;
+                                c.config_source = e.config_source;
+                                c.is_sensitive = e.is_sensitive;
+                                c
+                            })
+                            .collect(),
+                    );
+                }
+            }
+            Err(e) => {
+                result.error_code = controller_error_code(&e);
+                result.error_message = Some(str_bytes(e.to_string()));
+            }
+        }
+        results[slot] = Some(result);
+    }
+    response.topics = results.into_iter().flatten().collect();
+    response
+}

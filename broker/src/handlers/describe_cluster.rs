@@ -1,0 +1,46 @@
+//! DescribeCluster (key 60), v0-1 (KIP-700): brokers, controller and cluster
+//! id from the metadata image.
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+
+use super::str_bytes;
+use crate::context::BrokerContext;
+
+/// `cluster_authorized_operations` when not requested (Kafka: Int.MIN).
+pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+/// Answers from the current image. v1 `endpoint_type` 1 (brokers) is the
+/// only endpoint type served; 2 (controllers) gets UNSUPPORTED_ENDPOINT_TYPE.
+pub fn handle(
+    ctx: &BrokerContext,
+    _version: i16,
+    request: DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let image = ctx.metadata();
+    let mut response = DescribeClusterResponse::default();
+    response.endpoint_type = request.endpoint_type;
+    if request.endpoint_type != 1 {
+        response.error_code = 114; // UNSUPPORTED_ENDPOINT_TYPE
+        response.error_message = Some(str_bytes("only the brokers endpoint type is supported"));
+        return response;
+    }
+    response.cluster_id = str_bytes(image.cluster_id.clone());
+    response.controller_id = BrokerId(image.controller_id.unwrap_or(-1));
+    response.cluster_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    for b in image.brokers.values() {
+        if b.fenced && !request.include_fenced_brokers {
+            continue;
+        }
+        if let Some(ep) = b.endpoints.first() {
+            let mut broker = DescribeClusterBroker::default();
+            broker.broker_id = BrokerId(b.broker_id);
+            broker.host = str_bytes(ep.host.clone());
+            broker.port = i32::from(ep.port);
+            broker.rack = b.rack.clone().map(str_bytes);
+            broker.is_fenced = b.fenced;
+            response.brokers.push(broker);
+        }
+    }
+    response
+}

@@ -1,0 +1,308 @@
+//! DescribeConfigs (key 32), v1-4: topic configs (explicit values and
+//! broker-derived defaults) and this broker's static configuration, with
+//! sources, synonyms (KIP-226), read-only flags, types and documentation
+//! (KIP-569).
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::ResponseError;
+
+use super::str_bytes;
+use crate::config::BrokerConfig;
+use crate::context::BrokerContext;
+use crate::topic_config::{default_value, ConfigSource, ConfigType, TOPIC_CONFIGS};
+
+/// `ConfigResource.Type` of a topic.
+pub const RESOURCE_TOPIC: i8 = 2;
+/// `ConfigResource.Type` of a broker.
+pub const RESOURCE_BROKER: i8 = 4;
+
+/// Answers every requested resource.
+pub fn handle(
+    ctx: &BrokerContext,
+    version: i16,
+    request: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
+    let image = ctx.metadata();
+    let mut response = DescribeConfigsResponse::default();
+    for resource in request.resources {
+        let mut result = DescribeConfigsResult::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        let filter: Option<Vec<String>> = resource
+            .configuration_keys
+            .map(|keys| keys.iter().map(|k| k.to_string()).collect());
+        let entries = match resource.resource_type {
+            RESOURCE_TOPIC => match image.topic(&resource.resource_name) {
+                Some(topic) => Ok(topic_config_entries(
+                    &ctx.config,
+                    &topic.configs,
+                    filter.as_deref(),
+                )),
+                None => Err(ResponseError::UnknownTopicOrPartition.code()),
+            },
+            RESOURCE_BROKER => {
+                let name = resource.resource_name.as_str();
+                if name.is_empty() {
+                    Ok(Vec::new())
+                } else if name == ctx.node_id.to_string() {
+                    Ok(broker_config_entries(&ctx.config, filter.as_deref()))
+                } else {
+                    Err(ResponseError::InvalidRequest.code())
+                }
+            }
+            _ => Err(ResponseError::InvalidRequest.code()),
+        };
+        match entries {
+            Ok(mut entries) => {
+                for e in &mut entries {
+                    if !request.include_synonyms || version < 1 {
+                        e.synonyms.clear();
+                    }
+                    if !request.include_documentation {
+                        e.documentation = None;
+                    }
+                }
+                result.configs = entries;
+            }
+            Err(code) => {
+                result.error_code = code;
+                result.error_message = Some(str_bytes(format!(
+                    "cannot describe resource type {} '{}'",
+                    resource.resource_type, resource.resource_name
+                )));
+            }
+        }
+        response.results.push(result);
+    }
+    response
+}
+
+fn entry(
+    name: &str,
+    value: String,
+    source: ConfigSource,
+    read_only: bool,
+    config_type: ConfigType,
+    doc: &str,
+    synonyms: Vec<DescribeConfigsSynonym>,
+) -> DescribeConfigsResourceResult {
+    let mut e = DescribeConfigsResourceResult::default();
+    e.name = str_bytes(name);
+    e.value = Some(str_bytes(value));
+    e.config_source = source as i8;
+    e.read_only = read_only;
+    e.is_sensitive = false;
+    e.config_type = config_type as i8;
+    e.documentation = Some(str_bytes(doc));
+    e.synonyms = synonyms;
+    e
+}
+
+fn synonym(name: &str, value: String, source: ConfigSource) -> DescribeConfigsSynonym {
+    let mut s = DescribeConfigsSynonym::default();
+    s.name = str_bytes(name);
+    s.value = Some(str_bytes(value));
+    s.source = source as i8;
+    s
+}
+
+fn wanted(filter: Option<&[String]>, name: &str) -> bool {
+    filter.map(|f| f.iter().any(|k| k == name)).unwrap_or(true)
+}
+
+/// Every topic config with its effective value: the topic's own setting
+/// (DYNAMIC_TOPIC_CONFIG), else the broker's (STATIC_BROKER_CONFIG when set
+/// in server.properties, DEFAULT_CONFIG otherwise). Synonyms list the topic
+/// value then the broker value.
+pub fn topic_config_entries(
+    broker: &BrokerConfig,
+    explicit: &BTreeMap<String, String>,
+    filter: Option<&[String]>,
+) -> Vec<DescribeConfigsResourceResult> {
+    TOPIC_CONFIGS
+        .iter()
+        .filter(|d| wanted(filter, d.name))
+        .map(|d| {
+            let broker_source = match d.broker_synonym {
+                Some(k) if broker.explicit.contains_key(k) => ConfigSource::StaticBrokerConfig,
+                _ => ConfigSource::DefaultConfig,
+            };
+            let broker_value = default_value(broker, d.name);
+            let mut synonyms = Vec::new();
+            let (value, source) = match explicit.get(d.name) {
+                Some(v) => {
+                    synonyms.push(synonym(d.name, v.clone(), ConfigSource::DynamicTopicConfig));
+                    (v.clone(), ConfigSource::DynamicTopicConfig)
+                }
+                None => (broker_value.clone(), broker_source),
+            };
+            if let Some(k) = d.broker_synonym {
+                synonyms.push(synonym(k, broker_value, broker_source));
+            }
+            entry(d.name, value, source, false, d.config_type, d.doc, synonyms)
+        })
+        .collect()
+}
+
+/// This broker's static configuration, all read-only (dynamic broker
+/// configs are not served yet).
+pub fn broker_config_entries(
+    c: &BrokerConfig,
+    filter: Option<&[String]>,
+) -> Vec<DescribeConfigsResourceResult> {
+    let listeners = |ls: &[crate::config::Listener]| {
+        ls.iter()
+            .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let timestamp_type = default_value(c, "message.timestamp.type");
+    let rows: Vec<(&str, String, ConfigType, &str)> = vec![
+        (
+            "node.id",
+            c.node_id.to_string(),
+            ConfigType::Int,
+            "this node's id",
+        ),
+        (
+            "process.roles",
+            c.process_roles.clone(),
+            ConfigType::List,
+            "broker and/or controller",
+        ),
+        (
+            "listeners",
+            listeners(&c.listeners),
+            ConfigType::String,
+            "addresses the broker listens on",
+        ),
+        (
+            "advertised.listeners",
+            c.advertised_listeners
+                .as_deref()
+                .map(listeners)
+                .unwrap_or_else(|| listeners(&c.listeners)),
+            ConfigType::String,
+            "addresses given to clients",
+        ),
+        (
+            "controller.quorum.voters",
+            c.controller_quorum_voters.clone(),
+            ConfigType::List,
+            "metadata quorum voters",
+        ),
+        (
+            "log.dirs",
+            c.log_dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            ConfigType::String,
+            "directories holding partition logs",
+        ),
+        (
+            "num.partitions",
+            c.num_partitions.to_string(),
+            ConfigType::Int,
+            "partitions of auto-created topics",
+        ),
+        (
+            "default.replication.factor",
+            c.default_replication_factor.to_string(),
+            ConfigType::Int,
+            "replication factor of auto-created topics",
+        ),
+        (
+            "min.insync.replicas",
+            c.min_insync_replicas.to_string(),
+            ConfigType::Int,
+            "replicas needed for acks=all",
+        ),
+        (
+            "auto.create.topics.enable",
+            c.auto_create_topics_enable.to_string(),
+            ConfigType::Boolean,
+            "create topics on metadata requests",
+        ),
+        (
+            "log.segment.bytes",
+            c.log_segment_bytes.to_string(),
+            ConfigType::Int,
+            "segment file size (bytes)",
+        ),
+        (
+            "log.index.size.max.bytes",
+            c.log_index_size_max_bytes.to_string(),
+            ConfigType::Int,
+            "offset index size (bytes)",
+        ),
+        (
+            "log.index.interval.bytes",
+            c.log_index_interval_bytes.to_string(),
+            ConfigType::Int,
+            "bytes between index entries",
+        ),
+        (
+            "message.max.bytes",
+            c.message_max_bytes.to_string(),
+            ConfigType::Int,
+            "largest record batch (bytes)",
+        ),
+        (
+            "log.message.timestamp.type",
+            timestamp_type,
+            ConfigType::String,
+            "CreateTime or LogAppendTime",
+        ),
+        (
+            "log.retention.ms",
+            c.log_retention_ms.to_string(),
+            ConfigType::Long,
+            "segment age before deletion (ms)",
+        ),
+        (
+            "log.retention.bytes",
+            c.log_retention_bytes.to_string(),
+            ConfigType::Long,
+            "partition size before deletion (bytes)",
+        ),
+        (
+            "socket.request.max.bytes",
+            c.socket_request_max_bytes.to_string(),
+            ConfigType::Int,
+            "largest request (bytes)",
+        ),
+        (
+            "connections.max.idle.ms",
+            c.connections_max_idle_ms.to_string(),
+            ConfigType::Long,
+            "idle connection timeout (ms)",
+        ),
+        (
+            "metrics.listener",
+            c.metrics_listener
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            ConfigType::String,
+            "Prometheus endpoint address (Weir)",
+        ),
+    ];
+    rows.into_iter()
+        .filter(|(name, ..)| wanted(filter, name))
+        .map(|(name, value, config_type, doc)| {
+            let source = if c.explicit.contains_key(name) {
+                ConfigSource::StaticBrokerConfig
+            } else {
+                ConfigSource::DefaultConfig
+            };
+            let synonyms = vec![synonym(name, value.clone(), source)];
+            entry(name, value, source, true, config_type, doc, synonyms)
+        })
+        .collect()
+}

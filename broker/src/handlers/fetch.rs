@@ -1,0 +1,251 @@
+//! Fetch (key 1), v4-17, for consumers.
+//!
+//! - Whole batches are returned; a fetch offset inside a batch returns that
+//!   batch (case C02). Record bytes never pass through user space: storage
+//!   hands out `FileSlice`s and the connection sends them with `sendfile`.
+//! - Limits (KIP-74): `max_bytes` for the response and `partition_max_bytes`
+//!   per partition, except that the first batch of the first non-empty
+//!   partition is returned whole even when larger (case C04).
+//! - Parking (Kafka's DelayedFetch): with fewer than `min_bytes` available
+//!   the request waits for appends to any of its partitions, at most
+//!   `max_wait_ms` (case C08); errors answer at once.
+//! - Fetch sessions (KIP-227) are not offered: the response always carries
+//!   session id 0, so clients send full fetches. A non-zero session id gets
+//!   FETCH_SESSION_ID_NOT_FOUND.
+//! - v13+ names topics by id (KIP-516).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::FetchRequest;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use tokio::time::Instant;
+use uuid::Uuid;
+use weir_protocol_compat::fetch::{
+    encode_fetch_response, FetchPartitionData, FetchResponseData, FetchTopicData, RecordsSource,
+};
+use weir_storage::{FileSlice, StorageError};
+
+use crate::context::BrokerContext;
+use crate::dispatch::Response;
+use crate::error::storage_error_code;
+use crate::partition::Partition;
+
+/// Records of one partition in a Fetch response: a region of a segment file
+/// or nothing.
+pub enum FetchRecords {
+    /// Bytes sent with `sendfile` from the segment file.
+    File(FileSlice),
+    /// No records (an empty, non-null records field).
+    Empty,
+}
+
+impl RecordsSource for FetchRecords {
+    fn len(&self) -> usize {
+        match self {
+            FetchRecords::File(s) => s.len(),
+            FetchRecords::Empty => 0,
+        }
+    }
+}
+
+struct Target {
+    topic: usize,
+    partition_index: i32,
+    fetch_offset: i64,
+    partition_max_bytes: usize,
+    current_leader_epoch: i32,
+    resolved: Result<Arc<Partition>, i16>,
+}
+
+/// Serves a Fetch request, parking it until `min_bytes` are available or
+/// `max_wait_ms` passes.
+pub async fn handle(
+    ctx: &BrokerContext,
+    version: i16,
+    correlation_id: i32,
+    request: FetchRequest,
+) -> Response {
+    let read_committed = request.isolation_level == 1;
+    let mut topics: Vec<(StrBytes, Uuid)> = Vec::new();
+    let mut targets: Vec<Target> = Vec::new();
+    let session_error = if request.session_id != 0 {
+        Some(ResponseError::FetchSessionIdNotFound.code())
+    } else if request.session_epoch > 0 {
+        Some(ResponseError::InvalidFetchSessionEpoch.code())
+    } else {
+        None
+    };
+    let image = ctx.metadata();
+    for topic in &request.topics {
+        let (name, resolved): (String, Result<(), i16>) = if version >= 13 {
+            match image.topic_names_by_id.get(&topic.topic_id) {
+                Some(name) => (name.clone(), Ok(())),
+                None => (String::new(), Err(ResponseError::UnknownTopicId.code())),
+            }
+        } else {
+            (topic.topic.to_string(), Ok(()))
+        };
+        let topic_index = topics.len();
+        topics.push((topic.topic.0.clone(), topic.topic_id));
+        for p in &topic.partitions {
+            let resolved = resolved.and_then(|()| {
+                ctx.replica_manager
+                    .partition(&name, p.partition)
+                    .ok_or(ResponseError::UnknownTopicOrPartition.code())
+            });
+            targets.push(Target {
+                topic: topic_index,
+                partition_index: p.partition,
+                fetch_offset: p.fetch_offset,
+                partition_max_bytes: p.partition_max_bytes.max(0) as usize,
+                current_leader_epoch: p.current_leader_epoch,
+                resolved,
+            });
+        }
+    }
+
+    let max_bytes = if request.max_bytes <= 0 {
+        usize::MAX
+    } else {
+        request.max_bytes as usize
+    };
+    let min_bytes = request.min_bytes.max(0) as usize;
+    let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let partitions: Vec<Arc<Partition>> = targets
+        .iter()
+        .filter_map(|t| t.resolved.clone().ok())
+        .collect();
+
+    loop {
+        // Register for wake-ups before reading so an append between the read
+        // and the wait is not missed.
+        let mut arrivals: Vec<Pin<Box<tokio::sync::futures::Notified<'_>>>> = partitions
+            .iter()
+            .map(|p| {
+                let mut n = Box::pin(p.data_arrived());
+                n.as_mut().enable();
+                n
+            })
+            .collect();
+        let (data, bytes, any_error) = read_all(&targets, max_bytes, read_committed);
+        let done = session_error.is_some()
+            || any_error
+            || bytes >= min_bytes
+            || Instant::now() >= deadline
+            || arrivals.is_empty();
+        if done {
+            return encode(version, correlation_id, session_error, &topics, data);
+        }
+        tokio::select! {
+            _ = futures::future::select_all(arrivals.iter_mut()) => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+type PartitionData = FetchPartitionData<FetchRecords>;
+
+/// Reads every target once; returns per-target data, the record bytes found
+/// and whether any partition failed.
+fn read_all(
+    targets: &[Target],
+    max_bytes: usize,
+    read_committed: bool,
+) -> (Vec<(usize, PartitionData)>, usize, bool) {
+    let mut total = 0usize;
+    let mut any_error = false;
+    let mut out = Vec::with_capacity(targets.len());
+    for t in targets {
+        let mut data = FetchPartitionData {
+            partition_index: t.partition_index,
+            error_code: 0,
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            aborted_transactions: if read_committed {
+                Some(Vec::new())
+            } else {
+                None
+            },
+            preferred_read_replica: -1,
+            records: Some(FetchRecords::Empty),
+        };
+        match &t.resolved {
+            Err(code) => {
+                data.error_code = *code;
+                any_error = true;
+            }
+            Ok(partition) => {
+                data.high_watermark = partition.high_watermark();
+                data.last_stable_offset = data.high_watermark;
+                data.log_start_offset = partition.log_start_offset();
+                if let Err(code) = partition.check_leader_epoch(t.current_leader_epoch) {
+                    data.error_code = code;
+                    any_error = true;
+                } else {
+                    let limit = t.partition_max_bytes.min(max_bytes.saturating_sub(total));
+                    let first = total == 0;
+                    if limit > 0 || first {
+                        match partition.read(t.fetch_offset, limit, first) {
+                            Ok(info) => {
+                                if let Some(slice) = info.records {
+                                    total += slice.len();
+                                    data.records = Some(FetchRecords::File(slice));
+                                }
+                            }
+                            Err(e) => {
+                                if !matches!(e, StorageError::OffsetOutOfRange { .. }) {
+                                    tracing::error!(error = %e, "fetch read failed");
+                                }
+                                data.error_code = storage_error_code(&e);
+                                any_error = true;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out.push((t.topic, data));
+    }
+    (out, total, any_error)
+}
+
+fn encode(
+    version: i16,
+    correlation_id: i32,
+    session_error: Option<i16>,
+    topics: &[(StrBytes, Uuid)],
+    data: Vec<(usize, PartitionData)>,
+) -> Response {
+    let mut responses: Vec<FetchTopicData<FetchRecords>> = topics
+        .iter()
+        .map(|(name, id)| FetchTopicData {
+            topic: name.clone(),
+            topic_id: *id,
+            partitions: Vec::new(),
+        })
+        .collect();
+    if session_error.is_none() {
+        for (topic, p) in data {
+            if p.error_code != 0 {
+                crate::metrics::record_error("Fetch", p.error_code);
+            }
+            responses[topic].partitions.push(p);
+        }
+    } else {
+        responses.clear();
+    }
+    let response = FetchResponseData {
+        throttle_time_ms: 0,
+        error_code: session_error.unwrap_or(0),
+        session_id: 0,
+        responses,
+    };
+    match encode_fetch_response(version, correlation_id, response) {
+        Ok(chunks) => Response::Fetch(chunks),
+        Err(e) => Response::Close(format!("cannot encode Fetch v{version} response: {e}")),
+    }
+}

@@ -1,0 +1,137 @@
+//! ListOffsets (key 2), v1-9: offsets by timestamp, and the special
+//! timestamps (case C10):
+//! - -1 latest: the high watermark (last stable offset for read_committed,
+//!   the same while transactions are not served);
+//! - -2 earliest: the log start offset;
+//! - -3 max timestamp (v7+, KIP-734): the offset and timestamp of the record
+//!   with the largest timestamp;
+//! - -4 earliest local (v8+, KIP-405): the log start offset (no tiering);
+//! - -5 latest tiered (v9+, KIP-1005): -1 (nothing is tiered).
+//!
+//! A special timestamp on a version that does not define it is rejected
+//! with UNSUPPORTED_VERSION and never matched as a literal timestamp; other
+//! negative timestamps are INVALID_REQUEST.
+//!
+//! For a timestamp `t >= 0` the answer is the first record whose timestamp is
+//! at least `t`: storage finds the batch, this handler decodes it.
+
+use bytes::Bytes;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::records::RecordBatchDecoder;
+use kafka_protocol::ResponseError;
+
+use crate::context::BrokerContext;
+use crate::error::storage_error_code;
+use crate::partition::Partition;
+
+/// Latest offset.
+pub const LATEST_TIMESTAMP: i64 = -1;
+/// Earliest offset.
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+/// Offset of the record with the largest timestamp (v7+).
+pub const MAX_TIMESTAMP: i64 = -3;
+/// Earliest offset in local storage (v8+).
+pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+/// Latest offset in tiered storage (v9+).
+pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
+
+/// Answers every requested partition.
+pub fn handle(
+    ctx: &BrokerContext,
+    version: i16,
+    request: ListOffsetsRequest,
+) -> ListOffsetsResponse {
+    let mut response = ListOffsetsResponse::default();
+    for topic in request.topics {
+        let mut t = ListOffsetsTopicResponse::default();
+        t.name = topic.name.clone();
+        for p in topic.partitions {
+            let mut r = ListOffsetsPartitionResponse::default();
+            r.partition_index = p.partition_index;
+            r.timestamp = -1;
+            r.offset = -1;
+            r.leader_epoch = -1;
+            match ctx
+                .replica_manager
+                .partition(&topic.name, p.partition_index)
+            {
+                None => r.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                Some(partition) => match partition.check_leader_epoch(p.current_leader_epoch) {
+                    Err(code) => r.error_code = code,
+                    Ok(()) => match lookup(&partition, version, p.timestamp) {
+                        Ok((timestamp, offset)) => {
+                            r.timestamp = timestamp;
+                            r.offset = offset;
+                            // leader_epoch exists from v4 and may not be set below it.
+                            if version >= 4 && offset >= 0 {
+                                r.leader_epoch = partition.leader_epoch();
+                            }
+                        }
+                        Err(code) => r.error_code = code,
+                    },
+                },
+            }
+            t.partitions.push(r);
+        }
+        response.topics.push(t);
+    }
+    response
+}
+
+/// `(timestamp, offset)` for one partition, or an error code.
+fn lookup(partition: &Partition, version: i16, timestamp: i64) -> Result<(i64, i64), i16> {
+    let unsupported = ResponseError::UnsupportedVersion.code();
+    match timestamp {
+        LATEST_TIMESTAMP => Ok((-1, partition.high_watermark())),
+        EARLIEST_TIMESTAMP => Ok((-1, partition.log_start_offset())),
+        MAX_TIMESTAMP if version >= 7 => {
+            let batch = partition
+                .read_batch_with_max_timestamp()
+                .map_err(|e| storage_error_code(&e))?;
+            Ok(batch
+                .and_then(|b| find_record(b, |_| true, true))
+                .unwrap_or((-1, -1)))
+        }
+        EARLIEST_LOCAL_TIMESTAMP if version >= 8 => Ok((-1, partition.log_start_offset())),
+        LATEST_TIERED_TIMESTAMP if version >= 9 => Ok((-1, -1)),
+        MAX_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP | LATEST_TIERED_TIMESTAMP => Err(unsupported),
+        t if t < 0 => Err(ResponseError::InvalidRequest.code()),
+        t => {
+            let batch = partition
+                .read_batch_for_timestamp(t)
+                .map_err(|e| storage_error_code(&e))?;
+            Ok(batch
+                .and_then(|b| find_record(b, |ts| ts >= t, false))
+                .unwrap_or((-1, -1)))
+        }
+    }
+}
+
+/// Decodes one stored batch and returns `(timestamp, offset)` of the first
+/// record matching `wanted`, or with `max` of the first record holding the
+/// largest timestamp. Control records are skipped.
+fn find_record(batch: Bytes, wanted: impl Fn(i64) -> bool, max: bool) -> Option<(i64, i64)> {
+    let mut buf = batch;
+    let set = match RecordBatchDecoder::decode(&mut buf) {
+        Ok(set) => set,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot decode a stored batch for ListOffsets");
+            return None;
+        }
+    };
+    let records = set.records.iter().filter(|r| !r.control);
+    if max {
+        records.fold(None::<(i64, i64)>, |best, r| match best {
+            Some((ts, _)) if ts >= r.timestamp => best,
+            _ => Some((r.timestamp, r.offset)),
+        })
+    } else {
+        records
+            .filter(|r| wanted(r.timestamp))
+            .map(|r| (r.timestamp, r.offset))
+            .next()
+    }
+}

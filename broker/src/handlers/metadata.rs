@@ -1,0 +1,178 @@
+//! Metadata (key 3), v0-12: brokers, cluster id, controller and topic
+//! partitions from the metadata image, with auto-creation when allowed.
+//!
+//! Topic list semantics (case C09): v0 empty list = all topics; v1+ null =
+//! all topics, empty = none. v10+ topics may be named by id only (name null):
+//! answered with name and id, or UNKNOWN_TOPIC_ID with the id echoed. The
+//! all-zero id means "no id". Auto-creation happens only when both the
+//! request (v4+ `allow_auto_topic_creation`; always for v0-3) and
+//! `auto.create.topics.enable` allow it.
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::ResponseError;
+use uuid::Uuid;
+use weir_controller::{CreatableTopic, MetadataImage, TopicImage};
+
+use super::describe_cluster::AUTHORIZED_OPERATIONS_OMITTED;
+use super::str_bytes;
+use crate::context::BrokerContext;
+use crate::error::controller_error_code;
+
+/// Answers a Metadata request, creating missing topics when allowed.
+pub async fn handle(
+    ctx: &BrokerContext,
+    version: i16,
+    request: MetadataRequest,
+) -> MetadataResponse {
+    let mut image = ctx.metadata();
+    let all_topics = match &request.topics {
+        None => true,
+        Some(t) => version == 0 && t.is_empty(),
+    };
+    let requested = request.topics.unwrap_or_default();
+
+    let auto_create =
+        ctx.config.auto_create_topics_enable && (version < 4 || request.allow_auto_topic_creation);
+    let mut create_errors = std::collections::HashMap::new();
+    if auto_create {
+        let missing: Vec<String> = requested
+            .iter()
+            .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+            .filter(|n| image.topic(n).is_none())
+            .collect();
+        if !missing.is_empty() {
+            let creatable = missing
+                .iter()
+                .map(|name| CreatableTopic {
+                    name: name.clone(),
+                    num_partitions: ctx.config.num_partitions,
+                    replication_factor: ctx.config.default_replication_factor,
+                    assignments: Vec::new(),
+                    configs: Vec::new(),
+                })
+                .collect();
+            let results = ctx.controller.create_topics(creatable, false).await;
+            for (name, result) in missing.into_iter().zip(results) {
+                if let Err(e) = result {
+                    let code = controller_error_code(&e);
+                    if code != ResponseError::TopicAlreadyExists.code() {
+                        create_errors.insert(name, code);
+                    }
+                }
+            }
+            image = ctx.metadata();
+            if let Err(e) = ctx.replica_manager.apply_image(&image) {
+                tracing::error!(error = %e, "creating logs for auto-created topics failed");
+            }
+        }
+    }
+
+    let mut response = MetadataResponse::default();
+    response.brokers = brokers(&image);
+    response.cluster_id = Some(str_bytes(image.cluster_id.clone()));
+    response.controller_id = BrokerId(image.controller_id.unwrap_or(-1));
+    response.cluster_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    let include_ops = request.include_topic_authorized_operations;
+
+    if all_topics {
+        response.topics = image
+            .topics
+            .values()
+            .map(|t| topic_metadata(&image, t, include_ops))
+            .collect();
+        return response;
+    }
+    for t in requested {
+        let entry = match &t.name {
+            Some(name) => match image.topic(name) {
+                Some(topic) => topic_metadata(&image, topic, include_ops),
+                None => {
+                    let code = create_errors
+                        .get(name.as_str())
+                        .copied()
+                        .unwrap_or_else(|| {
+                            if weir_controller::control::validate_topic_name(name).is_err() {
+                                ResponseError::InvalidTopicException.code()
+                            } else {
+                                ResponseError::UnknownTopicOrPartition.code()
+                            }
+                        });
+                    error_topic(Some(name.clone()), t.topic_id, code)
+                }
+            },
+            None => match image.topic_by_id(&t.topic_id) {
+                Some(topic) if !t.topic_id.is_nil() => topic_metadata(&image, topic, include_ops),
+                _ => error_topic(None, t.topic_id, ResponseError::UnknownTopicId.code()),
+            },
+        };
+        response.topics.push(entry);
+    }
+    response
+}
+
+fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
+    image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .filter_map(|b| {
+            let ep = b.endpoints.first()?;
+            let mut broker = MetadataResponseBroker::default();
+            broker.node_id = BrokerId(b.broker_id);
+            broker.host = str_bytes(ep.host.clone());
+            broker.port = i32::from(ep.port);
+            broker.rack = b.rack.clone().map(str_bytes);
+            Some(broker)
+        })
+        .collect()
+}
+
+fn error_topic(name: Option<TopicName>, topic_id: Uuid, code: i16) -> MetadataResponseTopic {
+    let mut t = MetadataResponseTopic::default();
+    t.error_code = code;
+    t.name = name;
+    t.topic_id = topic_id;
+    t.topic_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    t
+}
+
+/// Whether a topic is one of Kafka's internal topics.
+pub fn is_internal(name: &str) -> bool {
+    name == "__consumer_offsets" || name == "__transaction_state"
+}
+
+fn topic_metadata(
+    image: &MetadataImage,
+    topic: &TopicImage,
+    _include_ops: bool,
+) -> MetadataResponseTopic {
+    let mut t = MetadataResponseTopic::default();
+    t.name = Some(TopicName(str_bytes(topic.name.clone())));
+    t.topic_id = topic.topic_id;
+    t.is_internal = is_internal(&topic.name);
+    t.topic_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    for (&index, p) in &topic.partitions {
+        let live = |id: &i32| image.brokers.get(id).map(|b| !b.fenced).unwrap_or(false);
+        let mut part = MetadataResponsePartition::default();
+        part.partition_index = index;
+        part.leader_id = BrokerId(p.leader);
+        part.leader_epoch = p.leader_epoch;
+        part.replica_nodes = p.replicas.iter().copied().map(BrokerId).collect();
+        part.isr_nodes = p.isr.iter().copied().map(BrokerId).collect();
+        part.offline_replicas = p
+            .replicas
+            .iter()
+            .filter(|r| !live(r))
+            .copied()
+            .map(BrokerId)
+            .collect();
+        if p.leader < 0 || !live(&p.leader) {
+            part.error_code = ResponseError::LeaderNotAvailable.code();
+        }
+        t.partitions.push(part);
+    }
+    t
+}

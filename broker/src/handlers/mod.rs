@@ -1,0 +1,29 @@
+//! One handler per Kafka API (STYLE.md: handler files stay small; shared
+//! logic lives in `ReplicaManager`, `Partition` and the controller).
+
+pub mod api_versions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;
+
+use kafka_protocol::protocol::StrBytes;
+
+/// A `StrBytes` from an owned string.
+pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,118 @@
+//! Produce (key 0): advertised from v0, served v3-11 (DESIGN.md §3; v0-2 are
+//! answered with UNSUPPORTED_VERSION by `dispatch`).
+//!
+//! Each partition's records must be exactly one magic-2 record batch (Kafka's
+//! `ProduceRequest.validateRecords` for v3+). The batch is validated and
+//! appended by storage without copying record bytes; acks=-1 then waits for
+//! the group-committed fsync that covers it. zstd needs v7+ (KIP-110).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::ResponseError;
+use weir_storage::RecordBatchHeader;
+
+use super::{now_ms, str_bytes};
+use crate::context::BrokerContext;
+use crate::error::storage_error_code;
+use crate::partition::Partition;
+
+/// Compression codec id of zstd in batch attributes.
+const ZSTD: i16 = 4;
+
+/// Appends every partition's batch; for acks=-1 waits until they are durable.
+///
+/// All appends happen before the first await (see `network::connection`).
+pub async fn handle(ctx: &BrokerContext, version: i16, request: ProduceRequest) -> ProduceResponse {
+    let now = now_ms();
+    let acks = request.acks;
+    let mut response = ProduceResponse::default();
+    let mut durable_waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
+    for topic in request.topic_data {
+        let mut topic_response = TopicProduceResponse::default();
+        topic_response.name = topic.name.clone();
+        for data in topic.partition_data {
+            let mut p = PartitionProduceResponse::default();
+            p.index = data.index;
+            p.base_offset = -1;
+            p.log_append_time_ms = -1;
+            p.log_start_offset = -1;
+            let result = if !matches!(acks, -1..=1) {
+                Err((ResponseError::InvalidRequiredAcks.code(), None))
+            } else {
+                append(ctx, version, &topic.name, data.index, data.records, now)
+            };
+            match result {
+                Ok((partition, info)) => {
+                    p.base_offset = info.first_offset;
+                    p.log_append_time_ms = info.log_append_time;
+                    p.log_start_offset = partition.log_start_offset();
+                    if acks == -1 {
+                        let at = (
+                            response.responses.len(),
+                            topic_response.partition_responses.len(),
+                        );
+                        durable_waits.push((at.0, at.1, partition, info.last_offset + 1));
+                    }
+                }
+                Err((code, message)) => {
+                    p.error_code = code;
+                    p.error_message = message.map(str_bytes);
+                }
+            }
+            topic_response.partition_responses.push(p);
+        }
+        response.responses.push(topic_response);
+    }
+    for (t, p, partition, end_offset) in durable_waits {
+        if let Err(e) = partition.wait_durable(end_offset).await {
+            tracing::error!(topic_partition = ?partition.topic_partition(), error = %e, "fsync failed");
+            let r = &mut response.responses[t].partition_responses[p];
+            r.error_code = storage_error_code(&e);
+            r.error_message = Some(str_bytes(e.to_string()));
+            r.base_offset = -1;
+        }
+    }
+    response
+}
+
+type AppendResult = Result<(Arc<Partition>, weir_storage::LogAppendInfo), (i16, Option<String>)>;
+
+fn append(
+    ctx: &BrokerContext,
+    version: i16,
+    topic: &str,
+    index: i32,
+    records: Option<Bytes>,
+    now: i64,
+) -> AppendResult {
+    let partition = ctx
+        .replica_manager
+        .partition(topic, index)
+        .ok_or((ResponseError::UnknownTopicOrPartition.code(), None))?;
+    let records = records.ok_or((
+        ResponseError::InvalidRecord.code(),
+        Some("records are null".to_string()),
+    ))?;
+    let header = RecordBatchHeader::parse(&records)
+        .map_err(|e| (storage_error_code(&e), Some(e.to_string())))?;
+    if header.size_in_bytes() != records.len() {
+        return Err((
+            ResponseError::InvalidRecord.code(),
+            Some("a produce request must hold exactly one record batch per partition".to_string()),
+        ));
+    }
+    if header.attributes & 0x7 == ZSTD && version < 7 {
+        return Err((
+            ResponseError::UnsupportedCompressionType.code(),
+            Some("zstd needs Produce v7 or later".to_string()),
+        ));
+    }
+    let info = partition
+        .append_records_as_leader(&records, now)
+        .map_err(|e| (storage_error_code(&e), Some(e.to_string())))?;
+    metrics::counter!("weir_produced_bytes_total").increment(records.len() as u64);
+    Ok((partition, info))
+}

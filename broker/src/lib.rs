@@ -1,0 +1,20 @@
+//! The Weir broker: configuration, listeners, connections, request dispatch,
+//! one handler per Kafka API, the `ReplicaManager` that owns partitions, and
+//! the metrics endpoint (DESIGN.md §1, §2).
+//!
+//! This crate is the only place that translates between the Kafka wire types
+//! (`kafka-protocol`) and the domain crates (`weir-storage`,
+//! `weir-controller`).
+
+pub mod config;
+pub mod context;
+pub mod dispatch;
+pub mod error;
+pub mod handlers;
+pub mod metrics;
+pub mod network;
+pub mod partition;
+pub mod producer_ids;
+pub mod replica_manager;
+pub mod server;
+pub mod topic_config;

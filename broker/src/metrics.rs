@@ -1,0 +1,137 @@
+//! Prometheus metrics: the `/metrics` endpoint (metrics-exporter-prometheus)
+//! and the names Weir records.
+//!
+//! | name | type | labels |
+//! |---|---|---|
+//! | `weir_requests_total` | counter | `api` |
+//! | `weir_request_errors_total` | counter | `api`, `error` (Kafka error name) |
+//! | `weir_request_duration_seconds` | summary | `api` |
+//! | `weir_network_bytes_in_total` / `_out_total` | counter | |
+//! | `weir_connections` | gauge | |
+//! | `weir_connections_accepted_total` | counter | |
+//! | `weir_connections_closed_total` | counter | `reason` |
+//! | `weir_log_end_offset` | gauge | `topic`, `partition` |
+//! | `weir_produced_bytes_total` | counter | |
+//!
+//! Storage and controller metrics are described by their crates.
+
+use std::net::SocketAddr;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::ResponseKind;
+use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+use metrics_exporter_prometheus::PrometheusBuilder;
+
+/// Installs the global recorder and serves `http://<addr>/metrics`.
+///
+/// # Errors
+/// A recorder is already installed, or the address cannot be bound.
+pub fn install(addr: SocketAddr) -> Result<(), metrics_exporter_prometheus::BuildError> {
+    PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .install()?;
+    describe();
+    Ok(())
+}
+
+fn describe() {
+    weir_storage::describe_metrics();
+    weir_controller::describe_metrics();
+    describe_counter!(
+        "weir_produced_bytes_total",
+        Unit::Bytes,
+        "Record batch bytes accepted by Produce."
+    );
+    describe_counter!("weir_requests_total", "Requests handled, by API.");
+    describe_counter!(
+        "weir_request_errors_total",
+        "Error codes returned in responses (one per erroring topic partition or request), by API and error."
+    );
+    describe_histogram!(
+        "weir_request_duration_seconds",
+        Unit::Seconds,
+        "Time from a request's decode to its response being ready, by API."
+    );
+    describe_counter!(
+        "weir_network_bytes_in_total",
+        Unit::Bytes,
+        "Bytes read from client connections."
+    );
+    describe_counter!(
+        "weir_network_bytes_out_total",
+        Unit::Bytes,
+        "Bytes written to client connections."
+    );
+    describe_gauge!("weir_connections", "Open client connections.");
+    describe_counter!(
+        "weir_connections_accepted_total",
+        "Client connections accepted."
+    );
+    describe_counter!(
+        "weir_connections_closed_total",
+        "Connections closed by the broker, by reason."
+    );
+    describe_gauge!("weir_log_end_offset", "Log end offset per topic partition.");
+}
+
+/// Records one handled request: its count, duration and every non-zero
+/// error code in the response.
+pub fn record_request(api: &'static str, seconds: f64, response: Option<&ResponseKind>) {
+    metrics::counter!("weir_requests_total", "api" => api).increment(1);
+    metrics::histogram!("weir_request_duration_seconds", "api" => api).record(seconds);
+    if let Some(response) = response {
+        for code in error_codes(response) {
+            record_error(api, code);
+        }
+    }
+}
+
+/// Counts one error code for an API.
+pub fn record_error(api: &'static str, code: i16) {
+    if code == 0 {
+        return;
+    }
+    let name = match ResponseError::try_from_code(code) {
+        Some(ResponseError::Unknown(_)) | None => format!("UNKNOWN_{code}"),
+        Some(e) => format!("{e:?}"),
+    };
+    metrics::counter!("weir_request_errors_total", "api" => api, "error" => name).increment(1);
+}
+
+/// Every error code a response carries (top level and per partition).
+fn error_codes(response: &ResponseKind) -> Vec<i16> {
+    match response {
+        ResponseKind::ApiVersions(r) => vec![r.error_code],
+        ResponseKind::Metadata(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| {
+                std::iter::once(t.error_code).chain(t.partitions.iter().map(|p| p.error_code))
+            })
+            .collect(),
+        ResponseKind::Produce(r) => r
+            .responses
+            .iter()
+            .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code))
+            .collect(),
+        ResponseKind::ListOffsets(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect(),
+        ResponseKind::CreateTopics(r) => r.topics.iter().map(|t| t.error_code).collect(),
+        ResponseKind::DeleteTopics(r) => r.responses.iter().map(|t| t.error_code).collect(),
+        ResponseKind::DescribeConfigs(r) => r.results.iter().map(|t| t.error_code).collect(),
+        ResponseKind::DescribeCluster(r) => vec![r.error_code],
+        ResponseKind::OffsetForLeaderEpoch(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect(),
+        ResponseKind::InitProducerId(r) => vec![r.error_code],
+        _ => Vec::new(),
+    }
+    .into_iter()
+    .filter(|c| *c != 0)
+    .collect()
+}

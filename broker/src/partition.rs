@@ -1,0 +1,218 @@
+//! `Partition`: one hosted topic partition, its log and the offsets the
+//! protocol exposes (high watermark, log start and end offsets, leader
+//! epoch), plus the wake-up that parks fetches (DelayedFetch) and the group
+//! commit of fsyncs that acks=all waits for (DESIGN.md §4 Durability).
+//!
+//! Single node: this broker is the only replica, so the high watermark is the
+//! log end offset after every append.
+
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+use uuid::Uuid;
+use weir_storage::{FetchDataInfo, Log, LogAppendInfo, StorageError, TopicPartition};
+
+/// A partition hosted by this broker (always the leader on a single node).
+pub struct Partition {
+    topic_partition: TopicPartition,
+    topic_id: Uuid,
+    log: Arc<Mutex<Log>>,
+    leader_epoch: AtomicI32,
+    high_watermark: AtomicI64,
+    log_start_offset: AtomicI64,
+    /// Offset (exclusive) up to which the log is known to be fsynced.
+    durable_offset: AtomicI64,
+    data_arrived: Notify,
+    flush_lock: tokio::sync::Mutex<()>,
+}
+
+impl Partition {
+    /// Wraps an open log. `leader_epoch` comes from the partition's
+    /// registration in the metadata image.
+    pub fn new(
+        topic_partition: TopicPartition,
+        topic_id: Uuid,
+        log: Arc<Mutex<Log>>,
+        leader_epoch: i32,
+    ) -> Self {
+        let (start, end, recovery) = {
+            let l = lock(&log);
+            (l.log_start_offset(), l.log_end_offset(), l.recovery_point())
+        };
+        Partition {
+            topic_partition,
+            topic_id,
+            log,
+            leader_epoch: AtomicI32::new(leader_epoch),
+            high_watermark: AtomicI64::new(end),
+            log_start_offset: AtomicI64::new(start),
+            durable_offset: AtomicI64::new(recovery),
+            data_arrived: Notify::new(),
+            flush_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Topic and partition index.
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.topic_partition
+    }
+
+    /// The topic id (KIP-516).
+    pub fn topic_id(&self) -> Uuid {
+        self.topic_id
+    }
+
+    /// Current leader epoch.
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    /// Records a new leader epoch from the metadata image.
+    pub fn set_leader_epoch(&self, epoch: i32) {
+        self.leader_epoch.store(epoch, Ordering::Release);
+    }
+
+    /// High watermark: offsets below it are readable by consumers.
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::Acquire)
+    }
+
+    /// Log start offset: the first offset still in the log.
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset.load(Ordering::Acquire)
+    }
+
+    /// Log end offset: the offset the next appended record gets.
+    pub fn log_end_offset(&self) -> i64 {
+        lock(&self.log).log_end_offset()
+    }
+
+    /// Checks a client's `current_leader_epoch` (KIP-320): -1 skips the
+    /// check; an older epoch is fenced, a newer one is unknown to us.
+    ///
+    /// # Errors
+    /// `Err(code)` with FENCED_LEADER_EPOCH (74) or UNKNOWN_LEADER_EPOCH (75).
+    pub fn check_leader_epoch(&self, current_leader_epoch: i32) -> Result<(), i16> {
+        let ours = self.leader_epoch();
+        if current_leader_epoch < 0 || current_leader_epoch == ours {
+            Ok(())
+        } else if current_leader_epoch < ours {
+            Err(74)
+        } else {
+            Err(75)
+        }
+    }
+
+    /// Validates and appends `records` (one or more v2 batches) at the log
+    /// end, advances the high watermark and wakes parked fetches.
+    ///
+    /// Runs synchronously (no await) so that requests from one connection
+    /// append in the order they arrived; see `network::connection`.
+    ///
+    /// # Errors
+    /// Validation errors (corrupt batch, too large) and I/O errors from
+    /// storage; nothing is appended on error.
+    pub fn append_records_as_leader(
+        &self,
+        records: &Bytes,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, StorageError> {
+        let info = {
+            let mut log = lock(&self.log);
+            let info = log.append_as_leader(records, self.leader_epoch(), now_ms)?;
+            self.high_watermark
+                .store(log.log_end_offset(), Ordering::Release);
+            info
+        };
+        self.data_arrived.notify_waiters();
+        metrics::gauge!("weir_log_end_offset",
+            "topic" => self.topic_partition.topic.clone(),
+            "partition" => self.topic_partition.partition.to_string())
+        .set((info.last_offset + 1) as f64);
+        Ok(info)
+    }
+
+    /// Waits until every offset below `end_offset` is fsynced. Concurrent
+    /// callers share one fdatasync (group commit): whoever takes the flush
+    /// lock syncs everything appended so far, and callers queued behind it
+    /// find their offsets already covered.
+    ///
+    /// # Errors
+    /// The fsync failed (reported as KAFKA_STORAGE_ERROR).
+    pub async fn wait_durable(&self, end_offset: i64) -> Result<(), StorageError> {
+        if self.durable_offset.load(Ordering::Acquire) >= end_offset {
+            return Ok(());
+        }
+        let _guard = self.flush_lock.lock().await;
+        if self.durable_offset.load(Ordering::Acquire) >= end_offset {
+            return Ok(());
+        }
+        // Collect the files under the log lock, fsync without it so appends
+        // continue meanwhile, then advance the recovery point.
+        let pending = lock(&self.log).prepare_flush()?;
+        let pending = tokio::task::spawn_blocking(move || pending.sync().map(|()| pending))
+            .await
+            .map_err(|e| StorageError::Io {
+                op: "fdatasync",
+                path: Default::default(),
+                source: std::io::Error::other(e.to_string()),
+            })??;
+        let recovery_point = lock(&self.log).complete_flush(&pending);
+        self.durable_offset
+            .fetch_max(recovery_point, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Reads whole batches from `fetch_offset` up to the high watermark,
+    /// `max_bytes` at most unless `min_one_batch` (KIP-74).
+    ///
+    /// # Errors
+    /// `OffsetOutOfRange` outside [log start, log end]; I/O errors.
+    pub fn read(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<FetchDataInfo, StorageError> {
+        let high_watermark = self.high_watermark();
+        lock(&self.log).read(fetch_offset, max_bytes, high_watermark, min_one_batch)
+    }
+
+    /// A future that completes on the next append; `enable()` it before
+    /// reading so no append between the read and the wait is missed.
+    pub fn data_arrived(&self) -> tokio::sync::futures::Notified<'_> {
+        self.data_arrived.notified()
+    }
+
+    /// Leader epoch end offset for OffsetForLeaderEpoch (KIP-279):
+    /// `(epoch, end_offset)`, `(-1, -1)` when unknown.
+    pub fn end_offset_for_epoch(&self, leader_epoch: i32) -> (i32, i64) {
+        lock(&self.log).end_offset_for_epoch(leader_epoch)
+    }
+
+    /// The raw bytes of the first batch whose max timestamp is at least
+    /// `timestamp`, for ListOffsets.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn read_batch_for_timestamp(&self, timestamp: i64) -> Result<Option<Bytes>, StorageError> {
+        lock(&self.log).read_batch_for_timestamp(timestamp)
+    }
+
+    /// The raw bytes of the batch holding the largest timestamp.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn read_batch_with_max_timestamp(&self) -> Result<Option<Bytes>, StorageError> {
+        lock(&self.log).read_batch_with_max_timestamp()
+    }
+}
+
+/// Locks a log, recovering from a poisoned mutex: a panic in another thread
+/// while holding it cannot leave the log half-written because appends are
+/// all-or-nothing in storage.
+fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
+    log.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,39 @@
+//! Producer id allocation for InitProducerId (KIP-98): ids come in blocks
+//! from the controller (`ProducerIdsRecord`), so a restart never hands out an
+//! id twice.
+
+use std::ops::Range;
+
+use tokio::sync::Mutex;
+use weir_controller::{ControllerError, QuorumController};
+
+/// Hands out producer ids from the current block, fetching a new block from
+/// the controller when it is used up.
+pub struct ProducerIdManager {
+    broker_id: i32,
+    current: Mutex<Range<i64>>,
+}
+
+impl ProducerIdManager {
+    /// A manager with no block yet; the first call fetches one.
+    pub fn new(broker_id: i32) -> Self {
+        ProducerIdManager {
+            broker_id,
+            current: Mutex::new(0..0),
+        }
+    }
+
+    /// The next unused producer id.
+    ///
+    /// # Errors
+    /// The controller could not commit a new block.
+    pub async fn next_id(&self, controller: &QuorumController) -> Result<i64, ControllerError> {
+        let mut block = self.current.lock().await;
+        if block.is_empty() {
+            *block = controller.allocate_producer_ids(self.broker_id, 0).await?;
+        }
+        let id = block.start;
+        block.start += 1;
+        Ok(id)
+    }
+}

@@ -1,0 +1,180 @@
+//! `ReplicaManager`: the partitions this broker hosts, kept in line with the
+//! metadata image (DESIGN.md §2 step 5: a new `MetadataImage` ->
+//! `apply_image` creates or deletes logs).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use tracing::{info, warn};
+use weir_controller::MetadataImage;
+use weir_storage::{LogManager, StorageError, TopicPartition};
+
+use crate::config::BrokerConfig;
+use crate::partition::Partition;
+use crate::topic_config::log_config_for;
+
+/// Owns the hosted partitions and the `LogManager` under them.
+pub struct ReplicaManager {
+    node_id: i32,
+    config: BrokerConfig,
+    log_manager: LogManager,
+    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    apply_lock: Mutex<()>,
+}
+
+impl ReplicaManager {
+    /// A manager over the logs already opened by `log_manager`; partitions
+    /// are attached by the first [`ReplicaManager::apply_image`].
+    pub fn new(node_id: i32, config: BrokerConfig, log_manager: LogManager) -> Self {
+        ReplicaManager {
+            node_id,
+            config,
+            log_manager,
+            partitions: RwLock::new(HashMap::new()),
+            apply_lock: Mutex::new(()),
+        }
+    }
+
+    /// The partition if this broker hosts it.
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        let tp = TopicPartition {
+            topic: topic.to_string(),
+            partition,
+        };
+        self.partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&tp)
+            .cloned()
+    }
+
+    /// Every hosted partition.
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Brings hosted partitions in line with `image`: opens (creating if
+    /// needed) the log of every partition that lists this node as a replica,
+    /// updates leader epochs, and deletes the logs of topics that are gone
+    /// (or were recreated with another topic id). Idempotent; callers that
+    /// changed metadata call it before answering so that the next request
+    /// finds the partitions.
+    ///
+    /// # Errors
+    /// The first storage error; partitions handled before it stay applied.
+    pub fn apply_image(&self, image: &MetadataImage) -> Result<(), StorageError> {
+        let _serial = self.apply_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let current: HashMap<TopicPartition, Arc<Partition>> = self
+            .partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut next = HashMap::with_capacity(current.len());
+        for topic in image.topics.values() {
+            for (&index, registration) in &topic.partitions {
+                if !registration.replicas.contains(&self.node_id) {
+                    continue;
+                }
+                let tp = TopicPartition {
+                    topic: topic.name.clone(),
+                    partition: index,
+                };
+                if let Some(p) = current.get(&tp) {
+                    if p.topic_id() == topic.topic_id {
+                        p.set_leader_epoch(registration.leader_epoch);
+                        next.insert(tp, p.clone());
+                        continue;
+                    }
+                }
+                let log = self
+                    .log_manager
+                    .get_or_create(&tp, log_config_for(&self.config, &topic.configs))?;
+                {
+                    let mut l = log.lock().unwrap_or_else(|e| e.into_inner());
+                    match l.topic_id() {
+                        Some(id) if id != *topic.topic_id.as_bytes() => {
+                            warn!(topic_partition = ?tp, "log belongs to an older topic with the same name; deleting it");
+                            drop(l);
+                            self.log_manager.delete(&tp)?;
+                            let fresh = self
+                                .log_manager
+                                .get_or_create(&tp, log_config_for(&self.config, &topic.configs))?;
+                            fresh
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .set_topic_id(*topic.topic_id.as_bytes())?;
+                            let p = Arc::new(Partition::new(
+                                tp.clone(),
+                                topic.topic_id,
+                                fresh,
+                                registration.leader_epoch,
+                            ));
+                            next.insert(tp, p);
+                            continue;
+                        }
+                        Some(_) => {}
+                        None => l.set_topic_id(*topic.topic_id.as_bytes())?,
+                    }
+                }
+                let p = Arc::new(Partition::new(
+                    tp.clone(),
+                    topic.topic_id,
+                    log,
+                    registration.leader_epoch,
+                ));
+                next.insert(tp, p);
+            }
+        }
+        let removed: Vec<TopicPartition> = current
+            .keys()
+            .filter(|tp| !next.contains_key(*tp))
+            .cloned()
+            .collect();
+        *self.partitions.write().unwrap_or_else(|e| e.into_inner()) = next;
+        for tp in removed {
+            info!(topic_partition = ?tp, "deleting log of removed partition");
+            self.log_manager.delete(&tp)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes logs on disk that no topic in `image` owns (a topic deleted
+    /// while the broker was down).
+    ///
+    /// # Errors
+    /// Storage errors while deleting.
+    pub fn delete_stray_logs(&self, image: &MetadataImage) -> Result<(), StorageError> {
+        for (tp, _) in self.log_manager.logs() {
+            let owned = image
+                .topic(&tp.topic)
+                .map(|t| t.partitions.contains_key(&tp.partition))
+                .unwrap_or(false);
+            if !owned {
+                info!(topic_partition = ?tp, "deleting stray log");
+                self.log_manager.delete(&tp)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the recovery point and log start offset checkpoints.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn checkpoint(&self) -> Result<(), StorageError> {
+        self.log_manager.checkpoint()
+    }
+
+    /// Flushes every log and writes the checkpoints (clean shutdown).
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn shutdown(&self) -> Result<(), StorageError> {
+        self.log_manager.shutdown()
+    }
+}

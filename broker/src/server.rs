@@ -1,0 +1,244 @@
+//! Startup, listeners and shutdown: opens the logs, starts the metadata
+//! quorum, registers this broker, binds the listeners, serves connections
+//! and shuts everything down cleanly on SIGTERM/SIGINT.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{error, info, warn};
+use weir_controller::{BrokerEndpoint, ControllerConfig, QuorumController};
+use weir_storage::LogManager;
+
+use crate::config::{BrokerConfig, Listener};
+use crate::context::BrokerContext;
+use crate::network::connection;
+use crate::producer_ids::ProducerIdManager;
+use crate::replica_manager::ReplicaManager;
+
+/// Interval between recovery point checkpoints, ms (Kafka's
+/// `log.flush.offset.checkpoint.interval.ms` default).
+const CHECKPOINT_INTERVAL_MS: u64 = 60_000;
+
+/// How long shutdown waits for open connections to finish, ms.
+const SHUTDOWN_GRACE_MS: u64 = 5_000;
+
+/// Security protocol id of PLAINTEXT in Kafka's `SecurityProtocol`.
+const PLAINTEXT: i16 = 0;
+
+/// Runs the broker until `shutdown` is cancelled.
+///
+/// # Errors
+/// Startup failures (log directory, quorum, binding a listener); errors
+/// during shutdown are logged.
+pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let log_dir = config.log_dir();
+    std::fs::create_dir_all(&log_dir)
+        .with_context(|| format!("creating log.dirs {}", log_dir.display()))?;
+    let log_manager =
+        LogManager::open(log_dir.clone(), config.node_id, config.default_log_config())
+            .with_context(|| format!("opening logs in {}", log_dir.display()))?;
+    let cluster_id = log_manager.cluster_id().to_string();
+
+    let controller = QuorumController::start(ControllerConfig {
+        node_id: config.node_id,
+        metadata_dir: log_dir.join("__cluster_metadata-0"),
+        cluster_id: cluster_id.clone(),
+    })
+    .await
+    .context("starting the metadata quorum")?;
+
+    let mut bound = Vec::new();
+    let mut listeners = Vec::new();
+    for l in &config.listeners {
+        let addr = format!(
+            "{}:{}",
+            if l.host.is_empty() {
+                "0.0.0.0"
+            } else {
+                &l.host
+            },
+            l.port
+        );
+        let listener = TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("binding listener {}://{addr}", l.name))?;
+        let local = listener.local_addr()?;
+        bound.push(Listener {
+            name: l.name.clone(),
+            host: l.host.clone(),
+            port: local.port(),
+        });
+        listeners.push((l.name.clone(), listener, local));
+    }
+    let advertised = advertised_listeners(&config, &bound);
+
+    let endpoints = advertised
+        .iter()
+        .map(|l| BrokerEndpoint {
+            name: l.name.clone(),
+            host: l.host.clone(),
+            port: l.port,
+            security_protocol: PLAINTEXT,
+        })
+        .collect();
+    controller
+        .register_broker(config.node_id, uuid::Uuid::new_v4(), endpoints, None)
+        .await
+        .context("registering the broker")?;
+
+    let replica_manager = Arc::new(ReplicaManager::new(
+        config.node_id,
+        config.clone(),
+        log_manager,
+    ));
+    let image = controller.image();
+    replica_manager.delete_stray_logs(&image)?;
+    replica_manager.apply_image(&image)?;
+
+    let ctx = Arc::new(BrokerContext {
+        node_id: config.node_id,
+        cluster_id: cluster_id.clone(),
+        controller: controller.clone(),
+        replica_manager: replica_manager.clone(),
+        producer_ids: ProducerIdManager::new(config.node_id),
+        advertised_listeners: advertised.clone(),
+        config: config.clone(),
+    });
+
+    if let Some(addr) = config.metrics_listener {
+        crate::metrics::install(addr)
+            .with_context(|| format!("starting metrics endpoint on {addr}"))?;
+    }
+
+    let tracker = TaskTracker::new();
+    tracker.spawn(follow_metadata(ctx.clone(), shutdown.clone()));
+    tracker.spawn(checkpoint_loop(replica_manager.clone(), shutdown.clone()));
+    let connections = TaskTracker::new();
+    for (name, listener, local) in listeners {
+        info!(listener = %name, address = %local, "listening");
+        tracker.spawn(accept_loop(
+            listener,
+            ctx.clone(),
+            shutdown.clone(),
+            connections.clone(),
+        ));
+    }
+
+    let listed: Vec<String> = advertised
+        .iter()
+        .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
+        .collect();
+    println!(
+        "weir started node.id={} cluster.id={} listeners={}",
+        config.node_id,
+        cluster_id,
+        listed.join(",")
+    );
+    info!(node_id = config.node_id, %cluster_id, "weir started");
+
+    shutdown.cancelled().await;
+    info!("shutting down");
+    tracker.close();
+    tracker.wait().await;
+    connections.close();
+    if tokio::time::timeout(Duration::from_millis(SHUTDOWN_GRACE_MS), connections.wait())
+        .await
+        .is_err()
+    {
+        warn!("connections did not close within the grace period");
+    }
+    if let Err(e) = replica_manager.shutdown() {
+        error!(error = %e, "flushing logs at shutdown failed");
+    }
+    if let Err(e) = controller.shutdown().await {
+        error!(error = %e, "stopping the metadata quorum failed");
+    }
+    info!("shutdown complete");
+    Ok(())
+}
+
+/// `advertised.listeners` with port 0 replaced by the bound port, or the
+/// bound listeners when unset (an all-interfaces host advertises 127.0.0.1).
+fn advertised_listeners(config: &BrokerConfig, bound: &[Listener]) -> Vec<Listener> {
+    let base = config
+        .advertised_listeners
+        .clone()
+        .unwrap_or_else(|| bound.to_vec());
+    base.into_iter()
+        .map(|mut l| {
+            if l.port == 0 {
+                if let Some(b) = bound.iter().find(|b| b.name == l.name) {
+                    l.port = b.port;
+                }
+            }
+            if l.host.is_empty() || l.host == "0.0.0.0" {
+                l.host = "127.0.0.1".to_string();
+            }
+            l
+        })
+        .collect()
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    ctx: Arc<BrokerContext>,
+    shutdown: CancellationToken,
+    connections: TaskTracker,
+) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    connections.spawn(connection::run(stream, peer, ctx.clone(), shutdown.clone()));
+                }
+                Err(e) => {
+                    // EMFILE and friends: log and back off briefly instead of spinning.
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Applies every new metadata image to the hosted partitions.
+async fn follow_metadata(ctx: Arc<BrokerContext>, shutdown: CancellationToken) {
+    let mut rx = ctx.controller.subscribe();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            changed = rx.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let image = rx.borrow_and_update().clone();
+                if let Err(e) = ctx.replica_manager.apply_image(&image) {
+                    error!(error = %e, "applying metadata image failed");
+                }
+            }
+        }
+    }
+}
+
+async fn checkpoint_loop(replica_manager: Arc<ReplicaManager>, shutdown: CancellationToken) {
+    let mut interval = tokio::time::interval(Duration::from_millis(CHECKPOINT_INTERVAL_MS));
+    interval.tick().await;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = interval.tick() => {
+                let rm = replica_manager.clone();
+                match tokio::task::spawn_blocking(move || rm.checkpoint()).await {
+                    Ok(Err(e)) => error!(error = %e, "checkpoint failed"),
+                    Err(e) => error!(error = %e, "checkpoint task failed"),
+                    Ok(Ok(())) => {}
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! Topic-level configuration: the keys Kafka defines for topics, their
+//! broker-level synonyms and defaults, validation for CreateTopics, and the
+//! `LogConfig` a topic's partitions are opened with.
+//!
+//! Source: Kafka's `TopicConfig` / `LogConfig` and the DescribeConfigs
+//! protocol (KIP-226 for sources and synonyms).
+
+use std::collections::BTreeMap;
+
+use weir_storage::{LogConfig, TimestampType};
+
+use crate::config::{parse_timestamp_type, BrokerConfig};
+
+/// DescribeConfigs `config_type` values (KIP-569).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i8)]
+pub enum ConfigType {
+    /// true / false.
+    Boolean = 1,
+    /// Free text.
+    String = 2,
+    /// 32-bit integer.
+    Int = 3,
+    /// 64-bit integer.
+    Long = 5,
+    /// Floating point.
+    Double = 6,
+    /// Comma-separated list.
+    List = 7,
+}
+
+/// DescribeConfigs `config_source` values (KIP-226).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i8)]
+pub enum ConfigSource {
+    /// Set on the topic.
+    DynamicTopicConfig = 1,
+    /// Set in the broker's static configuration.
+    StaticBrokerConfig = 4,
+    /// Kafka's default.
+    DefaultConfig = 5,
+}
+
+/// One topic config key.
+#[derive(Debug)]
+pub struct TopicConfigDef {
+    /// The topic key, e.g. `segment.bytes`.
+    pub name: &'static str,
+    /// The broker key that provides its default, e.g. `log.segment.bytes`.
+    pub broker_synonym: Option<&'static str>,
+    /// Type for DescribeConfigs v3+.
+    pub config_type: ConfigType,
+    /// Short description for DescribeConfigs `include_documentation`.
+    pub doc: &'static str,
+}
+
+/// Every topic config key Weir accepts, in Kafka's alphabetical order.
+pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
+    def(
+        "cleanup.policy",
+        Some("log.cleanup.policy"),
+        ConfigType::List,
+        "delete or compact",
+    ),
+    def(
+        "compression.type",
+        Some("compression.type"),
+        ConfigType::String,
+        "final compression type; producer keeps the producer's codec",
+    ),
+    def(
+        "delete.retention.ms",
+        Some("log.cleaner.delete.retention.ms"),
+        ConfigType::Long,
+        "how long tombstones are kept on compacted topics (ms)",
+    ),
+    def(
+        "file.delete.delay.ms",
+        Some("log.segment.delete.delay.ms"),
+        ConfigType::Long,
+        "delay before a deleted segment file is removed (ms)",
+    ),
+    def(
+        "flush.messages",
+        Some("log.flush.interval.messages"),
+        ConfigType::Long,
+        "messages between forced fsyncs",
+    ),
+    def(
+        "flush.ms",
+        Some("log.flush.interval.ms"),
+        ConfigType::Long,
+        "time between forced fsyncs (ms)",
+    ),
+    def(
+        "index.interval.bytes",
+        Some("log.index.interval.bytes"),
+        ConfigType::Int,
+        "bytes between offset index entries",
+    ),
+    def(
+        "max.message.bytes",
+        Some("message.max.bytes"),
+        ConfigType::Int,
+        "largest record batch size allowed (bytes)",
+    ),
+    def(
+        "message.timestamp.type",
+        Some("log.message.timestamp.type"),
+        ConfigType::String,
+        "CreateTime or LogAppendTime",
+    ),
+    def(
+        "min.cleanable.dirty.ratio",
+        Some("log.cleaner.min.cleanable.ratio"),
+        ConfigType::Double,
+        "dirty ratio that triggers compaction",
+    ),
+    def(
+        "min.compaction.lag.ms",
+        Some("log.cleaner.min.compaction.lag.ms"),
+        ConfigType::Long,
+        "minimum age before a record may be compacted (ms)",
+    ),
+    def(
+        "min.insync.replicas",
+        Some("min.insync.replicas"),
+        ConfigType::Int,
+        "replicas that must acknowledge an acks=all write",
+    ),
+    def(
+        "retention.bytes",
+        Some("log.retention.bytes"),
+        ConfigType::Long,
+        "partition size before old segments are deleted (bytes)",
+    ),
+    def(
+        "retention.ms",
+        Some("log.retention.ms"),
+        ConfigType::Long,
+        "age before old segments are deleted (ms)",
+    ),
+    def(
+        "segment.bytes",
+        Some("log.segment.bytes"),
+        ConfigType::Int,
+        "segment file size (bytes)",
+    ),
+    def(
+        "segment.index.bytes",
+        Some("log.index.size.max.bytes"),
+        ConfigType::Int,
+        "offset index size (bytes)",
+    ),
+    def(
+        "segment.ms",
+        Some("log.roll.ms"),
+        ConfigType::Long,
+        "time before a segment is rolled (ms)",
+    ),
+    def(
+        "unclean.leader.election.enable",
+        Some("unclean.leader.election.enable"),
+        ConfigType::Boolean,
+        "allow out-of-sync replicas to become leader",
+    ),
+];
+
+const fn def(
+    name: &'static str,
+    broker_synonym: Option<&'static str>,
+    config_type: ConfigType,
+    doc: &'static str,
+) -> TopicConfigDef {
+    TopicConfigDef {
+        name,
+        broker_synonym,
+        config_type,
+        doc,
+    }
+}
+
+/// Looks up a topic config key.
+pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// The broker-derived default value of a topic config key, as Kafka prints it.
+pub fn default_value(broker: &BrokerConfig, name: &str) -> String {
+    match name {
+        "cleanup.policy" => "delete".into(),
+        "compression.type" => "producer".into(),
+        "delete.retention.ms" => "86400000".into(),
+        "file.delete.delay.ms" => "60000".into(),
+        "flush.messages" | "flush.ms" => i64::MAX.to_string(),
+        "index.interval.bytes" => broker.log_index_interval_bytes.to_string(),
+        "max.message.bytes" => broker.message_max_bytes.to_string(),
+        "message.timestamp.type" => match broker.log_message_timestamp_type {
+            TimestampType::CreateTime => "CreateTime".into(),
+            TimestampType::LogAppendTime => "LogAppendTime".into(),
+        },
+        "min.cleanable.dirty.ratio" => "0.5".into(),
+        "min.compaction.lag.ms" => "0".into(),
+        "min.insync.replicas" => broker.min_insync_replicas.to_string(),
+        "retention.bytes" => broker.log_retention_bytes.to_string(),
+        "retention.ms" => broker.log_retention_ms.to_string(),
+        "segment.bytes" => broker.log_segment_bytes.to_string(),
+        "segment.index.bytes" => broker.log_index_size_max_bytes.to_string(),
+        "segment.ms" => "604800000".into(),
+        "unclean.leader.election.enable" => "false".into(),
+        _ => String::new(),
+    }
+}
+
+/// Why a topic config was refused (answered with INVALID_CONFIG).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TopicConfigError {
+    /// Not a topic config key.
+    #[error("unknown topic config '{name}'")]
+    UnknownKey {
+        /// The key.
+        name: String,
+    },
+    /// A value that does not parse for its key.
+    #[error("invalid value '{value}' for topic config '{name}'")]
+    InvalidValue {
+        /// The key.
+        name: String,
+        /// The value.
+        value: String,
+    },
+}
+
+/// Checks one `(key, value)` pair as CreateTopics would.
+///
+/// # Errors
+/// [`TopicConfigError`] naming the key.
+pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
+    let def = topic_config_def(name).ok_or_else(|| TopicConfigError::UnknownKey {
+        name: name.to_string(),
+    })?;
+    let invalid = || TopicConfigError::InvalidValue {
+        name: name.to_string(),
+        value: value.to_string(),
+    };
+    let ok = match def.config_type {
+        ConfigType::Boolean => matches!(value, "true" | "false"),
+        ConfigType::Int => value.parse::<i32>().is_ok(),
+        ConfigType::Long => value.parse::<i64>().is_ok(),
+        ConfigType::Double => value.parse::<f64>().is_ok(),
+        ConfigType::List => value
+            .split(',')
+            .all(|p| matches!(p.trim(), "delete" | "compact")),
+        ConfigType::String => match name {
+            "message.timestamp.type" => parse_timestamp_type(name, value).is_ok(),
+            "compression.type" => matches!(
+                value,
+                "producer" | "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd"
+            ),
+            _ => true,
+        },
+    };
+    let positive = match name {
+        "segment.bytes" => value.parse::<i64>().map(|v| v >= 14).unwrap_or(false),
+        "max.message.bytes" | "segment.index.bytes" => {
+            value.parse::<i64>().map(|v| v > 0).unwrap_or(false)
+        }
+        _ => true,
+    };
+    if ok && positive {
+        Ok(())
+    } else {
+        Err(invalid())
+    }
+}
+
+/// The `LogConfig` for a topic: broker defaults overridden by the topic's
+/// explicit configs. Values were validated when the topic was created;
+/// anything that does not parse falls back to the broker default.
+pub fn log_config_for(
+    broker: &BrokerConfig,
+    topic_configs: &BTreeMap<String, String>,
+) -> LogConfig {
+    let mut c = broker.default_log_config();
+    let get = |k: &str| topic_configs.get(k).map(String::as_str);
+    if let Some(v) = get("segment.bytes").and_then(|v| v.parse().ok()) {
+        c.segment_bytes = v;
+    }
+    if let Some(v) = get("segment.index.bytes").and_then(|v| v.parse().ok()) {
+        c.segment_index_bytes = v;
+    }
+    if let Some(v) = get("index.interval.bytes").and_then(|v| v.parse().ok()) {
+        c.index_interval_bytes = v;
+    }
+    if let Some(v) = get("max.message.bytes").and_then(|v| v.parse().ok()) {
+        c.max_message_bytes = v;
+    }
+    if let Some(t) = get("message.timestamp.type").and_then(|v| parse_timestamp_type("", v).ok()) {
+        c.message_timestamp_type = t;
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_accepts_kafka_values_and_rejects_others() {
+        assert!(validate("cleanup.policy", "compact,delete").is_ok());
+        assert!(validate("segment.bytes", "1048576").is_ok());
+        assert!(validate("message.timestamp.type", "LogAppendTime").is_ok());
+        assert_eq!(
+            validate("segmnt.bytes", "1"),
+            Err(TopicConfigError::UnknownKey {
+                name: "segmnt.bytes".into()
+            })
+        );
+        assert!(validate("segment.bytes", "10").is_err());
+        assert!(validate("retention.ms", "soon").is_err());
+        assert!(validate("cleanup.policy", "forever").is_err());
+    }
+
+    #[test]
+    fn topic_overrides_broker_defaults() {
+        let broker = BrokerConfig::default();
+        let mut topic = BTreeMap::new();
+        topic.insert("segment.bytes".to_string(), "2048".to_string());
+        topic.insert(
+            "message.timestamp.type".to_string(),
+            "LogAppendTime".to_string(),
+        );
+        let c = log_config_for(&broker, &topic);
+        assert_eq!(c.segment_bytes, 2048);
+        assert_eq!(c.message_timestamp_type, TimestampType::LogAppendTime);
+        assert_eq!(c.max_message_bytes, broker.message_max_bytes);
+    }
+
+    #[test]
+    fn every_key_has_a_default() {
+        let broker = BrokerConfig::default();
+        for d in TOPIC_CONFIGS {
+            let v = default_value(&broker, d.name);
+            assert!(!v.is_empty(), "{} has no default", d.name);
+            assert!(
+                validate(d.name, &v).is_ok(),
+                "{} default {v} invalid",
+                d.name
+            );
+        }
+    }
+}

@@ -1,0 +1,793 @@
+//! Pure controller logic: `(image, command) -> ControllerResult { records, response }`.
+//!
+//! The functions here play the parts of Kafka's `ReplicationControlManager`
+//! (topics), `ClusterControlManager` (broker registration),
+//! `ProducerIdControlManager` and `ConfigurationControlManager`. They read a
+//! [`MetadataImage`] and return the records that would make the change plus
+//! the response; they never mutate anything. The quorum commits the records
+//! and replay applies them. No I/O, no raft, no Kafka request types.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+
+use crate::error::ControllerError;
+use crate::image::{MetadataImage, TopicId};
+use crate::placement::ReplicaPlacer;
+use crate::records::{
+    BrokerEndpoint, ConfigRecord, ConfigResourceType, MetadataRecord, PartitionRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
+};
+
+/// Records to commit and the response to give once they are committed
+/// (Kafka's `ControllerResult`). An empty `records` means nothing to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerResult<T> {
+    /// Records to append to the metadata log as one atomic batch.
+    pub records: Vec<MetadataRecord>,
+    /// What the caller gets back after the records are applied.
+    pub response: T,
+}
+
+/// One topic of a CreateTopics request, with broker defaults already resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatableTopic {
+    /// Topic name.
+    pub name: String,
+    /// Partition count (>= 1). Must be -1 when `assignments` is non-empty
+    /// (as on the wire; Kafka answers INVALID_REQUEST otherwise).
+    pub num_partitions: i32,
+    /// Replication factor (>= 1). Must be -1 when `assignments` is non-empty.
+    pub replication_factor: i16,
+    /// Manual assignment: `(partition index, replica broker ids)`; indexes
+    /// must be exactly `0..assignments.len()`.
+    pub assignments: Vec<(i32, Vec<i32>)>,
+    /// Topic configs to set at creation: `(key, value)`.
+    pub configs: Vec<(String, String)>,
+}
+
+/// The outcome of creating one topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedTopic {
+    /// Topic name.
+    pub name: String,
+    /// The new topic id.
+    pub topic_id: TopicId,
+    /// Partitions created.
+    pub num_partitions: i32,
+    /// Replicas per partition.
+    pub replication_factor: i16,
+}
+
+/// A topic named in a DeleteTopics request: by name (v0-v5) or id (v6+, KIP-516).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TopicRef {
+    /// By topic name.
+    Name(String),
+    /// By topic id.
+    Id(TopicId),
+}
+
+/// Size of a producer id block handed to a broker (Kafka's
+/// `ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`, KIP-730).
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+
+/// Longest legal topic name (Kafka's `Topic.MAX_NAME_LENGTH`).
+pub const MAX_TOPIC_NAME_LENGTH: usize = 249;
+
+/// Checks a topic name as Kafka's `Topic.validate` does: non-empty, not `.`
+/// or `..`, at most 249 characters, only ASCII letters, digits, `.`, `_`, `-`.
+///
+/// # Errors
+///
+/// [`ControllerError::InvalidTopic`] naming the broken rule.
+pub fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
+    let invalid = |reason: String| {
+        Err(ControllerError::InvalidTopic {
+            name: name.to_string(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return invalid("topic name is illegal, it can't be empty".into());
+    }
+    if name == "." || name == ".." {
+        return invalid("topic name cannot be \".\" or \"..\"".into());
+    }
+    if name.len() > MAX_TOPIC_NAME_LENGTH {
+        return invalid(format!(
+            "topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return invalid(
+            "topic name contains characters other than ASCII alphanumerics, '.', '_' and '-'"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// Kafka's `Topic.unifyCollisionChars`: `.` and `_` collide in metric names.
+fn unify_collision_chars(name: &str) -> String {
+    name.replace('.', "_")
+}
+
+/// Computes the records for a CreateTopics request (Kafka's
+/// `ReplicationControlManager.createTopics`).
+///
+/// Results are in request order. A name given more than once fails every
+/// occurrence with `InvalidRequest` (as Kafka's `ControllerApis`). For each
+/// other topic: legal name, not existing (`TopicAlreadyExists`), no `.`/`_`
+/// collision with an existing or earlier topic (`InvalidTopic`), then either
+/// a valid manual assignment or `num_partitions >= 1` (`InvalidPartitions`)
+/// and a replication factor the placer can satisfy. Each success yields a
+/// `TopicRecord`, one `PartitionRecord` per partition (leader = first
+/// replica, isr = replicas, epochs 0) and one `ConfigRecord` per config.
+/// With `validate_only` the responses are the same but no records are returned.
+pub fn create_topics(
+    image: &MetadataImage,
+    topics: &[CreatableTopic],
+    validate_only: bool,
+    placer: &dyn ReplicaPlacer,
+) -> ControllerResult<Vec<Result<CreatedTopic, ControllerError>>> {
+    let mut name_counts: HashMap<&str, usize> = HashMap::new();
+    for t in topics {
+        *name_counts.entry(t.name.as_str()).or_default() += 1;
+    }
+    let mut collision_names: HashSet<String> = image
+        .topics
+        .keys()
+        .map(|n| unify_collision_chars(n))
+        .collect();
+    let mut used_ids: HashSet<TopicId> = image.topic_names_by_id.keys().copied().collect();
+    let mut records = Vec::new();
+    let mut responses = Vec::with_capacity(topics.len());
+    for topic in topics {
+        if name_counts[topic.name.as_str()] > 1 {
+            responses.push(Err(ControllerError::InvalidRequest {
+                reason: format!("duplicate topic name '{}' in the request", topic.name),
+            }));
+            continue;
+        }
+        let result = create_topic(image, topic, placer, &collision_names, &mut used_ids);
+        if let Ok((created, topic_records)) = &result {
+            collision_names.insert(unify_collision_chars(&created.name));
+            records.extend(topic_records.iter().cloned());
+        }
+        responses.push(result.map(|(created, _)| created));
+    }
+    if validate_only {
+        records.clear();
+    }
+    ControllerResult {
+        records,
+        response: responses,
+    }
+}
+
+fn create_topic(
+    image: &MetadataImage,
+    topic: &CreatableTopic,
+    placer: &dyn ReplicaPlacer,
+    collision_names: &HashSet<String>,
+    used_ids: &mut HashSet<TopicId>,
+) -> Result<(CreatedTopic, Vec<MetadataRecord>), ControllerError> {
+    validate_topic_name(&topic.name)?;
+    if image.topics.contains_key(&topic.name) {
+        return Err(ControllerError::TopicAlreadyExists {
+            name: topic.name.clone(),
+        });
+    }
+    if collision_names.contains(&unify_collision_chars(&topic.name)) {
+        return Err(ControllerError::InvalidTopic {
+            name: topic.name.clone(),
+            reason: "topic name collides with an existing topic (a '.' and '_' differ only)".into(),
+        });
+    }
+    let placement = if topic.assignments.is_empty() {
+        if topic.num_partitions < 1 {
+            return Err(ControllerError::InvalidPartitions {
+                name: topic.name.clone(),
+                requested: topic.num_partitions,
+            });
+        }
+        placer.place(image, topic.num_partitions, topic.replication_factor)?
+    } else {
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            return Err(ControllerError::InvalidRequest {
+                reason: "a manual partition assignment was specified, but numPartitions or \
+                         replicationFactor was not set to -1"
+                    .into(),
+            });
+        }
+        validate_manual_assignment(image, &topic.assignments)?
+    };
+    let topic_id = loop {
+        let id = uuid::Uuid::new_v4();
+        if !id.is_nil() && used_ids.insert(id) {
+            break id;
+        }
+    };
+    let replication_factor = placement.first().map_or(0, |r| r.len()) as i16;
+    let mut records = Vec::with_capacity(1 + placement.len() + topic.configs.len());
+    records.push(MetadataRecord::Topic(TopicRecord {
+        name: topic.name.clone(),
+        topic_id,
+    }));
+    for (partition_id, replicas) in placement.iter().enumerate() {
+        records.push(MetadataRecord::Partition(PartitionRecord {
+            partition_id: partition_id as i32,
+            topic_id,
+            replicas: replicas.clone(),
+            isr: replicas.clone(),
+            leader: replicas[0],
+            leader_epoch: 0,
+            partition_epoch: 0,
+        }));
+    }
+    for (name, value) in &topic.configs {
+        records.push(MetadataRecord::Config(ConfigRecord {
+            resource_type: ConfigResourceType::Topic,
+            resource_name: topic.name.clone(),
+            name: name.clone(),
+            value: Some(value.clone()),
+        }));
+    }
+    let created = CreatedTopic {
+        name: topic.name.clone(),
+        topic_id,
+        num_partitions: placement.len() as i32,
+        replication_factor,
+    };
+    Ok((created, records))
+}
+
+/// Checks a manual assignment as Kafka's `ReplicationControlManager` does and
+/// returns the replica lists ordered by partition index.
+fn validate_manual_assignment(
+    image: &MetadataImage,
+    assignments: &[(i32, Vec<i32>)],
+) -> Result<Vec<Vec<i32>>, ControllerError> {
+    let bad = |reason: String| Err(ControllerError::InvalidReplicaAssignment { reason });
+    let mut by_partition: Vec<Option<&Vec<i32>>> = vec![None; assignments.len()];
+    for (partition, replicas) in assignments {
+        let slot = usize::try_from(*partition)
+            .ok()
+            .and_then(|i| by_partition.get_mut(i));
+        match slot {
+            Some(slot @ None) => *slot = Some(replicas),
+            _ => {
+                return bad(
+                    "partitions should be a consecutive 0-based integer sequence".to_string(),
+                )
+            }
+        }
+    }
+    let placement: Vec<Vec<i32>> = by_partition
+        .into_iter()
+        .map(|r| r.cloned().unwrap_or_default())
+        .collect();
+    let expected_len = placement[0].len();
+    for (partition, replicas) in placement.iter().enumerate() {
+        if replicas.is_empty() {
+            return bad(format!("partition {partition} has an empty replica list"));
+        }
+        if replicas.len() != expected_len {
+            return bad(
+                "all partitions in the manual partition assignment must have the same length"
+                    .to_string(),
+            );
+        }
+        let distinct: HashSet<_> = replicas.iter().collect();
+        if distinct.len() != replicas.len() {
+            return bad(format!(
+                "partition {partition} lists a broker more than once: {replicas:?}"
+            ));
+        }
+        for broker in replicas {
+            match image.brokers.get(broker) {
+                None => {
+                    return bad(format!(
+                        "the manual partition assignment includes broker {broker}, but no such \
+                         broker is registered"
+                    ))
+                }
+                Some(b) if b.fenced => {
+                    return bad(format!(
+                        "the manual partition assignment includes broker {broker}, but it is \
+                         fenced"
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(placement)
+}
+
+/// Computes the records for a DeleteTopics request (Kafka's
+/// `ReplicationControlManager.deleteTopics`): one `RemoveTopicRecord` per
+/// found topic; results in request order as `(name, id)`.
+///
+/// A topic named more than once (by name, or by id) fails every occurrence
+/// with `InvalidRequest`; unknown names give `UnknownTopic`, unknown ids
+/// `UnknownTopicId`.
+pub fn delete_topics(
+    image: &MetadataImage,
+    topics: &[TopicRef],
+) -> ControllerResult<Vec<Result<(String, TopicId), ControllerError>>> {
+    let mut counts: HashMap<&TopicRef, usize> = HashMap::new();
+    for t in topics {
+        *counts.entry(t).or_default() += 1;
+    }
+    let mut removed: HashSet<TopicId> = HashSet::new();
+    let mut records = Vec::new();
+    let response = topics
+        .iter()
+        .map(|t| {
+            if counts[t] > 1 {
+                return Err(ControllerError::InvalidRequest {
+                    reason: format!("duplicate topic {t:?} in the request"),
+                });
+            }
+            let topic = match t {
+                TopicRef::Name(name) => image
+                    .topic(name)
+                    .ok_or_else(|| ControllerError::UnknownTopic { name: name.clone() })?,
+                TopicRef::Id(id) => image
+                    .topic_by_id(id)
+                    .ok_or(ControllerError::UnknownTopicId { id: *id })?,
+            };
+            // The same topic named once by name and once by id is removed once.
+            if removed.insert(topic.topic_id) {
+                records.push(MetadataRecord::RemoveTopic(RemoveTopicRecord {
+                    topic_id: topic.topic_id,
+                }));
+            }
+            Ok((topic.name.clone(), topic.topic_id))
+        })
+        .collect();
+    ControllerResult { records, response }
+}
+
+/// Computes the registration of a broker (Kafka's
+/// `ClusterControlManager.registerBroker`) and returns its new broker epoch.
+///
+/// The epoch is `last_applied_offset + 1`, which is the offset the record
+/// will be committed at when nothing else is in flight (Kafka uses the
+/// record's offset) and is always above every earlier epoch. A re-registration
+/// replaces the previous one. Without broker heartbeats the registration is
+/// unfenced at once.
+pub fn register_broker(
+    image: &MetadataImage,
+    broker_id: i32,
+    incarnation_id: uuid::Uuid,
+    endpoints: Vec<BrokerEndpoint>,
+    rack: Option<String>,
+) -> ControllerResult<i64> {
+    let broker_epoch = i64::try_from(image.last_applied_offset)
+        .unwrap_or(i64::MAX - 1)
+        .saturating_add(1);
+    ControllerResult {
+        records: vec![MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id,
+            incarnation_id,
+            broker_epoch,
+            end_points: endpoints,
+            rack,
+            fenced: false,
+        })],
+        response: broker_epoch,
+    }
+}
+
+/// Hands the next block of [`PRODUCER_ID_BLOCK_SIZE`] producer ids to a
+/// broker (Kafka's `ProducerIdControlManager.generateNextProducerId`, KIP-730).
+///
+/// # Errors
+///
+/// [`ControllerError::StaleBrokerEpoch`] when `broker_epoch` is not the
+/// broker's current registration; [`ControllerError::ProducerIdsExhausted`]
+/// when the block would pass `i64::MAX`.
+pub fn allocate_producer_ids(
+    image: &MetadataImage,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> Result<ControllerResult<Range<i64>>, ControllerError> {
+    let current = image.brokers.get(&broker_id).map(|b| b.broker_epoch);
+    if current != Some(broker_epoch) {
+        return Err(ControllerError::StaleBrokerEpoch {
+            broker_id,
+            requested: broker_epoch,
+            current,
+        });
+    }
+    let first = image.next_producer_id;
+    let next =
+        first
+            .checked_add(PRODUCER_ID_BLOCK_SIZE)
+            .ok_or(ControllerError::ProducerIdsExhausted {
+                next_producer_id: first,
+            })?;
+    Ok(ControllerResult {
+        records: vec![MetadataRecord::ProducerIds(ProducerIdsRecord {
+            broker_id,
+            broker_epoch,
+            next_producer_id: next,
+        })],
+        response: first..next,
+    })
+}
+
+/// Sets (`Some`) or deletes (`None`) topic configs: one `ConfigRecord` each.
+/// Keys and values are not checked here; the broker knows the topic config
+/// keys and validates them before calling.
+///
+/// # Errors
+///
+/// [`ControllerError::UnknownTopic`] when the topic does not exist.
+pub fn alter_topic_configs(
+    image: &MetadataImage,
+    topic: &str,
+    configs: Vec<(String, Option<String>)>,
+) -> Result<ControllerResult<()>, ControllerError> {
+    if image.topic(topic).is_none() {
+        return Err(ControllerError::UnknownTopic {
+            name: topic.to_string(),
+        });
+    }
+    let records = configs
+        .into_iter()
+        .map(|(name, value)| {
+            MetadataRecord::Config(ConfigRecord {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: topic.to_string(),
+                name,
+                value,
+            })
+        })
+        .collect();
+    Ok(ControllerResult {
+        records,
+        response: (),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::StripedReplicaPlacer;
+
+    fn image_with_brokers(n: i32) -> MetadataImage {
+        let mut image = MetadataImage::new("c");
+        for id in 0..n {
+            let r = register_broker(&image, id, uuid::Uuid::new_v4(), vec![], None);
+            for rec in &r.records {
+                image.apply(rec).unwrap();
+            }
+            image.last_applied_offset += 1;
+        }
+        image
+    }
+
+    fn replay(image: &mut MetadataImage, records: &[MetadataRecord]) {
+        for r in records {
+            image.apply(r).unwrap();
+        }
+    }
+
+    fn topic(name: &str, partitions: i32, rf: i16) -> CreatableTopic {
+        CreatableTopic {
+            name: name.into(),
+            num_partitions: partitions,
+            replication_factor: rf,
+            assignments: vec![],
+            configs: vec![],
+        }
+    }
+
+    #[test]
+    fn topic_name_rules_follow_kafka() {
+        for ok in ["a", "orders.v1", "A_b-9", &"x".repeat(249)] {
+            assert_eq!(validate_topic_name(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "has space",
+            "ümlaut",
+            "a/b",
+            &"x".repeat(250),
+        ] {
+            assert!(
+                matches!(
+                    validate_topic_name(bad),
+                    Err(ControllerError::InvalidTopic { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn create_topics_produces_records_that_replay_to_the_topic() {
+        let mut image = image_with_brokers(3);
+        let mut t = topic("orders", 3, 2);
+        t.configs = vec![("retention.ms".into(), "60000".into())];
+        let placer = StripedReplicaPlacer::with_start_index(0);
+        let result = create_topics(&image, &[t], false, &placer);
+        let created = result.response[0].clone().unwrap();
+        assert_eq!(created.num_partitions, 3);
+        assert_eq!(created.replication_factor, 2);
+        assert_eq!(result.records.len(), 1 + 3 + 1);
+        replay(&mut image, &result.records);
+        let orders = image.topic("orders").unwrap();
+        assert_eq!(orders.topic_id, created.topic_id);
+        assert_eq!(orders.partitions.len(), 3);
+        for p in orders.partitions.values() {
+            assert_eq!(p.replicas.len(), 2);
+            assert_eq!(p.isr, p.replicas);
+            assert_eq!(p.leader, p.replicas[0]);
+            assert_eq!((p.leader_epoch, p.partition_epoch), (0, 0));
+        }
+        assert_eq!(orders.configs["retention.ms"], "60000");
+    }
+
+    #[test]
+    fn create_topics_validates_each_topic_in_request_order() {
+        let mut image = image_with_brokers(2);
+        let placer = StripedReplicaPlacer::default();
+        let existing = create_topics(&image, &[topic("existing.one", 1, 1)], false, &placer);
+        replay(&mut image, &existing.records);
+
+        let request = vec![
+            topic("dup", 1, 1),
+            topic("bad name", 1, 1),
+            topic("existing.one", 1, 1),
+            topic("zero", 0, 1),
+            topic("negative", -1, 1),
+            topic("rf-too-big", 1, 3),
+            topic("rf-zero", 1, 0),
+            topic("dup", 2, 1),
+            topic("go.od", 4, 2),
+            topic("existing_one", 1, 1),
+            topic("go_od", 1, 1),
+        ];
+        let result = create_topics(&image, &request, false, &placer);
+        let r = &result.response;
+        assert_eq!(r.len(), request.len());
+        assert!(matches!(r[0], Err(ControllerError::InvalidRequest { .. })));
+        assert!(matches!(r[1], Err(ControllerError::InvalidTopic { .. })));
+        assert_eq!(
+            r[2],
+            Err(ControllerError::TopicAlreadyExists {
+                name: "existing.one".into()
+            })
+        );
+        assert_eq!(
+            r[3],
+            Err(ControllerError::InvalidPartitions {
+                name: "zero".into(),
+                requested: 0
+            })
+        );
+        assert!(matches!(
+            r[4],
+            Err(ControllerError::InvalidPartitions { requested: -1, .. })
+        ));
+        assert_eq!(
+            r[5],
+            Err(ControllerError::InvalidReplicationFactor {
+                requested: 3,
+                available: 2
+            })
+        );
+        assert!(matches!(
+            r[6],
+            Err(ControllerError::InvalidReplicationFactor { requested: 0, .. })
+        ));
+        assert!(matches!(r[7], Err(ControllerError::InvalidRequest { .. })));
+        assert!(r[8].is_ok());
+        assert!(matches!(r[9], Err(ControllerError::InvalidTopic { .. })));
+        assert!(
+            matches!(r[10], Err(ControllerError::InvalidTopic { .. })),
+            "go_od collides with go.od created earlier in the same request"
+        );
+        // Only "go.od" produced records: 1 TopicRecord + 4 PartitionRecords.
+        assert_eq!(result.records.len(), 5);
+        replay(&mut image, &result.records);
+        assert!(image.topic("go.od").is_some());
+        assert!(image.topic("dup").is_none());
+    }
+
+    #[test]
+    fn validate_only_answers_but_writes_nothing() {
+        let image = image_with_brokers(1);
+        let placer = StripedReplicaPlacer::default();
+        let result = create_topics(
+            &image,
+            &[topic("t", 2, 1), topic("t2", 1, 5)],
+            true,
+            &placer,
+        );
+        assert!(result.records.is_empty());
+        assert_eq!(result.response[0].as_ref().unwrap().num_partitions, 2);
+        assert!(matches!(
+            result.response[1],
+            Err(ControllerError::InvalidReplicationFactor { .. })
+        ));
+    }
+
+    #[test]
+    fn manual_assignments_are_checked() {
+        let image = image_with_brokers(3);
+        let placer = StripedReplicaPlacer::default();
+        let with = |assignments: Vec<(i32, Vec<i32>)>| CreatableTopic {
+            name: "m".into(),
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments,
+            configs: vec![],
+        };
+        let ok = create_topics(
+            &image,
+            &[with(vec![(1, vec![2, 0]), (0, vec![1, 2])])],
+            false,
+            &placer,
+        );
+        let created = ok.response[0].clone().unwrap();
+        assert_eq!((created.num_partitions, created.replication_factor), (2, 2));
+        let mut replayed = image.clone();
+        replay(&mut replayed, &ok.records);
+        assert_eq!(
+            replayed.topic("m").unwrap().partitions[&1].replicas,
+            vec![2, 0]
+        );
+
+        for bad in [
+            vec![(0, vec![0]), (2, vec![1])],
+            vec![(0, vec![0]), (0, vec![1])],
+            vec![(0, vec![0, 1]), (1, vec![1])],
+            vec![(0, vec![0, 0])],
+            vec![(0, vec![7])],
+            vec![(0, vec![])],
+            vec![(-1, vec![0])],
+        ] {
+            let r = create_topics(&image, &[with(bad.clone())], false, &placer);
+            assert!(
+                matches!(
+                    r.response[0],
+                    Err(ControllerError::InvalidReplicaAssignment { .. })
+                ),
+                "{bad:?} gave {:?}",
+                r.response[0]
+            );
+            assert!(r.records.is_empty());
+        }
+        let mut mixed = with(vec![(0, vec![0])]);
+        mixed.num_partitions = 1;
+        let r = create_topics(&image, &[mixed], false, &placer);
+        assert!(matches!(
+            r.response[0],
+            Err(ControllerError::InvalidRequest { .. })
+        ));
+    }
+
+    #[test]
+    fn delete_topics_by_name_and_id() {
+        let mut image = image_with_brokers(1);
+        let placer = StripedReplicaPlacer::default();
+        let created = create_topics(
+            &image,
+            &[topic("a", 1, 1), topic("b", 1, 1)],
+            false,
+            &placer,
+        );
+        replay(&mut image, &created.records);
+        let b_id = image.topic("b").unwrap().topic_id;
+        let unknown = uuid::Uuid::from_u128(1);
+        let result = delete_topics(
+            &image,
+            &[
+                TopicRef::Name("a".into()),
+                TopicRef::Id(b_id),
+                TopicRef::Name("nope".into()),
+                TopicRef::Id(unknown),
+            ],
+        );
+        assert_eq!(result.response[0].as_ref().unwrap().0, "a");
+        assert_eq!(result.response[1], Ok(("b".to_string(), b_id)));
+        assert_eq!(
+            result.response[2],
+            Err(ControllerError::UnknownTopic {
+                name: "nope".into()
+            })
+        );
+        assert_eq!(
+            result.response[3],
+            Err(ControllerError::UnknownTopicId { id: unknown })
+        );
+        replay(&mut image, &result.records);
+        assert!(image.topics.is_empty());
+        assert!(image.topic_names_by_id.is_empty());
+
+        let dup = delete_topics(
+            &image,
+            &[TopicRef::Name("x".into()), TopicRef::Name("x".into())],
+        );
+        assert!(dup
+            .response
+            .iter()
+            .all(|r| matches!(r, Err(ControllerError::InvalidRequest { .. }))));
+    }
+
+    #[test]
+    fn producer_id_blocks_advance_and_check_broker_epoch() {
+        let mut image = image_with_brokers(1);
+        let epoch = image.brokers[&0].broker_epoch;
+        let first = allocate_producer_ids(&image, 0, epoch).unwrap();
+        assert_eq!(first.response, 0..1000);
+        replay(&mut image, &first.records);
+        let second = allocate_producer_ids(&image, 0, epoch).unwrap();
+        assert_eq!(second.response, 1000..2000);
+        assert!(matches!(
+            allocate_producer_ids(&image, 0, epoch + 1),
+            Err(ControllerError::StaleBrokerEpoch { current: Some(e), .. }) if e == epoch
+        ));
+        assert!(matches!(
+            allocate_producer_ids(&image, 5, 1),
+            Err(ControllerError::StaleBrokerEpoch { current: None, .. })
+        ));
+        image.next_producer_id = i64::MAX - 10;
+        assert!(matches!(
+            allocate_producer_ids(&image, 0, epoch),
+            Err(ControllerError::ProducerIdsExhausted { .. })
+        ));
+    }
+
+    #[test]
+    fn broker_epochs_grow_with_each_registration() {
+        let mut image = MetadataImage::new("c");
+        let first = register_broker(&image, 1, uuid::Uuid::new_v4(), vec![], None);
+        replay(&mut image, &first.records);
+        image.last_applied_offset = 7;
+        let second = register_broker(&image, 1, uuid::Uuid::new_v4(), vec![], Some("r1".into()));
+        assert!(second.response > first.response);
+        replay(&mut image, &second.records);
+        assert_eq!(image.brokers[&1].broker_epoch, second.response);
+        assert_eq!(image.brokers[&1].rack.as_deref(), Some("r1"));
+        assert!(!image.brokers[&1].fenced);
+    }
+
+    #[test]
+    fn alter_topic_configs_sets_and_deletes() {
+        let mut image = image_with_brokers(1);
+        let placer = StripedReplicaPlacer::default();
+        let created = create_topics(&image, &[topic("t", 1, 1)], false, &placer);
+        replay(&mut image, &created.records);
+        let set = alter_topic_configs(
+            &image,
+            "t",
+            vec![
+                ("a".into(), Some("1".into())),
+                ("b".into(), Some("2".into())),
+            ],
+        )
+        .unwrap();
+        replay(&mut image, &set.records);
+        let del = alter_topic_configs(&image, "t", vec![("a".into(), None)]).unwrap();
+        replay(&mut image, &del.records);
+        assert_eq!(
+            image.topic("t").unwrap().configs,
+            [("b".to_string(), "2".to_string())].into_iter().collect()
+        );
+        assert!(matches!(
+            alter_topic_configs(&image, "missing", vec![]),
+            Err(ControllerError::UnknownTopic { .. })
+        ));
+    }
+}

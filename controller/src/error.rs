@@ -1,0 +1,113 @@
+//! The controller's error type. Mapping to Kafka error codes happens only in
+//! the broker (`broker/src/error.rs`); each variant's doc names the code Kafka
+//! returns for it.
+
+/// Why a controller command (or starting the quorum) failed.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ControllerError {
+    /// `TOPIC_ALREADY_EXISTS` (36).
+    #[error("topic '{name}' already exists")]
+    TopicAlreadyExists {
+        /// The requested topic name.
+        name: String,
+    },
+    /// `INVALID_TOPIC_EXCEPTION` (17): the name breaks Kafka's `Topic.validate`
+    /// rules or collides with an existing topic.
+    #[error("invalid topic name '{name}': {reason}")]
+    InvalidTopic {
+        /// The requested topic name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `INVALID_PARTITIONS` (37): partition count below 1.
+    #[error("invalid number of partitions {requested} for topic '{name}'")]
+    InvalidPartitions {
+        /// The topic name.
+        name: String,
+        /// The requested partition count.
+        requested: i32,
+    },
+    /// `INVALID_REPLICATION_FACTOR` (38): below 1 or above the number of
+    /// unfenced brokers.
+    #[error("replication factor {requested} is invalid: {available} unfenced brokers available")]
+    InvalidReplicationFactor {
+        /// The requested replication factor.
+        requested: i16,
+        /// Unfenced registered brokers.
+        available: usize,
+    },
+    /// `INVALID_REPLICA_ASSIGNMENT` (39): a manual assignment is malformed.
+    #[error("invalid replica assignment: {reason}")]
+    InvalidReplicaAssignment {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `INVALID_REQUEST` (42): e.g. the same topic twice in one request, or a
+    /// manual assignment together with a partition count.
+    #[error("invalid request: {reason}")]
+    InvalidRequest {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `UNKNOWN_TOPIC_OR_PARTITION` (3).
+    #[error("unknown topic '{name}'")]
+    UnknownTopic {
+        /// The requested topic name.
+        name: String,
+    },
+    /// `UNKNOWN_TOPIC_ID` (100).
+    #[error("unknown topic id {id}")]
+    UnknownTopicId {
+        /// The requested topic id.
+        id: uuid::Uuid,
+    },
+    /// `STALE_BROKER_EPOCH` (77): the broker is not registered with this epoch.
+    #[error("broker {broker_id} sent epoch {requested}, current registration has {current:?}")]
+    StaleBrokerEpoch {
+        /// The broker id.
+        broker_id: i32,
+        /// The epoch the broker sent.
+        requested: i64,
+        /// The epoch of its current registration, if any.
+        current: Option<i64>,
+    },
+    /// `UNKNOWN_SERVER_ERROR` (-1): Kafka's "Exhausted all producerIds".
+    #[error("producer ids exhausted: next producer id is {next_producer_id}")]
+    ProducerIdsExhausted {
+        /// The next producer id that would have been handed out.
+        next_producer_id: i64,
+    },
+    /// The configured `node.id` cannot be a raft node id (it is negative).
+    #[error("invalid controller node id {node_id}: must be >= 0")]
+    InvalidNodeId {
+        /// The configured node id.
+        node_id: i32,
+    },
+    /// `NOT_CONTROLLER` (41): this node is not the active controller.
+    #[error("not the active controller; current leader is {leader:?}")]
+    NotController {
+        /// The current raft leader, if known.
+        leader: Option<i32>,
+    },
+    /// The metadata log, vote or snapshot files could not be read or written.
+    #[error("metadata storage error: {reason}")]
+    Storage {
+        /// The underlying error, rendered.
+        reason: String,
+    },
+    /// The raft layer failed (stopped, fatal error).
+    #[error("metadata quorum error: {reason}")]
+    Raft {
+        /// The underlying error, rendered.
+        reason: String,
+    },
+    /// `REQUEST_TIMED_OUT` (7): a bounded wait ran out.
+    #[error("timed out after {waited_ms} ms waiting for {operation}")]
+    Timeout {
+        /// What was being waited for.
+        operation: String,
+        /// How long it waited, in milliseconds.
+        waited_ms: u64,
+    },
+}

@@ -1,0 +1,506 @@
+//! The `MetadataImage`: an immutable view of cluster metadata built by
+//! replaying [`MetadataRecord`]s in log order.
+//!
+//! As in Kafka's `org.apache.kafka.image.MetadataImage`, replay is the only
+//! way state changes: the state machine clones the current image, applies a
+//! committed batch with [`MetadataImage::apply`] and publishes the result as
+//! a new `Arc<MetadataImage>`. Readers never see a half-applied batch. This
+//! module holds no I/O and knows nothing about raft.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::records::{BrokerEndpoint, ConfigResourceType, MetadataRecord};
+
+/// A topic id (KIP-516): a random, never-zero UUID.
+pub type TopicId = uuid::Uuid;
+
+/// A record that cannot be replayed onto the current image. Records are
+/// computed by the controller from the same image, so this means a bug or a
+/// corrupt log; the state machine logs it and skips the record.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ReplayError {
+    /// A record names a topic id that is not in the image.
+    #[error("{record} names unknown topic id {topic_id}")]
+    UnknownTopicId {
+        /// The record type, e.g. `PartitionRecord`.
+        record: &'static str,
+        /// The topic id it names.
+        topic_id: TopicId,
+    },
+    /// A `ConfigRecord` names a topic that is not in the image.
+    #[error("ConfigRecord names unknown topic '{name}'")]
+    UnknownTopicName {
+        /// The topic name.
+        name: String,
+    },
+    /// A `PartitionChangeRecord` names a partition that does not exist.
+    #[error("PartitionChangeRecord names unknown partition {partition_id} of topic id {topic_id}")]
+    UnknownPartition {
+        /// The topic id.
+        topic_id: TopicId,
+        /// The partition index.
+        partition_id: i32,
+    },
+    /// A `TopicRecord` reuses an existing name or id.
+    #[error("TopicRecord for '{name}' ({topic_id}) collides with an existing topic")]
+    TopicExists {
+        /// The topic name.
+        name: String,
+        /// The topic id.
+        topic_id: TopicId,
+    },
+    /// A fence/unfence record names a broker registration that does not exist.
+    #[error("{record} names broker {broker_id} epoch {epoch}, which is not registered")]
+    UnknownBrokerEpoch {
+        /// The record type.
+        record: &'static str,
+        /// The broker id.
+        broker_id: i32,
+        /// The broker epoch named by the record.
+        epoch: i64,
+    },
+    /// A `ProducerIdsRecord` would move the next producer id backwards.
+    #[error("ProducerIdsRecord moves next producer id back from {current} to {requested}")]
+    ProducerIdsBackwards {
+        /// Next producer id in the image.
+        current: i64,
+        /// Next producer id in the record.
+        requested: i64,
+    },
+}
+
+/// Cluster metadata at one offset of the metadata log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataImage {
+    /// The cluster id from `meta.properties`.
+    pub cluster_id: String,
+    /// The active controller (current raft leader), if known.
+    pub controller_id: Option<i32>,
+    /// Registered brokers by id.
+    pub brokers: BTreeMap<i32, BrokerRegistration>,
+    /// Topics by name.
+    pub topics: BTreeMap<String, TopicImage>,
+    /// Topic names by topic id (the same topics as `topics`).
+    pub topic_names_by_id: HashMap<TopicId, String>,
+    /// Dynamic broker configs: resource name (broker id, or empty for the
+    /// cluster default) to explicitly set keys.
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Finalized feature levels (KIP-584) by feature name.
+    pub features: BTreeMap<String, i16>,
+    /// The first producer id not yet handed out (Kafka's `ProducerIdsImage`).
+    pub next_producer_id: i64,
+    /// Raft log index of the last entry applied to this image (0 before any).
+    pub last_applied_offset: u64,
+}
+
+/// One topic in the image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicImage {
+    /// Topic name.
+    pub name: String,
+    /// Topic id.
+    pub topic_id: TopicId,
+    /// Partitions by index.
+    pub partitions: BTreeMap<i32, PartitionRegistration>,
+    /// Only the explicitly set topic configs (defaults are the broker's).
+    pub configs: BTreeMap<String, String>,
+}
+
+/// The replicas, ISR and leader of one partition (Kafka's
+/// `PartitionRegistration`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionRegistration {
+    /// Replica broker ids, preferred leader first.
+    pub replicas: Vec<i32>,
+    /// In-sync replica broker ids.
+    pub isr: Vec<i32>,
+    /// Leader broker id, or -1 for none.
+    pub leader: i32,
+    /// Leader epoch: bumped when the leader changes.
+    pub leader_epoch: i32,
+    /// Partition epoch: bumped on every change.
+    pub partition_epoch: i32,
+}
+
+/// One registered broker (Kafka's `BrokerRegistration`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerRegistration {
+    /// Broker id.
+    pub broker_id: i32,
+    /// Incarnation id of the registering process.
+    pub incarnation_id: uuid::Uuid,
+    /// Broker epoch of this registration.
+    pub broker_epoch: i64,
+    /// Advertised listeners.
+    pub endpoints: Vec<BrokerEndpoint>,
+    /// Rack, if configured.
+    pub rack: Option<String>,
+    /// Fenced brokers may not lead partitions or be in ISRs.
+    pub fenced: bool,
+}
+
+impl MetadataImage {
+    /// An empty image for the given cluster.
+    pub fn new(cluster_id: impl Into<String>) -> Self {
+        MetadataImage {
+            cluster_id: cluster_id.into(),
+            ..MetadataImage::default()
+        }
+    }
+
+    /// The topic called `name`, if it exists.
+    pub fn topic(&self, name: &str) -> Option<&TopicImage> {
+        self.topics.get(name)
+    }
+
+    /// The topic with id `id`, if it exists.
+    pub fn topic_by_id(&self, id: &TopicId) -> Option<&TopicImage> {
+        self.topic_names_by_id
+            .get(id)
+            .and_then(|name| self.topics.get(name))
+    }
+
+    /// Unfenced broker ids in ascending order.
+    pub fn unfenced_broker_ids(&self) -> Vec<i32> {
+        self.brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| b.broker_id)
+            .collect()
+    }
+
+    /// Replays one record onto this image.
+    ///
+    /// # Errors
+    ///
+    /// [`ReplayError`] when the record contradicts the image (unknown topic,
+    /// partition or broker epoch; duplicate topic; producer ids going
+    /// backwards). The image is unchanged in that case.
+    pub fn apply(&mut self, record: &MetadataRecord) -> Result<(), ReplayError> {
+        match record {
+            MetadataRecord::RegisterBroker(r) => {
+                self.brokers.insert(
+                    r.broker_id,
+                    BrokerRegistration {
+                        broker_id: r.broker_id,
+                        incarnation_id: r.incarnation_id,
+                        broker_epoch: r.broker_epoch,
+                        endpoints: r.end_points.clone(),
+                        rack: r.rack.clone(),
+                        fenced: r.fenced,
+                    },
+                );
+            }
+            MetadataRecord::Topic(r) => {
+                if self.topics.contains_key(&r.name)
+                    || self.topic_names_by_id.contains_key(&r.topic_id)
+                {
+                    return Err(ReplayError::TopicExists {
+                        name: r.name.clone(),
+                        topic_id: r.topic_id,
+                    });
+                }
+                self.topic_names_by_id.insert(r.topic_id, r.name.clone());
+                self.topics.insert(
+                    r.name.clone(),
+                    TopicImage {
+                        name: r.name.clone(),
+                        topic_id: r.topic_id,
+                        partitions: BTreeMap::new(),
+                        configs: BTreeMap::new(),
+                    },
+                );
+            }
+            MetadataRecord::Partition(r) => {
+                let topic = self.topic_by_id_mut("PartitionRecord", &r.topic_id)?;
+                topic.partitions.insert(
+                    r.partition_id,
+                    PartitionRegistration {
+                        replicas: r.replicas.clone(),
+                        isr: r.isr.clone(),
+                        leader: r.leader,
+                        leader_epoch: r.leader_epoch,
+                        partition_epoch: r.partition_epoch,
+                    },
+                );
+            }
+            MetadataRecord::PartitionChange(r) => {
+                let topic = self.topic_by_id_mut("PartitionChangeRecord", &r.topic_id)?;
+                let partition = topic.partitions.get_mut(&r.partition_id).ok_or(
+                    ReplayError::UnknownPartition {
+                        topic_id: r.topic_id,
+                        partition_id: r.partition_id,
+                    },
+                )?;
+                if let Some(isr) = &r.isr {
+                    partition.isr = isr.clone();
+                }
+                if let Some(replicas) = &r.replicas {
+                    partition.replicas = replicas.clone();
+                }
+                if let Some(leader) = r.leader {
+                    if leader != partition.leader {
+                        partition.leader = leader;
+                        partition.leader_epoch = partition.leader_epoch.saturating_add(1);
+                    }
+                }
+                partition.partition_epoch = partition.partition_epoch.saturating_add(1);
+            }
+            MetadataRecord::RemoveTopic(r) => {
+                let name = self.topic_names_by_id.remove(&r.topic_id).ok_or(
+                    ReplayError::UnknownTopicId {
+                        record: "RemoveTopicRecord",
+                        topic_id: r.topic_id,
+                    },
+                )?;
+                self.topics.remove(&name);
+            }
+            MetadataRecord::Config(r) => {
+                let configs = match r.resource_type {
+                    ConfigResourceType::Topic => {
+                        &mut self
+                            .topics
+                            .get_mut(&r.resource_name)
+                            .ok_or_else(|| ReplayError::UnknownTopicName {
+                                name: r.resource_name.clone(),
+                            })?
+                            .configs
+                    }
+                    ConfigResourceType::Broker => self
+                        .broker_configs
+                        .entry(r.resource_name.clone())
+                        .or_default(),
+                };
+                match &r.value {
+                    Some(value) => {
+                        configs.insert(r.name.clone(), value.clone());
+                    }
+                    None => {
+                        configs.remove(&r.name);
+                    }
+                }
+                if r.resource_type == ConfigResourceType::Broker {
+                    self.broker_configs.retain(|_, c| !c.is_empty());
+                }
+            }
+            MetadataRecord::ProducerIds(r) => {
+                if r.next_producer_id < self.next_producer_id {
+                    return Err(ReplayError::ProducerIdsBackwards {
+                        current: self.next_producer_id,
+                        requested: r.next_producer_id,
+                    });
+                }
+                self.next_producer_id = r.next_producer_id;
+            }
+            MetadataRecord::FenceBroker(r) => {
+                self.broker_with_epoch_mut("FenceBrokerRecord", r.id, r.epoch)?
+                    .fenced = true;
+            }
+            MetadataRecord::UnfenceBroker(r) => {
+                self.broker_with_epoch_mut("UnfenceBrokerRecord", r.id, r.epoch)?
+                    .fenced = false;
+            }
+            MetadataRecord::FeatureLevel(r) => {
+                if r.feature_level == 0 {
+                    self.features.remove(&r.name);
+                } else {
+                    self.features.insert(r.name.clone(), r.feature_level);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn topic_by_id_mut(
+        &mut self,
+        record: &'static str,
+        topic_id: &TopicId,
+    ) -> Result<&mut TopicImage, ReplayError> {
+        self.topic_names_by_id
+            .get(topic_id)
+            .and_then(|name| self.topics.get_mut(name))
+            .ok_or(ReplayError::UnknownTopicId {
+                record,
+                topic_id: *topic_id,
+            })
+    }
+
+    fn broker_with_epoch_mut(
+        &mut self,
+        record: &'static str,
+        broker_id: i32,
+        epoch: i64,
+    ) -> Result<&mut BrokerRegistration, ReplayError> {
+        self.brokers
+            .get_mut(&broker_id)
+            .filter(|b| b.broker_epoch == epoch)
+            .ok_or(ReplayError::UnknownBrokerEpoch {
+                record,
+                broker_id,
+                epoch,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::*;
+
+    fn broker(id: i32, epoch: i64) -> MetadataRecord {
+        MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id: id,
+            incarnation_id: uuid::Uuid::from_u128(id as u128 + 1),
+            broker_epoch: epoch,
+            end_points: vec![BrokerEndpoint {
+                name: "PLAINTEXT".into(),
+                host: "localhost".into(),
+                port: 9092 + id as u16,
+                security_protocol: 0,
+            }],
+            rack: None,
+            fenced: false,
+        })
+    }
+
+    #[test]
+    fn replay_builds_expected_image() {
+        let t1 = uuid::Uuid::from_u128(0xa);
+        let t2 = uuid::Uuid::from_u128(0xb);
+        let records = vec![
+            broker(1, 10),
+            broker(2, 11),
+            MetadataRecord::Topic(TopicRecord {
+                name: "orders".into(),
+                topic_id: t1,
+            }),
+            MetadataRecord::Partition(PartitionRecord {
+                partition_id: 0,
+                topic_id: t1,
+                replicas: vec![1, 2],
+                isr: vec![1, 2],
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            }),
+            MetadataRecord::Config(ConfigRecord {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: "orders".into(),
+                name: "retention.ms".into(),
+                value: Some("1000".into()),
+            }),
+            MetadataRecord::Config(ConfigRecord {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: "orders".into(),
+                name: "cleanup.policy".into(),
+                value: Some("compact".into()),
+            }),
+            MetadataRecord::Config(ConfigRecord {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: "orders".into(),
+                name: "retention.ms".into(),
+                value: None,
+            }),
+            MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id: 0,
+                topic_id: t1,
+                isr: Some(vec![2]),
+                leader: Some(2),
+                replicas: None,
+            }),
+            MetadataRecord::Topic(TopicRecord {
+                name: "gone".into(),
+                topic_id: t2,
+            }),
+            MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id: t2 }),
+            MetadataRecord::ProducerIds(ProducerIdsRecord {
+                broker_id: 1,
+                broker_epoch: 10,
+                next_producer_id: 1000,
+            }),
+            MetadataRecord::FenceBroker(FenceBrokerRecord { id: 2, epoch: 11 }),
+            MetadataRecord::FeatureLevel(FeatureLevelRecord {
+                name: "metadata.version".into(),
+                feature_level: 7,
+            }),
+        ];
+        let mut image = MetadataImage::new("c1");
+        for r in &records {
+            image.apply(r).unwrap();
+        }
+
+        assert_eq!(image.brokers.len(), 2);
+        assert!(image.brokers[&2].fenced);
+        assert_eq!(image.unfenced_broker_ids(), vec![1]);
+        assert_eq!(image.next_producer_id, 1000);
+        assert_eq!(image.features["metadata.version"], 7);
+        assert!(image.topic("gone").is_none());
+        assert!(image.topic_by_id(&t2).is_none());
+        let orders = image.topic_by_id(&t1).unwrap();
+        assert_eq!(orders.name, "orders");
+        assert_eq!(
+            orders.configs,
+            BTreeMap::from([("cleanup.policy".to_string(), "compact".to_string())])
+        );
+        assert_eq!(
+            orders.partitions[&0],
+            PartitionRegistration {
+                replicas: vec![1, 2],
+                isr: vec![2],
+                leader: 2,
+                leader_epoch: 1,
+                partition_epoch: 1,
+            }
+        );
+        assert_eq!(image.topics.len(), image.topic_names_by_id.len());
+    }
+
+    #[test]
+    fn replay_rejects_contradicting_records_without_change() {
+        let mut image = MetadataImage::new("c1");
+        image.apply(&broker(1, 5)).unwrap();
+        let before = image.clone();
+        let unknown = uuid::Uuid::from_u128(7);
+        let bad = [
+            MetadataRecord::Partition(PartitionRecord {
+                partition_id: 0,
+                topic_id: unknown,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            }),
+            MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id: unknown }),
+            MetadataRecord::FenceBroker(FenceBrokerRecord { id: 1, epoch: 4 }),
+            MetadataRecord::Config(ConfigRecord {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: "nope".into(),
+                name: "x".into(),
+                value: Some("y".into()),
+            }),
+        ];
+        for r in &bad {
+            assert!(image.apply(r).is_err(), "{r:?} should not replay");
+        }
+        assert_eq!(image, before);
+    }
+
+    #[test]
+    fn image_survives_json_round_trip() {
+        let mut image = MetadataImage::new("c1");
+        image.apply(&broker(3, 1)).unwrap();
+        let id = uuid::Uuid::from_u128(99);
+        image
+            .apply(&MetadataRecord::Topic(TopicRecord {
+                name: "t".into(),
+                topic_id: id,
+            }))
+            .unwrap();
+        let json = serde_json::to_vec(&image).unwrap();
+        let back: MetadataImage = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back, image);
+    }
+}

@@ -1,0 +1,44 @@
+//! Weir's cluster metadata controller (DESIGN.md §5), KRaft-style.
+//!
+//! Owns: the metadata records ([`records`]), the immutable
+//! [`MetadataImage`] they replay into ([`image`]), the pure controller logic
+//! that turns commands into records ([`control`], [`placement`]), the
+//! openraft-backed metadata log on disk (the private `raft` module), and the running
+//! [`QuorumController`] ([`quorum`]) the broker talks to.
+//!
+//! Must not depend on Kafka request types (`kafka-protocol`): the broker
+//! translates between the wire and these types. openraft stays behind our own
+//! types; nothing public here exposes an openraft type.
+
+pub mod control;
+pub mod error;
+pub mod image;
+pub mod placement;
+pub mod quorum;
+mod raft;
+pub mod records;
+
+pub use control::{
+    ControllerResult, CreatableTopic, CreatedTopic, TopicRef, PRODUCER_ID_BLOCK_SIZE,
+};
+pub use error::ControllerError;
+pub use image::{
+    BrokerRegistration, MetadataImage, PartitionRegistration, ReplayError, TopicId, TopicImage,
+};
+pub use placement::{ReplicaPlacer, StripedReplicaPlacer};
+pub use quorum::{ControllerConfig, QuorumController, QuorumOptions};
+pub use records::*;
+
+/// Registers help text for the metrics this crate records (Prometheus
+/// `# HELP` lines): `weir_controller_records_committed_total`,
+/// `weir_controller_last_applied_offset`.
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        "weir_controller_records_committed_total",
+        "Metadata records committed through the quorum."
+    );
+    metrics::describe_gauge!(
+        "weir_controller_last_applied_offset",
+        "Offset of the last metadata log entry applied to the image."
+    );
+}

@@ -1,0 +1,195 @@
+//! Metadata records: the entries of the cluster metadata log.
+//!
+//! Each type mirrors a KRaft record schema from Kafka's
+//! `metadata/src/main/resources/common/metadata/*.json` (same names, same
+//! fields where the concept exists here). Records are serialized with serde
+//! (JSON inside the raft log) and are replayed into a
+//! [`MetadataImage`](crate::image::MetadataImage); replay is the only way
+//! metadata state changes. This module holds data only: no I/O, no raft, no
+//! Kafka request types.
+
+use serde::{Deserialize, Serialize};
+
+use crate::image::TopicId;
+
+/// One metadata record, as appended to the metadata log.
+///
+/// Source: KIP-631 (the quorum-based Kafka controller) and the record schemas
+/// in Kafka's `metadata/src/main/resources/common/metadata/`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetadataRecord {
+    /// `RegisterBrokerRecord` (api key 0): a broker (re-)registered.
+    RegisterBroker(RegisterBrokerRecord),
+    /// `TopicRecord` (api key 2): a topic was created.
+    Topic(TopicRecord),
+    /// `PartitionRecord` (api key 3): a partition was created.
+    Partition(PartitionRecord),
+    /// `PartitionChangeRecord` (api key 5): leader, ISR or replicas changed.
+    PartitionChange(PartitionChangeRecord),
+    /// `RemoveTopicRecord` (api key 9): a topic was deleted.
+    RemoveTopic(RemoveTopicRecord),
+    /// `ConfigRecord` (api key 4): a dynamic config was set or deleted.
+    Config(ConfigRecord),
+    /// `ProducerIdsRecord` (api key 15): a block of producer ids was handed out.
+    ProducerIds(ProducerIdsRecord),
+    /// `FenceBrokerRecord` (api key 7): a broker was fenced.
+    FenceBroker(FenceBrokerRecord),
+    /// `UnfenceBrokerRecord` (api key 8): a broker was unfenced.
+    UnfenceBroker(UnfenceBrokerRecord),
+    /// `FeatureLevelRecord` (api key 12): a feature's finalized level changed.
+    FeatureLevel(FeatureLevelRecord),
+}
+
+/// A listener a broker can be reached on (`BrokerEndpoint` in `RegisterBrokerRecord`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerEndpoint {
+    /// Listener name, e.g. `PLAINTEXT`.
+    pub name: String,
+    /// Advertised host name or address.
+    pub host: String,
+    /// Advertised TCP port.
+    pub port: u16,
+    /// Kafka's `SecurityProtocol` id: 0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, 3 SASL_SSL.
+    pub security_protocol: i16,
+}
+
+/// `RegisterBrokerRecord`: a broker registration (replaces any previous one
+/// for the same `broker_id`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterBrokerRecord {
+    /// The broker id (`node.id`).
+    pub broker_id: i32,
+    /// Random id of this broker process incarnation.
+    pub incarnation_id: uuid::Uuid,
+    /// The broker epoch assigned by the controller; grows with each registration.
+    pub broker_epoch: i64,
+    /// Listeners the broker advertises.
+    pub end_points: Vec<BrokerEndpoint>,
+    /// Rack (`broker.rack`), if configured.
+    pub rack: Option<String>,
+    /// True if the broker starts fenced (Kafka's default); a single-node
+    /// controller registers brokers unfenced.
+    pub fenced: bool,
+}
+
+/// `TopicRecord`: a topic with its name and id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicRecord {
+    /// Topic name.
+    pub name: String,
+    /// Topic id (KIP-516).
+    pub topic_id: TopicId,
+}
+
+/// `PartitionRecord`: one partition of a topic created by a [`TopicRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionRecord {
+    /// Partition index, from 0.
+    pub partition_id: i32,
+    /// Id of the owning topic.
+    pub topic_id: TopicId,
+    /// Replica broker ids, preferred leader first.
+    pub replicas: Vec<i32>,
+    /// In-sync replica broker ids.
+    pub isr: Vec<i32>,
+    /// Leader broker id, or -1 for none.
+    pub leader: i32,
+    /// Leader epoch.
+    pub leader_epoch: i32,
+    /// Partition epoch: bumped on every change of the partition.
+    pub partition_epoch: i32,
+}
+
+/// `PartitionChangeRecord`: a change to an existing partition. `None` fields
+/// are unchanged. Replay bumps the partition epoch, and the leader epoch when
+/// the leader changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionChangeRecord {
+    /// Partition index.
+    pub partition_id: i32,
+    /// Id of the owning topic.
+    pub topic_id: TopicId,
+    /// New ISR, if it changed.
+    pub isr: Option<Vec<i32>>,
+    /// New leader (-1 for none), if it changed.
+    pub leader: Option<i32>,
+    /// New replica set, if it changed.
+    pub replicas: Option<Vec<i32>>,
+}
+
+/// `RemoveTopicRecord`: a topic and all its partitions and configs are deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveTopicRecord {
+    /// Id of the deleted topic.
+    pub topic_id: TopicId,
+}
+
+/// Kafka's `ConfigResource.Type` for the resources a [`ConfigRecord`] can target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[repr(i8)]
+pub enum ConfigResourceType {
+    /// `TOPIC` (2): resource name is the topic name.
+    Topic = 2,
+    /// `BROKER` (4): resource name is the broker id, or empty for the cluster default.
+    Broker = 4,
+}
+
+impl ConfigResourceType {
+    /// The wire id of this type (Kafka's `ConfigResource.Type.id()`).
+    pub fn id(self) -> i8 {
+        self as i8
+    }
+}
+
+/// `ConfigRecord`: sets (`value: Some`) or deletes (`value: None`) one config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigRecord {
+    /// What kind of resource the config belongs to.
+    pub resource_type: ConfigResourceType,
+    /// The topic name or broker id.
+    pub resource_name: String,
+    /// Config key, e.g. `retention.ms`.
+    pub name: String,
+    /// New value; `None` deletes the key (back to the default).
+    pub value: Option<String>,
+}
+
+/// `ProducerIdsRecord`: the controller handed `broker_id` the producer-id block
+/// ending just before `next_producer_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerIdsRecord {
+    /// Broker that requested the block.
+    pub broker_id: i32,
+    /// That broker's epoch at the time.
+    pub broker_epoch: i64,
+    /// The first producer id not yet handed out.
+    pub next_producer_id: i64,
+}
+
+/// `FenceBrokerRecord`: the broker may no longer lead or be in an ISR.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceBrokerRecord {
+    /// Broker id.
+    pub id: i32,
+    /// Broker epoch of the registration being fenced.
+    pub epoch: i64,
+}
+
+/// `UnfenceBrokerRecord`: the broker may lead and join ISRs again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnfenceBrokerRecord {
+    /// Broker id.
+    pub id: i32,
+    /// Broker epoch of the registration being unfenced.
+    pub epoch: i64,
+}
+
+/// `FeatureLevelRecord`: the finalized level of a feature (KIP-584), e.g.
+/// `metadata.version`. Level 0 removes the feature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeatureLevelRecord {
+    /// Feature name.
+    pub name: String,
+    /// Finalized level.
+    pub feature_level: i16,
+}

@@ -1,0 +1,491 @@
+//! Whole-request error responses: the answer to a decoded request that is
+//! rejected as a whole (unsupported version of a field, authorization,
+//! throttling, a broker-side failure before any handler logic).
+//!
+//! Each builder mirrors Kafka's `AbstractRequest.getErrorResponse` for that
+//! API (clients/src/main/java/org/apache/kafka/common/requests/*Request.java):
+//! every requested topic/partition is echoed with the error, and the
+//! top-level error code is set where the API has one. Nothing here knows
+//! about the broker's state.
+
+use bytes::Bytes;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    FetchRequest, FetchResponse, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    ProduceRequest, ProduceResponse, RequestKind, ResponseKind, TopicName,
+};
+
+use crate::api_table::api_versions_entry;
+use crate::UNSUPPORTED_VERSION;
+
+/// Builds the response to `request` (decoded at `api_version`) in which every
+/// requested topic/partition, or the top-level error where the API has one,
+/// carries `error_code`, as Kafka's `AbstractRequest.getErrorResponse` does.
+/// Offsets, epochs and timestamps are -1; names and ids are echoed.
+///
+/// Returns `None` when no response may be sent and the connection should be
+/// closed instead: Produce with acks=0 (Kafka's `ProduceRequest.getErrorResponse`
+/// returns null; the client reads no response) and APIs outside the
+/// supported-API table, which `decode_request` never yields.
+///
+/// Per-API notes (from the Kafka sources named above):
+/// - ApiVersions: with UNSUPPORTED_VERSION the api_keys list holds the
+///   ApiVersions entry (KIP-511), otherwise it is empty.
+/// - Fetch: top-level error_code (v7+) and session_id echoed; partitions
+///   only below v13, each with high watermark, last stable offset and log
+///   start offset -1, no aborted transactions, empty records.
+/// - Metadata: no brokers; a null topic name is answered as "".
+pub fn error_response(
+    request: &RequestKind,
+    api_version: i16,
+    error_code: i16,
+) -> Option<ResponseKind> {
+    let response = match request {
+        RequestKind::ApiVersions(_) => api_versions(error_code).into(),
+        RequestKind::Produce(request) => produce(request, error_code)?.into(),
+        RequestKind::Fetch(request) => fetch(request, api_version, error_code).into(),
+        RequestKind::ListOffsets(request) => list_offsets(request, error_code).into(),
+        RequestKind::Metadata(request) => metadata(request, error_code).into(),
+        RequestKind::CreateTopics(request) => create_topics(request, error_code).into(),
+        RequestKind::DeleteTopics(request) => {
+            delete_topics(request, api_version, error_code).into()
+        }
+        RequestKind::InitProducerId(_) => {
+            let mut response = InitProducerIdResponse::default();
+            response.error_code = error_code;
+            response.producer_id = (-1).into();
+            response.producer_epoch = -1;
+            response.into()
+        }
+        RequestKind::OffsetForLeaderEpoch(request) => {
+            offset_for_leader_epoch(request, error_code).into()
+        }
+        RequestKind::DescribeConfigs(request) => describe_configs(request, error_code).into(),
+        RequestKind::DescribeCluster(_) => {
+            let mut response = DescribeClusterResponse::default();
+            response.error_code = error_code;
+            response.error_message = None;
+            response.into()
+        }
+        _ => return None,
+    };
+    Some(response)
+}
+
+/// The API a request body belongs to, for the APIs [`error_response`]
+/// covers; `None` for others.
+pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
+    Some(match request {
+        RequestKind::ApiVersions(_) => ApiKey::ApiVersions,
+        RequestKind::Produce(_) => ApiKey::Produce,
+        RequestKind::Fetch(_) => ApiKey::Fetch,
+        RequestKind::ListOffsets(_) => ApiKey::ListOffsets,
+        RequestKind::Metadata(_) => ApiKey::Metadata,
+        RequestKind::CreateTopics(_) => ApiKey::CreateTopics,
+        RequestKind::DeleteTopics(_) => ApiKey::DeleteTopics,
+        RequestKind::InitProducerId(_) => ApiKey::InitProducerId,
+        RequestKind::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
+        RequestKind::DescribeConfigs(_) => ApiKey::DescribeConfigs,
+        RequestKind::DescribeCluster(_) => ApiKey::DescribeCluster,
+        _ => return None,
+    })
+}
+
+fn api_versions(error_code: i16) -> ApiVersionsResponse {
+    let mut response = ApiVersionsResponse::default();
+    response.error_code = error_code;
+    if error_code == UNSUPPORTED_VERSION {
+        let entry = api_versions_entry();
+        let mut version = ApiVersion::default();
+        version.api_key = ApiKey::ApiVersions as i16;
+        version.min_version = entry.min_version;
+        version.max_version = entry.max_version;
+        response.api_keys = vec![version];
+    }
+    response
+}
+
+fn produce(request: &ProduceRequest, error_code: i16) -> Option<ProduceResponse> {
+    if request.acks == 0 {
+        return None;
+    }
+    let mut response = ProduceResponse::default();
+    response.responses = request
+        .topic_data
+        .iter()
+        .map(|topic| {
+            let mut result = TopicProduceResponse::default();
+            result.name = topic.name.clone();
+            result.topic_id = topic.topic_id;
+            result.partition_responses = topic
+                .partition_data
+                .iter()
+                .map(|partition| {
+                    let mut out = PartitionProduceResponse::default();
+                    out.index = partition.index;
+                    out.error_code = error_code;
+                    out.base_offset = -1;
+                    out.log_append_time_ms = -1;
+                    out.log_start_offset = -1;
+                    out.error_message = None;
+                    out
+                })
+                .collect();
+            result
+        })
+        .collect();
+    Some(response)
+}
+
+fn fetch(request: &FetchRequest, api_version: i16, error_code: i16) -> FetchResponse {
+    let mut response = FetchResponse::default();
+    response.error_code = error_code;
+    response.session_id = request.session_id;
+    if api_version < 13 {
+        response.responses = request
+            .topics
+            .iter()
+            .map(|topic| {
+                let mut result = FetchableTopicResponse::default();
+                result.topic = topic.topic.clone();
+                result.topic_id = topic.topic_id;
+                result.partitions = topic
+                    .partitions
+                    .iter()
+                    .map(|partition| {
+                        let mut out = PartitionData::default();
+                        out.partition_index = partition.partition;
+                        out.error_code = error_code;
+                        out.high_watermark = -1;
+                        out.last_stable_offset = -1;
+                        out.log_start_offset = -1;
+                        out.aborted_transactions = None;
+                        out.preferred_read_replica = (-1).into();
+                        out.records = Some(Bytes::new());
+                        out
+                    })
+                    .collect();
+                result
+            })
+            .collect();
+    }
+    response
+}
+
+fn list_offsets(request: &ListOffsetsRequest, error_code: i16) -> ListOffsetsResponse {
+    let mut response = ListOffsetsResponse::default();
+    response.topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let mut result = ListOffsetsTopicResponse::default();
+            result.name = topic.name.clone();
+            result.partitions = topic
+                .partitions
+                .iter()
+                .map(|partition| {
+                    let mut out = ListOffsetsPartitionResponse::default();
+                    out.partition_index = partition.partition_index;
+                    out.error_code = error_code;
+                    out.offset = -1;
+                    out.timestamp = -1;
+                    out.leader_epoch = -1;
+                    out
+                })
+                .collect();
+            result
+        })
+        .collect();
+    response
+}
+
+fn metadata(request: &MetadataRequest, error_code: i16) -> MetadataResponse {
+    let mut response = MetadataResponse::default();
+    response.topics = request
+        .topics
+        .iter()
+        .flatten()
+        .map(|topic| {
+            let mut result = MetadataResponseTopic::default();
+            result.name = Some(topic.name.clone().unwrap_or_default());
+            result.topic_id = topic.topic_id;
+            result.error_code = error_code;
+            result.is_internal = false;
+            result.partitions = Vec::new();
+            result
+        })
+        .collect();
+    response
+}
+
+fn create_topics(request: &CreateTopicsRequest, error_code: i16) -> CreateTopicsResponse {
+    let mut response = CreateTopicsResponse::default();
+    response.topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let mut result = CreatableTopicResult::default();
+            result.name = topic.name.clone();
+            result.error_code = error_code;
+            result.error_message = None;
+            result
+        })
+        .collect();
+    response
+}
+
+fn delete_topics(
+    request: &DeleteTopicsRequest,
+    api_version: i16,
+    error_code: i16,
+) -> DeleteTopicsResponse {
+    let result = |name: Option<TopicName>, topic_id| {
+        let mut result = DeletableTopicResult::default();
+        result.name = name;
+        result.topic_id = topic_id;
+        result.error_code = error_code;
+        result.error_message = None;
+        result
+    };
+    let mut response = DeleteTopicsResponse::default();
+    response.responses = if api_version >= 6 {
+        request
+            .topics
+            .iter()
+            .map(|topic| result(topic.name.clone(), topic.topic_id))
+            .collect()
+    } else {
+        request
+            .topic_names
+            .iter()
+            .map(|name| result(Some(name.clone()), uuid::Uuid::nil()))
+            .collect()
+    };
+    response
+}
+
+fn offset_for_leader_epoch(
+    request: &OffsetForLeaderEpochRequest,
+    error_code: i16,
+) -> OffsetForLeaderEpochResponse {
+    let mut response = OffsetForLeaderEpochResponse::default();
+    response.topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let mut result = OffsetForLeaderTopicResult::default();
+            result.topic = topic.topic.clone();
+            result.partitions = topic
+                .partitions
+                .iter()
+                .map(|partition| {
+                    let mut out = EpochEndOffset::default();
+                    out.partition = partition.partition;
+                    out.error_code = error_code;
+                    out.leader_epoch = -1;
+                    out.end_offset = -1;
+                    out
+                })
+                .collect();
+            result
+        })
+        .collect();
+    response
+}
+
+fn describe_configs(request: &DescribeConfigsRequest, error_code: i16) -> DescribeConfigsResponse {
+    let mut response = DescribeConfigsResponse::default();
+    response.results = request
+        .resources
+        .iter()
+        .map(|resource| {
+            let mut result = DescribeConfigsResult::default();
+            result.error_code = error_code;
+            result.error_message = None;
+            result.resource_type = resource.resource_type;
+            result.resource_name = resource.resource_name.clone();
+            result.configs = Vec::new();
+            result
+        })
+        .collect();
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api_table::SUPPORTED_APIS;
+    use crate::codec::encode_response;
+    use crate::test_support::populated_request;
+
+    /// Partition-level (or topic-level where the API has no partitions)
+    /// error codes in a decoded response.
+    fn entry_errors(response: &ResponseKind) -> Vec<i16> {
+        match response {
+            ResponseKind::Produce(r) => r
+                .responses
+                .iter()
+                .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code))
+                .collect(),
+            ResponseKind::Fetch(r) => r
+                .responses
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect(),
+            ResponseKind::ListOffsets(r) => r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect(),
+            ResponseKind::Metadata(r) => r.topics.iter().map(|t| t.error_code).collect(),
+            ResponseKind::CreateTopics(r) => r.topics.iter().map(|t| t.error_code).collect(),
+            ResponseKind::DeleteTopics(r) => r.responses.iter().map(|t| t.error_code).collect(),
+            ResponseKind::OffsetForLeaderEpoch(r) => r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect(),
+            ResponseKind::DescribeConfigs(r) => r.results.iter().map(|t| t.error_code).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// How many entries the request names, in the unit `entry_errors` counts.
+    fn requested_entries(request: &RequestKind, v: i16) -> usize {
+        match request {
+            RequestKind::Produce(r) => r.topic_data.iter().map(|t| t.partition_data.len()).sum(),
+            RequestKind::Fetch(r) if v < 13 => r.topics.iter().map(|t| t.partitions.len()).sum(),
+            RequestKind::ListOffsets(r) => r.topics.iter().map(|t| t.partitions.len()).sum(),
+            RequestKind::Metadata(r) => r.topics.as_ref().map_or(0, Vec::len),
+            RequestKind::CreateTopics(r) => r.topics.len(),
+            RequestKind::DeleteTopics(r) if v >= 6 => r.topics.len(),
+            RequestKind::DeleteTopics(r) => r.topic_names.len(),
+            RequestKind::OffsetForLeaderEpoch(r) => {
+                r.topics.iter().map(|t| t.partitions.len()).sum()
+            }
+            RequestKind::DescribeConfigs(r) => r.resources.len(),
+            _ => 0,
+        }
+    }
+
+    fn top_level_error(response: &ResponseKind, v: i16) -> Option<i16> {
+        match response {
+            ResponseKind::ApiVersions(r) => Some(r.error_code),
+            ResponseKind::Fetch(r) if v >= 7 => Some(r.error_code),
+            ResponseKind::InitProducerId(r) => Some(r.error_code),
+            ResponseKind::DescribeCluster(r) => Some(r.error_code),
+            _ => None,
+        }
+    }
+
+    /// Every API in the table, at every version in its advertised-and-served
+    /// range, gets an error response that encodes, decodes back, and
+    /// carries the error on every requested entry.
+    #[test]
+    fn error_response_encodes_at_every_table_version_and_mirrors_the_request() {
+        for entry in SUPPORTED_APIS {
+            for v in entry.min_served_version..=entry.max_version {
+                let request = populated_request(entry.api_key, v);
+                assert_eq!(request_api_key(&request), Some(entry.api_key));
+                let response = error_response(&request, v, 35).unwrap();
+                let encoded = encode_response(entry.api_key, v, 17, &response)
+                    .unwrap_or_else(|e| panic!("{:?} v{v}: {e}", entry.api_key));
+                let header_version = crate::codec::response_header_version(entry.api_key, v);
+                let mut body = Bytes::copy_from_slice(&encoded[8 + header_version as usize..]);
+                let decoded = ResponseKind::decode(entry.api_key, &mut body, v).unwrap();
+                assert!(body.is_empty(), "{:?} v{v}", entry.api_key);
+
+                let errors = entry_errors(&decoded);
+                assert_eq!(
+                    errors.len(),
+                    requested_entries(&request, v),
+                    "{:?} v{v}",
+                    entry.api_key
+                );
+                assert!(
+                    errors.iter().all(|&code| code == 35),
+                    "{:?} v{v}",
+                    entry.api_key
+                );
+                if let Some(code) = top_level_error(&decoded, v) {
+                    assert_eq!(code, 35, "{:?} v{v}", entry.api_key);
+                }
+                assert!(
+                    !errors.is_empty() || top_level_error(&decoded, v).is_some(),
+                    "{:?} v{v} reports the error nowhere",
+                    entry.api_key
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn api_versions_error_lists_only_api_versions_for_unsupported_version() {
+        let request = populated_request(ApiKey::ApiVersions, 3);
+        let Some(ResponseKind::ApiVersions(response)) = error_response(&request, 3, 35) else {
+            panic!("expected ApiVersions response");
+        };
+        assert_eq!(response.api_keys.len(), 1);
+        assert_eq!(response.api_keys[0].api_key, ApiKey::ApiVersions as i16);
+        let Some(ResponseKind::ApiVersions(response)) = error_response(&request, 3, 42) else {
+            panic!("expected ApiVersions response");
+        };
+        assert!(response.api_keys.is_empty());
+    }
+
+    #[test]
+    fn produce_with_acks_0_gets_no_response() {
+        let RequestKind::Produce(mut request) = populated_request(ApiKey::Produce, 9) else {
+            unreachable!()
+        };
+        request.acks = 0;
+        assert_eq!(error_response(&request.into(), 9, 35), None);
+    }
+
+    #[test]
+    fn fetch_v13_reports_only_the_top_level_error_and_echoes_the_session() {
+        let request = populated_request(ApiKey::Fetch, 13);
+        let Some(ResponseKind::Fetch(response)) = error_response(&request, 13, 35) else {
+            panic!("expected Fetch response");
+        };
+        assert!(response.responses.is_empty());
+        assert_eq!((response.error_code, response.session_id), (35, 5));
+        let Some(ResponseKind::Fetch(response)) =
+            error_response(&populated_request(ApiKey::Fetch, 12), 12, 35)
+        else {
+            panic!("expected Fetch response");
+        };
+        let partition = &response.responses[0].partitions[0];
+        assert_eq!(
+            (
+                partition.high_watermark,
+                partition.last_stable_offset,
+                partition.log_start_offset
+            ),
+            (-1, -1, -1)
+        );
+        assert_eq!(partition.records.as_deref(), Some(&[][..]));
+    }
+
+    #[test]
+    fn apis_outside_the_table_get_none() {
+        let request = RequestKind::Heartbeat(Default::default());
+        assert_eq!(error_response(&request, 4, 35), None);
+        assert_eq!(request_api_key(&request), None);
+    }
+}

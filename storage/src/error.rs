@@ -1,0 +1,120 @@
+//! The storage crate's error type. Every fallible storage operation returns
+//! [`StorageError`]; the broker maps each variant to a Kafka error code in
+//! `broker/src/error.rs` (this crate never names Kafka error codes).
+
+use std::path::PathBuf;
+
+/// Errors from partition logs, segments, indexes and checkpoint files.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// A record batch failed validation: CRC-32C mismatch, magic other than 2,
+    /// a batch length that is too small or runs past the buffer. Kafka answers
+    /// `CORRUPT_MESSAGE`.
+    #[error("corrupt record batch: {reason}")]
+    CorruptRecord {
+        /// What was wrong, with the offending values.
+        reason: String,
+    },
+    /// A batch is well formed but violates a record-level rule (for example
+    /// its record count disagrees with its last offset delta). Kafka answers
+    /// `INVALID_RECORD`.
+    #[error("invalid record batch: {reason}")]
+    InvalidRecord {
+        /// What was wrong, with the offending values.
+        reason: String,
+    },
+    /// A batch is larger than `max.message.bytes` (or than `segment.bytes`).
+    /// Kafka answers `MESSAGE_TOO_LARGE`.
+    #[error("record batch of {size} bytes exceeds the maximum of {max} bytes")]
+    RecordBatchTooLarge {
+        /// Size of the offending batch in bytes (header included).
+        size: usize,
+        /// The configured limit in bytes.
+        max: usize,
+    },
+    /// A fetch offset outside `[log_start, log_end]`. Kafka answers
+    /// `OFFSET_OUT_OF_RANGE`.
+    #[error("offset {requested} is out of range [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        /// The offset that was asked for.
+        requested: i64,
+        /// The log start offset at the time of the request.
+        log_start: i64,
+        /// The log end offset at the time of the request.
+        log_end: i64,
+    },
+    /// A file operation failed. Kafka answers `KAFKA_STORAGE_ERROR`.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// The operation that failed ("open", "pread", "fdatasync", ...).
+        op: &'static str,
+        /// The file or directory it was applied to.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A checkpoint or metadata file (`leader-epoch-checkpoint`,
+    /// `partition.metadata`, `meta.properties`, offset checkpoints) could not
+    /// be parsed.
+    #[error("malformed {path}: {reason}")]
+    MalformedFile {
+        /// The file that could not be parsed.
+        path: PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
+    /// `meta.properties` belongs to another broker.
+    #[error("log dir {path} belongs to node.id {found}, not {expected}")]
+    NodeIdMismatch {
+        /// The `meta.properties` file.
+        path: PathBuf,
+        /// The node id in the file.
+        found: i32,
+        /// The node id this broker was started with.
+        expected: i32,
+    },
+    /// Another process holds the log directory's `.lock` file.
+    #[error("log dir {path} is locked by another process")]
+    LogDirLocked {
+        /// The log directory.
+        path: PathBuf,
+    },
+    /// The topic id was already set to a different value
+    /// (`partition.metadata` is written once per partition).
+    #[error("partition {path} already has topic id {existing}, refusing {requested}")]
+    InconsistentTopicId {
+        /// The partition directory.
+        path: PathBuf,
+        /// The stored topic id (Kafka's base64 form).
+        existing: String,
+        /// The rejected topic id (Kafka's base64 form).
+        requested: String,
+    },
+    /// An append would need a relative offset or file position that does not
+    /// fit in 32 bits even in a fresh segment.
+    #[error("offset {offset} cannot be appended to a log whose end offset is {log_end}")]
+    OffsetOverflow {
+        /// The offending offset.
+        offset: i64,
+        /// The log end offset.
+        log_end: i64,
+    },
+}
+
+impl StorageError {
+    /// Wraps an I/O error with the operation and path it came from.
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        StorageError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corrupt(reason: impl Into<String>) -> Self {
+        StorageError::CorruptRecord {
+            reason: reason.into(),
+        }
+    }
+}

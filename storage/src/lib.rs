@@ -1,0 +1,76 @@
+//! `weir-storage`: one partition's log on disk in Kafka's own format, byte
+//! for byte (DESIGN.md §4), and the log directory that holds them.
+//!
+//! * [`batch`]: the 61-byte v2 record batch header and produce validation;
+//! * [`segment`], [`index`]: `.log`, `.index` and `.timeindex` files;
+//! * [`log`]: a partition's [`Log`] (append, read, recovery, flush);
+//! * [`leader_epoch`]: the leader epoch cache and `leader-epoch-checkpoint`;
+//! * [`file_slice`]: zero-copy [`FileSlice`] regions for `sendfile`;
+//! * [`log_manager`]: every log under `log.dirs` plus its checkpoints and
+//!   `meta.properties`.
+//!
+//! This crate never depends on `kafka-protocol`; the broker translates.
+
+pub mod batch;
+mod checkpoint;
+pub mod error;
+pub mod file_slice;
+pub mod index;
+pub mod leader_epoch;
+pub mod log;
+pub mod log_manager;
+pub mod segment;
+#[cfg(test)]
+mod testutil;
+
+pub use batch::RecordBatchHeader;
+pub use error::StorageError;
+pub use file_slice::FileSlice;
+pub use leader_epoch::LeaderEpochCache;
+pub use log::{FetchDataInfo, Log, LogAppendInfo, LogConfig, PendingFlush, TimestampType};
+pub use log_manager::LogManager;
+
+/// A Kafka topic partition. Its directory under `log.dirs` is
+/// `"{topic}-{partition}"`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    /// Builds a topic partition.
+    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl std::fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// Registers help text for the metrics this crate records (Prometheus
+/// `# HELP` lines): `weir_storage_appended_bytes_total`,
+/// `weir_storage_appended_records_total`, `weir_storage_flushes_total`.
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        "weir_storage_appended_bytes_total",
+        metrics::Unit::Bytes,
+        "Record batch bytes appended to partition logs."
+    );
+    metrics::describe_counter!(
+        "weir_storage_appended_records_total",
+        "Records appended to partition logs."
+    );
+    metrics::describe_counter!(
+        "weir_storage_flushes_total",
+        "fdatasync rounds of partition logs (group commits)."
+    );
+}

@@ -1,0 +1,800 @@
+//! [`Log`]: one partition's log on disk (Kafka's `UnifiedLog`/`LocalLog`
+//! without tiered storage): the ordered segments of
+//! `<log.dirs>/<topic>-<partition>/`, the log start and log end offsets, the
+//! recovery point, the leader epoch cache and `partition.metadata`. It
+//! validates and appends produced batches, serves fetches as file regions,
+//! recovers after a crash and flushes with group commit. It must not depend on
+//! `kafka-protocol`: batches are handled by their 61-byte header only.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::IoSlice;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use base64::Engine as _;
+use bytes::Bytes;
+
+use crate::batch::{self, RecordBatchHeader, RECORD_BATCH_OVERHEAD};
+use crate::checkpoint;
+use crate::error::StorageError;
+use crate::file_slice::FileSlice;
+use crate::leader_epoch::LeaderEpochCache;
+use crate::segment::{
+    AppendedBatch, LogSegment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
+};
+use crate::TopicPartition;
+
+/// File name of the topic id file in a partition directory.
+pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
+/// Suffix Kafka gives a partition directory scheduled for deletion.
+pub const DELETE_DIR_SUFFIX: &str = "-delete";
+/// Largest `segment.bytes` honoured: positions in `.index` are 32-bit and
+/// Kafka caps `segment.bytes` at `Integer.MAX_VALUE`.
+const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
+
+/// Which timestamp a topic stores (`message.timestamp.type`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TimestampType {
+    /// Keep the producer's timestamps (Kafka's default).
+    #[default]
+    CreateTime,
+    /// Overwrite each batch's max timestamp with the broker's clock on append.
+    LogAppendTime,
+}
+
+/// Per-partition log settings, named after Kafka's topic configs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `segment.bytes`: a segment rolls before an append would take it past
+    /// this size, in bytes. Default: 1073741824 (1 GiB); capped at 2^31-1.
+    pub segment_bytes: u64,
+    /// `segment.index.bytes`: maximum size in bytes of each index file; a
+    /// segment rolls when its index is full. Default: 10485760 (10 MiB).
+    pub segment_index_bytes: u64,
+    /// `index.interval.bytes`: bytes appended between two offset index
+    /// entries. Default: 4096.
+    pub index_interval_bytes: u64,
+    /// `max.message.bytes`: largest batch accepted, in bytes (header
+    /// included). Default: 1048588.
+    pub max_message_bytes: usize,
+    /// `message.timestamp.type`. Default: CreateTime.
+    pub message_timestamp_type: TimestampType,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1024 * 1024 * 1024,
+            segment_index_bytes: 10 * 1024 * 1024,
+            index_interval_bytes: 4096,
+            max_message_bytes: 1024 * 1024 + 12,
+            message_timestamp_type: TimestampType::CreateTime,
+        }
+    }
+}
+
+/// The outcome of an append (Kafka's `LogAppendInfo`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogAppendInfo {
+    /// Offset assigned to the first record.
+    pub first_offset: i64,
+    /// Offset assigned to the last record.
+    pub last_offset: i64,
+    /// Largest batch max timestamp appended (ms), -1 if none had one.
+    pub max_timestamp: i64,
+    /// Last offset of the first batch carrying `max_timestamp`, -1 if none.
+    pub offset_of_max_timestamp: i64,
+    /// The broker time stamped on the batches (ms) under LogAppendTime, -1
+    /// under CreateTime.
+    pub log_append_time: i64,
+    /// Bytes appended.
+    pub valid_bytes: usize,
+    /// Batches appended.
+    pub batch_count: usize,
+    /// Records appended (sum of the batches' record counts).
+    pub record_count: usize,
+}
+
+/// The result of a read (Kafka's `FetchDataInfo`).
+#[derive(Clone, Debug)]
+pub struct FetchDataInfo {
+    /// The offset asked for.
+    pub fetch_offset: i64,
+    /// Whole batches starting with the one holding `fetch_offset`; `None`
+    /// when there is nothing to return.
+    pub records: Option<FileSlice>,
+}
+
+/// Files to fdatasync for one flush, taken under the log's lock and synced
+/// outside it (group commit: appends can continue during the sync). See
+/// [`Log::prepare_flush`].
+#[derive(Debug)]
+pub struct PendingFlush {
+    files: Vec<(Arc<File>, PathBuf)>,
+    dir: Option<PathBuf>,
+    recovery_point: i64,
+}
+
+impl PendingFlush {
+    /// The recovery point this flush makes durable: the log end offset when it
+    /// was prepared.
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+
+    /// fdatasyncs every file (and fsyncs the partition directory if segments
+    /// were created). Blocking; call it from a blocking context.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] naming the file whose sync failed.
+    pub fn sync(&self) -> Result<(), StorageError> {
+        for (file, path) in &self.files {
+            rustix::fs::fdatasync(&**file)
+                .map_err(|e| StorageError::io("fdatasync", path, e.into()))?;
+        }
+        if let Some(dir) = &self.dir {
+            checkpoint::sync_dir(dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// One partition's log. See the module docs.
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    topic_partition: TopicPartition,
+    config: LogConfig,
+    /// Segments by base offset; never empty until the log is deleted.
+    segments: BTreeMap<i64, LogSegment>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+    recovery_point: i64,
+    leader_epoch_cache: LeaderEpochCache,
+    topic_id: Option<[u8; 16]>,
+    /// A segment file was created since the last flush.
+    dir_dirty: bool,
+    deleted: bool,
+}
+
+/// The directory name of a partition: `<topic>-<partition>`.
+pub fn partition_dir_name(tp: &TopicPartition) -> String {
+    format!("{}-{}", tp.topic, tp.partition)
+}
+
+fn deleted_error(dir: &Path) -> StorageError {
+    StorageError::io(
+        "append",
+        dir,
+        std::io::Error::new(std::io::ErrorKind::NotFound, "log was deleted"),
+    )
+}
+
+fn base64_uuid(id: &[u8; 16]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
+}
+
+pub(crate) fn parse_base64_uuid(s: &str) -> Option<[u8; 16]> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s.trim())
+        .ok()?;
+    bytes.try_into().ok()
+}
+
+impl Log {
+    /// Opens (creating if missing) the partition directory
+    /// `<log_dir>/<topic>-<partition>` and recovers it (Kafka's `LogLoader`):
+    /// loads every segment; every segment from the one holding
+    /// `recovery_point` onwards is re-validated batch by batch, its indexes
+    /// rebuilt, and the first segment with an invalid batch (short read, bad
+    /// length, CRC mismatch) is truncated there with every later segment
+    /// deleted; a segment with a missing or corrupt index is rebuilt too.
+    /// Then the leader epoch cache is loaded and entries past the log end
+    /// removed, and `partition.metadata` is read.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] on file errors; [`StorageError::MalformedFile`]
+    /// if `leader-epoch-checkpoint` or `partition.metadata` is unreadable.
+    pub fn open(
+        log_dir: PathBuf,
+        tp: TopicPartition,
+        config: LogConfig,
+        recovery_point: i64,
+    ) -> Result<Log, StorageError> {
+        let dir = log_dir.join(partition_dir_name(&tp));
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::io("create_dir", &dir, e))?;
+        let mut bases = Vec::new();
+        let entries = std::fs::read_dir(&dir).map_err(|e| StorageError::io("read_dir", &dir, e))?;
+        let mut index_files = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| StorageError::io("read_dir", &dir, e))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if let Some(stem) = name.strip_suffix(LOG_FILE_SUFFIX) {
+                if let Ok(base) = stem.parse::<i64>() {
+                    bases.push(base);
+                }
+            } else if name.ends_with(INDEX_FILE_SUFFIX) || name.ends_with(TIME_INDEX_FILE_SUFFIX) {
+                index_files.push(name.to_string());
+            } else if name.ends_with(".tmp") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        bases.sort_unstable();
+        // Index files without a segment are leftovers of a crash: delete them.
+        for name in index_files {
+            let stem = name.split('.').next().unwrap_or("");
+            if !stem
+                .parse::<i64>()
+                .is_ok_and(|b| bases.binary_search(&b).is_ok())
+            {
+                let p = dir.join(&name);
+                std::fs::remove_file(&p).map_err(|e| StorageError::io("remove", &p, e))?;
+            }
+        }
+        let mut leader_epoch_cache = LeaderEpochCache::load(&dir)?;
+        let mut segments = BTreeMap::new();
+        if bases.is_empty() {
+            let (segment, _) = LogSegment::open(
+                &dir,
+                0,
+                config.index_interval_bytes,
+                config.segment_index_bytes,
+                true,
+            )?;
+            segments.insert(0, segment);
+        }
+        // Recovery starts at the segment holding the recovery point.
+        let recover_from = bases
+            .iter()
+            .rev()
+            .find(|&&b| b <= recovery_point)
+            .or(bases.first())
+            .copied()
+            .unwrap_or(0);
+        let mut next_offset = bases.first().copied().unwrap_or(0);
+        let mut remaining = bases.iter().copied();
+        for base in remaining.by_ref() {
+            let (mut segment, indexes_ok) = LogSegment::open(
+                &dir,
+                base,
+                config.index_interval_bytes,
+                config.segment_index_bytes,
+                false,
+            )?;
+            let recovering = base >= recover_from;
+            let mut truncated = 0;
+            if recovering || !indexes_ok {
+                let (cut, next) = segment.recover(&mut leader_epoch_cache)?;
+                truncated = cut;
+                next_offset = next.unwrap_or(base).max(next_offset);
+            } else {
+                next_offset = next_offset.max(base);
+            }
+            segments.insert(base, segment);
+            if recovering && truncated > 0 {
+                break;
+            }
+        }
+        for base in remaining {
+            tracing::warn!(base_offset = base, dir = %dir.display(), "deleting segment after a truncated one");
+            let (segment, _) = LogSegment::open(&dir, base, 1, 1, false)?;
+            segment.delete_files()?;
+        }
+        let log_start_offset = segments.keys().next().copied().unwrap_or(0);
+        let log_end_offset = next_offset.max(log_start_offset);
+        leader_epoch_cache.truncate_from_end(log_end_offset)?;
+        leader_epoch_cache.truncate_from_start(log_start_offset)?;
+        let mut log = Log {
+            dir,
+            topic_partition: tp,
+            config,
+            segments,
+            log_start_offset,
+            log_end_offset,
+            recovery_point: recovery_point.clamp(log_start_offset, log_end_offset),
+            leader_epoch_cache,
+            topic_id: None,
+            dir_dirty: true,
+            deleted: false,
+        };
+        log.topic_id = log.read_partition_metadata()?;
+        Ok(log)
+    }
+
+    fn create_segment(&mut self, base_offset: i64) -> Result<(), StorageError> {
+        let (segment, _) = LogSegment::open(
+            &self.dir,
+            base_offset,
+            self.config.index_interval_bytes,
+            self.config.segment_index_bytes,
+            true,
+        )?;
+        self.segments.insert(base_offset, segment);
+        self.dir_dirty = true;
+        Ok(())
+    }
+
+    fn active_segment(&mut self) -> Result<&mut LogSegment, StorageError> {
+        if self.deleted {
+            return Err(deleted_error(&self.dir));
+        }
+        match self.segments.values_mut().next_back() {
+            Some(segment) => Ok(segment),
+            None => Err(deleted_error(&self.dir)),
+        }
+    }
+
+    /// Validates and appends produced batches as the leader. `records` is one
+    /// or more concatenated v2 batches. Each batch must have magic 2, a sane
+    /// length, a valid CRC-32C, `last_offset_delta >= 0` matching its record
+    /// count, and be at most `max.message.bytes`; if any is invalid nothing is
+    /// appended. Offsets are assigned from the log end offset; `base_offset`
+    /// and `partition_leader_epoch` are stamped into a copy of each 61-byte
+    /// header (both outside the CRC); under LogAppendTime `max_timestamp` is
+    /// set to `now_ms`, attributes bit 3 set and the CRC recomputed. Record
+    /// bytes are never copied: stamped headers and the rest of `records` are
+    /// written with one `pwritev`. A new segment is rolled first when the
+    /// append would take the active segment past `segment.bytes`, an index is
+    /// full, or an offset would not fit the segment's 32-bit relative range.
+    /// The leader epoch cache gains `(leader_epoch, first offset)` when
+    /// `leader_epoch` is newer than its latest epoch.
+    ///
+    /// # Errors
+    /// [`StorageError::CorruptRecord`] / [`StorageError::InvalidRecord`] for an
+    /// invalid or empty batch set, [`StorageError::RecordBatchTooLarge`] for a
+    /// batch over `max.message.bytes` or a batch set over `segment.bytes`,
+    /// [`StorageError::Io`] if the write fails (the segment is cut back).
+    pub fn append_as_leader(
+        &mut self,
+        records: &Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, StorageError> {
+        if records.is_empty() {
+            return Err(StorageError::InvalidRecord {
+                reason: "no record batch to append".to_string(),
+            });
+        }
+        let log_append_time = self.config.message_timestamp_type == TimestampType::LogAppendTime;
+        // Validate everything first, stamping header copies as we go.
+        let mut headers: Vec<[u8; RECORD_BATCH_OVERHEAD]> = Vec::new();
+        let mut appended: Vec<AppendedBatch> = Vec::new();
+        let mut position = 0usize;
+        let mut next_offset = self.log_end_offset;
+        let mut info = LogAppendInfo {
+            first_offset: next_offset,
+            last_offset: next_offset,
+            max_timestamp: -1,
+            offset_of_max_timestamp: -1,
+            log_append_time: if log_append_time { now_ms } else { -1 },
+            valid_bytes: 0,
+            batch_count: 0,
+            record_count: 0,
+        };
+        while position < records.len() {
+            let bytes = &records[position..];
+            let header = RecordBatchHeader::validate(bytes)?;
+            let size = header.size_in_bytes();
+            if size > self.config.max_message_bytes {
+                return Err(StorageError::RecordBatchTooLarge {
+                    size,
+                    max: self.config.max_message_bytes,
+                });
+            }
+            let mut stamped = [0u8; RECORD_BATCH_OVERHEAD];
+            stamped.copy_from_slice(&bytes[..RECORD_BATCH_OVERHEAD]);
+            batch::stamp_offset_and_epoch(&mut stamped, next_offset, leader_epoch);
+            let mut max_timestamp = header.max_timestamp;
+            if log_append_time {
+                batch::set_log_append_time(&mut stamped, now_ms);
+                batch::restamp_crc(&mut stamped, &bytes[RECORD_BATCH_OVERHEAD..size]);
+                max_timestamp = now_ms;
+            }
+            let last_offset = next_offset + header.last_offset_delta as i64;
+            if max_timestamp > info.max_timestamp {
+                info.max_timestamp = max_timestamp;
+                info.offset_of_max_timestamp = last_offset;
+            }
+            headers.push(stamped);
+            appended.push(AppendedBatch {
+                last_offset,
+                max_timestamp,
+                size: size as u32,
+            });
+            info.record_count += header.records_count as usize;
+            next_offset = last_offset + 1;
+            position += size;
+        }
+        info.last_offset = next_offset - 1;
+        info.valid_bytes = position;
+        info.batch_count = headers.len();
+        let segment_bytes = self.config.segment_bytes.min(MAX_SEGMENT_BYTES);
+        if position as u64 > segment_bytes {
+            return Err(StorageError::RecordBatchTooLarge {
+                size: position,
+                max: segment_bytes as usize,
+            });
+        }
+        self.maybe_roll(position as u64, info.last_offset, segment_bytes)?;
+
+        let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(headers.len() * 2);
+        let mut at = 0usize;
+        for (stamped, b) in headers.iter().zip(&appended) {
+            let end = at + b.size as usize;
+            iov.push(IoSlice::new(stamped));
+            iov.push(IoSlice::new(&records[at + RECORD_BATCH_OVERHEAD..end]));
+            at = end;
+        }
+        self.active_segment()?
+            .append(&mut iov, position, &appended)?;
+        self.log_end_offset = next_offset;
+        metrics::counter!("weir_storage_appended_bytes_total").increment(position as u64);
+        metrics::counter!("weir_storage_appended_records_total")
+            .increment(info.record_count as u64);
+        if leader_epoch >= 0
+            && self
+                .leader_epoch_cache
+                .latest_epoch()
+                .is_none_or(|latest| leader_epoch > latest)
+        {
+            self.leader_epoch_cache
+                .assign(leader_epoch, info.first_offset)?;
+        }
+        Ok(info)
+    }
+
+    /// Rolls a new active segment at the log end offset when an append of
+    /// `bytes` ending at `last_offset` does not fit the active one (Kafka's
+    /// `UnifiedLog.maybeRoll` / `LogSegment.shouldRoll`).
+    fn maybe_roll(
+        &mut self,
+        bytes: u64,
+        last_offset: i64,
+        segment_bytes: u64,
+    ) -> Result<(), StorageError> {
+        let log_end_offset = self.log_end_offset;
+        let active = self.active_segment()?;
+        let too_big = active.size() + bytes > segment_bytes;
+        let out_of_range = last_offset - active.base_offset() > i32::MAX as i64;
+        let should_roll = active.size() > 0 && (too_big || active.indexes_full() || out_of_range);
+        if !should_roll {
+            return Ok(());
+        }
+        if last_offset - log_end_offset > i32::MAX as i64 {
+            return Err(StorageError::OffsetOverflow {
+                offset: last_offset,
+                log_end: log_end_offset,
+            });
+        }
+        active.on_become_inactive()?;
+        tracing::debug!(dir = %self.dir.display(), base_offset = log_end_offset, "rolling new log segment");
+        self.create_segment(log_end_offset)
+    }
+
+    /// Reads whole batches for a fetch at `fetch_offset`: from the first batch
+    /// whose last offset is `>= fetch_offset` (so an offset inside a batch
+    /// returns that batch; the client skips the earlier records), within one
+    /// segment, up to `max_bytes`, stopping before any batch whose base offset
+    /// is `>= max_offset` (the broker passes the high watermark, exclusive).
+    /// When the first batch alone exceeds `max_bytes` it is still returned
+    /// whole if `min_one_batch` (KIP-74), otherwise nothing is.
+    /// `fetch_offset == log end offset` returns no records.
+    ///
+    /// # Errors
+    /// [`StorageError::OffsetOutOfRange`] if `fetch_offset` is outside
+    /// `[log start offset, log end offset]`; [`StorageError::Io`] if the
+    /// segment cannot be read; [`StorageError::CorruptRecord`] if a stored
+    /// header is unreadable.
+    pub fn read(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<FetchDataInfo, StorageError> {
+        if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
+            return Err(StorageError::OffsetOutOfRange {
+                requested: fetch_offset,
+                log_start: self.log_start_offset,
+                log_end: self.log_end_offset,
+            });
+        }
+        let empty = FetchDataInfo {
+            fetch_offset,
+            records: None,
+        };
+        if fetch_offset == self.log_end_offset || fetch_offset >= max_offset || self.deleted {
+            return Ok(empty);
+        }
+        let floor = self
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .map(|(b, _)| *b)
+            .unwrap_or(self.log_start_offset);
+        for segment in self.segments.range(floor..).map(|(_, s)| s) {
+            if let Some(region) =
+                segment.read(fetch_offset, max_bytes, max_offset, min_one_batch)?
+            {
+                let records = (region.len > 0)
+                    .then(|| FileSlice::new(segment.file().clone(), region.position, region.len));
+                return Ok(FetchDataInfo {
+                    fetch_offset,
+                    records,
+                });
+            }
+        }
+        Ok(empty)
+    }
+
+    /// The first offset in the log.
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    /// The offset the next appended record will get.
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+
+    /// Offsets below this are known durable; recovery scans from its segment.
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+
+    /// The log's configuration.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Replaces the configuration (a topic config change). Takes effect for
+    /// the next append and roll.
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+
+    /// Starts a flush: writes pending index entries and collects every segment
+    /// and index file appended to since the last flush. Call
+    /// [`PendingFlush::sync`] without holding the log's lock, then
+    /// [`Log::complete_flush`]. This is the group-commit form of
+    /// [`Log::flush`].
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if index entries cannot be written.
+    pub fn prepare_flush(&mut self) -> Result<PendingFlush, StorageError> {
+        let mut files = Vec::new();
+        for segment in self.segments.values_mut() {
+            files.extend(segment.take_dirty_files()?);
+        }
+        let dir = std::mem::take(&mut self.dir_dirty).then(|| self.dir.clone());
+        Ok(PendingFlush {
+            files,
+            dir,
+            recovery_point: self.log_end_offset,
+        })
+    }
+
+    /// Advances the recovery point after a [`PendingFlush`] synced
+    /// successfully. Returns the new recovery point.
+    pub fn complete_flush(&mut self, flushed: &PendingFlush) -> i64 {
+        let target = flushed.recovery_point.min(self.log_end_offset);
+        self.recovery_point = self.recovery_point.max(target);
+        metrics::counter!("weir_storage_flushes_total").increment(1);
+        self.recovery_point
+    }
+
+    /// fdatasyncs every segment and index file appended to since the last
+    /// flush (one call covers everything appended before it) and advances the
+    /// recovery point to the log end offset at the time of the call. Returns
+    /// the new recovery point.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if a write or sync fails; the recovery point then
+    /// stays where it was.
+    pub fn flush(&mut self) -> Result<i64, StorageError> {
+        let pending = self.prepare_flush()?;
+        pending.sync()?;
+        Ok(self.complete_flush(&pending))
+    }
+
+    /// The leader epoch cache.
+    pub fn leader_epoch_cache(&self) -> &LeaderEpochCache {
+        &self.leader_epoch_cache
+    }
+
+    /// `(epoch, end offset)` for OffsetForLeaderEpoch (KIP-101, KIP-279,
+    /// KIP-320), as Kafka's `LeaderEpochFileCache.endOffsetFor`: the latest
+    /// epoch answers the log end offset; an older one answers the largest
+    /// known epoch `<= leader_epoch` and the start offset of the next larger
+    /// epoch; an unknown newer epoch, -1, or an empty cache answer `(-1, -1)`
+    /// (`UNDEFINED_EPOCH`, `UNDEFINED_EPOCH_OFFSET`).
+    pub fn end_offset_for_epoch(&self, leader_epoch: i32) -> (i32, i64) {
+        self.leader_epoch_cache
+            .end_offset_for(leader_epoch, self.log_end_offset)
+    }
+
+    /// The latest leader epoch in the cache.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.leader_epoch_cache.latest_epoch()
+    }
+
+    /// Records that `leader_epoch` starts at `start_offset` when it is newer
+    /// than the cache's latest epoch (Kafka's
+    /// `UnifiedLog.maybeAssignEpochStartOffset`, called when this broker
+    /// becomes leader with the log end offset).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the checkpoint cannot be written.
+    pub fn maybe_assign_epoch_start_offset(
+        &mut self,
+        leader_epoch: i32,
+        start_offset: i64,
+    ) -> Result<(), StorageError> {
+        if self
+            .leader_epoch_cache
+            .latest_epoch()
+            .is_none_or(|latest| leader_epoch > latest)
+        {
+            self.leader_epoch_cache.assign(leader_epoch, start_offset)?;
+        }
+        Ok(())
+    }
+
+    /// The raw bytes of the first batch (lowest offset) whose max timestamp is
+    /// `>= timestamp` (ms), found through the time index and a scan; `None`
+    /// if no batch qualifies. For ListOffsets: the broker finds the record.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] / [`StorageError::CorruptRecord`] on read errors.
+    pub fn read_batch_for_timestamp(&self, timestamp: i64) -> Result<Option<Bytes>, StorageError> {
+        for segment in self.segments.values() {
+            if segment.max_timestamp() < timestamp {
+                continue;
+            }
+            if let Some(region) = segment.find_batch_for_timestamp(timestamp)? {
+                return segment.read_bytes(region).map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The raw bytes of the batch carrying the largest max timestamp in the
+    /// log (the first such batch on ties); `None` if the log is empty. For
+    /// ListOffsets with `MAX_TIMESTAMP` (KIP-734).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] / [`StorageError::CorruptRecord`] on read errors.
+    pub fn read_batch_with_max_timestamp(&self) -> Result<Option<Bytes>, StorageError> {
+        let mut best: Option<&LogSegment> = None;
+        for segment in self.segments.values().filter(|s| s.size() > 0) {
+            if best.is_none_or(|b| segment.max_timestamp() > b.max_timestamp()) {
+                best = Some(segment);
+            }
+        }
+        let Some(segment) = best else {
+            return Ok(None);
+        };
+        let offset = segment.offset_of_max_timestamp().max(segment.base_offset());
+        match segment.batch_containing(offset)? {
+            Some(region) => segment.read_bytes(region).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn read_partition_metadata(&self) -> Result<Option<[u8; 16]>, StorageError> {
+        let path = self.dir.join(PARTITION_METADATA_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StorageError::io("read", &path, e)),
+        };
+        let malformed = |reason: &str| StorageError::MalformedFile {
+            path: path.clone(),
+            reason: reason.to_string(),
+        };
+        let mut version = None;
+        let mut topic_id = None;
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once(':') else {
+                continue;
+            };
+            match key.trim() {
+                "version" => version = Some(value.trim().to_string()),
+                "topic_id" => topic_id = Some(value.trim().to_string()),
+                _ => {}
+            }
+        }
+        if version.as_deref() != Some("0") {
+            return Err(malformed("expected \"version: 0\""));
+        }
+        let id = topic_id.ok_or_else(|| malformed("missing topic_id"))?;
+        parse_base64_uuid(&id)
+            .map(Some)
+            .ok_or_else(|| malformed("topic_id is not a base64 UUID"))
+    }
+
+    /// Records the partition's topic id in `partition.metadata` (Kafka's
+    /// text format `version: 0\ntopic_id: <base64url UUID>`), written once;
+    /// setting the same id again is a no-op.
+    ///
+    /// # Errors
+    /// [`StorageError::InconsistentTopicId`] if a different id is stored;
+    /// [`StorageError::Io`] if the file cannot be written.
+    pub fn set_topic_id(&mut self, topic_id: [u8; 16]) -> Result<(), StorageError> {
+        match self.topic_id {
+            Some(existing) if existing == topic_id => return Ok(()),
+            Some(existing) => {
+                return Err(StorageError::InconsistentTopicId {
+                    path: self.dir.clone(),
+                    existing: base64_uuid(&existing),
+                    requested: base64_uuid(&topic_id),
+                })
+            }
+            None => {}
+        }
+        let text = format!("version: 0\ntopic_id: {}", base64_uuid(&topic_id));
+        checkpoint::write_atomically(&self.dir.join(PARTITION_METADATA_FILE), text.as_bytes())?;
+        self.topic_id = Some(topic_id);
+        Ok(())
+    }
+
+    /// The topic id from `partition.metadata`, if set.
+    pub fn topic_id(&self) -> Option<[u8; 16]> {
+        self.topic_id
+    }
+
+    /// The partition this log belongs to.
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.topic_partition
+    }
+
+    /// The partition directory, `<log.dirs>/<topic>-<partition>`.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Base offsets of the segments, ascending.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+
+    /// Total bytes of all segments' `.log` files.
+    pub fn size_in_bytes(&self) -> u64 {
+        self.segments.values().map(LogSegment::size).sum()
+    }
+
+    /// Closes the log and removes its directory (DeleteTopics): the directory
+    /// is first renamed to `<topic>-<partition>.<uuid>-delete`, as Kafka does,
+    /// then removed. File slices handed out earlier stay readable.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the rename or removal fails.
+    pub fn delete(mut self) -> Result<(), StorageError> {
+        self.delete_in_place()
+    }
+
+    /// [`Log::delete`] for a log shared behind a lock: every later operation
+    /// on it fails with an I/O error.
+    pub(crate) fn delete_in_place(&mut self) -> Result<(), StorageError> {
+        if self.deleted {
+            return Ok(());
+        }
+        self.deleted = true;
+        self.segments.clear();
+        let parent = self.dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        let unique = uuid::Uuid::new_v4().simple().to_string();
+        let renamed = parent.join(format!(
+            "{}.{unique}{DELETE_DIR_SUFFIX}",
+            partition_dir_name(&self.topic_partition)
+        ));
+        std::fs::rename(&self.dir, &renamed)
+            .map_err(|e| StorageError::io("rename", &self.dir, e))?;
+        checkpoint::sync_dir(&parent)?;
+        std::fs::remove_dir_all(&renamed).map_err(|e| StorageError::io("remove_dir", &renamed, e))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,746 @@
+//! Unit tests of [`Log`]: append/read, rolling, indexes, recovery, epochs,
+//! timestamps, topic id, and a model-based proptest.
+
+use super::*;
+use crate::index::IndexEntry as _;
+use crate::testutil::{build_batch, simple_batch, BatchSpec};
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("orders", 3)
+}
+
+fn open(dir: &Path, config: LogConfig, recovery_point: i64) -> Log {
+    Log::open(dir.to_path_buf(), tp(), config, recovery_point).unwrap()
+}
+
+/// The bytes Kafka would store for `batch` appended at `base` in `epoch`.
+fn stamped(batch: &[u8], base: i64, epoch: i32) -> Vec<u8> {
+    let mut out = batch.to_vec();
+    out[0..8].copy_from_slice(&base.to_be_bytes());
+    out[12..16].copy_from_slice(&epoch.to_be_bytes());
+    out
+}
+
+fn read_all(log: &Log, from: i64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut offset = from;
+    while offset < log.log_end_offset() {
+        let info = log.read(offset, usize::MAX, i64::MAX, true).unwrap();
+        let bytes = info.records.unwrap().read_to_bytes().unwrap();
+        let mut pos = 0;
+        while pos < bytes.len() {
+            let h = RecordBatchHeader::parse(&bytes[pos..]).unwrap();
+            offset = h.next_offset();
+            pos += h.size_in_bytes();
+        }
+        out.extend_from_slice(&bytes);
+    }
+    out
+}
+
+fn small_segments() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1000,
+        index_interval_bytes: 100,
+        ..LogConfig::default()
+    }
+}
+
+#[test]
+fn append_then_read_round_trips_bytes_with_offsets_stamped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), 0);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+    let a = simple_batch(2, 10, 1000);
+    let b = simple_batch(3, 20, 2000);
+    let c = simple_batch(1, 5, 3000);
+    let info = log.append_as_leader(&Bytes::from(a.clone()), 4, 0).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (0, 1));
+    assert_eq!(
+        (info.batch_count, info.record_count, info.valid_bytes),
+        (1, 2, a.len())
+    );
+    assert_eq!(info.log_append_time, -1);
+    let mut two = b.clone();
+    two.extend_from_slice(&c);
+    let info = log.append_as_leader(&Bytes::from(two), 4, 0).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (2, 5));
+    assert_eq!((info.batch_count, info.record_count), (2, 4));
+    assert_eq!(
+        (info.max_timestamp, info.offset_of_max_timestamp),
+        (3000, 5)
+    );
+    assert_eq!(log.log_end_offset(), 6);
+
+    let mut expected = stamped(&a, 0, 4);
+    expected.extend(stamped(&b, 2, 4));
+    expected.extend(stamped(&c, 5, 4));
+    assert_eq!(read_all(&log, 0), expected);
+    // The file holds exactly those bytes (Kafka's format, nothing else).
+    let file = std::fs::read(log.dir().join("00000000000000000000.log")).unwrap();
+    assert_eq!(file, expected);
+    assert_eq!(log.size_in_bytes(), expected.len() as u64);
+}
+
+#[test]
+fn fetch_offset_inside_a_batch_returns_that_batch_c02() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), 0);
+    let a = simple_batch(2, 10, 1);
+    let b = simple_batch(2, 10, 3);
+    log.append_as_leader(&Bytes::from(a.clone()), 0, 0).unwrap();
+    log.append_as_leader(&Bytes::from(b.clone()), 0, 0).unwrap();
+    let read = |offset| {
+        log.read(offset, usize::MAX, i64::MAX, false)
+            .unwrap()
+            .records
+            .map(|r| r.read_to_bytes().unwrap().to_vec())
+    };
+    let mut ab = stamped(&a, 0, 0);
+    ab.extend(stamped(&b, 2, 0));
+    assert_eq!(read(1).unwrap(), ab);
+    assert_eq!(read(3).unwrap(), stamped(&b, 2, 0));
+    assert_eq!(read(4), None);
+    assert!(matches!(
+        log.read(5, 100, i64::MAX, false),
+        Err(StorageError::OffsetOutOfRange {
+            requested: 5,
+            log_start: 0,
+            log_end: 4
+        })
+    ));
+    assert!(matches!(
+        log.read(-1, 100, i64::MAX, false),
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
+}
+
+#[test]
+fn max_offset_and_max_bytes_bound_the_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), 0);
+    let a = simple_batch(2, 10, 1);
+    let b = simple_batch(2, 10, 3);
+    log.append_as_leader(&Bytes::from(a.clone()), 0, 0).unwrap();
+    log.append_as_leader(&Bytes::from(b.clone()), 0, 0).unwrap();
+    // High watermark 2: batch B (base 2) is not visible.
+    let info = log.read(0, usize::MAX, 2, false).unwrap();
+    assert_eq!(info.records.unwrap().len(), a.len());
+    assert!(log.read(2, usize::MAX, 2, true).unwrap().records.is_none());
+    // Byte limit one short of both batches: only A, never a partial batch.
+    let info = log.read(0, a.len() + b.len() - 1, i64::MAX, false).unwrap();
+    assert_eq!(info.records.unwrap().len(), a.len());
+    let info = log.read(0, a.len() + b.len(), i64::MAX, false).unwrap();
+    assert_eq!(info.records.unwrap().len(), a.len() + b.len());
+}
+
+#[test]
+fn min_one_batch_returns_an_oversized_first_batch_whole_c04() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        max_message_bytes: 1 << 20,
+        ..LogConfig::default()
+    };
+    let mut log = open(dir.path(), config, 0);
+    let big = simple_batch(2, 100 * 1024, 1);
+    assert!(big.len() > 200 * 1024);
+    log.append_as_leader(&Bytes::from(big.clone()), 0, 0)
+        .unwrap();
+    let info = log.read(0, 1, i64::MAX, true).unwrap();
+    let records = info.records.unwrap();
+    assert_eq!(records.len(), big.len());
+    assert_eq!(records.read_to_bytes().unwrap(), stamped(&big, 0, 0));
+    assert!(log.read(0, 1, i64::MAX, false).unwrap().records.is_none());
+}
+
+#[test]
+fn invalid_batches_append_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), 0);
+    let good = simple_batch(2, 10, 1);
+    let mut bad = simple_batch(2, 10, 1);
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    let mut both = good.clone();
+    both.extend_from_slice(&bad);
+    assert!(matches!(
+        log.append_as_leader(&Bytes::from(both), 0, 0),
+        Err(StorageError::CorruptRecord { .. })
+    ));
+    assert!(matches!(
+        log.append_as_leader(&Bytes::new(), 0, 0),
+        Err(StorageError::InvalidRecord { .. })
+    ));
+    let mut trailing = good.clone();
+    trailing.extend_from_slice(&[0, 0, 0]);
+    assert!(matches!(
+        log.append_as_leader(&Bytes::from(trailing), 0, 0),
+        Err(StorageError::CorruptRecord { .. })
+    ));
+    let small = LogConfig {
+        max_message_bytes: good.len() - 1,
+        ..LogConfig::default()
+    };
+    log.set_config(small);
+    assert!(matches!(
+        log.append_as_leader(&Bytes::from(good.clone()), 0, 0),
+        Err(StorageError::RecordBatchTooLarge { size, max }) if size == good.len() && max == good.len() - 1
+    ));
+    assert_eq!(log.log_end_offset(), 0);
+    assert_eq!(log.size_in_bytes(), 0);
+    assert!(std::fs::read(log.dir().join("00000000000000000000.log"))
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn log_append_time_rewrites_max_timestamp_with_a_valid_crc() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        message_timestamp_type: TimestampType::LogAppendTime,
+        ..LogConfig::default()
+    };
+    let mut log = open(dir.path(), config, 0);
+    let mut two = simple_batch(3, 10, 5);
+    two.extend(simple_batch(1, 10, 9));
+    let info = log.append_as_leader(&Bytes::from(two), 1, 123_456).unwrap();
+    assert_eq!(info.log_append_time, 123_456);
+    assert_eq!(
+        (info.max_timestamp, info.offset_of_max_timestamp),
+        (123_456, 2)
+    );
+    let bytes = log
+        .read(0, usize::MAX, i64::MAX, true)
+        .unwrap()
+        .records
+        .unwrap()
+        .read_to_bytes()
+        .unwrap();
+    let first = RecordBatchHeader::validate(&bytes).unwrap();
+    assert_eq!(first.max_timestamp, 123_456);
+    assert_eq!(first.timestamp_type(), TimestampType::LogAppendTime);
+    assert_eq!(first.base_timestamp, 5);
+    let second = RecordBatchHeader::validate(&bytes[first.size_in_bytes()..]).unwrap();
+    assert_eq!((second.base_offset, second.max_timestamp), (3, 123_456));
+}
+
+#[test]
+fn rolls_at_segment_bytes_and_reads_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_segments(), 0);
+    let mut batches = Vec::new();
+    for i in 0..40 {
+        let batch = simple_batch(1 + i % 3, 60, i as i64 * 10);
+        let info = log
+            .append_as_leader(&Bytes::from(batch.clone()), 0, 0)
+            .unwrap();
+        batches.push((
+            info.first_offset,
+            info.last_offset,
+            stamped(&batch, info.first_offset, 0),
+        ));
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() > 3, "{bases:?}");
+    for w in bases.windows(2) {
+        let size = std::fs::metadata(
+            dir.path()
+                .join("orders-3")
+                .join(format!("{:020}.log", w[0])),
+        )
+        .unwrap()
+        .len();
+        assert!(size <= 1000 && size > 0);
+    }
+    // Every segment starts at a batch boundary.
+    for base in &bases {
+        assert!(batches.iter().any(|(first, _, _)| first == base));
+    }
+    // Any offset returns its own batch first, and a read stays in one segment.
+    for (first, last, bytes) in &batches {
+        for offset in *first..=*last {
+            let slice = log
+                .read(offset, usize::MAX, i64::MAX, true)
+                .unwrap()
+                .records
+                .unwrap();
+            let got = slice.read_to_bytes().unwrap();
+            assert_eq!(&got[..bytes.len()], &bytes[..]);
+            let seg = bases.iter().rev().find(|b| **b <= *first).unwrap();
+            let seg_end = bases
+                .iter()
+                .find(|b| **b > *first)
+                .copied()
+                .unwrap_or(i64::MAX);
+            let mut pos = 0;
+            while pos < got.len() {
+                let h = RecordBatchHeader::parse(&got[pos..]).unwrap();
+                assert!(h.base_offset >= *seg && h.base_offset < seg_end);
+                pos += h.size_in_bytes();
+            }
+        }
+    }
+    let all: Vec<u8> = batches.iter().flat_map(|(_, _, b)| b.clone()).collect();
+    assert_eq!(read_all(&log, 0), all);
+    // Reopen: same segments, same log end offset, same bytes.
+    let leo = log.log_end_offset();
+    log.flush().unwrap();
+    drop(log);
+    let log = open(dir.path(), small_segments(), leo);
+    assert_eq!(log.segment_base_offsets(), bases);
+    assert_eq!(log.log_end_offset(), leo);
+    assert_eq!(read_all(&log, 0), all);
+}
+
+#[test]
+fn a_batch_set_larger_than_a_segment_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_segments(), 0);
+    let batch = simple_batch(1, 2000, 0);
+    assert!(matches!(
+        log.append_as_leader(&Bytes::from(batch), 0, 0),
+        Err(StorageError::RecordBatchTooLarge { max: 1000, .. })
+    ));
+}
+
+/// Checks each offset index entry against the segment: the batch at the
+/// entry's position has the entry's offset as its last offset.
+fn check_index_entries(log: &Log) -> usize {
+    let mut checked = 0;
+    for segment in log.segments.values() {
+        let file = std::fs::read(segment.log_path()).unwrap();
+        for e in segment.offset_index().entries() {
+            let h = RecordBatchHeader::parse(&file[e.position as usize..]).unwrap();
+            assert_eq!(
+                h.last_offset(),
+                segment.base_offset() + e.relative_offset as i64
+            );
+            checked += 1;
+        }
+    }
+    checked
+}
+
+#[test]
+fn offset_index_lookup_is_correct_with_many_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        index_interval_bytes: 200,
+        ..LogConfig::default()
+    };
+    let mut log = open(dir.path(), config.clone(), 0);
+    let mut ranges = Vec::new();
+    for i in 0..500usize {
+        let batch = simple_batch(1 + i % 5, 7 + i % 13, i as i64);
+        let info = log.append_as_leader(&Bytes::from(batch), 0, 0).unwrap();
+        ranges.push((info.first_offset, info.last_offset));
+    }
+    assert!(check_index_entries(&log) > 50);
+    for (first, last) in &ranges {
+        for offset in *first..=*last {
+            let bytes = log
+                .read(offset, 1, i64::MAX, true)
+                .unwrap()
+                .records
+                .unwrap()
+                .read_to_bytes()
+                .unwrap();
+            let h = RecordBatchHeader::validate(&bytes).unwrap();
+            assert_eq!((h.base_offset, h.last_offset()), (*first, *last));
+        }
+    }
+    // The persisted index files are Kafka's layout of the in-memory entries.
+    log.flush().unwrap();
+    let segment = log.segments.values().next().unwrap();
+    let mut expected = Vec::new();
+    for e in segment.offset_index().entries() {
+        let mut buf = [0u8; 8];
+        e.encode(&mut buf);
+        expected.extend_from_slice(&buf);
+    }
+    assert_eq!(
+        std::fs::read(segment.offset_index().path()).unwrap(),
+        expected
+    );
+    let time_file = std::fs::read(segment.time_index().path()).unwrap();
+    assert_eq!(time_file.len(), segment.time_index().len() * 12);
+    for (chunk, e) in time_file.chunks(12).zip(segment.time_index().entries()) {
+        assert_eq!(
+            i64::from_be_bytes(chunk[..8].try_into().unwrap()),
+            e.timestamp
+        );
+        assert_eq!(
+            u32::from_be_bytes(chunk[8..].try_into().unwrap()),
+            e.relative_offset
+        );
+    }
+}
+
+#[test]
+fn torn_tail_is_truncated_at_every_byte_position() {
+    let a = simple_batch(2, 10, 1);
+    let b = simple_batch(3, 10, 2);
+    let c = simple_batch(2, 30, 3);
+    let valid = (a.len() + b.len()) as u64;
+    for cut in valid..valid + c.len() as u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = open(dir.path(), LogConfig::default(), 0);
+        for batch in [&a, &b, &c] {
+            log.append_as_leader(&Bytes::from(batch.clone()), 0, 0)
+                .unwrap();
+        }
+        let path = log.dir().join("00000000000000000000.log");
+        drop(log);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+
+        let mut log = open(dir.path(), LogConfig::default(), 0);
+        assert_eq!(log.log_end_offset(), 5, "cut at {cut}");
+        assert_eq!(log.size_in_bytes(), valid);
+        let mut expected = stamped(&a, 0, 0);
+        expected.extend(stamped(&b, 2, 0));
+        assert_eq!(read_all(&log, 0), expected);
+        let info = log.append_as_leader(&Bytes::from(c.clone()), 0, 0).unwrap();
+        assert_eq!(info.first_offset, 5);
+        expected.extend(stamped(&c, 5, 0));
+        assert_eq!(read_all(&log, 0), expected);
+    }
+}
+
+#[test]
+fn crc_corrupted_tail_is_truncated_and_later_segments_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_segments(), 0);
+    for i in 0..30 {
+        log.append_as_leader(&Bytes::from(simple_batch(2, 50, i)), 0, 0)
+            .unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 3);
+    let victim = bases[1];
+    let path = log.dir().join(format!("{victim:020}.log"));
+    drop(log);
+    // Corrupt the record bytes of the second batch of segment 1.
+    let mut file = std::fs::read(&path).unwrap();
+    let first = RecordBatchHeader::parse(&file).unwrap();
+    let at = first.size_in_bytes() + 70;
+    file[at] ^= 0x55;
+    std::fs::write(&path, &file).unwrap();
+
+    let log = open(dir.path(), small_segments(), 0);
+    assert_eq!(log.segment_base_offsets(), vec![bases[0], victim]);
+    assert_eq!(log.log_end_offset(), first.next_offset());
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        first.size_in_bytes() as u64
+    );
+    assert!(!dir
+        .path()
+        .join("orders-3")
+        .join(format!("{:020}.log", bases[2]))
+        .exists());
+}
+
+#[test]
+fn missing_or_corrupt_index_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_segments(), 0);
+    for i in 0..30 {
+        log.append_as_leader(&Bytes::from(simple_batch(2, 50, i)), 0, 0)
+            .unwrap();
+    }
+    let leo = log.flush().unwrap();
+    assert_eq!(leo, log.log_end_offset());
+    let first = log.segments.values().next().unwrap();
+    let index_path = first.offset_index().path().to_path_buf();
+    let time_path = first.time_index().path().to_path_buf();
+    let index_bytes = std::fs::read(&index_path).unwrap();
+    let time_bytes = std::fs::read(&time_path).unwrap();
+    assert!(!index_bytes.is_empty() && !time_bytes.is_empty());
+    drop(log);
+
+    std::fs::remove_file(&index_path).unwrap();
+    std::fs::write(&time_path, [1, 2, 3]).unwrap();
+    // Recovery point at the end: the first segment is not re-validated, only
+    // its indexes are rebuilt.
+    let log = open(dir.path(), small_segments(), leo);
+    assert_eq!(log.recovery_point(), leo);
+    assert_eq!(std::fs::read(&index_path).unwrap(), index_bytes);
+    assert_eq!(std::fs::read(&time_path).unwrap(), time_bytes);
+    assert!(check_index_entries(&log) > 0);
+}
+
+#[test]
+fn leader_epoch_cache_follows_appends_and_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), 0);
+    assert_eq!(log.end_offset_for_epoch(0), (-1, -1));
+    log.append_as_leader(&Bytes::from(simple_batch(2, 5, 1)), 0, 0)
+        .unwrap();
+    log.append_as_leader(&Bytes::from(simple_batch(2, 5, 1)), 0, 0)
+        .unwrap();
+    log.append_as_leader(&Bytes::from(simple_batch(3, 5, 1)), 3, 0)
+        .unwrap();
+    log.append_as_leader(&Bytes::from(simple_batch(1, 5, 1)), 5, 0)
+        .unwrap();
+    assert_eq!(log.latest_epoch(), Some(5));
+    assert_eq!(log.end_offset_for_epoch(5), (5, 8));
+    assert_eq!(log.end_offset_for_epoch(0), (0, 4));
+    assert_eq!(log.end_offset_for_epoch(2), (0, 4));
+    assert_eq!(log.end_offset_for_epoch(4), (3, 7));
+    assert_eq!(log.end_offset_for_epoch(6), (-1, -1));
+    let text = std::fs::read_to_string(log.dir().join("leader-epoch-checkpoint")).unwrap();
+    assert_eq!(text, "0\n3\n0 0\n3 4\n5 7\n");
+    drop(log);
+    let log = open(dir.path(), LogConfig::default(), 8);
+    assert_eq!(log.end_offset_for_epoch(4), (3, 7));
+    assert_eq!(log.end_offset_for_epoch(5), (5, 8));
+}
+
+#[test]
+fn epoch_entries_past_a_truncated_log_end_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), 0);
+    log.append_as_leader(&Bytes::from(simple_batch(2, 5, 1)), 1, 0)
+        .unwrap();
+    let keep = log.size_in_bytes();
+    log.append_as_leader(&Bytes::from(simple_batch(2, 5, 1)), 2, 0)
+        .unwrap();
+    let path = log.dir().join("00000000000000000000.log");
+    drop(log);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(keep + 3)
+        .unwrap();
+    let log = open(dir.path(), LogConfig::default(), 0);
+    assert_eq!(log.log_end_offset(), 2);
+    assert_eq!(log.latest_epoch(), Some(1));
+    assert_eq!(log.end_offset_for_epoch(1), (1, 2));
+}
+
+#[test]
+fn timestamp_lookups_find_the_right_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_segments(), 0);
+    assert_eq!(log.read_batch_for_timestamp(0).unwrap(), None);
+    assert_eq!(log.read_batch_with_max_timestamp().unwrap(), None);
+    // Max timestamps: 100, 300, 200, 300, 50, ... across several segments.
+    let maxes = [100i64, 300, 200, 300, 50, 120, 500, 500, 10, 400, 450, 20];
+    let mut stored = Vec::new();
+    for ts in maxes {
+        let batch = build_batch(&BatchSpec::new(&[ts - 5, ts], 150));
+        let info = log
+            .append_as_leader(&Bytes::from(batch.clone()), 0, 0)
+            .unwrap();
+        stored.push(stamped(&batch, info.first_offset, 0));
+    }
+    assert!(log.segment_base_offsets().len() > 2);
+    let find = |ts: i64| {
+        log.read_batch_for_timestamp(ts)
+            .unwrap()
+            .map(|b| b.to_vec())
+    };
+    for target in [0i64, 100, 101, 250, 300, 301, 450, 500] {
+        let expected = maxes
+            .iter()
+            .position(|m| *m >= target)
+            .map(|i| stored[i].clone());
+        assert_eq!(find(target), expected, "target {target}");
+    }
+    assert_eq!(find(501), None);
+    assert_eq!(
+        log.read_batch_with_max_timestamp()
+            .unwrap()
+            .unwrap()
+            .to_vec(),
+        stored[6]
+    );
+    // Same answers after a reopen that trusts the indexes of old segments.
+    let leo = log.flush().unwrap();
+    drop(log);
+    let log = open(dir.path(), small_segments(), leo);
+    for target in [0i64, 101, 301, 401, 500] {
+        let expected = maxes
+            .iter()
+            .position(|m| *m >= target)
+            .map(|i| stored[i].clone());
+        assert_eq!(
+            log.read_batch_for_timestamp(target)
+                .unwrap()
+                .map(|b| b.to_vec()),
+            expected
+        );
+    }
+    assert_eq!(
+        log.read_batch_with_max_timestamp()
+            .unwrap()
+            .unwrap()
+            .to_vec(),
+        stored[6]
+    );
+}
+
+#[test]
+fn topic_id_is_written_in_kafka_format_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), 0);
+    assert_eq!(log.topic_id(), None);
+    let id = [0xfbu8; 16];
+    log.set_topic_id(id).unwrap();
+    log.set_topic_id(id).unwrap();
+    let text = std::fs::read_to_string(log.dir().join(PARTITION_METADATA_FILE)).unwrap();
+    assert_eq!(text, "version: 0\ntopic_id: -_v7-_v7-_v7-_v7-_v7-w");
+    assert!(matches!(
+        log.set_topic_id([1; 16]),
+        Err(StorageError::InconsistentTopicId { .. })
+    ));
+    drop(log);
+    let log = open(dir.path(), LogConfig::default(), 0);
+    assert_eq!(log.topic_id(), Some(id));
+}
+
+#[test]
+fn flush_advances_the_recovery_point_and_delete_removes_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), 0);
+    log.append_as_leader(&Bytes::from(simple_batch(3, 5, 1)), 0, 0)
+        .unwrap();
+    assert_eq!(log.recovery_point(), 0);
+    let pending = log.prepare_flush().unwrap();
+    log.append_as_leader(&Bytes::from(simple_batch(2, 5, 1)), 0, 0)
+        .unwrap();
+    pending.sync().unwrap();
+    assert_eq!(log.complete_flush(&pending), 3);
+    assert_eq!(log.flush().unwrap(), 5);
+    let slice = log
+        .read(0, usize::MAX, i64::MAX, true)
+        .unwrap()
+        .records
+        .unwrap();
+    let part_dir = log.dir().to_path_buf();
+    log.delete().unwrap();
+    assert!(!part_dir.exists());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // A slice handed out before the delete stays readable.
+    assert_eq!(slice.read_to_bytes().unwrap().len(), slice.len());
+}
+
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Append batches given as (record count, value length).
+        Append(Vec<(usize, usize)>),
+        /// Read at a fraction (per mille) of the log end offset.
+        Read(u16, usize),
+        Flush,
+        /// Reopen with the current recovery point.
+        Reopen,
+        /// Reopen after cutting `n` bytes off the last segment (a crash that
+        /// lost unflushed bytes).
+        Crash(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => prop::collection::vec((1usize..5, 0usize..120), 1..4).prop_map(Op::Append),
+            3 => (0u16..=1000, 1usize..2000).prop_map(|(f, m)| Op::Read(f, m)),
+            1 => Just(Op::Flush),
+            1 => Just(Op::Reopen),
+            1 => (1usize..400).prop_map(Op::Crash),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn log_matches_a_vec_of_batches(ops in prop::collection::vec(op(), 1..40)) {
+            let dir = tempfile::tempdir().unwrap();
+            let config = LogConfig { segment_bytes: 2048, index_interval_bytes: 90, ..LogConfig::default() };
+            let mut log = open(dir.path(), config.clone(), 0);
+            // Model: the stored bytes of each batch and its offset range.
+            let mut model: Vec<(i64, i64, Vec<u8>)> = Vec::new();
+            let mut ts = 0i64;
+            for op in ops {
+                match op {
+                    Op::Append(specs) => {
+                        let mut records = Vec::new();
+                        let mut batches = Vec::new();
+                        for (count, len) in specs {
+                            ts += 1;
+                            let b = simple_batch(count, len, ts);
+                            records.extend_from_slice(&b);
+                            batches.push(b);
+                        }
+                        let info = log.append_as_leader(&Bytes::from(records), 0, 0).unwrap();
+                        let mut next = info.first_offset;
+                        prop_assert_eq!(next, model.last().map_or(0, |m| m.1 + 1));
+                        for b in batches {
+                            let h = RecordBatchHeader::parse(&b).unwrap();
+                            model.push((next, next + h.last_offset_delta as i64, stamped(&b, next, 0)));
+                            next += h.last_offset_delta as i64 + 1;
+                        }
+                        prop_assert_eq!(log.log_end_offset(), next);
+                    }
+                    Op::Read(frac, max_bytes) => {
+                        let leo = log.log_end_offset();
+                        let offset = leo * frac as i64 / 1000;
+                        let info = log.read(offset, max_bytes, i64::MAX, true).unwrap();
+                        let got = info.records.map(|r| r.read_to_bytes().unwrap().to_vec()).unwrap_or_default();
+                        match model.iter().position(|m| m.1 >= offset) {
+                            None => prop_assert!(got.is_empty()),
+                            Some(i) => {
+                                prop_assert!(got.len() >= model[i].2.len());
+                                let mut pos = 0;
+                                let mut j = i;
+                                while pos < got.len() {
+                                    prop_assert_eq!(&got[pos..pos + model[j].2.len()], &model[j].2[..]);
+                                    pos += model[j].2.len();
+                                    j += 1;
+                                }
+                                prop_assert!(j == i + 1 || got.len() <= max_bytes);
+                            }
+                        }
+                    }
+                    Op::Flush => {
+                        let rp = log.flush().unwrap();
+                        prop_assert_eq!(rp, log.log_end_offset());
+                    }
+                    Op::Reopen => {
+                        let rp = log.recovery_point();
+                        drop(log);
+                        log = open(dir.path(), config.clone(), rp);
+                    }
+                    Op::Crash(cut) => {
+                        let rp = log.recovery_point();
+                        let last = *log.segment_base_offsets().last().unwrap();
+                        drop(log);
+                        let path = dir.path().join("orders-3").join(format!("{last:020}.log"));
+                        let len = std::fs::metadata(&path).unwrap().len();
+                        let new_len = len.saturating_sub(cut as u64);
+                        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(new_len).unwrap();
+                        // The model keeps the batches wholly inside the file.
+                        let mut seg_pos = 0u64;
+                        model.retain(|m| {
+                            if m.0 < last { return true; }
+                            seg_pos += m.2.len() as u64;
+                            seg_pos <= new_len
+                        });
+                        log = open(dir.path(), config.clone(), rp.min(model.last().map_or(0, |m| m.1 + 1)));
+                    }
+                }
+                prop_assert_eq!(log.log_end_offset(), model.last().map_or(0, |m| m.1 + 1));
+                let all: Vec<u8> = model.iter().flat_map(|m| m.2.clone()).collect();
+                prop_assert_eq!(read_all(&log, 0), all);
+            }
+        }
+    }
+}

@@ -1,0 +1,483 @@
+//! [`LogManager`]: every partition [`Log`] under one log directory
+//! (`log.dirs`; one directory for now) and the files Kafka keeps at its top
+//! level: `meta.properties`, `recovery-point-offset-checkpoint`,
+//! `log-start-offset-checkpoint` and the `.lock` file that keeps a second
+//! process out. Owns no replication or protocol logic.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::checkpoint;
+use crate::error::StorageError;
+use crate::log::{partition_dir_name, Log, LogConfig, DELETE_DIR_SUFFIX};
+use crate::TopicPartition;
+
+/// Kafka's `meta.properties` file name.
+pub const META_PROPERTIES_FILE: &str = "meta.properties";
+/// Kafka's recovery point checkpoint file name.
+pub const RECOVERY_POINT_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
+/// Kafka's log start offset checkpoint file name.
+pub const LOG_START_OFFSET_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
+/// Lock file held (flock) while the directory is open.
+pub const LOCK_FILE: &str = ".lock";
+
+type SharedLog = Arc<Mutex<Log>>;
+
+/// The logs of one log directory. See the module docs. All methods take
+/// `&self`; the map is behind a mutex and each log behind its own.
+#[derive(Debug)]
+pub struct LogManager {
+    log_dir: PathBuf,
+    node_id: i32,
+    cluster_id: String,
+    directory_id: String,
+    default_config: LogConfig,
+    logs: Mutex<BTreeMap<TopicPartition, SharedLog>>,
+    /// Held for the manager's lifetime: the flock is released on drop.
+    _lock: File,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A random Kafka-style UUID string (16 random bytes, base64url, no padding),
+/// as Kafka's `Uuid.randomUuid().toString()`.
+fn random_kafka_uuid() -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
+}
+
+/// Parses a partition directory name `<topic>-<partition>` (topic names use
+/// Kafka's legal characters `[a-zA-Z0-9._-]`).
+fn parse_partition_dir(name: &str) -> Option<TopicPartition> {
+    let (topic, partition) = name.rsplit_once('-')?;
+    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if topic.is_empty() || !topic.chars().all(legal) {
+        return None;
+    }
+    let partition = partition.parse::<i32>().ok().filter(|p| *p >= 0)?;
+    Some(TopicPartition::new(topic, partition))
+}
+
+/// Reads a checkpoint of `<topic> <partition> <offset>` lines.
+fn read_offsets(path: &Path) -> Result<HashMap<TopicPartition, i64>, StorageError> {
+    let mut out = HashMap::new();
+    for line in checkpoint::read(path)?.unwrap_or_default() {
+        let mut parts = line.split_whitespace();
+        let parsed = (|| {
+            let topic = parts.next()?;
+            let partition = parts.next()?.parse::<i32>().ok()?;
+            let offset = parts.next()?.parse::<i64>().ok()?;
+            parts
+                .next()
+                .is_none()
+                .then(|| (TopicPartition::new(topic, partition), offset))
+        })();
+        let (tp, offset) = parsed.ok_or_else(|| StorageError::MalformedFile {
+            path: path.to_path_buf(),
+            reason: format!("bad checkpoint entry {line:?}"),
+        })?;
+        out.insert(tp, offset);
+    }
+    Ok(out)
+}
+
+fn write_offsets(path: &Path, offsets: &[(TopicPartition, i64)]) -> Result<(), StorageError> {
+    let text = checkpoint::encode(
+        offsets
+            .iter()
+            .map(|(tp, o)| format!("{} {} {o}", tp.topic, tp.partition))
+            .collect::<Vec<_>>(),
+    );
+    checkpoint::write_atomically(path, text.as_bytes())
+}
+
+/// Parses Java `Properties` text (`key=value` lines, `#`/`!` comments).
+fn parse_properties(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .filter_map(|l| {
+            let (k, v) = l.split_once(['=', ':'])?;
+            Some((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+/// The metadata quorum's log directory inside the first log dir (Kafka's
+/// `__cluster_metadata-0`); it is not a partition log and is left alone.
+pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+
+impl LogManager {
+    /// Opens `log_dir` (creating it if missing): takes its `.lock`, loads
+    /// `meta.properties` (creating it, KRaft version 1, with a random
+    /// cluster id and directory id when absent), deletes leftover
+    /// `*-delete` directories, and opens every `<topic>-<partition>`
+    /// directory with `default_config`, recovering each from its checkpointed
+    /// recovery point (0 when not checkpointed).
+    ///
+    /// # Errors
+    /// [`StorageError::LogDirLocked`] if another process holds the directory;
+    /// [`StorageError::NodeIdMismatch`] if `meta.properties` names another
+    /// node; [`StorageError::MalformedFile`] for unreadable metadata or
+    /// checkpoints; [`StorageError::Io`] on file errors.
+    pub fn open(
+        log_dir: PathBuf,
+        node_id: i32,
+        default_config: LogConfig,
+    ) -> Result<LogManager, StorageError> {
+        std::fs::create_dir_all(&log_dir)
+            .map_err(|e| StorageError::io("create_dir", &log_dir, e))?;
+        let lock_path = log_dir.join(LOCK_FILE);
+        let lock_file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| StorageError::io("open", &lock_path, e))?;
+        rustix::fs::flock(
+            &lock_file,
+            rustix::fs::FlockOperation::NonBlockingLockExclusive,
+        )
+        .map_err(|_| StorageError::LogDirLocked {
+            path: log_dir.clone(),
+        })?;
+
+        let (cluster_id, directory_id) = Self::load_meta_properties(&log_dir, node_id)?;
+        let recovery_points = read_offsets(&log_dir.join(RECOVERY_POINT_CHECKPOINT_FILE))?;
+
+        let mut logs = BTreeMap::new();
+        let entries =
+            std::fs::read_dir(&log_dir).map_err(|e| StorageError::io("read_dir", &log_dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| StorageError::io("read_dir", &log_dir, e))?;
+            let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if !is_dir {
+                continue;
+            }
+            if name.ends_with(DELETE_DIR_SUFFIX) {
+                let path = entry.path();
+                tracing::info!(dir = %path.display(), "removing partition directory scheduled for deletion");
+                std::fs::remove_dir_all(&path)
+                    .map_err(|e| StorageError::io("remove_dir", &path, e))?;
+                continue;
+            }
+            if name.ends_with("-future") || name.ends_with("-stray") || name == METADATA_LOG_DIR {
+                continue;
+            }
+            let Some(tp) = parse_partition_dir(&name) else {
+                continue;
+            };
+            let recovery_point = recovery_points.get(&tp).copied().unwrap_or(0);
+            let log = Log::open(
+                log_dir.clone(),
+                tp.clone(),
+                default_config.clone(),
+                recovery_point,
+            )?;
+            logs.insert(tp, Arc::new(Mutex::new(log)));
+        }
+        Ok(LogManager {
+            log_dir,
+            node_id,
+            cluster_id,
+            directory_id,
+            default_config,
+            logs: Mutex::new(logs),
+            _lock: lock_file,
+        })
+    }
+
+    fn load_meta_properties(
+        log_dir: &Path,
+        node_id: i32,
+    ) -> Result<(String, String), StorageError> {
+        let path = log_dir.join(META_PROPERTIES_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let props = parse_properties(&text);
+                let malformed = |reason: String| StorageError::MalformedFile {
+                    path: path.clone(),
+                    reason,
+                };
+                let found = props
+                    .get("node.id")
+                    .ok_or_else(|| malformed("missing node.id".to_string()))?;
+                let found: i32 = found
+                    .parse()
+                    .map_err(|_| malformed(format!("bad node.id {found:?}")))?;
+                if found != node_id {
+                    return Err(StorageError::NodeIdMismatch {
+                        path,
+                        found,
+                        expected: node_id,
+                    });
+                }
+                let cluster_id = props
+                    .get("cluster.id")
+                    .cloned()
+                    .ok_or_else(|| malformed("missing cluster.id".to_string()))?;
+                let directory_id = props
+                    .get("directory.id")
+                    .cloned()
+                    .unwrap_or_else(random_kafka_uuid);
+                Ok((cluster_id, directory_id))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let cluster_id = random_kafka_uuid();
+                let directory_id = random_kafka_uuid();
+                let text = format!(
+                    "#\n#Written by weir\ncluster.id={cluster_id}\ndirectory.id={directory_id}\nnode.id={node_id}\nversion=1\n"
+                );
+                checkpoint::write_atomically(&path, text.as_bytes())?;
+                Ok((cluster_id, directory_id))
+            }
+            Err(e) => Err(StorageError::io("read", &path, e)),
+        }
+    }
+
+    /// The cluster id from `meta.properties` (generated on first start).
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    /// This directory's id (`directory.id` in `meta.properties`).
+    pub fn directory_id(&self) -> &str {
+        &self.directory_id
+    }
+
+    /// The node id the directory belongs to.
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    /// The log directory.
+    pub fn log_dir(&self) -> &Path {
+        &self.log_dir
+    }
+
+    /// The config new logs get unless told otherwise.
+    pub fn default_config(&self) -> &LogConfig {
+        &self.default_config
+    }
+
+    /// Every open log, ordered by topic partition.
+    pub fn logs(&self) -> Vec<(TopicPartition, Arc<Mutex<Log>>)> {
+        lock(&self.logs)
+            .iter()
+            .map(|(tp, log)| (tp.clone(), log.clone()))
+            .collect()
+    }
+
+    /// The log of `tp`, if open.
+    pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Mutex<Log>>> {
+        lock(&self.logs).get(tp).cloned()
+    }
+
+    /// The log of `tp`, created (empty, with `config`) if it does not exist;
+    /// an existing log takes `config` from now on.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the partition directory cannot be created.
+    pub fn get_or_create(
+        &self,
+        tp: &TopicPartition,
+        config: LogConfig,
+    ) -> Result<Arc<Mutex<Log>>, StorageError> {
+        let mut logs = lock(&self.logs);
+        if let Some(log) = logs.get(tp) {
+            // Logs found at startup were opened with the broker defaults;
+            // the caller knows the topic's own config.
+            lock(log).set_config(config);
+            return Ok(log.clone());
+        }
+        let log = Arc::new(Mutex::new(Log::open(
+            self.log_dir.clone(),
+            tp.clone(),
+            config,
+            0,
+        )?));
+        logs.insert(tp.clone(), log.clone());
+        Ok(log)
+    }
+
+    /// Removes `tp`'s log and its directory (DeleteTopics). Holders of the
+    /// log's `Arc` see every later operation fail. Deleting an unknown
+    /// partition is a no-op.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the directory cannot be renamed or removed.
+    pub fn delete(&self, tp: &TopicPartition) -> Result<(), StorageError> {
+        let removed = lock(&self.logs).remove(tp);
+        match removed {
+            Some(log) => lock(&log).delete_in_place(),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes `recovery-point-offset-checkpoint` and
+    /// `log-start-offset-checkpoint` (Kafka's text format: `0`, the count,
+    /// then `<topic> <partition> <offset>` lines), each atomically. Flushes
+    /// no log.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if a file cannot be written.
+    pub fn checkpoint(&self) -> Result<(), StorageError> {
+        let mut recovery_points = Vec::new();
+        let mut log_start_offsets = Vec::new();
+        for (tp, log) in self.logs() {
+            let log = lock(&log);
+            recovery_points.push((tp.clone(), log.recovery_point()));
+            log_start_offsets.push((tp, log.log_start_offset()));
+        }
+        write_offsets(
+            &self.log_dir.join(RECOVERY_POINT_CHECKPOINT_FILE),
+            &recovery_points,
+        )?;
+        write_offsets(
+            &self.log_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE),
+            &log_start_offsets,
+        )
+    }
+
+    /// Flushes every log, then [`LogManager::checkpoint`] (clean shutdown).
+    ///
+    /// # Errors
+    /// The first flush or checkpoint error.
+    pub fn shutdown(&self) -> Result<(), StorageError> {
+        for (_, log) in self.logs() {
+            lock(&log).flush()?;
+        }
+        self.checkpoint()
+    }
+}
+
+/// The directory of `tp` under `log_dir`.
+pub fn partition_dir(log_dir: &Path, tp: &TopicPartition) -> PathBuf {
+    log_dir.join(partition_dir_name(tp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::simple_batch;
+    use bytes::Bytes;
+
+    fn append(log: &Arc<Mutex<Log>>, records: usize) {
+        lock(log)
+            .append_as_leader(&Bytes::from(simple_batch(records, 8, 1)), 0, 0)
+            .unwrap();
+    }
+
+    #[test]
+    fn reopen_finds_logs_recovery_points_and_cluster_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = TopicPartition::new("my-topic", 0);
+        let b = TopicPartition::new("my-topic", 11);
+        let cluster_id;
+        {
+            let manager =
+                LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()).unwrap();
+            cluster_id = manager.cluster_id().to_string();
+            assert_eq!(cluster_id.len(), 22);
+            let log_a = manager.get_or_create(&a, LogConfig::default()).unwrap();
+            let log_b = manager.get_or_create(&b, LogConfig::default()).unwrap();
+            assert!(Arc::ptr_eq(
+                &log_a,
+                &manager.get_or_create(&a, LogConfig::default()).unwrap()
+            ));
+            append(&log_a, 3);
+            append(&log_b, 2);
+            append(&log_b, 2);
+            manager.shutdown().unwrap();
+            append(&log_a, 1); // after the checkpoint: not in the recovery point
+        }
+        let rp = std::fs::read_to_string(dir.path().join(RECOVERY_POINT_CHECKPOINT_FILE)).unwrap();
+        assert_eq!(rp, "0\n2\nmy-topic 0 3\nmy-topic 11 4\n");
+        let ls =
+            std::fs::read_to_string(dir.path().join(LOG_START_OFFSET_CHECKPOINT_FILE)).unwrap();
+        assert_eq!(ls, "0\n2\nmy-topic 0 0\nmy-topic 11 0\n");
+        let meta = std::fs::read_to_string(dir.path().join(META_PROPERTIES_FILE)).unwrap();
+        assert!(meta.contains(&format!("cluster.id={cluster_id}\n")));
+        assert!(meta.contains("node.id=1\n") && meta.contains("version=1\n"));
+
+        let manager = LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()).unwrap();
+        assert_eq!(manager.cluster_id(), cluster_id);
+        let tps: Vec<TopicPartition> = manager.logs().into_iter().map(|(tp, _)| tp).collect();
+        assert_eq!(tps, vec![a.clone(), b.clone()]);
+        let log_a = manager.get(&a).unwrap();
+        assert_eq!(lock(&log_a).recovery_point(), 3);
+        assert_eq!(lock(&log_a).log_end_offset(), 4);
+        assert_eq!(lock(&manager.get(&b).unwrap()).log_end_offset(), 4);
+    }
+
+    #[test]
+    fn node_id_mismatch_and_second_process_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()).unwrap();
+        assert!(matches!(
+            LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()),
+            Err(StorageError::LogDirLocked { .. })
+        ));
+        drop(manager);
+        assert!(matches!(
+            LogManager::open(dir.path().to_path_buf(), 2, LogConfig::default()),
+            Err(StorageError::NodeIdMismatch {
+                found: 1,
+                expected: 2,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn delete_removes_the_log_and_leftover_delete_dirs_are_cleaned() {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("t", 0);
+        {
+            let manager =
+                LogManager::open(dir.path().to_path_buf(), 0, LogConfig::default()).unwrap();
+            let log = manager.get_or_create(&tp, LogConfig::default()).unwrap();
+            append(&log, 1);
+            manager.delete(&tp).unwrap();
+            assert!(manager.get(&tp).is_none());
+            assert!(!dir.path().join("t-0").exists());
+            // The old handle fails instead of writing into a deleted file.
+            assert!(lock(&log)
+                .append_as_leader(&Bytes::from(simple_batch(1, 1, 1)), 0, 0)
+                .is_err());
+            manager.delete(&tp).unwrap();
+        }
+        std::fs::create_dir(dir.path().join("t-1.0123abcd-delete")).unwrap();
+        std::fs::write(dir.path().join("t-1.0123abcd-delete/x.log"), b"x").unwrap();
+        let manager = LogManager::open(dir.path().to_path_buf(), 0, LogConfig::default()).unwrap();
+        assert!(manager.logs().is_empty());
+        assert!(!dir.path().join("t-1.0123abcd-delete").exists());
+    }
+
+    #[test]
+    fn partition_dir_names_parse_like_kafka() {
+        assert_eq!(
+            parse_partition_dir("a-b-7"),
+            Some(TopicPartition::new("a-b", 7))
+        );
+        assert_eq!(
+            parse_partition_dir("__consumer_offsets-49"),
+            Some(TopicPartition::new("__consumer_offsets", 49))
+        );
+        assert_eq!(parse_partition_dir("nodash"), None);
+        assert_eq!(parse_partition_dir("-3"), None);
+        assert_eq!(parse_partition_dir("t-x"), None);
+        assert_eq!(
+            parse_partition_dir("t--1"),
+            Some(TopicPartition::new("t-", 1))
+        );
+        assert_eq!(parse_partition_dir("lost+found-0"), None);
+    }
+}
