@@ -45,15 +45,18 @@ pub struct ControllerConfig {
     pub cluster_id: String,
 }
 
-/// Tuning of the metadata quorum. [`Default`] gives fast single-voter
-/// elections so a restart answers in well under a second.
+/// Tuning of the metadata quorum. [`Default`] follows KRaft's defaults
+/// (`controller.quorum.election.timeout.ms` 1000): a single voter becomes
+/// leader at once on initialization and on restart, so these only matter
+/// once there are several voters; a longer heartbeat keeps an idle broker's
+/// wake-ups (openraft ticks) rare.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuorumOptions {
-    /// Leader heartbeat interval in milliseconds. Default: 50.
+    /// Leader heartbeat interval in milliseconds. Default: 500.
     pub heartbeat_interval_ms: u64,
-    /// Lower bound of the randomized election timeout in milliseconds. Default: 150.
+    /// Lower bound of the randomized election timeout in milliseconds. Default: 1000.
     pub election_timeout_min_ms: u64,
-    /// Upper bound of the randomized election timeout in milliseconds. Default: 300.
+    /// Upper bound of the randomized election timeout in milliseconds. Default: 2000.
     pub election_timeout_max_ms: u64,
     /// Build a snapshot after this many log entries since the last one.
     /// Default: 10000.
@@ -68,9 +71,9 @@ pub struct QuorumOptions {
 impl Default for QuorumOptions {
     fn default() -> Self {
         QuorumOptions {
-            heartbeat_interval_ms: 50,
-            election_timeout_min_ms: 150,
-            election_timeout_max_ms: 300,
+            heartbeat_interval_ms: 500,
+            election_timeout_min_ms: 1000,
+            election_timeout_max_ms: 2000,
             snapshot_interval_entries: 10_000,
             log_entries_kept_after_snapshot: 100,
             startup_timeout: Duration::from_secs(10),
