@@ -1,5 +1,6 @@
 //! The one place that maps Weir's internal errors to Kafka error codes
 //! (DESIGN.md §7). Codes are from Kafka's `Errors.java` / the protocol guide.
+//! The matches are exhaustive so that a new variant cannot go unmapped.
 
 use kafka_protocol::ResponseError;
 use weir_controller::ControllerError;
@@ -33,11 +34,164 @@ pub fn controller_error_code(error: &ControllerError) -> i16 {
         ControllerError::InvalidReplicaAssignment { .. } => {
             ResponseError::InvalidReplicaAssignment.code()
         }
+        ControllerError::InvalidRequest { .. } => ResponseError::InvalidRequest.code(),
         ControllerError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition.code(),
         ControllerError::UnknownTopicId { .. } => ResponseError::UnknownTopicId.code(),
+        ControllerError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch.code(),
         ControllerError::NotController { .. } => ResponseError::NotController.code(),
         ControllerError::Timeout { .. } => ResponseError::RequestTimedOut.code(),
-        #[allow(unreachable_patterns)]
-        _ => ResponseError::UnknownServerError.code(),
+        ControllerError::ProducerIdsExhausted { .. }
+        | ControllerError::InvalidNodeId { .. }
+        | ControllerError::Storage { .. }
+        | ControllerError::Raft { .. } => ResponseError::UnknownServerError.code(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn io() -> std::io::Error {
+        std::io::Error::other("disk")
+    }
+
+    #[test]
+    fn storage_errors_map_to_kafka_codes() {
+        let p = PathBuf::from("/x");
+        let table: Vec<(StorageError, i16)> = vec![
+            (
+                StorageError::CorruptRecord {
+                    reason: "crc".into(),
+                },
+                2,
+            ),
+            (
+                StorageError::InvalidRecord {
+                    reason: "count".into(),
+                },
+                87,
+            ),
+            (StorageError::RecordBatchTooLarge { size: 2, max: 1 }, 10),
+            (
+                StorageError::OffsetOutOfRange {
+                    requested: 9,
+                    log_start: 0,
+                    log_end: 1,
+                },
+                1,
+            ),
+            (
+                StorageError::Io {
+                    op: "write",
+                    path: p.clone(),
+                    source: io(),
+                },
+                56,
+            ),
+            (
+                StorageError::MalformedFile {
+                    path: p.clone(),
+                    reason: "x".into(),
+                },
+                56,
+            ),
+            (StorageError::LogDirLocked { path: p.clone() }, 56),
+            (
+                StorageError::NodeIdMismatch {
+                    path: p.clone(),
+                    found: 2,
+                    expected: 1,
+                },
+                56,
+            ),
+            (
+                StorageError::InconsistentTopicId {
+                    path: p.clone(),
+                    existing: "a".into(),
+                    requested: "b".into(),
+                },
+                56,
+            ),
+            (
+                StorageError::OffsetOverflow {
+                    offset: 1,
+                    log_end: 0,
+                },
+                -1,
+            ),
+        ];
+        for (error, code) in table {
+            assert_eq!(storage_error_code(&error), code, "{error}");
+        }
+    }
+
+    #[test]
+    fn controller_errors_map_to_kafka_codes() {
+        let table: Vec<(ControllerError, i16)> = vec![
+            (ControllerError::TopicAlreadyExists { name: "t".into() }, 36),
+            (
+                ControllerError::InvalidTopic {
+                    name: "t".into(),
+                    reason: "r".into(),
+                },
+                17,
+            ),
+            (
+                ControllerError::InvalidPartitions {
+                    name: "t".into(),
+                    requested: 0,
+                },
+                37,
+            ),
+            (
+                ControllerError::InvalidReplicationFactor {
+                    requested: 3,
+                    available: 1,
+                },
+                38,
+            ),
+            (
+                ControllerError::InvalidReplicaAssignment { reason: "r".into() },
+                39,
+            ),
+            (ControllerError::InvalidRequest { reason: "r".into() }, 42),
+            (ControllerError::UnknownTopic { name: "t".into() }, 3),
+            (
+                ControllerError::UnknownTopicId {
+                    id: uuid::Uuid::nil(),
+                },
+                100,
+            ),
+            (
+                ControllerError::StaleBrokerEpoch {
+                    broker_id: 1,
+                    requested: 1,
+                    current: Some(2),
+                },
+                77,
+            ),
+            (
+                ControllerError::ProducerIdsExhausted {
+                    next_producer_id: i64::MAX,
+                },
+                -1,
+            ),
+            (ControllerError::InvalidNodeId { node_id: -1 }, -1),
+            (ControllerError::NotController { leader: None }, 41),
+            (ControllerError::Storage { reason: "r".into() }, -1),
+            (ControllerError::Raft { reason: "r".into() }, -1),
+            (
+                ControllerError::Timeout {
+                    operation: "create".into(),
+                    waited_ms: 1,
+                },
+                7,
+            ),
+        ];
+        for (error, code) in table {
+            assert_eq!(controller_error_code(&error), code, "{error}");
+        }
     }
 }

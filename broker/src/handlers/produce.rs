@@ -104,6 +104,12 @@ fn append(
             Some("a produce request must hold exactly one record batch per partition".to_string()),
         ));
     }
+    if header.is_control() {
+        return Err((
+            ResponseError::InvalidRecord.code(),
+            Some("clients may not produce control batches".to_string()),
+        ));
+    }
     if header.attributes & 0x7 == ZSTD && version < 7 {
         return Err((
             ResponseError::UnsupportedCompressionType.code(),
