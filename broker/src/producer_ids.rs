@@ -11,14 +11,19 @@ use weir_controller::{ControllerError, QuorumController};
 /// the controller when it is used up.
 pub struct ProducerIdManager {
     broker_id: i32,
+    broker_epoch: i64,
     current: Mutex<Range<i64>>,
 }
 
 impl ProducerIdManager {
     /// A manager with no block yet; the first call fetches one.
-    pub fn new(broker_id: i32) -> Self {
+    /// `broker_epoch` is the epoch returned by this broker's registration:
+    /// the controller refuses blocks to a stale registration (Kafka's
+    /// AllocateProducerIds, KIP-730).
+    pub fn new(broker_id: i32, broker_epoch: i64) -> Self {
         ProducerIdManager {
             broker_id,
+            broker_epoch,
             current: Mutex::new(0..0),
         }
     }
@@ -30,7 +35,9 @@ impl ProducerIdManager {
     pub async fn next_id(&self, controller: &QuorumController) -> Result<i64, ControllerError> {
         let mut block = self.current.lock().await;
         if block.is_empty() {
-            *block = controller.allocate_producer_ids(self.broker_id, 0).await?;
+            *block = controller
+                .allocate_producer_ids(self.broker_id, self.broker_epoch)
+                .await?;
         }
         let id = block.start;
         block.start += 1;

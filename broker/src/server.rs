@@ -85,7 +85,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             security_protocol: PLAINTEXT,
         })
         .collect();
-    controller
+    let broker_epoch = controller
         .register_broker(config.node_id, uuid::Uuid::new_v4(), endpoints, None)
         .await
         .context("registering the broker")?;
@@ -104,7 +104,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         cluster_id: cluster_id.clone(),
         controller: controller.clone(),
         replica_manager: replica_manager.clone(),
-        producer_ids: ProducerIdManager::new(config.node_id),
+        producer_ids: ProducerIdManager::new(config.node_id, broker_epoch),
         advertised_listeners: advertised.clone(),
         config: config.clone(),
     });
