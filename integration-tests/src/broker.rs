@@ -1,0 +1,605 @@
+//! Running the real `weir` binary for a test: [`TestBroker`] (one process)
+//! and [`TestCluster`] (the brokers of one test).
+//!
+//! Each broker gets its own temporary directory holding `server.properties`,
+//! `log.dirs` (`data/`) and `weir.stderr.log`. Listeners bind
+//! `127.0.0.1:0`; the real port is read from the `weir started` line that the
+//! binary prints on stdout when it is ready (the contract of `weir`). The
+//! stderr log is printed only when the test fails (the broker is dropped
+//! while the thread panics), and then the directory is kept for inspection.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rustix::process::{kill_process, Pid, Signal};
+use tempfile::TempDir;
+use wait_timeout::ChildExt;
+
+use crate::error::HarnessError;
+
+/// How long a broker may take from spawn to its `weir started` line.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a broker may take to exit after SIGTERM or SIGKILL.
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many lines of the stderr log go into error messages.
+const STDERR_TAIL_LINES: usize = 40;
+
+/// The path of the `weir` binary under test.
+///
+/// `WEIR_BIN` if set; otherwise `weir` in the profile directory that holds
+/// the running test binary (`target/<profile>/deps/integration-…` ->
+/// `target/<profile>/weir`), which is where `cargo build -p weir-broker`
+/// puts it.
+///
+/// # Panics
+///
+/// Panics with instructions when the binary does not exist: every test needs
+/// it and there is nothing sensible to do without it.
+pub fn weir_binary() -> PathBuf {
+    let path = match std::env::var_os("WEIR_BIN") {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let exe = std::env::current_exe().expect("current_exe() of the test binary");
+            let deps = exe
+                .parent()
+                .expect("the test binary has a parent directory");
+            let profile = deps.parent().unwrap_or(deps);
+            profile.join("weir")
+        }
+    };
+    assert!(
+        path.is_file(),
+        "the weir binary is missing at {}: build it first with `cargo build -p weir-broker` \
+         (scripts/test does), or point WEIR_BIN at it",
+        path.display()
+    );
+    path
+}
+
+/// Picks a free TCP port on 127.0.0.1 by binding port 0 and releasing it.
+///
+/// Used for endpoints whose port must be passed in before the process starts
+/// (the metrics listener).
+///
+/// # Errors
+///
+/// [`HarnessError::Io`] when binding fails.
+pub fn free_local_port() -> Result<u16, HarnessError> {
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| HarnessError::io("binding 127.0.0.1:0", e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| HarnessError::io("reading the bound port", e))?
+        .port();
+    Ok(port)
+}
+
+/// Settings for a [`TestBroker`] before it starts.
+#[derive(Debug, Clone)]
+pub struct TestBrokerBuilder {
+    node_id: i32,
+    config: Vec<(String, String)>,
+    overrides: Vec<(String, String)>,
+    metrics: bool,
+}
+
+impl Default for TestBrokerBuilder {
+    fn default() -> Self {
+        Self {
+            node_id: 1,
+            config: Vec::new(),
+            overrides: Vec::new(),
+            metrics: false,
+        }
+    }
+}
+
+impl TestBrokerBuilder {
+    /// Sets `node.id` (default 1).
+    pub fn node_id(mut self, node_id: i32) -> Self {
+        self.node_id = node_id;
+        self
+    }
+
+    /// Adds `key=value` to the generated `server.properties` file.
+    pub fn config(mut self, key: &str, value: &str) -> Self {
+        self.config.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Adds `--override key=value` to the command line (applied after the
+    /// config file, as with `kafka-server-start.sh`).
+    pub fn override_config(mut self, key: &str, value: &str) -> Self {
+        self.overrides.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Enables the Prometheus endpoint on a run-time port (default: disabled
+    /// with an empty `metrics.listener`).
+    pub fn metrics(mut self, enabled: bool) -> Self {
+        self.metrics = enabled;
+        self
+    }
+
+    /// Starts the broker and waits for its `weir started` line.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::ExitedBeforeReady`], [`HarnessError::NotReady`] or
+    /// [`HarnessError::MalformedReadyLine`] when the broker does not come up;
+    /// [`HarnessError::Io`] for file or spawn failures.
+    pub fn start(self) -> Result<TestBroker, HarnessError> {
+        let binary = weir_binary();
+        let dir = tempfile::Builder::new()
+            .prefix("weir-itest-")
+            .tempdir()
+            .map_err(|e| HarnessError::io("creating the broker's temp dir", e))?;
+        let metrics_addr = if self.metrics {
+            Some(SocketAddr::from(([127, 0, 0, 1], free_local_port()?)))
+        } else {
+            None
+        };
+        let mut broker = TestBroker {
+            binary,
+            data_dir: dir.path().join("data"),
+            log_path: dir.path().join("weir.stderr.log"),
+            config_path: dir.path().join("server.properties"),
+            dir: Some(dir),
+            settings: self,
+            metrics_addr,
+            child: None,
+            port: 0,
+            cluster_id: String::new(),
+        };
+        broker.spawn(0)?;
+        Ok(broker)
+    }
+}
+
+/// One running `weir` process with its own temp dir, stopped (SIGKILL) when
+/// dropped.
+pub struct TestBroker {
+    binary: PathBuf,
+    dir: Option<TempDir>,
+    data_dir: PathBuf,
+    log_path: PathBuf,
+    config_path: PathBuf,
+    settings: TestBrokerBuilder,
+    metrics_addr: Option<SocketAddr>,
+    child: Option<Child>,
+    port: u16,
+    cluster_id: String,
+}
+
+impl std::fmt::Debug for TestBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestBroker")
+            .field("node_id", &self.settings.node_id)
+            .field("port", &self.port)
+            .field("data_dir", &self.data_dir)
+            .field("running", &self.child.is_some())
+            .finish()
+    }
+}
+
+impl TestBroker {
+    /// A builder with the defaults: node.id 1, metrics disabled.
+    pub fn builder() -> TestBrokerBuilder {
+        TestBrokerBuilder::default()
+    }
+
+    /// Starts a broker with the defaults.
+    ///
+    /// # Errors
+    ///
+    /// As [`TestBrokerBuilder::start`].
+    pub fn start() -> Result<Self, HarnessError> {
+        Self::builder().start()
+    }
+
+    /// `127.0.0.1:<port>` of the PLAINTEXT listener, for `bootstrap.servers`.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The PLAINTEXT listener's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `node.id` of this broker.
+    pub fn node_id(&self) -> i32 {
+        self.settings.node_id
+    }
+
+    /// The cluster id printed in the `weir started` line.
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    /// The broker's `log.dirs` directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The file that receives the broker's stderr (kept across restarts).
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// `http://127.0.0.1:<port>/metrics`, or `None` when the builder did not
+    /// enable metrics.
+    pub fn metrics_url(&self) -> Option<String> {
+        self.metrics_addr.map(|a| format!("http://{a}/metrics"))
+    }
+
+    /// The metrics listener's address, or `None` when metrics are disabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The OS process id, or `None` when the broker is not running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends SIGTERM and waits for the process to exit.
+    ///
+    /// Returns the exit status; the contract says a graceful shutdown exits 0,
+    /// which callers assert.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::NotRunning`], [`HarnessError::Signal`], or
+    /// [`HarnessError::Timeout`] when it does not exit within
+    /// [`SHUTDOWN_TIMEOUT`] (it is then killed).
+    pub fn shutdown(&mut self) -> Result<ExitStatus, HarnessError> {
+        self.signal_and_wait(Signal::TERM, "SIGTERM")
+    }
+
+    /// Sends SIGKILL (a crash: nothing is flushed) and waits for the process
+    /// to be gone.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::NotRunning`], [`HarnessError::Signal`] or
+    /// [`HarnessError::Timeout`].
+    pub fn kill9(&mut self) -> Result<(), HarnessError> {
+        self.signal_and_wait(Signal::KILL, "SIGKILL").map(|_| ())
+    }
+
+    /// Starts a stopped broker again on the same `log.dirs`, on the same port
+    /// when it is still free and else on a new one (see [`Self::bootstrap`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`TestBrokerBuilder::start`]; the first failure on the old port is
+    /// retried once on port 0 and only the second failure is returned.
+    pub fn start_again(&mut self) -> Result<(), HarnessError> {
+        if self.child.is_some() {
+            return Err(HarnessError::Io {
+                action: "start_again".into(),
+                source: std::io::Error::other("the broker is still running"),
+            });
+        }
+        let old_port = self.port;
+        match self.spawn(old_port) {
+            Ok(()) => Ok(()),
+            Err(HarnessError::ExitedBeforeReady { .. }) => self.spawn(0),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Graceful restart: SIGTERM, require exit status 0, start again on the
+    /// same data (and port if possible).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Self::shutdown`] and [`Self::start_again`], and
+    /// [`HarnessError::Io`] when the shutdown exit status is not 0.
+    pub fn restart(&mut self) -> Result<(), HarnessError> {
+        let status = self.shutdown()?;
+        if !status.success() {
+            return Err(HarnessError::io(
+                "restart",
+                std::io::Error::other(format!(
+                    "weir exited with {status} after SIGTERM, expected 0; last stderr lines:\n{}",
+                    self.stderr_tail()
+                )),
+            ));
+        }
+        self.start_again()
+    }
+
+    /// The last lines of the broker's stderr log.
+    pub fn stderr_tail(&self) -> String {
+        tail_of_file(&self.log_path, STDERR_TAIL_LINES)
+    }
+
+    fn signal_and_wait(
+        &mut self,
+        signal: Signal,
+        name: &'static str,
+    ) -> Result<ExitStatus, HarnessError> {
+        let mut child = self.child.take().ok_or(HarnessError::NotRunning)?;
+        let pid = child.id();
+        if let Some(raw) = Pid::from_raw(pid as i32) {
+            if let Err(source) = kill_process(raw, signal) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(HarnessError::Signal {
+                    signal: name,
+                    pid,
+                    source,
+                });
+            }
+        }
+        match child.wait_timeout(SHUTDOWN_TIMEOUT) {
+            Ok(Some(status)) => Ok(status),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(HarnessError::Timeout {
+                    what: format!("weir after {name}"),
+                    timeout: SHUTDOWN_TIMEOUT,
+                })
+            }
+            Err(e) => Err(HarnessError::io(
+                format!("waiting for weir after {name}"),
+                e,
+            )),
+        }
+    }
+
+    fn write_config(&self, port: u16) -> Result<(), HarnessError> {
+        let mut text = String::new();
+        text.push_str("# generated by weir-integration-tests\n");
+        text.push_str(&format!("node.id={}\n", self.settings.node_id));
+        text.push_str(&format!("listeners=PLAINTEXT://127.0.0.1:{port}\n"));
+        text.push_str(&format!("log.dirs={}\n", self.data_dir.display()));
+        match self.metrics_addr {
+            Some(addr) => text.push_str(&format!("metrics.listener={addr}\n")),
+            None => text.push_str("metrics.listener=\n"),
+        }
+        for (key, value) in &self.settings.config {
+            text.push_str(&format!("{key}={value}\n"));
+        }
+        std::fs::write(&self.config_path, text)
+            .map_err(|e| HarnessError::io(format!("writing {}", self.config_path.display()), e))
+    }
+
+    fn spawn(&mut self, port: u16) -> Result<(), HarnessError> {
+        self.write_config(port)?;
+        let stderr = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .map_err(|e| HarnessError::io(format!("opening {}", self.log_path.display()), e))?;
+        let mut stdout_log = stderr
+            .try_clone()
+            .map_err(|e| HarnessError::io("cloning the log file handle", e))?;
+        let _ = writeln!(
+            stdout_log,
+            "=== weir-integration-tests: starting {} on port {port} ===",
+            self.binary.display()
+        );
+        let mut command = Command::new(&self.binary);
+        command.arg("--config").arg(&self.config_path);
+        for (key, value) in &self.settings.overrides {
+            command.arg("--override").arg(format!("{key}={value}"));
+        }
+        if std::env::var_os("RUST_LOG").is_none() {
+            command.env("RUST_LOG", "info");
+        }
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr));
+        let mut child = command
+            .spawn()
+            .map_err(|e| HarnessError::io(format!("spawning {}", self.binary.display()), e))?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (ready_tx, ready_rx) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            // Forwards the first `weir started` line; copies all stdout into the
+            // log and keeps draining it so the broker never blocks on a full pipe.
+            let mut ready_tx = Some(ready_tx);
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = writeln!(stdout_log, "[stdout] {line}");
+                if line.starts_with("weir started") {
+                    if let Some(tx) = ready_tx.take() {
+                        let _ = tx.send(line);
+                    }
+                }
+            }
+        });
+        match ready_rx.recv_timeout(READY_TIMEOUT) {
+            Ok(line) => {
+                let ready = parse_ready_line(&line)?;
+                self.port = ready.port;
+                self.cluster_id = ready.cluster_id;
+                self.child = Some(child);
+                Ok(())
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = child
+                    .wait()
+                    .map_err(|e| HarnessError::io("waiting for weir", e))?;
+                Err(HarnessError::ExitedBeforeReady {
+                    status,
+                    stderr_tail: self.stderr_tail(),
+                })
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(HarnessError::NotReady {
+                    timeout: READY_TIMEOUT,
+                    stderr_tail: self.stderr_tail(),
+                })
+            }
+        }
+    }
+}
+
+impl Drop for TestBroker {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            let kept = self.dir.take().map(TempDir::keep);
+            eprintln!(
+                "---- weir node {} stderr ({}) ----\n{}\n---- end of weir node {} stderr; data kept in {:?} ----",
+                self.settings.node_id,
+                self.log_path.display(),
+                tail_of_file(&self.log_path, 400),
+                self.settings.node_id,
+                kept
+            );
+        }
+    }
+}
+
+/// The fields of the `weir started` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ReadyLine {
+    port: u16,
+    cluster_id: String,
+}
+
+/// Parses `weir started node.id=<id> cluster.id=<id> listeners=PLAINTEXT://127.0.0.1:<port>[,...]`.
+fn parse_ready_line(line: &str) -> Result<ReadyLine, HarnessError> {
+    let malformed = || HarnessError::MalformedReadyLine {
+        line: line.to_owned(),
+    };
+    let mut cluster_id = None;
+    let mut port = None;
+    for token in line.split_whitespace() {
+        if let Some(id) = token.strip_prefix("cluster.id=") {
+            cluster_id = Some(id.to_owned());
+        } else if let Some(listeners) = token.strip_prefix("listeners=") {
+            let first = listeners.split(',').next().ok_or_else(malformed)?;
+            let (_, port_text) = first.rsplit_once(':').ok_or_else(malformed)?;
+            port = Some(port_text.parse::<u16>().map_err(|_| malformed())?);
+        }
+    }
+    Ok(ReadyLine {
+        port: port.filter(|p| *p != 0).ok_or_else(malformed)?,
+        cluster_id: cluster_id.ok_or_else(malformed)?,
+    })
+}
+
+/// The last `lines` lines of a text file (lossy UTF-8), reading at most the
+/// last 256 KiB.
+fn tail_of_file(path: &Path, lines: usize) -> String {
+    let Ok(mut file) = File::open(path) else {
+        return format!("<no log at {}>", path.display());
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(256 * 1024);
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut bytes).is_err() {
+        return format!("<unreadable log at {}>", path.display());
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The brokers of one test, stopped when dropped.
+///
+/// Today this is a single-node cluster (the broker is its own one-voter
+/// controller quorum, DESIGN.md section 5); multi-node clusters need the
+/// `controller.quorum.voters` wiring of the broker and will be added with it.
+#[derive(Debug)]
+pub struct TestCluster {
+    brokers: Vec<TestBroker>,
+}
+
+impl TestCluster {
+    /// Starts a single-node cluster from `builder`.
+    ///
+    /// # Errors
+    ///
+    /// As [`TestBrokerBuilder::start`].
+    pub fn single(builder: TestBrokerBuilder) -> Result<Self, HarnessError> {
+        Ok(Self {
+            brokers: vec![builder.start()?],
+        })
+    }
+
+    /// Comma-separated `127.0.0.1:<port>` of every running broker.
+    pub fn bootstrap(&self) -> String {
+        self.brokers
+            .iter()
+            .filter(|b| b.pid().is_some())
+            .map(TestBroker::bootstrap)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The brokers, in node id order.
+    pub fn brokers(&self) -> &[TestBroker] {
+        &self.brokers
+    }
+
+    /// Mutable access to one broker (to restart or kill it).
+    pub fn broker_mut(&mut self, index: usize) -> Option<&mut TestBroker> {
+        self.brokers.get_mut(index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_line_gives_port_and_cluster_id() {
+        let ready = parse_ready_line(
+            "weir started node.id=1 cluster.id=abcDEF_123 listeners=PLAINTEXT://127.0.0.1:40123",
+        )
+        .unwrap();
+        assert_eq!(
+            ready,
+            ReadyLine {
+                port: 40123,
+                cluster_id: "abcDEF_123".into()
+            }
+        );
+    }
+
+    #[test]
+    fn ready_line_with_several_listeners_uses_the_first() {
+        let ready = parse_ready_line(
+            "weir started node.id=2 cluster.id=x listeners=PLAINTEXT://127.0.0.1:1000,PLAINTEXT://127.0.0.1:2000",
+        )
+        .unwrap();
+        assert_eq!(ready.port, 1000);
+    }
+
+    #[test]
+    fn ready_line_without_port_is_rejected() {
+        for line in [
+            "weir started node.id=1 cluster.id=x",
+            "weir started node.id=1 cluster.id=x listeners=PLAINTEXT://127.0.0.1:0",
+            "weir started node.id=1 listeners=PLAINTEXT://127.0.0.1:5",
+            "weir started node.id=1 cluster.id=x listeners=PLAINTEXT://127.0.0.1:notaport",
+        ] {
+            assert!(
+                matches!(
+                    parse_ready_line(line),
+                    Err(HarnessError::MalformedReadyLine { .. })
+                ),
+                "{line}"
+            );
+        }
+    }
+}

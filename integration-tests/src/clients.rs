@@ -1,0 +1,305 @@
+//! The real Kafka clients the tests drive as subprocesses, and running them
+//! with a deadline.
+//!
+//! - `kcat` (librdkafka) from `PATH`, or `WEIR_KCAT`.
+//! - The venv Python at `<repo>/.venv/bin/python` (or `WEIR_PYTHON`) with
+//!   confluent-kafka and kafka-python, and the scripts in
+//!   `integration-tests/python/`.
+//! - The Java client harness `integration-tests/java` (kafka-clients), built
+//!   by `scripts/test` into `target/weir-itest-java.jar` plus
+//!   `target/classpath.txt` (or `WEIR_JAVA_JAR` / `WEIR_JAVA_CLASSPATH_FILE`).
+//!
+//! All of them are installed by `scripts/test`; a missing one is a setup
+//! error reported with that hint.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use wait_timeout::ChildExt;
+
+use crate::error::HarnessError;
+
+const SETUP_HINT: &str = "run scripts/test once (it installs the test clients)";
+
+/// The repository root (the workspace directory).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("integration-tests lives inside the workspace")
+        .to_path_buf()
+}
+
+fn from_env_or(var: &str, default: PathBuf) -> PathBuf {
+    std::env::var_os(var).map(PathBuf::from).unwrap_or(default)
+}
+
+fn existing(what: &'static str, path: PathBuf) -> Result<PathBuf, HarnessError> {
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(HarnessError::Missing {
+            what,
+            path,
+            hint: SETUP_HINT,
+        })
+    }
+}
+
+/// Finds `name` in `PATH`.
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+/// The `kcat` binary: `WEIR_KCAT`, else `kcat` from `PATH`.
+///
+/// # Errors
+///
+/// [`HarnessError::Missing`] when it is not installed.
+pub fn kcat() -> Result<PathBuf, HarnessError> {
+    match std::env::var_os("WEIR_KCAT") {
+        Some(path) => existing("kcat", PathBuf::from(path)),
+        None => which("kcat").ok_or(HarnessError::Missing {
+            what: "kcat",
+            path: PathBuf::from("$PATH"),
+            hint: SETUP_HINT,
+        }),
+    }
+}
+
+/// `promtool` from `PATH`, if installed.
+pub fn promtool() -> Option<PathBuf> {
+    which("promtool")
+}
+
+/// The venv Python with confluent-kafka and kafka-python: `WEIR_PYTHON`,
+/// else `<repo>/.venv/bin/python`.
+///
+/// # Errors
+///
+/// [`HarnessError::Missing`] when the venv does not exist.
+pub fn python() -> Result<PathBuf, HarnessError> {
+    existing(
+        "the test venv's python",
+        from_env_or("WEIR_PYTHON", repo_root().join(".venv/bin/python")),
+    )
+}
+
+/// A command running `integration-tests/python/<script>` with the venv
+/// Python (unbuffered output).
+///
+/// # Errors
+///
+/// [`HarnessError::Missing`] for the venv or the script.
+pub fn python_script(script: &str) -> Result<Command, HarnessError> {
+    let python = python()?;
+    let script = existing(
+        "a python test script",
+        repo_root().join("integration-tests/python").join(script),
+    )?;
+    let mut command = Command::new(python);
+    command.arg("-u").arg(script);
+    Ok(command)
+}
+
+/// The Java harness jar and its dependency classpath joined with `:`.
+///
+/// # Errors
+///
+/// [`HarnessError::Missing`] when `scripts/test` has not built them, and
+/// [`HarnessError::Io`] when the classpath file cannot be read.
+pub fn java_classpath() -> Result<String, HarnessError> {
+    let java_dir = repo_root().join("integration-tests/java/target");
+    let jar = existing(
+        "the Java client harness jar",
+        from_env_or("WEIR_JAVA_JAR", java_dir.join("weir-itest-java.jar")),
+    )?;
+    let classpath_file = existing(
+        "the Java client classpath file",
+        from_env_or("WEIR_JAVA_CLASSPATH_FILE", java_dir.join("classpath.txt")),
+    )?;
+    let dependencies = std::fs::read_to_string(&classpath_file)
+        .map_err(|e| HarnessError::io(format!("reading {}", classpath_file.display()), e))?;
+    Ok(format!("{}:{}", jar.display(), dependencies.trim()))
+}
+
+/// A `java` command running `dev.weir.itest.ClientTool` (see
+/// `integration-tests/java`); append the subcommand and its arguments.
+///
+/// # Errors
+///
+/// As [`java_classpath`].
+pub fn java_client_tool() -> Result<Command, HarnessError> {
+    let mut command = Command::new("java");
+    command
+        .arg("-Xmx1g")
+        .arg("-cp")
+        .arg(java_classpath()?)
+        .arg("dev.weir.itest.ClientTool");
+    Ok(command)
+}
+
+/// What a finished subprocess left behind.
+#[derive(Debug, Clone)]
+pub struct CommandOutput {
+    /// The command line, for messages.
+    pub command: String,
+    /// The exit status.
+    pub status: ExitStatus,
+    /// Everything written to stdout.
+    pub stdout: Vec<u8>,
+    /// Everything written to stderr (lossy UTF-8).
+    pub stderr: String,
+}
+
+impl CommandOutput {
+    /// stdout as (lossy) UTF-8.
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    /// Panics with the command, status, stdout tail and stderr unless the
+    /// process exited 0. Returns `self` for chaining.
+    ///
+    /// # Panics
+    ///
+    /// When the exit status is not success.
+    #[track_caller]
+    pub fn assert_success(&self) -> &Self {
+        assert!(
+            self.status.success(),
+            "{} exited with {}\n--- stdout (last 4000 bytes) ---\n{}\n--- stderr ---\n{}",
+            self.command,
+            self.status,
+            tail(&self.stdout_text(), 4000),
+            tail(&self.stderr, 20_000)
+        );
+        self
+    }
+}
+
+fn tail(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+fn describe(command: &Command) -> String {
+    let mut text = command.get_program().to_string_lossy().into_owned();
+    for arg in command.get_args() {
+        let arg = arg.to_string_lossy();
+        // Keep long classpaths out of messages.
+        if arg.len() > 200 {
+            text.push_str(" <…>");
+        } else {
+            text.push(' ');
+            text.push_str(&arg);
+        }
+    }
+    text
+}
+
+/// Runs `command` to completion with `stdin` as its standard input, killing
+/// it after `timeout`.
+///
+/// # Errors
+///
+/// [`HarnessError::Io`] when it cannot be spawned, and
+/// [`HarnessError::Timeout`] (with the partial stderr in the message) when it
+/// runs longer than `timeout`.
+pub fn run(
+    mut command: Command,
+    stdin: Option<Vec<u8>>,
+    timeout: Duration,
+) -> Result<CommandOutput, HarnessError> {
+    let description = describe(&command);
+    command
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command
+        .spawn()
+        .map_err(|e| HarnessError::io(format!("spawning {description}"), e))?;
+    let stdin_writer = stdin.map(|bytes| {
+        let mut pipe = child.stdin.take().expect("stdin is piped");
+        std::thread::spawn(move || {
+            // A client that exits early closes the pipe; that is its business.
+            let _ = pipe.write_all(&bytes);
+        })
+    });
+    let stdout_reader = drain(child.stdout.take().expect("stdout is piped"));
+    let stderr_reader = drain(child.stderr.take().expect("stderr is piped"));
+    let status = wait_or_kill(&mut child, timeout, &description);
+    if let Some(writer) = stdin_writer {
+        let _ = writer.join();
+    }
+    let stdout = stdout_reader.join().unwrap_or_default();
+    let stderr = String::from_utf8_lossy(&stderr_reader.join().unwrap_or_default()).into_owned();
+    match status {
+        Ok(status) => Ok(CommandOutput {
+            command: description,
+            status,
+            stdout,
+            stderr,
+        }),
+        Err(HarnessError::Timeout { timeout, .. }) => Err(HarnessError::Timeout {
+            what: format!("{description}\n--- stderr ---\n{}", tail(&stderr, 8000)),
+            timeout,
+        }),
+        Err(other) => Err(other),
+    }
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        bytes
+    })
+}
+
+/// Waits for `child` up to `timeout`, killing it when the time is up.
+///
+/// # Errors
+///
+/// [`HarnessError::Timeout`] or [`HarnessError::Io`].
+pub fn wait_or_kill(
+    child: &mut Child,
+    timeout: Duration,
+    what: &str,
+) -> Result<ExitStatus, HarnessError> {
+    match child.wait_timeout(timeout) {
+        Ok(Some(status)) => Ok(status),
+        Ok(None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(HarnessError::Timeout {
+                what: what.to_owned(),
+                timeout,
+            })
+        }
+        Err(e) => Err(HarnessError::io(format!("waiting for {what}"), e)),
+    }
+}
+
+/// A `kcat` command with `-b <bootstrap>` and the given arguments.
+///
+/// # Errors
+///
+/// As [`kcat`].
+pub fn kcat_command(bootstrap: &str, args: &[&str]) -> Result<Command, HarnessError> {
+    let mut command = Command::new(kcat()?);
+    command.arg("-b").arg(bootstrap).args(args);
+    Ok(command)
+}

@@ -1,0 +1,23 @@
+//! Test support for Weir's end-to-end suite.
+//!
+//! This crate owns everything the integration tests share and nothing that
+//! the server needs: starting the real `weir` binary on ephemeral ports with a
+//! temporary `log.dirs` ([`TestBroker`], [`TestCluster`]), a blocking
+//! [`RawClient`] that speaks exact API versions over the `kafka-protocol`
+//! crate, helpers that build and check record batches ([`records`]), a tiny
+//! HTTP client for the Prometheus endpoint ([`metrics`]) and the locations of
+//! the real clients the tests drive as subprocesses ([`clients`]: kcat, the
+//! venv Python with confluent-kafka and kafka-python, the Java client
+//! harness). It depends on no Weir crate: the broker is a black box reached
+//! only over sockets, stdout/stderr and signals.
+
+pub mod broker;
+pub mod clients;
+pub mod error;
+pub mod metrics;
+pub mod raw;
+pub mod records;
+
+pub use broker::{weir_binary, TestBroker, TestBrokerBuilder, TestCluster};
+pub use error::HarnessError;
+pub use raw::{RawClient, RawResponse};

@@ -1,0 +1,20 @@
+//! Weir's end-to-end suite: ONE test binary; every test starts its own
+//! `weir` process (ephemeral ports, temp `log.dirs`, stderr shown only on
+//! failure) and talks to it with the raw client or with real Kafka clients
+//! run as subprocesses. Case ids (cNN) refer to `shared/cases/README.md`.
+//!
+//! Needs the `weir` binary (`cargo build -p weir-broker`, or `WEIR_BIN`) and
+//! the clients installed by `scripts/test`.
+
+mod support;
+
+mod api_coverage;
+mod cases_fetch;
+mod cases_handshake;
+mod cases_metadata;
+mod cases_produce;
+mod client_confluent;
+mod client_java;
+mod client_kcat;
+mod lifecycle;
+mod metrics;

@@ -1,0 +1,414 @@
+//! Helpers shared by the test modules: starting a broker, version
+//! negotiation against the broker's ApiVersions table, and the few raw
+//! requests most tests need (Metadata with auto-creation, Produce, Fetch,
+//! ListOffsets) plus kcat produce/consume.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::PartitionProduceResponse;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse,
+    ListOffsetsRequest, MetadataRequest, MetadataResponse, ProduceRequest, TopicName,
+};
+use kafka_protocol::protocol::{Message, StrBytes};
+use uuid::Uuid;
+use weir_integration_tests::clients::{self, CommandOutput};
+use weir_integration_tests::{RawClient, TestBroker};
+
+/// Kafka error codes used by the tests (protocol guide, "Error Codes").
+pub mod error_code {
+    pub const NONE: i16 = 0;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const LEADER_NOT_AVAILABLE: i16 = 5;
+    pub const UNSUPPORTED_VERSION: i16 = 35;
+    pub const INVALID_REQUEST: i16 = 42;
+    pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+    pub const UNKNOWN_TOPIC_ID: i16 = 100;
+}
+
+/// How long client subprocesses may run.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Starts a broker with the defaults (metrics disabled).
+#[track_caller]
+pub fn start_broker() -> TestBroker {
+    TestBroker::start().expect("starting weir")
+}
+
+/// Starts a broker whose auto-created topics get `partitions` partitions.
+#[track_caller]
+pub fn start_broker_with_partitions(partitions: u32) -> TestBroker {
+    TestBroker::builder()
+        .override_config("num.partitions", &partitions.to_string())
+        .start()
+        .expect("starting weir")
+}
+
+/// Connects a raw client to `broker`.
+#[track_caller]
+pub fn connect(broker: &TestBroker) -> RawClient {
+    RawClient::connect(&broker.bootstrap()).expect("connecting to weir")
+}
+
+/// The broker's ApiVersions table, asked with ApiVersions v3.
+#[track_caller]
+pub fn api_versions(client: &mut RawClient) -> ApiVersionsResponse {
+    let response = client
+        .send(
+            &ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str("weir-itest"))
+                .with_client_software_version(StrBytes::from_static_str("0.1.0")),
+            3,
+        )
+        .expect("ApiVersions v3");
+    assert_eq!(
+        response.error_code,
+        error_code::NONE,
+        "ApiVersions v3 error"
+    );
+    response
+}
+
+/// The broker's advertised range for `key`, if it lists it.
+pub fn advertised(versions: &ApiVersionsResponse, key: ApiKey) -> Option<ApiVersion> {
+    versions
+        .api_keys
+        .iter()
+        .find(|v| v.api_key == key as i16)
+        .cloned()
+}
+
+/// The newest version both the broker and the `kafka-protocol` crate speak
+/// for request type `R`.
+#[track_caller]
+pub fn newest<R: Message>(versions: &ApiVersionsResponse, key: ApiKey) -> i16 {
+    let range = advertised(versions, key).unwrap_or_else(|| panic!("{key:?} is not advertised"));
+    let newest = range.max_version.min(R::VERSIONS.max);
+    assert!(
+        newest >= range.min_version && newest >= R::VERSIONS.min,
+        "no common {key:?} version: broker {}..={}, crate {}",
+        range.min_version,
+        range.max_version,
+        R::VERSIONS
+    );
+    newest
+}
+
+/// Every version of `key` that both the broker advertises and the crate
+/// speaks, oldest first.
+pub fn common_versions<R: Message>(versions: &ApiVersionsResponse, key: ApiKey) -> Vec<i16> {
+    let Some(range) = advertised(versions, key) else {
+        return Vec::new();
+    };
+    (range.min_version.max(R::VERSIONS.min)..=range.max_version.min(R::VERSIONS.max)).collect()
+}
+
+/// Polls `condition` every 50 ms until it returns `Some`, failing the test
+/// after `timeout` with `what`.
+#[track_caller]
+pub fn poll_until<T>(timeout: Duration, what: &str, mut condition: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = condition() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A topic as the broker describes it after creation.
+#[derive(Debug, Clone)]
+pub struct TopicInfo {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: usize,
+}
+
+/// Creates `name` through Metadata with allow_auto_topic_creation (the
+/// broker's auto.create.topics.enable default) and waits until every
+/// partition has a leader. Returns the topic id (nil before Metadata v10).
+#[track_caller]
+pub fn ensure_topic(
+    client: &mut RawClient,
+    versions: &ApiVersionsResponse,
+    name: &str,
+) -> TopicInfo {
+    let version = newest::<MetadataRequest>(versions, ApiKey::Metadata);
+    assert!(
+        version >= 4,
+        "Metadata v{version} cannot ask for auto-creation"
+    );
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(name.to_owned()))))]))
+        .with_allow_auto_topic_creation(true);
+    poll_until(
+        Duration::from_secs(30),
+        &format!("topic {name} to be ready"),
+        || {
+            let response: MetadataResponse = client.send(&request, version).expect("Metadata");
+            let topic = response.topics.first()?;
+            let ready = topic.error_code == error_code::NONE
+                && !topic.partitions.is_empty()
+                && topic
+                    .partitions
+                    .iter()
+                    .all(|p| p.error_code == error_code::NONE && p.leader_id.0 >= 0);
+            if !ready {
+                assert!(
+                    matches!(
+                        topic.error_code,
+                        error_code::NONE
+                            | error_code::LEADER_NOT_AVAILABLE
+                            | error_code::UNKNOWN_TOPIC_OR_PARTITION
+                    ),
+                    "auto-creating {name}: Metadata v{version} error {}",
+                    topic.error_code
+                );
+                return None;
+            }
+            Some(TopicInfo {
+                name: name.to_owned(),
+                id: topic.topic_id,
+                partitions: topic.partitions.len(),
+            })
+        },
+    )
+}
+
+/// Produces one batch (acks=-1) to `topic`/`partition` at `version` and
+/// returns the partition's response.
+#[track_caller]
+pub fn produce(
+    client: &mut RawClient,
+    version: i16,
+    topic: &TopicInfo,
+    partition: i32,
+    batch: Bytes,
+) -> PartitionProduceResponse {
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.name.clone())))
+            .with_topic_id(topic.id)
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch))])]);
+    let response = client.send(&request, version).expect("Produce");
+    let topic_response = response
+        .responses
+        .first()
+        .unwrap_or_else(|| panic!("Produce v{version} response has no topic"));
+    topic_response
+        .partition_responses
+        .iter()
+        .find(|p| p.index == partition)
+        .cloned()
+        .unwrap_or_else(|| panic!("Produce v{version} response lacks partition {partition}"))
+}
+
+/// Produces one batch and requires success; returns the base offset.
+#[track_caller]
+pub fn produce_ok(
+    client: &mut RawClient,
+    version: i16,
+    topic: &TopicInfo,
+    partition: i32,
+    batch: Bytes,
+) -> i64 {
+    let response = produce(client, version, topic, partition, batch);
+    assert_eq!(
+        response.error_code,
+        error_code::NONE,
+        "Produce v{version} to {}/{partition}: {:?}",
+        topic.name,
+        response.error_message
+    );
+    response.base_offset
+}
+
+/// Parameters of a one-topic Fetch.
+#[derive(Debug, Clone)]
+pub struct FetchSpec {
+    pub version: i16,
+    pub max_wait_ms: i32,
+    pub min_bytes: i32,
+    pub max_bytes: i32,
+    /// (partition, fetch offset, partition_max_bytes), in request order.
+    pub partitions: Vec<(i32, i64, i32)>,
+}
+
+impl FetchSpec {
+    /// One partition from `offset`, 1 MiB limits, no waiting beyond 500 ms.
+    pub fn one(version: i16, partition: i32, offset: i64) -> Self {
+        Self {
+            version,
+            max_wait_ms: 500,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+            partitions: vec![(partition, offset, 1 << 20)],
+        }
+    }
+}
+
+/// Builds the Fetch request of `spec` for `topic` (full fetch, no session).
+pub fn fetch_request(topic: &TopicInfo, spec: &FetchSpec) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(spec.max_wait_ms)
+        .with_min_bytes(spec.min_bytes)
+        .with_max_bytes(spec.max_bytes)
+        .with_isolation_level(0)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.name.clone())))
+            .with_topic_id(topic.id)
+            .with_partitions(
+                spec.partitions
+                    .iter()
+                    .map(|&(partition, offset, max)| {
+                        FetchPartition::default()
+                            .with_partition(partition)
+                            .with_fetch_offset(offset)
+                            .with_partition_max_bytes(max)
+                    })
+                    .collect(),
+            )])
+}
+
+/// The partitions of the (only) topic in a Fetch response, keyed by index,
+/// after checking the top-level error.
+#[track_caller]
+pub fn fetched_partitions(response: &FetchResponse, version: i16) -> BTreeMap<i32, PartitionData> {
+    assert_eq!(
+        response.error_code,
+        error_code::NONE,
+        "Fetch v{version} top-level error"
+    );
+    let mut out = BTreeMap::new();
+    for topic in &response.responses {
+        for partition in &topic.partitions {
+            out.insert(partition.partition_index, partition.clone());
+        }
+    }
+    out
+}
+
+/// Fetches per `spec` and returns the partitions of the response.
+#[track_caller]
+pub fn fetch(
+    client: &mut RawClient,
+    topic: &TopicInfo,
+    spec: &FetchSpec,
+) -> BTreeMap<i32, PartitionData> {
+    let response: FetchResponse = client
+        .send(&fetch_request(topic, spec), spec.version)
+        .unwrap_or_else(|e| panic!("Fetch v{}: {e}", spec.version));
+    fetched_partitions(&response, spec.version)
+}
+
+/// Fetches one partition from `offset` and returns its record bytes (empty
+/// when there are none), requiring error NONE.
+#[track_caller]
+pub fn fetch_records(
+    client: &mut RawClient,
+    version: i16,
+    topic: &TopicInfo,
+    partition: i32,
+    offset: i64,
+) -> Bytes {
+    let partitions = fetch(client, topic, &FetchSpec::one(version, partition, offset));
+    let data = partitions
+        .get(&partition)
+        .unwrap_or_else(|| panic!("Fetch v{version} response lacks partition {partition}"));
+    assert_eq!(
+        data.error_code,
+        error_code::NONE,
+        "Fetch v{version} partition {partition} error"
+    );
+    data.records.clone().unwrap_or_default()
+}
+
+/// ListOffsets for one partition at `timestamp` (-1 latest, -2 earliest,
+/// -3 max timestamp) at `version`.
+#[track_caller]
+pub fn list_offset(
+    client: &mut RawClient,
+    version: i16,
+    topic: &TopicInfo,
+    partition: i32,
+    timestamp: i64,
+) -> ListOffsetsPartitionResponse {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id((-1).into())
+        .with_isolation_level(0)
+        .with_timeout_ms(30_000)
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.name.clone())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_timestamp(timestamp)])]);
+    let response = client
+        .send(&request, version)
+        .unwrap_or_else(|e| panic!("ListOffsets v{version}: {e}"));
+    response
+        .topics
+        .first()
+        .and_then(|t| t.partitions.iter().find(|p| p.partition_index == partition))
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "ListOffsets v{version} response lacks {}/{partition}",
+                topic.name
+            )
+        })
+}
+
+/// Runs kcat with `args` against `bootstrap`, requiring exit 0.
+#[track_caller]
+pub fn kcat(bootstrap: &str, args: &[&str], stdin: Option<Vec<u8>>) -> CommandOutput {
+    let command = clients::kcat_command(bootstrap, args).expect("kcat");
+    let output = clients::run(command, stdin, CLIENT_TIMEOUT).expect("running kcat");
+    output.assert_success();
+    output
+}
+
+/// `kcat -C` of one partition from `offset` to the end; returns the values.
+#[track_caller]
+pub fn kcat_consume(bootstrap: &str, topic: &str, partition: i32, offset: &str) -> Vec<String> {
+    let partition = partition.to_string();
+    let output = kcat(
+        bootstrap,
+        &[
+            "-C", "-t", topic, "-p", &partition, "-o", offset, "-e", "-q", "-f", "%s\\n",
+        ],
+        None,
+    );
+    output.stdout_text().lines().map(str::to_owned).collect()
+}
+
+/// `kcat -P` of `lines` (one record each) to `topic`, with `extra` options
+/// such as `["-z", "gzip"]`.
+#[track_caller]
+pub fn kcat_produce(bootstrap: &str, topic: &str, lines: &[String], extra: &[&str]) {
+    let mut args = vec!["-P", "-t", topic, "-X", "acks=all"];
+    args.extend_from_slice(extra);
+    let mut stdin = lines.join("\n").into_bytes();
+    stdin.push(b'\n');
+    kcat(bootstrap, &args, Some(stdin));
+}
