@@ -53,8 +53,16 @@ pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes) -> Response {
             let acks = r.acks;
             let response = handlers::produce::handle(&ctx, version, r).await;
             if acks == 0 {
-                crate::metrics::record_request(api, started.elapsed().as_secs_f64(), None);
-                return Response::None;
+                let body = ResponseKind::Produce(response);
+                crate::metrics::record_request(api, started.elapsed().as_secs_f64(), Some(&body));
+                // The client reads no response, so an error can only be
+                // signalled by closing the connection (as Kafka does).
+                return match failed_partition(&body) {
+                    Some(code) => {
+                        Response::Close(format!("acks=0 produce failed with error {code}"))
+                    }
+                    None => Response::None,
+                };
             }
             ResponseKind::Produce(response)
         }
@@ -95,6 +103,19 @@ pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes) -> Response {
         }
     };
     encode(api_key, version, correlation_id, &body, started)
+}
+
+/// The first non-zero partition error code of a Produce response.
+fn failed_partition(body: &ResponseKind) -> Option<i16> {
+    let ResponseKind::Produce(response) = body else {
+        return None;
+    };
+    response
+        .responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter())
+        .map(|p| p.error_code)
+        .find(|code| *code != 0)
 }
 
 fn encode(

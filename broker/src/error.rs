@@ -35,6 +35,7 @@ pub fn controller_error_code(error: &ControllerError) -> i16 {
             ResponseError::InvalidReplicaAssignment.code()
         }
         ControllerError::InvalidRequest { .. } => ResponseError::InvalidRequest.code(),
+        ControllerError::PolicyViolation { .. } => ResponseError::PolicyViolation.code(),
         ControllerError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition.code(),
         ControllerError::UnknownTopicId { .. } => ResponseError::UnknownTopicId.code(),
         ControllerError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch.code(),
@@ -157,6 +158,7 @@ mod tests {
                 39,
             ),
             (ControllerError::InvalidRequest { reason: "r".into() }, 42),
+            (ControllerError::PolicyViolation { reason: "r".into() }, 44),
             (ControllerError::UnknownTopic { name: "t".into() }, 3),
             (
                 ControllerError::UnknownTopicId {

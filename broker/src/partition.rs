@@ -6,7 +6,7 @@
 //! Single node: this broker is the only replica, so the high watermark is the
 //! log end offset after every append.
 
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -20,6 +20,8 @@ pub struct Partition {
     topic_id: Uuid,
     log: Arc<Mutex<Log>>,
     leader_epoch: AtomicI32,
+    isr_size: AtomicUsize,
+    min_insync_replicas: AtomicI32,
     high_watermark: AtomicI64,
     log_start_offset: AtomicI64,
     /// Offset (exclusive) up to which the log is known to be fsynced.
@@ -46,6 +48,8 @@ impl Partition {
             topic_id,
             log,
             leader_epoch: AtomicI32::new(leader_epoch),
+            isr_size: AtomicUsize::new(1),
+            min_insync_replicas: AtomicI32::new(1),
             high_watermark: AtomicI64::new(end),
             log_start_offset: AtomicI64::new(start),
             durable_offset: AtomicI64::new(recovery),
@@ -72,6 +76,30 @@ impl Partition {
     /// Records a new leader epoch from the metadata image.
     pub fn set_leader_epoch(&self, epoch: i32) {
         self.leader_epoch.store(epoch, Ordering::Release);
+    }
+
+    /// Records the ISR size from the metadata image and the topic's
+    /// effective `min.insync.replicas`.
+    pub fn set_replication_state(&self, isr_size: usize, min_insync_replicas: i32) {
+        self.isr_size.store(isr_size, Ordering::Release);
+        self.min_insync_replicas
+            .store(min_insync_replicas, Ordering::Release);
+    }
+
+    /// Checks that an acks=all write can be acknowledged: the ISR must hold
+    /// at least `min.insync.replicas` members (Kafka's
+    /// `Partition.appendRecordsToLeader`).
+    ///
+    /// # Errors
+    /// NOT_ENOUGH_REPLICAS (19).
+    pub fn check_enough_replicas(&self) -> Result<(), i16> {
+        let isr = self.isr_size.load(Ordering::Acquire);
+        let min = self.min_insync_replicas.load(Ordering::Acquire);
+        if (isr as i64) < i64::from(min) {
+            Err(19)
+        } else {
+            Ok(())
+        }
     }
 
     /// High watermark: offsets below it are readable by consumers.

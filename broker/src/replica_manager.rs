@@ -76,6 +76,11 @@ impl ReplicaManager {
             .clone();
         let mut next = HashMap::with_capacity(current.len());
         for topic in image.topics.values() {
+            let min_isr = topic
+                .configs
+                .get("min.insync.replicas")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(self.config.min_insync_replicas);
             for (&index, registration) in &topic.partitions {
                 if !registration.replicas.contains(&self.node_id) {
                     continue;
@@ -87,6 +92,7 @@ impl ReplicaManager {
                 if let Some(p) = current.get(&tp) {
                     if p.topic_id() == topic.topic_id {
                         p.set_leader_epoch(registration.leader_epoch);
+                        p.set_replication_state(registration.isr.len(), min_isr);
                         next.insert(tp, p.clone());
                         continue;
                     }
@@ -114,6 +120,7 @@ impl ReplicaManager {
                                 fresh,
                                 registration.leader_epoch,
                             ));
+                            p.set_replication_state(registration.isr.len(), min_isr);
                             next.insert(tp, p);
                             continue;
                         }
@@ -127,6 +134,7 @@ impl ReplicaManager {
                     log,
                     registration.leader_epoch,
                 ));
+                p.set_replication_state(registration.isr.len(), min_isr);
                 next.insert(tp, p);
             }
         }

@@ -71,6 +71,17 @@ pub enum TopicRef {
 /// `ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`, KIP-730).
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
 
+/// The most metadata records one user operation (one CreateTopics or
+/// DeleteTopics request) may generate: Kafka's
+/// `QuorumController.MAX_RECORDS_PER_USER_OP`, enforced there by a
+/// `BoundedList`. A request that would exceed it fails as a whole with
+/// [`ControllerError::PolicyViolation`].
+pub const MAX_RECORDS_PER_USER_OP: usize = 10_000;
+
+/// The metadata log's own topic (Kafka's `Topic.CLUSTER_METADATA_TOPIC_NAME`);
+/// users may neither create nor delete it.
+pub const CLUSTER_METADATA_TOPIC_NAME: &str = "__cluster_metadata";
+
 /// Longest legal topic name (Kafka's `Topic.MAX_NAME_LENGTH`).
 pub const MAX_TOPIC_NAME_LENGTH: usize = 249;
 
@@ -115,18 +126,39 @@ fn unify_collision_chars(name: &str) -> String {
     name.replace('.', "_")
 }
 
+/// Kafka's message for a request over [`MAX_RECORDS_PER_USER_OP`]
+/// (`EventHandlerExceptionInfo`).
+const EXCESSIVELY_LARGE_BATCH: &str = "Unable to perform excessively large batch operation.";
+
+fn excessively_large_batch() -> ControllerError {
+    ControllerError::PolicyViolation {
+        reason: EXCESSIVELY_LARGE_BATCH.into(),
+    }
+}
+
 /// Computes the records for a CreateTopics request (Kafka's
-/// `ReplicationControlManager.createTopics`).
+/// `ControllerApis.createTopics` and `ReplicationControlManager.createTopics`).
 ///
 /// Results are in request order. A name given more than once fails every
-/// occurrence with `InvalidRequest` (as Kafka's `ControllerApis`). For each
-/// other topic: legal name, not existing (`TopicAlreadyExists`), no `.`/`_`
-/// collision with an existing or earlier topic (`InvalidTopic`), then either
-/// a valid manual assignment or `num_partitions >= 1` (`InvalidPartitions`)
-/// and a replication factor the placer can satisfy. Each success yields a
-/// `TopicRecord`, one `PartitionRecord` per partition (leader = first
-/// replica, isr = replicas, epochs 0) and one `ConfigRecord` per config.
-/// With `validate_only` the responses are the same but no records are returned.
+/// occurrence with `InvalidRequest` ("Duplicate topic name.") and creates
+/// nothing for it; [`CLUSTER_METADATA_TOPIC_NAME`] fails with
+/// `InvalidRequest`. For each other topic: legal name, not existing
+/// (`TopicAlreadyExists`), no `.`/`_` collision with an existing or earlier
+/// topic (`InvalidTopic`), then either a valid manual assignment or
+/// `num_partitions >= 1` (`InvalidPartitions`) and a replication factor the
+/// placer accepts. Each success yields a `TopicRecord`, one `PartitionRecord`
+/// per partition (leader = first replica, isr = replicas, epochs 0) and one
+/// `ConfigRecord` per config.
+///
+/// If the successful topics together would generate more than
+/// [`MAX_RECORDS_PER_USER_OP`] records, EVERY topic of the request fails with
+/// [`ControllerError::PolicyViolation`] and there are no records (Kafka's
+/// `BoundedList` aborts the whole operation). The count is made from the
+/// request's numbers before any placement, so nothing is allocated in
+/// proportion to an unchecked partition count.
+///
+/// With `validate_only` the responses are the same (the cap included) but no
+/// records are returned.
 pub fn create_topics(
     image: &MetadataImage,
     topics: &[CreatableTopic],
@@ -148,16 +180,52 @@ pub fn create_topics(
     for topic in topics {
         if name_counts[topic.name.as_str()] > 1 {
             responses.push(Err(ControllerError::InvalidRequest {
-                reason: format!("duplicate topic name '{}' in the request", topic.name),
+                reason: format!("Duplicate topic name '{}'.", topic.name),
             }));
             continue;
         }
-        let result = create_topic(image, topic, placer, &collision_names, &mut used_ids);
-        if let Ok((created, topic_records)) = &result {
-            collision_names.insert(unify_collision_chars(&created.name));
-            records.extend(topic_records.iter().cloned());
+        if topic.name == CLUSTER_METADATA_TOPIC_NAME {
+            responses.push(Err(ControllerError::InvalidRequest {
+                reason: format!(
+                    "Creation of internal topic {CLUSTER_METADATA_TOPIC_NAME} is prohibited."
+                ),
+            }));
+            continue;
         }
-        responses.push(result.map(|(created, _)| created));
+        let planned = match plan_topic(image, topic, placer, &collision_names) {
+            Ok(planned) => planned,
+            Err(e) => {
+                responses.push(Err(e));
+                continue;
+            }
+        };
+        if records.len().saturating_add(planned.record_count) > MAX_RECORDS_PER_USER_OP {
+            return ControllerResult {
+                records: Vec::new(),
+                response: vec![Err(excessively_large_batch()); topics.len()],
+            };
+        }
+        let placement = match planned.partitions {
+            PlannedPartitions::Manual(placement) => placement,
+            PlannedPartitions::Placed {
+                num_partitions,
+                replication_factor,
+            } => match placer.place(image, num_partitions, replication_factor) {
+                Ok(placement) => placement,
+                Err(e) => {
+                    responses.push(Err(e));
+                    continue;
+                }
+            },
+        };
+        let topic_id = loop {
+            let id = uuid::Uuid::new_v4();
+            if !id.is_nil() && used_ids.insert(id) {
+                break id;
+            }
+        };
+        collision_names.insert(unify_collision_chars(&topic.name));
+        responses.push(Ok(topic_records(topic, topic_id, &placement, &mut records)));
     }
     if validate_only {
         records.clear();
@@ -168,13 +236,33 @@ pub fn create_topics(
     }
 }
 
-fn create_topic(
+/// A topic that passed validation, before its replicas are placed.
+struct PlannedTopic {
+    partitions: PlannedPartitions,
+    /// Records the topic will generate: 1 `TopicRecord`, one
+    /// `PartitionRecord` per partition, one `ConfigRecord` per config.
+    record_count: usize,
+}
+
+enum PlannedPartitions {
+    /// A checked manual assignment, ordered by partition index.
+    Manual(Vec<Vec<i32>>),
+    /// To be placed by the [`ReplicaPlacer`], which accepted these numbers.
+    Placed {
+        num_partitions: i32,
+        replication_factor: i16,
+    },
+}
+
+/// Validates one topic without allocating anything in proportion to its
+/// partition count (a manual assignment is checked, and it is already in
+/// memory as part of the request).
+fn plan_topic(
     image: &MetadataImage,
     topic: &CreatableTopic,
     placer: &dyn ReplicaPlacer,
     collision_names: &HashSet<String>,
-    used_ids: &mut HashSet<TopicId>,
-) -> Result<(CreatedTopic, Vec<MetadataRecord>), ControllerError> {
+) -> Result<PlannedTopic, ControllerError> {
     validate_topic_name(&topic.name)?;
     if image.topics.contains_key(&topic.name) {
         return Err(ControllerError::TopicAlreadyExists {
@@ -187,14 +275,23 @@ fn create_topic(
             reason: "topic name collides with an existing topic (a '.' and '_' differ only)".into(),
         });
     }
-    let placement = if topic.assignments.is_empty() {
+    let (partitions, partition_count) = if topic.assignments.is_empty() {
         if topic.num_partitions < 1 {
             return Err(ControllerError::InvalidPartitions {
                 name: topic.name.clone(),
                 requested: topic.num_partitions,
             });
         }
-        placer.place(image, topic.num_partitions, topic.replication_factor)?
+        placer.check(image, topic.num_partitions, topic.replication_factor)?;
+        let placed = PlannedPartitions::Placed {
+            num_partitions: topic.num_partitions,
+            replication_factor: topic.replication_factor,
+        };
+        // num_partitions >= 1 here, so the conversion cannot fail.
+        (
+            placed,
+            usize::try_from(topic.num_partitions).unwrap_or(usize::MAX),
+        )
     } else {
         if topic.num_partitions != -1 || topic.replication_factor != -1 {
             return Err(ControllerError::InvalidRequest {
@@ -203,16 +300,25 @@ fn create_topic(
                     .into(),
             });
         }
-        validate_manual_assignment(image, &topic.assignments)?
+        let placement = validate_manual_assignment(image, &topic.assignments)?;
+        let count = placement.len();
+        (PlannedPartitions::Manual(placement), count)
     };
-    let topic_id = loop {
-        let id = uuid::Uuid::new_v4();
-        if !id.is_nil() && used_ids.insert(id) {
-            break id;
-        }
-    };
-    let replication_factor = placement.first().map_or(0, |r| r.len()) as i16;
-    let mut records = Vec::with_capacity(1 + placement.len() + topic.configs.len());
+    Ok(PlannedTopic {
+        partitions,
+        record_count: 1usize
+            .saturating_add(partition_count)
+            .saturating_add(topic.configs.len()),
+    })
+}
+
+/// Appends the records of a placed topic and returns its outcome.
+fn topic_records(
+    topic: &CreatableTopic,
+    topic_id: TopicId,
+    placement: &[Vec<i32>],
+    records: &mut Vec<MetadataRecord>,
+) -> CreatedTopic {
     records.push(MetadataRecord::Topic(TopicRecord {
         name: topic.name.clone(),
         topic_id,
@@ -236,13 +342,12 @@ fn create_topic(
             value: Some(value.clone()),
         }));
     }
-    let created = CreatedTopic {
+    CreatedTopic {
         name: topic.name.clone(),
         topic_id,
         num_partitions: placement.len() as i32,
-        replication_factor,
-    };
-    Ok((created, records))
+        replication_factor: placement.first().map_or(0, |r| r.len()) as i16,
+    }
 }
 
 /// Checks a manual assignment as Kafka's `ReplicationControlManager` does and
@@ -309,12 +414,19 @@ fn validate_manual_assignment(
 }
 
 /// Computes the records for a DeleteTopics request (Kafka's
-/// `ReplicationControlManager.deleteTopics`): one `RemoveTopicRecord` per
-/// found topic; results in request order as `(name, id)`.
+/// `ControllerApis.deleteTopics` and `ReplicationControlManager.deleteTopics`):
+/// one `RemoveTopicRecord` per found topic; results in request order as
+/// `(name, id)`.
 ///
 /// A topic named more than once (by name, or by id) fails every occurrence
-/// with `InvalidRequest`; unknown names give `UnknownTopic`, unknown ids
-/// `UnknownTopicId`.
+/// with `InvalidRequest` and is not deleted; unknown names give
+/// `UnknownTopic`, unknown ids `UnknownTopicId`; [`CLUSTER_METADATA_TOPIC_NAME`]
+/// (by name, or an id that resolves to it) gives `InvalidRequest`. If more
+/// than [`MAX_RECORDS_PER_USER_OP`] topics would be removed, every topic of
+/// the request fails with [`ControllerError::PolicyViolation`] and there are
+/// no records. (Kafka bounds the same record list but reports the topics past
+/// the bound one by one as `UNKNOWN_SERVER_ERROR` while deleting the first
+/// 10000; Weir refuses the whole request, as it does for CreateTopics.)
 pub fn delete_topics(
     image: &MetadataImage,
     topics: &[TopicRef],
@@ -323,17 +435,26 @@ pub fn delete_topics(
     for t in topics {
         *counts.entry(t).or_default() += 1;
     }
+    let internal = || ControllerError::InvalidRequest {
+        reason: format!("Deletion of internal topic {CLUSTER_METADATA_TOPIC_NAME} is prohibited."),
+    };
     let mut removed: HashSet<TopicId> = HashSet::new();
     let mut records = Vec::new();
-    let response = topics
+    let response: Vec<_> = topics
         .iter()
         .map(|t| {
             if counts[t] > 1 {
                 return Err(ControllerError::InvalidRequest {
-                    reason: format!("duplicate topic {t:?} in the request"),
+                    reason: match t {
+                        TopicRef::Name(name) => format!("Duplicate topic name '{name}'."),
+                        TopicRef::Id(id) => format!("Duplicate topic id {id}."),
+                    },
                 });
             }
             let topic = match t {
+                TopicRef::Name(name) if name == CLUSTER_METADATA_TOPIC_NAME => {
+                    return Err(internal())
+                }
                 TopicRef::Name(name) => image
                     .topic(name)
                     .ok_or_else(|| ControllerError::UnknownTopic { name: name.clone() })?,
@@ -341,6 +462,9 @@ pub fn delete_topics(
                     .topic_by_id(id)
                     .ok_or(ControllerError::UnknownTopicId { id: *id })?,
             };
+            if topic.name == CLUSTER_METADATA_TOPIC_NAME {
+                return Err(internal());
+            }
             // The same topic named once by name and once by id is removed once.
             if removed.insert(topic.topic_id) {
                 records.push(MetadataRecord::RemoveTopic(RemoveTopicRecord {
@@ -350,6 +474,12 @@ pub fn delete_topics(
             Ok((topic.name.clone(), topic.topic_id))
         })
         .collect();
+    if records.len() > MAX_RECORDS_PER_USER_OP {
+        return ControllerResult {
+            records: Vec::new(),
+            response: vec![Err(excessively_large_batch()); topics.len()],
+        };
+    }
     ControllerResult { records, response }
 }
 
@@ -723,6 +853,265 @@ mod tests {
             .response
             .iter()
             .all(|r| matches!(r, Err(ControllerError::InvalidRequest { .. }))));
+    }
+
+    fn is_policy_violation(r: &Result<CreatedTopic, ControllerError>) -> bool {
+        matches!(r, Err(ControllerError::PolicyViolation { .. }))
+    }
+
+    #[test]
+    fn create_topics_over_the_record_cap_fail_every_topic_without_placing() {
+        let image = image_with_brokers(2);
+        let placer = StripedReplicaPlacer::default();
+        for validate_only in [false, true] {
+            // i32::MAX partitions would be one replica list per partition (tens
+            // of GB): the request must be refused before placement.
+            let request = vec![
+                topic("small", 1, 1),
+                topic("huge", i32::MAX, 1),
+                topic("dup", 1, 1),
+                topic("dup", 1, 1),
+                topic(CLUSTER_METADATA_TOPIC_NAME, 1, 1),
+                topic("bad name", 1, 1),
+            ];
+            let result = create_topics(&image, &request, validate_only, &placer);
+            assert!(result.records.is_empty());
+            assert_eq!(result.response.len(), request.len());
+            assert!(
+                result.response.iter().all(is_policy_violation),
+                "{:?}",
+                result.response
+            );
+        }
+    }
+
+    #[test]
+    fn record_cap_counts_topic_partition_and_config_records() {
+        let image = image_with_brokers(1);
+        let placer = StripedReplicaPlacer::default();
+        let cap = MAX_RECORDS_PER_USER_OP as i32;
+        // 1 TopicRecord + (cap - 1) PartitionRecords: exactly at the cap.
+        let at_cap = create_topics(&image, &[topic("t", cap - 1, 1)], false, &placer);
+        assert!(at_cap.response[0].is_ok());
+        assert_eq!(at_cap.records.len(), MAX_RECORDS_PER_USER_OP);
+        // One more partition is over it.
+        let over = create_topics(&image, &[topic("t", cap, 1)], false, &placer);
+        assert!(is_policy_violation(&over.response[0]));
+        assert!(over.records.is_empty());
+        // Config records count too.
+        let mut with_configs = topic("t", cap - 2, 1);
+        with_configs.configs = vec![("a".into(), "1".into()), ("b".into(), "2".into())];
+        let over = create_topics(&image, &[with_configs], false, &placer);
+        assert!(is_policy_violation(&over.response[0]));
+        // The cap is on the whole request, not per topic.
+        let half = cap / 2;
+        let split = create_topics(
+            &image,
+            &[topic("a", half, 1), topic("b", half, 1)],
+            true,
+            &placer,
+        );
+        assert!(split.response.iter().all(is_policy_violation));
+        // A topic that fails on its own generates no records (as in Kafka),
+        // so it does not count: its own error is reported.
+        let failing = create_topics(
+            &image,
+            &[topic("rf", i32::MAX, 2), topic("ok", 1, 1)],
+            false,
+            &placer,
+        );
+        assert!(matches!(
+            failing.response[0],
+            Err(ControllerError::InvalidReplicationFactor { requested: 2, .. })
+        ));
+        assert!(failing.response[1].is_ok());
+        assert_eq!(failing.records.len(), 2);
+    }
+
+    #[test]
+    fn record_cap_applies_to_manual_assignments() {
+        let image = image_with_brokers(1);
+        let placer = StripedReplicaPlacer::default();
+        let manual = CreatableTopic {
+            name: "m".into(),
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: (0..MAX_RECORDS_PER_USER_OP as i32)
+                .map(|p| (p, vec![0]))
+                .collect(),
+            configs: vec![],
+        };
+        let result = create_topics(&image, &[manual], false, &placer);
+        assert!(is_policy_violation(&result.response[0]));
+        assert!(result.records.is_empty());
+    }
+
+    #[test]
+    fn cluster_metadata_topic_cannot_be_created() {
+        let mut image = image_with_brokers(1);
+        let placer = StripedReplicaPlacer::default();
+        for validate_only in [true, false] {
+            let result = create_topics(
+                &image,
+                &[topic(CLUSTER_METADATA_TOPIC_NAME, 1, 1), topic("ok", 1, 1)],
+                validate_only,
+                &placer,
+            );
+            assert!(
+                matches!(
+                    &result.response[0],
+                    Err(ControllerError::InvalidRequest { reason })
+                        if reason.contains("__cluster_metadata")
+                ),
+                "{:?}",
+                result.response[0]
+            );
+            assert!(result.response[1].is_ok());
+            if !validate_only {
+                replay(&mut image, &result.records);
+            }
+        }
+        assert!(image.topic(CLUSTER_METADATA_TOPIC_NAME).is_none());
+        assert!(image.topic("ok").is_some());
+    }
+
+    #[test]
+    fn cluster_metadata_topic_cannot_be_deleted() {
+        let mut image = image_with_brokers(1);
+        // Only an old log could hold it; replay it directly.
+        let id = uuid::Uuid::from_u128(7);
+        image
+            .apply(&MetadataRecord::Topic(TopicRecord {
+                name: CLUSTER_METADATA_TOPIC_NAME.into(),
+                topic_id: id,
+            }))
+            .unwrap();
+        for request in [
+            TopicRef::Name(CLUSTER_METADATA_TOPIC_NAME.into()),
+            TopicRef::Id(id),
+        ] {
+            let result = delete_topics(&image, &[request]);
+            assert!(
+                matches!(
+                    result.response[0],
+                    Err(ControllerError::InvalidRequest { .. })
+                ),
+                "{:?}",
+                result.response[0]
+            );
+            assert!(result.records.is_empty());
+        }
+    }
+
+    #[test]
+    fn duplicate_names_in_create_topics_fail_every_occurrence_and_create_nothing() {
+        let mut image = image_with_brokers(1);
+        let placer = StripedReplicaPlacer::default();
+        for validate_only in [true, false] {
+            let result = create_topics(
+                &image,
+                &[
+                    topic("dup", 1, 1),
+                    topic("other", 1, 1),
+                    topic("dup", 2, 1),
+                    topic("dup", 3, 1),
+                ],
+                validate_only,
+                &placer,
+            );
+            for i in [0, 2, 3] {
+                assert!(
+                    matches!(
+                        result.response[i],
+                        Err(ControllerError::InvalidRequest { .. })
+                    ),
+                    "{i}: {:?}",
+                    result.response[i]
+                );
+            }
+            assert!(result.response[1].is_ok());
+            if !validate_only {
+                // Only "other": 1 TopicRecord + 1 PartitionRecord.
+                assert_eq!(result.records.len(), 2);
+                replay(&mut image, &result.records);
+            }
+        }
+        assert!(image.topic("dup").is_none());
+        assert!(image.topic("other").is_some());
+    }
+
+    #[test]
+    fn duplicate_topics_in_delete_topics_fail_every_occurrence_and_delete_nothing() {
+        let mut image = image_with_brokers(1);
+        let placer = StripedReplicaPlacer::default();
+        let created = create_topics(
+            &image,
+            &[topic("a", 1, 1), topic("b", 1, 1)],
+            false,
+            &placer,
+        );
+        replay(&mut image, &created.records);
+        let b_id = image.topic("b").unwrap().topic_id;
+        let result = delete_topics(
+            &image,
+            &[
+                TopicRef::Name("a".into()),
+                TopicRef::Id(b_id),
+                TopicRef::Name("a".into()),
+                TopicRef::Id(b_id),
+            ],
+        );
+        assert!(
+            result
+                .response
+                .iter()
+                .all(|r| matches!(r, Err(ControllerError::InvalidRequest { .. }))),
+            "{:?}",
+            result.response
+        );
+        assert!(result.records.is_empty());
+    }
+
+    #[test]
+    fn delete_topics_over_the_record_cap_fail_every_topic() {
+        let mut image = image_with_brokers(1);
+        let placer = StripedReplicaPlacer::default();
+        let names: Vec<String> = (0..=MAX_RECORDS_PER_USER_OP)
+            .map(|i| format!("t{i}"))
+            .collect();
+        // Two topics per request stay far below the cap when creating.
+        for chunk in names.chunks(MAX_RECORDS_PER_USER_OP / 2) {
+            let request: Vec<_> = chunk.iter().map(|n| topic(n, 1, 1)).collect();
+            let created = create_topics(&image, &request, false, &placer);
+            assert!(created.response.iter().all(Result::is_ok));
+            replay(&mut image, &created.records);
+        }
+        assert_eq!(image.topics.len(), MAX_RECORDS_PER_USER_OP + 1);
+        let all: Vec<TopicRef> = names.iter().cloned().map(TopicRef::Name).collect();
+        let result = delete_topics(&image, &all);
+        assert!(result.records.is_empty());
+        assert!(result
+            .response
+            .iter()
+            .all(|r| matches!(r, Err(ControllerError::PolicyViolation { .. }))));
+        // Exactly at the cap is allowed.
+        let result = delete_topics(&image, &all[..MAX_RECORDS_PER_USER_OP]);
+        assert_eq!(result.records.len(), MAX_RECORDS_PER_USER_OP);
+        assert!(result.response.iter().all(Result::is_ok));
+        // Unknown topics generate no records and do not count.
+        let mut with_unknown = all[..MAX_RECORDS_PER_USER_OP].to_vec();
+        with_unknown.push(TopicRef::Name("missing".into()));
+        let result = delete_topics(&image, &with_unknown);
+        assert_eq!(result.records.len(), MAX_RECORDS_PER_USER_OP);
+        assert!(matches!(
+            result.response.last(),
+            Some(Err(ControllerError::UnknownTopic { .. }))
+        ));
+    }
+
+    #[test]
+    fn validate_topic_name_is_exported_at_the_crate_root() {
+        assert_eq!(crate::validate_topic_name("ok"), Ok(()));
     }
 
     #[test]

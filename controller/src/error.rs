@@ -43,11 +43,22 @@ pub enum ControllerError {
         /// What is wrong with it.
         reason: String,
     },
-    /// `INVALID_REQUEST` (42): e.g. the same topic twice in one request, or a
-    /// manual assignment together with a partition count.
+    /// `INVALID_REQUEST` (42): e.g. the same topic twice in one request, a
+    /// manual assignment together with a partition count, or creating or
+    /// deleting `__cluster_metadata`.
     #[error("invalid request: {reason}")]
     InvalidRequest {
         /// What is wrong with it.
+        reason: String,
+    },
+    /// `POLICY_VIOLATION` (44): one user operation would generate more than
+    /// [`MAX_RECORDS_PER_USER_OP`](crate::control::MAX_RECORDS_PER_USER_OP)
+    /// metadata records. Kafka's `QuorumController` fails the whole request
+    /// with "Unable to perform excessively large batch operation."
+    /// (`BoundedListTooLongException` mapped in `EventHandlerExceptionInfo`).
+    #[error("policy violation: {reason}")]
+    PolicyViolation {
+        /// What the request would have exceeded.
         reason: String,
     },
     /// `UNKNOWN_TOPIC_OR_PARTITION` (3).

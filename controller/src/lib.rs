@@ -19,7 +19,9 @@ mod raft;
 pub mod records;
 
 pub use control::{
-    ControllerResult, CreatableTopic, CreatedTopic, TopicRef, PRODUCER_ID_BLOCK_SIZE,
+    validate_topic_name, ControllerResult, CreatableTopic, CreatedTopic, TopicRef,
+    CLUSTER_METADATA_TOPIC_NAME, MAX_RECORDS_PER_USER_OP, MAX_TOPIC_NAME_LENGTH,
+    PRODUCER_ID_BLOCK_SIZE,
 };
 pub use error::ControllerError;
 pub use image::{

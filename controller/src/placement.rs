@@ -9,11 +9,30 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::control::MAX_RECORDS_PER_USER_OP;
 use crate::error::ControllerError;
 use crate::image::MetadataImage;
 
 /// Chooses the replicas of each partition of a new topic.
 pub trait ReplicaPlacer: Send + Sync {
+    /// Checks, without allocating anything per partition, that
+    /// [`ReplicaPlacer::place`] would succeed for these arguments, except for
+    /// the size bound: the controller enforces [`MAX_RECORDS_PER_USER_OP`]
+    /// on the whole request itself. It calls this before counting the
+    /// topic's records, so a topic the placer rejects fails with its own
+    /// error and does not count (as in Kafka, where it adds no records).
+    ///
+    /// # Errors
+    ///
+    /// The errors [`ReplicaPlacer::place`] would return, other than
+    /// [`ControllerError::PolicyViolation`].
+    fn check(
+        &self,
+        image: &MetadataImage,
+        num_partitions: i32,
+        replication_factor: i16,
+    ) -> Result<(), ControllerError>;
+
     /// Returns `num_partitions` replica lists (index = partition id), each of
     /// `replication_factor` distinct broker ids, preferred leader first.
     ///
@@ -22,7 +41,9 @@ pub trait ReplicaPlacer: Send + Sync {
     /// [`ControllerError::InvalidReplicationFactor`] when `replication_factor`
     /// is below 1 or above the number of unfenced brokers;
     /// [`ControllerError::InvalidReplicaAssignment`] when `num_partitions` is
-    /// below 1.
+    /// below 1; [`ControllerError::PolicyViolation`] when it is above
+    /// [`MAX_RECORDS_PER_USER_OP`] (the placement could never be committed,
+    /// and would allocate in proportion to an unchecked request value).
     fn place(
         &self,
         image: &MetadataImage,
@@ -50,17 +71,17 @@ impl StripedReplicaPlacer {
 }
 
 impl ReplicaPlacer for StripedReplicaPlacer {
-    fn place(
+    fn check(
         &self,
         image: &MetadataImage,
         num_partitions: i32,
         replication_factor: i16,
-    ) -> Result<Vec<Vec<i32>>, ControllerError> {
-        let brokers = image.unfenced_broker_ids();
-        if replication_factor < 1 || replication_factor as usize > brokers.len() {
+    ) -> Result<(), ControllerError> {
+        let available = image.unfenced_broker_ids().len();
+        if replication_factor < 1 || replication_factor as usize > available {
             return Err(ControllerError::InvalidReplicationFactor {
                 requested: replication_factor,
-                available: brokers.len(),
+                available,
             });
         }
         if num_partitions < 1 {
@@ -68,8 +89,26 @@ impl ReplicaPlacer for StripedReplicaPlacer {
                 reason: format!("cannot place {num_partitions} partitions"),
             });
         }
-        let n = brokers.len();
-        let start = self.next_start_index.fetch_add(1, Ordering::Relaxed) % n;
+        Ok(())
+    }
+
+    fn place(
+        &self,
+        image: &MetadataImage,
+        num_partitions: i32,
+        replication_factor: i16,
+    ) -> Result<Vec<Vec<i32>>, ControllerError> {
+        self.check(image, num_partitions, replication_factor)?;
+        if num_partitions as usize > MAX_RECORDS_PER_USER_OP {
+            return Err(ControllerError::PolicyViolation {
+                reason: format!(
+                    "cannot place {num_partitions} partitions: one operation may create at \
+                     most {MAX_RECORDS_PER_USER_OP} metadata records"
+                ),
+            });
+        }
+        let brokers = image.unfenced_broker_ids();
+        let start = self.next_start_index.fetch_add(1, Ordering::Relaxed) % brokers.len();
         Ok(stripe(
             &brokers,
             num_partitions as usize,
@@ -180,6 +219,18 @@ mod tests {
             .map(|_| placer.place(&image, 1, 1).unwrap()[0][0])
             .collect();
         assert_eq!(first_leaders, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn refuses_to_place_more_partitions_than_one_operation_may_create() {
+        let image = image_with_brokers(&[1], &[]);
+        let placer = StripedReplicaPlacer::default();
+        assert!(matches!(
+            placer.place(&image, i32::MAX, 1),
+            Err(ControllerError::PolicyViolation { .. })
+        ));
+        let cap = crate::control::MAX_RECORDS_PER_USER_OP as i32;
+        assert_eq!(placer.place(&image, cap, 1).unwrap().len(), cap as usize);
     }
 
     #[test]

@@ -277,6 +277,11 @@ impl QuorumController {
     /// records as [`control::create_topics`]; all successful topics of one
     /// call are committed as ONE atomic batch and the call returns once it is
     /// applied to the published image. `validate_only` writes nothing.
+    /// A request that would generate more than
+    /// [`MAX_RECORDS_PER_USER_OP`](crate::MAX_RECORDS_PER_USER_OP) records
+    /// fails whole with [`ControllerError::PolicyViolation`], validate-only
+    /// too; `__cluster_metadata` and duplicate names give
+    /// [`ControllerError::InvalidRequest`].
     /// A commit failure turns every would-be success into that error.
     pub async fn create_topics(
         &self,
@@ -300,7 +305,10 @@ impl QuorumController {
     /// Deletes topics by name or id; per-topic `(name, id)` results in
     /// request order, as [`control::delete_topics`]: unknown names give
     /// [`ControllerError::UnknownTopic`], unknown ids
-    /// [`ControllerError::UnknownTopicId`].
+    /// [`ControllerError::UnknownTopicId`], duplicates and `__cluster_metadata`
+    /// [`ControllerError::InvalidRequest`], and more than
+    /// [`MAX_RECORDS_PER_USER_OP`](crate::MAX_RECORDS_PER_USER_OP) removals
+    /// fail whole with [`ControllerError::PolicyViolation`].
     pub async fn delete_topics(
         &self,
         topics: Vec<TopicRef>,

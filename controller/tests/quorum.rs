@@ -5,7 +5,7 @@ use std::path::Path;
 
 use weir_controller::{
     BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MetadataImage,
-    QuorumController, TopicRef,
+    QuorumController, TopicRef, CLUSTER_METADATA_TOPIC_NAME, MAX_RECORDS_PER_USER_OP,
 };
 
 fn config(dir: &Path) -> ControllerConfig {
@@ -195,4 +195,90 @@ async fn negative_node_id_is_rejected() {
         QuorumController::start(cfg).await.unwrap_err(),
         ControllerError::InvalidNodeId { node_id: -1 }
     );
+}
+
+#[tokio::test]
+async fn oversized_requests_are_refused_whole_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let controller = QuorumController::start(config(dir.path())).await.unwrap();
+    controller
+        .register_broker(1, uuid::Uuid::new_v4(), endpoint(), None)
+        .await
+        .unwrap();
+    let offset = controller.image().last_applied_offset;
+    for validate_only in [true, false] {
+        // Before the bound this aborted the process (one replica list per
+        // partition, tens of GB).
+        let r = controller
+            .create_topics(
+                vec![topic("small", 1), topic("huge", i32::MAX)],
+                validate_only,
+            )
+            .await;
+        assert_eq!(r.len(), 2);
+        assert!(
+            r.iter()
+                .all(|r| matches!(r, Err(ControllerError::PolicyViolation { .. }))),
+            "{r:?}"
+        );
+        // 1 TopicRecord + MAX partitions + 1 ConfigRecord is over the bound too.
+        let r = controller
+            .create_topics(
+                vec![topic("big", MAX_RECORDS_PER_USER_OP as i32)],
+                validate_only,
+            )
+            .await;
+        assert!(matches!(r[0], Err(ControllerError::PolicyViolation { .. })));
+    }
+    let image = controller.image();
+    assert!(image.topics.is_empty());
+    assert_eq!(image.last_applied_offset, offset);
+    controller.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn cluster_metadata_topic_and_duplicates_are_invalid_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let controller = QuorumController::start(config(dir.path())).await.unwrap();
+    controller
+        .register_broker(1, uuid::Uuid::new_v4(), endpoint(), None)
+        .await
+        .unwrap();
+    let r = controller
+        .create_topics(
+            vec![
+                topic(CLUSTER_METADATA_TOPIC_NAME, 1),
+                topic("dup", 1),
+                topic("kept", 1),
+                topic("dup", 2),
+            ],
+            false,
+        )
+        .await;
+    for i in [0, 1, 3] {
+        assert!(
+            matches!(r[i], Err(ControllerError::InvalidRequest { .. })),
+            "{i}: {:?}",
+            r[i]
+        );
+    }
+    assert!(r[2].is_ok());
+    let image = controller.image();
+    assert_eq!(image.topics.keys().collect::<Vec<_>>(), vec!["kept"]);
+
+    let deleted = controller
+        .delete_topics(vec![
+            TopicRef::Name("kept".into()),
+            TopicRef::Name("kept".into()),
+            TopicRef::Name(CLUSTER_METADATA_TOPIC_NAME.into()),
+        ])
+        .await;
+    assert!(
+        deleted
+            .iter()
+            .all(|r| matches!(r, Err(ControllerError::InvalidRequest { .. }))),
+        "{deleted:?}"
+    );
+    assert!(controller.image().topic("kept").is_some());
+    controller.shutdown().await.unwrap();
 }

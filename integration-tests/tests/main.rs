@@ -9,6 +9,7 @@
 mod support;
 
 mod api_coverage;
+mod bad_input;
 mod cases_fetch;
 mod cases_handshake;
 mod cases_metadata;

@@ -20,9 +20,32 @@
 //!     61     -  records
 //! ```
 //!
-//! This module only looks at headers; records are never decoded here (the
-//! broker decodes them where the protocol needs it). It must not depend on
-//! `kafka-protocol`.
+//!
+//! [`validate_records`] checks the structure of a batch's records section
+//! (Kafka's `DefaultRecord.readFrom` and `LogValidator` rules) in one forward
+//! scan without allocating; it never builds records. Compressed sections are
+//! decompressed by the broker, which has the codecs; this module must not
+//! depend on `kafka-protocol` or any compression crate.
+//!
+//! A record inside the (decompressed) records section:
+//!
+//! ```text
+//! length          varint   bytes after this field
+//! attributes      i8       unused
+//! timestampDelta  varlong  ms since base_timestamp
+//! offsetDelta     varint   0, 1, 2, ... within the batch
+//! keyLength       varint   -1 = null key
+//! key             bytes
+//! valueLength     varint   -1 = null value
+//! value           bytes
+//! headersCount    varint   >= 0
+//!   headerKeyLength   varint  >= 0
+//!   headerKey         bytes
+//!   headerValueLength varint  -1 = null value
+//!   headerValue       bytes
+//! ```
+//!
+//! Varints are zigzag-encoded, at most 5 bytes (varint) or 10 (varlong).
 
 use crate::error::StorageError;
 use crate::log::TimestampType;
@@ -48,6 +71,12 @@ const TIMESTAMP_TYPE_MASK: i16 = 0x08;
 const TRANSACTIONAL_MASK: i16 = 0x10;
 const CONTROL_MASK: i16 = 0x20;
 const COMPRESSION_CODEC_MASK: i16 = 0x07;
+/// Largest compression codec id Kafka defines (4, zstd).
+const MAX_COMPRESSION_CODEC: u8 = 4;
+/// Longest varint encoding Kafka reads (`ByteUtils.readVarint`), in bytes.
+const MAX_VARINT_BYTES: usize = 5;
+/// Longest varlong encoding Kafka reads (`ByteUtils.readVarlong`), in bytes.
+const MAX_VARLONG_BYTES: usize = 10;
 
 /// A parsed v2 record batch header (all 61 bytes).
 ///
@@ -106,21 +135,28 @@ impl RecordBatchHeader {
     /// of a batch.
     ///
     /// # Errors
-    /// [`StorageError::CorruptRecord`] if `buf` is shorter than 61 bytes, the
-    /// magic is not 2 or `batch_length` is smaller than the header.
+    /// [`StorageError::InvalidRecord`] if `buf` is shorter than 61 bytes or
+    /// the magic is not 2 (Kafka's `ProduceRequest.validateRecords` answers
+    /// `INVALID_RECORD` for magic other than 2);
+    /// [`StorageError::CorruptRecord`] if `batch_length` is smaller than the
+    /// header.
     pub fn parse(buf: &[u8]) -> Result<Self, StorageError> {
         if buf.len() < RECORD_BATCH_OVERHEAD {
-            return Err(StorageError::corrupt(format!(
-                "batch header needs {RECORD_BATCH_OVERHEAD} bytes, got {}",
-                buf.len()
-            )));
+            return Err(StorageError::InvalidRecord {
+                reason: format!(
+                    "batch header needs {RECORD_BATCH_OVERHEAD} bytes, got {}",
+                    buf.len()
+                ),
+            });
         }
         let header = Self::parse_unchecked(buf);
         if header.magic != MAGIC_V2 {
-            return Err(StorageError::corrupt(format!(
-                "magic {} at base offset {} (only magic 2 is supported)",
-                header.magic, header.base_offset
-            )));
+            return Err(StorageError::InvalidRecord {
+                reason: format!(
+                    "magic {} at base offset {} (only magic 2 is supported)",
+                    header.magic, header.base_offset
+                ),
+            });
         }
         if (header.batch_length as i64) < (RECORD_BATCH_OVERHEAD - LOG_OVERHEAD) as i64 {
             return Err(StorageError::corrupt(format!(
@@ -154,13 +190,16 @@ impl RecordBatchHeader {
     /// Parses the header at the start of `buf` and checks the whole batch as
     /// Kafka's leader does before appending (`LogValidator`,
     /// `DefaultRecordBatch.ensureValid`): the batch fits in `buf`, its
-    /// CRC-32C matches, `last_offset_delta >= 0` and `records_count ==
-    /// last_offset_delta + 1`.
+    /// CRC-32C matches, the compression codec is one Kafka defines (0-4),
+    /// `last_offset_delta >= 0` and `records_count == last_offset_delta + 1`.
+    /// The records section is not looked at; see [`validate_records`].
     ///
     /// # Errors
-    /// [`StorageError::CorruptRecord`] for a short buffer, wrong magic, bad
-    /// length or CRC mismatch; [`StorageError::InvalidRecord`] for an
-    /// inconsistent offset range or record count.
+    /// [`StorageError::CorruptRecord`] for a bad batch length, a batch running
+    /// past `buf` or a CRC mismatch; [`StorageError::InvalidRecord`] for a
+    /// buffer shorter than the header, magic other than 2, an unknown
+    /// compression codec (5-7), or an inconsistent offset range or record
+    /// count.
     pub fn validate(buf: &[u8]) -> Result<Self, StorageError> {
         let header = Self::parse(buf)?;
         let size = header.size_in_bytes();
@@ -177,6 +216,15 @@ impl RecordBatchHeader {
                 header.crc,
                 crc32c::crc32c(&buf[ATTRIBUTES_OFFSET..size])
             )));
+        }
+        if header.compression_codec() > MAX_COMPRESSION_CODEC {
+            return Err(StorageError::InvalidRecord {
+                reason: format!(
+                    "unknown compression codec {} in attributes {:#06x}",
+                    header.compression_codec(),
+                    header.attributes
+                ),
+            });
         }
         if header.last_offset_delta < 0 {
             return Err(StorageError::InvalidRecord {
@@ -211,7 +259,8 @@ impl RecordBatchHeader {
     }
 
     /// Compression codec id (attributes bits 0-2): 0 none, 1 gzip, 2 snappy,
-    /// 3 lz4, 4 zstd.
+    /// 3 lz4, 4 zstd; 5-7 are undefined ([`RecordBatchHeader::validate`]
+    /// rejects them). Source: Kafka protocol docs, "Record Batch".
     pub fn compression_codec(&self) -> u8 {
         (self.attributes & COMPRESSION_CODEC_MASK) as u8
     }
@@ -244,6 +293,224 @@ impl RecordBatchHeader {
     }
 }
 
+/// The records section of one batch: the bytes after its 61-byte header, up
+/// to the end its `batch_length` declares (or the end of `batch` if that is
+/// sooner). For a compressed batch this is the compressed payload. Never
+/// panics: a `batch` shorter than the header yields an empty slice.
+pub fn records_section(batch: &[u8]) -> &[u8] {
+    let Some(rest) = batch.get(RECORD_BATCH_OVERHEAD..) else {
+        return &[];
+    };
+    let declared = (be_i32(batch, 8).max(0) as usize)
+        .saturating_add(LOG_OVERHEAD)
+        .saturating_sub(RECORD_BATCH_OVERHEAD);
+    &rest[..declared.min(rest.len())]
+}
+
+/// Checks the structure of a batch's records section as Kafka's leader does
+/// before appending (`DefaultRecord.readFrom`, `DefaultRecordBatch`'s record
+/// iterator and `LogValidator`). `records` is the uncompressed section: for
+/// codec 0 the bytes after the header ([`records_section`]), otherwise the
+/// caller's decompression of them. The rules:
+///
+/// * `records_count >= 1` and `last_offset_delta == records_count - 1`;
+/// * exactly `records_count` records, with no bytes after the last;
+/// * each record's `length` is `>= 0` and equals the bytes its fields use;
+/// * offset deltas are 0, 1, 2, ... (Kafka: offsets must be contiguous);
+/// * key and value lengths are `>= -1` (-1 = null), header key lengths
+///   `>= 0`, header value lengths `>= -1`, and no field runs past its record;
+/// * a header count is `>= 0` and at most the bytes left in the record;
+/// * varints take at most 5 bytes, varlongs at most 10 (overflowing bits of
+///   the last byte are dropped, as Kafka's `ByteUtils` does).
+///
+/// One forward scan, no allocation unless it fails; timestamps and
+/// attributes are not interpreted.
+///
+/// # Errors
+/// [`StorageError::InvalidRecord`] (Kafka's `InvalidRecordException`,
+/// `INVALID_RECORD`) naming the first broken record and field.
+pub fn validate_records(header: &RecordBatchHeader, records: &[u8]) -> Result<(), StorageError> {
+    let count = header.records_count;
+    if count < 1 {
+        return Err(StorageError::InvalidRecord {
+            reason: format!("invalid record count {count}"),
+        });
+    }
+    if header.last_offset_delta as i64 != count as i64 - 1 {
+        return Err(StorageError::InvalidRecord {
+            reason: format!(
+                "last offset delta {} does not match record count {count}",
+                header.last_offset_delta
+            ),
+        });
+    }
+    let mut reader = Reader { buf: records };
+    for index in 0..count {
+        if reader.buf.is_empty() {
+            return Err(StorageError::InvalidRecord {
+                reason: format!(
+                    "batch declares {count} records but its records section ends after {index}"
+                ),
+            });
+        }
+        validate_record(&mut reader, index).map_err(|fault| StorageError::InvalidRecord {
+            reason: format!("record {index}: {fault}"),
+        })?;
+    }
+    if !reader.buf.is_empty() {
+        return Err(StorageError::InvalidRecord {
+            reason: format!(
+                "{} bytes remain after the last of {count} records",
+                reader.buf.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// What is wrong with one record; [`validate_records`] adds its index.
+#[derive(Debug, thiserror::Error)]
+enum RecordFault {
+    #[error("a field runs past the end of the {0}")]
+    Truncated(&'static str),
+    #[error("{0} varint is longer than 5 bytes")]
+    VarintTooLong(&'static str),
+    #[error("{0} varlong is longer than 10 bytes")]
+    VarlongTooLong(&'static str),
+    #[error("negative record length {0}")]
+    NegativeLength(i32),
+    #[error("record length {declared} exceeds the {available} bytes left in the batch")]
+    LengthPastEnd { declared: i32, available: usize },
+    #[error("record declares {declared} bytes but its fields use {used}")]
+    LengthMismatch { declared: i32, used: usize },
+    #[error("offset delta {found}, expected {expected}: offsets in a batch must be contiguous")]
+    OffsetDelta { found: i32, expected: i32 },
+    #[error("invalid {field} length {length}")]
+    BadLength { field: &'static str, length: i32 },
+    #[error("header count {0} is negative")]
+    NegativeHeaderCount(i32),
+    #[error("header count {count} exceeds the {remaining} bytes left in the record")]
+    HeaderCountTooLarge { count: i32, remaining: usize },
+}
+
+/// A forward reader over a byte slice with Kafka's varint rules.
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    /// Takes the next `n` bytes.
+    fn take(&mut self, n: usize, within: &'static str) -> Result<&'a [u8], RecordFault> {
+        if n > self.buf.len() {
+            return Err(RecordFault::Truncated(within));
+        }
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Ok(head)
+    }
+
+    fn byte(&mut self, within: &'static str) -> Result<u8, RecordFault> {
+        Ok(self.take(1, within)?[0])
+    }
+
+    /// Reads up to `max_bytes` of a base-128 varint (no zigzag); `None` if
+    /// the continuation bit is still set after `max_bytes`.
+    fn raw_varint(
+        &mut self,
+        max_bytes: usize,
+        within: &'static str,
+    ) -> Result<Option<u64>, RecordFault> {
+        let mut value = 0u64;
+        for i in 0..max_bytes {
+            let b = self.byte(within)?;
+            value |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(Some(value));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A zigzag varint (`ByteUtils.readVarint`).
+    fn varint(&mut self, field: &'static str, within: &'static str) -> Result<i32, RecordFault> {
+        let raw = self
+            .raw_varint(MAX_VARINT_BYTES, within)?
+            .ok_or(RecordFault::VarintTooLong(field))? as u32;
+        Ok((raw >> 1) as i32 ^ -((raw & 1) as i32))
+    }
+
+    /// A zigzag varlong (`ByteUtils.readVarlong`).
+    fn varlong(&mut self, field: &'static str, within: &'static str) -> Result<i64, RecordFault> {
+        let raw = self
+            .raw_varint(MAX_VARLONG_BYTES, within)?
+            .ok_or(RecordFault::VarlongTooLong(field))?;
+        Ok((raw >> 1) as i64 ^ -((raw & 1) as i64))
+    }
+
+    /// Skips a length-prefixed field: `-1` is null when `nullable`.
+    fn bytes_field(&mut self, field: &'static str, nullable: bool) -> Result<(), RecordFault> {
+        let length = self.varint(field, RECORD)?;
+        match usize::try_from(length) {
+            Ok(n) => self.take(n, RECORD).map(drop),
+            Err(_) if nullable && length == -1 => Ok(()),
+            Err(_) => Err(RecordFault::BadLength { field, length }),
+        }
+    }
+}
+
+/// `within` names for [`RecordFault::Truncated`].
+const RECORD: &str = "record";
+const SECTION: &str = "records section";
+
+/// Checks the record at the front of `reader` and moves past it.
+fn validate_record(reader: &mut Reader<'_>, index: i32) -> Result<(), RecordFault> {
+    let declared = reader.varint("record length", SECTION)?;
+    let Ok(length) = usize::try_from(declared) else {
+        return Err(RecordFault::NegativeLength(declared));
+    };
+    if length > reader.buf.len() {
+        return Err(RecordFault::LengthPastEnd {
+            declared,
+            available: reader.buf.len(),
+        });
+    }
+    let mut body = Reader {
+        buf: reader.take(length, SECTION)?,
+    };
+    body.byte(RECORD)?; // attributes: unused in v2
+    body.varlong("timestamp delta", RECORD)?;
+    let offset_delta = body.varint("offset delta", RECORD)?;
+    if offset_delta != index {
+        return Err(RecordFault::OffsetDelta {
+            found: offset_delta,
+            expected: index,
+        });
+    }
+    body.bytes_field("key", true)?;
+    body.bytes_field("value", true)?;
+    let header_count = body.varint("header count", RECORD)?;
+    let Ok(headers) = usize::try_from(header_count) else {
+        return Err(RecordFault::NegativeHeaderCount(header_count));
+    };
+    if headers > body.buf.len() {
+        return Err(RecordFault::HeaderCountTooLarge {
+            count: header_count,
+            remaining: body.buf.len(),
+        });
+    }
+    for _ in 0..headers {
+        body.bytes_field("header key", false)?;
+        body.bytes_field("header value", true)?;
+    }
+    if !body.buf.is_empty() {
+        return Err(RecordFault::LengthMismatch {
+            declared,
+            used: length - body.buf.len(),
+        });
+    }
+    Ok(())
+}
+
 /// Sets the LogAppendTime attribute bit in a raw header.
 pub(crate) fn set_log_append_time(header: &mut [u8; RECORD_BATCH_OVERHEAD], now_ms: i64) {
     let attributes = be_i16(header, ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK;
@@ -273,7 +540,240 @@ pub(crate) fn stamp_offset_and_epoch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{build_batch, BatchSpec};
+    use crate::testutil::{batch_with_records, build_batch, put_varint, BatchSpec, RawRecord};
+    use proptest::prelude::*;
+
+    /// A header declaring `count` records (`last_offset_delta = count - 1`).
+    fn header(count: i32) -> RecordBatchHeader {
+        let batch = batch_with_records(&[], count, count.wrapping_sub(1), 0);
+        RecordBatchHeader::parse_unchecked(&batch)
+    }
+
+    fn section(records: &[RawRecord<'_>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in records {
+            r.encode(&mut out);
+        }
+        out
+    }
+
+    /// `body` prefixed with its length: one record of a records section.
+    fn framed(body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_varint(&mut out, body.len() as i64);
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// The reason of an `InvalidRecord` error; panics on anything else.
+    fn invalid(result: Result<(), StorageError>) -> String {
+        match result {
+            Err(StorageError::InvalidRecord { reason }) => reason,
+            other => panic!("expected InvalidRecord, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_batch_the_test_helpers_build_has_valid_records() {
+        for count in [1usize, 2, 3, 17, 200] {
+            for value_len in [0usize, 1, 63, 64, 300] {
+                let ts: Vec<i64> = (0..count as i64)
+                    .map(|i| 1_700_000_000_000 + i * 37)
+                    .collect();
+                let bytes = build_batch(&BatchSpec::new(&ts, value_len));
+                let h = RecordBatchHeader::validate(&bytes).unwrap();
+                assert_eq!(records_section(&bytes), &bytes[RECORD_BATCH_OVERHEAD..]);
+                validate_records(&h, records_section(&bytes)).unwrap();
+            }
+        }
+        // Keys, null values and headers (null and non-null values) pass too.
+        let mut rich = RawRecord::new(0, b"v");
+        rich.key = (3, b"key");
+        rich.timestamp_delta = -5;
+        rich.headers = vec![(b"h1", Some(b"x")), (b"", None)];
+        let mut null_value = RawRecord::new(1, b"");
+        null_value.value = (-1, &[]);
+        validate_records(&header(2), &section(&[rich, null_value])).unwrap();
+    }
+
+    #[test]
+    fn non_contiguous_offset_deltas_are_invalid() {
+        let records = section(&[RawRecord::new(0, b"a"), RawRecord::new(5, b"b")]);
+        let reason = invalid(validate_records(&header(2), &records));
+        assert!(
+            reason.contains("offset delta 5") && reason.contains("contiguous"),
+            "{reason}"
+        );
+        let repeated = section(&[RawRecord::new(0, b"a"), RawRecord::new(0, b"b")]);
+        let reason = invalid(validate_records(&header(2), &repeated));
+        assert!(
+            reason.contains("record 1") && reason.contains("offset delta 0"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_record_length_that_disagrees_with_its_fields_is_invalid() {
+        // Overstated: the record claims one more byte than its fields use;
+        // the second record supplies the byte, so nothing runs out.
+        let mut over = RawRecord::new(0, b"abc");
+        over.length = Some(11);
+        let records = section(&[over, RawRecord::new(1, b"d")]);
+        let reason = invalid(validate_records(&header(2), &records));
+        assert!(
+            reason.contains("record 0") && reason.contains("declares 11 bytes"),
+            "{reason}"
+        );
+        // Understated: the fields run past the declared end.
+        let mut under = RawRecord::new(0, b"abc");
+        under.length = Some(4);
+        invalid(validate_records(&header(1), &section(&[under])));
+        // Longer than what is left of the section.
+        let mut past = RawRecord::new(0, b"abc");
+        past.length = Some(100);
+        let reason = invalid(validate_records(&header(1), &section(&[past])));
+        assert!(reason.contains("100"), "{reason}");
+        // Negative.
+        let mut negative = RawRecord::new(0, b"abc");
+        negative.length = Some(-3);
+        let reason = invalid(validate_records(&header(1), &section(&[negative])));
+        assert!(reason.contains("-3"), "{reason}");
+    }
+
+    #[test]
+    fn negative_lengths_other_than_null_are_invalid() {
+        let mut key = RawRecord::new(0, b"v");
+        key.key = (-5, &[]);
+        let reason = invalid(validate_records(&header(1), &section(&[key])));
+        assert!(reason.contains("key length -5"), "{reason}");
+        let mut value = RawRecord::new(0, b"");
+        value.value = (-2, &[]);
+        let reason = invalid(validate_records(&header(1), &section(&[value])));
+        assert!(reason.contains("value length -2"), "{reason}");
+        // A header key may not be null; a header value may.
+        let mut body = vec![0u8]; // attributes
+        for field in [0, 0, -1, -1, 1, -1, -1] {
+            // timestamp delta, offset delta, null key, null value, one
+            // header: null key, null value
+            put_varint(&mut body, field);
+        }
+        let records = framed(&body);
+        let reason = invalid(validate_records(&header(1), &records));
+        assert!(reason.contains("header key length -1"), "{reason}");
+        let mut header_value = RawRecord::new(0, b"v");
+        header_value.headers = vec![(b"k", None)];
+        validate_records(&header(1), &section(&[header_value])).unwrap();
+    }
+
+    #[test]
+    fn an_absurd_header_count_is_invalid() {
+        let mut r = RawRecord::new(0, b"v");
+        r.header_count = Some(1 << 30);
+        let reason = invalid(validate_records(&header(1), &section(&[r])));
+        assert!(reason.contains("1073741824"), "{reason}");
+        let mut r = RawRecord::new(0, b"v");
+        r.header_count = Some(-1);
+        let reason = invalid(validate_records(&header(1), &section(&[r])));
+        assert!(reason.contains("header count -1"), "{reason}");
+    }
+
+    #[test]
+    fn trailing_bytes_and_count_mismatches_are_invalid() {
+        let mut records = section(&[RawRecord::new(0, b"a"), RawRecord::new(1, b"b")]);
+        validate_records(&header(2), &records).unwrap();
+        // Fewer records than declared.
+        let reason = invalid(validate_records(&header(3), &records));
+        assert!(
+            reason.contains("3 records") && reason.contains("2"),
+            "{reason}"
+        );
+        // More records than declared: the extra one is trailing bytes.
+        let reason = invalid(validate_records(&header(1), &records));
+        assert!(reason.contains("after the last"), "{reason}");
+        // Junk after the last record.
+        records.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+        let reason = invalid(validate_records(&header(2), &records));
+        assert!(reason.contains("4 bytes"), "{reason}");
+        // Header fields that disagree with each other.
+        let one = section(&[RawRecord::new(0, b"a")]);
+        let mut h = header(1);
+        h.last_offset_delta = 3;
+        invalid(validate_records(&h, &one));
+        invalid(validate_records(&header(0), &[]));
+        invalid(validate_records(&header(-1), &[]));
+    }
+
+    #[test]
+    fn varints_are_bounded_and_must_end() {
+        // Truncated: the continuation bit is set on the last byte.
+        let reason = invalid(validate_records(&header(1), &[0x80]));
+        assert!(reason.contains("record 0"), "{reason}");
+        // A record length varint of 6 bytes (Kafka allows 5).
+        let reason = invalid(validate_records(
+            &header(1),
+            &[0x80, 0x80, 0x80, 0x80, 0x80, 0x00],
+        ));
+        assert!(reason.contains("varint"), "{reason}");
+        // A timestamp delta varlong of 11 bytes (Kafka allows 10).
+        let mut body = vec![0u8];
+        body.extend_from_slice(&[0xff; 10]);
+        body.push(0x01);
+        let reason = invalid(validate_records(&header(1), &framed(&body)));
+        assert!(reason.contains("varlong"), "{reason}");
+        // A 6-byte offset delta varint inside a record.
+        let mut body = vec![0u8, 0];
+        body.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x00]);
+        let reason = invalid(validate_records(&header(1), &framed(&body)));
+        assert!(reason.contains("varint"), "{reason}");
+        // Maximal but legal encodings pass: a 10-byte timestamp delta.
+        let mut r = RawRecord::new(0, b"v");
+        r.timestamp_delta = i64::MIN;
+        validate_records(&header(1), &section(&[r])).unwrap();
+    }
+
+    proptest! {
+        #[test]
+        fn random_records_sections_never_panic(
+            bytes in prop::collection::vec(any::<u8>(), 0..300),
+            count in prop_oneof![0i32..6, any::<i32>()],
+            delta in prop_oneof![Just(None), any::<i32>().prop_map(Some)],
+        ) {
+            let mut h = header(count);
+            if let Some(d) = delta {
+                h.last_offset_delta = d;
+            }
+            let _ = validate_records(&h, &bytes);
+            let _ = records_section(&bytes);
+        }
+
+        #[test]
+        fn valid_records_pass_and_any_single_byte_change_never_panics(
+            values in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 1..6),
+            flip in any::<(usize, u8)>(),
+        ) {
+            let records: Vec<RawRecord<'_>> = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let mut r = RawRecord::new(i as i64, v);
+                    if i % 2 == 1 {
+                        r.key = (v.len() as i64, v);
+                        r.headers = vec![(v, Some(v)), (b"k", None)];
+                    }
+                    r
+                })
+                .collect();
+            let mut bytes = section(&records);
+            let h = header(values.len() as i32);
+            prop_assert!(validate_records(&h, &bytes).is_ok());
+            let at = flip.0 % bytes.len();
+            bytes[at] ^= flip.1 | 1;
+            match validate_records(&h, &bytes) {
+                Ok(()) | Err(StorageError::InvalidRecord { .. }) => {}
+                Err(other) => prop_assert!(false, "unexpected {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn parses_every_header_field() {
@@ -339,7 +839,7 @@ mod tests {
         bad_magic[16] = 1;
         assert!(matches!(
             RecordBatchHeader::validate(&bad_magic),
-            Err(StorageError::CorruptRecord { .. })
+            Err(StorageError::InvalidRecord { .. })
         ));
 
         let mut short_length = good.clone();
@@ -356,8 +856,28 @@ mod tests {
         ));
         assert!(matches!(
             RecordBatchHeader::validate(&good[..30]),
-            Err(StorageError::CorruptRecord { .. })
+            Err(StorageError::InvalidRecord { .. })
         ));
+        assert!(matches!(
+            RecordBatchHeader::parse(&[]),
+            Err(StorageError::InvalidRecord { .. })
+        ));
+
+        // Compression codec ids 5-7 do not exist.
+        for codec in 5..=7i16 {
+            let bad_codec = batch_with_records(records_section(&good), 2, 1, codec);
+            let reason = invalid(RecordBatchHeader::validate(&bad_codec).map(|_| ()));
+            assert!(reason.contains(&format!("codec {codec}")), "{reason}");
+        }
+        for codec in 0..=4i16 {
+            let known = batch_with_records(records_section(&good), 2, 1, codec);
+            assert_eq!(
+                RecordBatchHeader::validate(&known)
+                    .unwrap()
+                    .compression_codec(),
+                codec as u8
+            );
+        }
 
         // records_count disagrees with last_offset_delta; CRC recomputed so
         // only the count check can fail.

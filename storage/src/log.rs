@@ -29,6 +29,8 @@ use crate::TopicPartition;
 pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
 /// Suffix Kafka gives a partition directory scheduled for deletion.
 pub const DELETE_DIR_SUFFIX: &str = "-delete";
+/// Longest file name, in bytes, that common file systems accept (`NAME_MAX`).
+const MAX_FILE_NAME_BYTES: usize = 255;
 /// Largest `segment.bytes` honoured: positions in `.index` are 32-bit and
 /// Kafka caps `segment.bytes` at `Integer.MAX_VALUE`.
 const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
@@ -161,6 +163,32 @@ pub struct Log {
 /// The directory name of a partition: `<topic>-<partition>`.
 pub fn partition_dir_name(tp: &TopicPartition) -> String {
     format!("{}-{}", tp.topic, tp.partition)
+}
+
+/// The name a partition directory is renamed to before it is removed
+/// (DeleteTopics): `<topic>-<partition>.<unique>-delete`, where `<unique>` is
+/// the 32 hex digits of a random UUID. The topic is cut (never the suffix) so
+/// the whole name is at most 255 bytes, the file name limit of common file
+/// systems: a legal topic name has up to 249 characters and the suffix adds
+/// up to 51 more. Only the `-delete` suffix identifies the directory later
+/// ([`LogManager::open`](crate::LogManager::open) removes such leftovers).
+///
+/// Source: Kafka's `LocalLog.logDeleteDirName` (KAFKA-6795).
+pub fn log_delete_dir_name(tp: &TopicPartition) -> String {
+    capped_delete_dir_name(tp, &uuid::Uuid::new_v4().simple().to_string())
+}
+
+/// [`log_delete_dir_name`] with the unique part given.
+pub(crate) fn capped_delete_dir_name(tp: &TopicPartition, unique: &str) -> String {
+    let suffix = format!("-{}.{unique}{DELETE_DIR_SUFFIX}", tp.partition);
+    let mut keep = tp
+        .topic
+        .len()
+        .min(MAX_FILE_NAME_BYTES.saturating_sub(suffix.len()));
+    while !tp.topic.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    format!("{}{suffix}", &tp.topic[..keep])
 }
 
 fn deleted_error(dir: &Path) -> StorageError {
@@ -328,9 +356,13 @@ impl Log {
 
     /// Validates and appends produced batches as the leader. `records` is one
     /// or more concatenated v2 batches. Each batch must have magic 2, a sane
-    /// length, a valid CRC-32C, `last_offset_delta >= 0` matching its record
-    /// count, and be at most `max.message.bytes`; if any is invalid nothing is
-    /// appended. Offsets are assigned from the log end offset; `base_offset`
+    /// length, a valid CRC-32C, a known compression codec (0-4),
+    /// `last_offset_delta >= 0` matching its record count, and be at most
+    /// `max.message.bytes`; an uncompressed batch's records must also pass
+    /// [`batch::validate_records`]. A compressed batch's records cannot be
+    /// read here: the caller must decompress them and run
+    /// [`batch::validate_records`] first (Kafka's `LogValidator`). If any
+    /// batch is invalid nothing is appended. Offsets are assigned from the log end offset; `base_offset`
     /// and `partition_leader_epoch` are stamped into a copy of each 61-byte
     /// header (both outside the CRC); under LogAppendTime `max_timestamp` is
     /// set to `now_ms`, attributes bit 3 set and the CRC recomputed. Record
@@ -351,6 +383,35 @@ impl Log {
         records: &Bytes,
         leader_epoch: i32,
         now_ms: i64,
+    ) -> Result<LogAppendInfo, StorageError> {
+        self.append_validated(records, leader_epoch, now_ms, true)
+    }
+
+    /// [`Log::append_as_leader`] for a caller that has already run
+    /// [`batch::validate_records`] on every batch's (decompressed) records,
+    /// compressed or not: the records sections are not scanned again. Every
+    /// header, length, codec and CRC check still applies.
+    ///
+    /// # Errors
+    /// As [`Log::append_as_leader`], except that broken records are not
+    /// detected.
+    pub fn append_as_leader_prevalidated(
+        &mut self,
+        records: &Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, StorageError> {
+        self.append_validated(records, leader_epoch, now_ms, false)
+    }
+
+    /// The leader append; `validate_uncompressed_records` runs
+    /// [`batch::validate_records`] on codec-0 batches.
+    fn append_validated(
+        &mut self,
+        records: &Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+        validate_uncompressed_records: bool,
     ) -> Result<LogAppendInfo, StorageError> {
         if records.is_empty() {
             return Err(StorageError::InvalidRecord {
@@ -382,6 +443,9 @@ impl Log {
                     size,
                     max: self.config.max_message_bytes,
                 });
+            }
+            if validate_uncompressed_records && header.compression_codec() == 0 {
+                batch::validate_records(&header, &bytes[RECORD_BATCH_OVERHEAD..size])?;
             }
             let mut stamped = [0u8; RECORD_BATCH_OVERHEAD];
             stamped.copy_from_slice(&bytes[..RECORD_BATCH_OVERHEAD]);
@@ -766,8 +830,9 @@ impl Log {
     }
 
     /// Closes the log and removes its directory (DeleteTopics): the directory
-    /// is first renamed to `<topic>-<partition>.<uuid>-delete`, as Kafka does,
-    /// then removed. File slices handed out earlier stay readable.
+    /// is first renamed to [`log_delete_dir_name`]
+    /// (`<topic>-<partition>.<uuid>-delete`, the topic cut to fit 255 bytes),
+    /// as Kafka does, then removed. File slices handed out earlier stay readable.
     ///
     /// # Errors
     /// [`StorageError::Io`] if the rename or removal fails.
@@ -784,11 +849,7 @@ impl Log {
         self.deleted = true;
         self.segments.clear();
         let parent = self.dir.parent().map(Path::to_path_buf).unwrap_or_default();
-        let unique = uuid::Uuid::new_v4().simple().to_string();
-        let renamed = parent.join(format!(
-            "{}.{unique}{DELETE_DIR_SUFFIX}",
-            partition_dir_name(&self.topic_partition)
-        ));
+        let renamed = parent.join(log_delete_dir_name(&self.topic_partition));
         std::fs::rename(&self.dir, &renamed)
             .map_err(|e| StorageError::io("rename", &self.dir, e))?;
         checkpoint::sync_dir(&parent)?;

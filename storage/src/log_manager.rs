@@ -62,6 +62,22 @@ fn parse_partition_dir(name: &str) -> Option<TopicPartition> {
     Some(TopicPartition::new(topic, partition))
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Fault point: makes [`remove_delete_dir`] fail on this thread (root
+    /// can remove any directory, so permissions cannot provoke it).
+    static FAIL_DELETE_DIR_REMOVAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Removes a leftover `*-delete` directory and everything in it.
+fn remove_delete_dir(path: &Path) -> std::io::Result<()> {
+    #[cfg(test)]
+    if FAIL_DELETE_DIR_REMOVAL.with(std::cell::Cell::get) {
+        return Err(std::io::Error::other("injected fault"));
+    }
+    std::fs::remove_dir_all(path)
+}
+
 /// Reads a checkpoint of `<topic> <partition> <offset>` lines.
 fn read_offsets(path: &Path) -> Result<HashMap<TopicPartition, i64>, StorageError> {
     let mut out = HashMap::new();
@@ -115,7 +131,8 @@ impl LogManager {
     /// Opens `log_dir` (creating it if missing): takes its `.lock`, loads
     /// `meta.properties` (creating it, KRaft version 1, with a random
     /// cluster id and directory id when absent), deletes leftover
-    /// `*-delete` directories, and opens every `<topic>-<partition>`
+    /// `*-delete` directories (one that cannot be removed is logged and left
+    /// for the next startup, not an error), and opens every `<topic>-<partition>`
     /// directory with `default_config`, recovering each from its checkpointed
     /// recovery point (0 when not checkpointed).
     ///
@@ -164,8 +181,11 @@ impl LogManager {
             if name.ends_with(DELETE_DIR_SUFFIX) {
                 let path = entry.path();
                 tracing::info!(dir = %path.display(), "removing partition directory scheduled for deletion");
-                std::fs::remove_dir_all(&path)
-                    .map_err(|e| StorageError::io("remove_dir", &path, e))?;
+                // A leftover that cannot be removed must not keep every
+                // other partition offline; the next startup retries.
+                if let Err(error) = remove_delete_dir(&path) {
+                    tracing::warn!(dir = %path.display(), %error, "cannot remove partition directory scheduled for deletion; leaving it");
+                }
                 continue;
             }
             if name.ends_with("-future") || name.ends_with("-stray") || name == METADATA_LOG_DIR {
@@ -366,6 +386,7 @@ pub fn partition_dir(log_dir: &Path, tp: &TopicPartition) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::log_delete_dir_name;
     use crate::testutil::simple_batch;
     use bytes::Bytes;
 
@@ -459,6 +480,65 @@ mod tests {
         let manager = LogManager::open(dir.path().to_path_buf(), 0, LogConfig::default()).unwrap();
         assert!(manager.logs().is_empty());
         assert!(!dir.path().join("t-1.0123abcd-delete").exists());
+    }
+
+    #[test]
+    fn a_249_character_topic_is_deleted_and_its_leftover_dir_cleaned_kafka_6795() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = TopicPartition::new("a".repeat(249), 3);
+        {
+            let manager =
+                LogManager::open(dir.path().to_path_buf(), 0, LogConfig::default()).unwrap();
+            let log = manager.get_or_create(&long, LogConfig::default()).unwrap();
+            append(&log, 2);
+            manager.delete(&long).unwrap();
+            assert!(!partition_dir(dir.path(), &long).exists());
+            manager.shutdown().unwrap();
+        }
+        // A crash between rename and removal leaves a capped `-delete` dir:
+        // startup removes it and does not take it for a partition.
+        let leftover = dir.path().join(log_delete_dir_name(&long));
+        assert_eq!(leftover.file_name().unwrap().len(), 255);
+        assert_eq!(
+            parse_partition_dir(leftover.file_name().unwrap().to_str().unwrap()),
+            None
+        );
+        std::fs::create_dir(&leftover).unwrap();
+        std::fs::write(leftover.join("00000000000000000000.log"), b"x").unwrap();
+        let manager = LogManager::open(dir.path().to_path_buf(), 0, LogConfig::default()).unwrap();
+        assert!(manager.logs().is_empty());
+        assert!(!leftover.exists());
+    }
+
+    #[test]
+    fn a_delete_dir_that_cannot_be_removed_does_not_fail_startup() {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("kept", 0);
+        {
+            let manager =
+                LogManager::open(dir.path().to_path_buf(), 0, LogConfig::default()).unwrap();
+            append(
+                &manager.get_or_create(&tp, LogConfig::default()).unwrap(),
+                2,
+            );
+            manager.shutdown().unwrap();
+        }
+        let leftover = dir
+            .path()
+            .join("gone-0.0123456789abcdef0123456789abcdef-delete");
+        std::fs::create_dir(&leftover).unwrap();
+        FAIL_DELETE_DIR_REMOVAL.with(|f| f.set(true));
+        let opened = LogManager::open(dir.path().to_path_buf(), 0, LogConfig::default());
+        FAIL_DELETE_DIR_REMOVAL.with(|f| f.set(false));
+        let manager = opened.unwrap();
+        // The failure really happened, and the partition still loaded.
+        assert!(leftover.exists());
+        assert_eq!(lock(&manager.get(&tp).unwrap()).log_end_offset(), 2);
+        drop(manager);
+        // The next startup retries the removal.
+        let manager = LogManager::open(dir.path().to_path_buf(), 0, LogConfig::default()).unwrap();
+        assert!(!leftover.exists());
+        assert_eq!(manager.logs().len(), 1);
     }
 
     #[test]

@@ -523,7 +523,16 @@ impl Scanner<'_> {
     fn header_at(&mut self, position: u64) -> Result<Option<RecordBatchHeader>, StorageError> {
         match self.bytes_at(position, RECORD_BATCH_OVERHEAD)? {
             None => Ok(None),
-            Some(bytes) => RecordBatchHeader::parse(bytes).map(Some),
+            // A stored header that does not parse is damage on disk, not a
+            // bad produce request.
+            Some(bytes) => RecordBatchHeader::parse(bytes)
+                .map(Some)
+                .map_err(|e| match e {
+                    StorageError::InvalidRecord { reason } => StorageError::CorruptRecord {
+                        reason: format!("stored batch at position {position}: {reason}"),
+                    },
+                    other => other,
+                }),
         }
     }
 }

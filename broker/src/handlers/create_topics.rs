@@ -29,21 +29,12 @@ pub async fn handle(
     let mut response = CreateTopicsResponse::default();
     let mut results: Vec<Option<CreatableTopicResult>> = Vec::with_capacity(request.topics.len());
     let mut to_create = Vec::new();
-    let mut seen = std::collections::HashSet::new();
     for topic in &request.topics {
         let name = topic.name.to_string();
         let mut result = CreatableTopicResult::default();
         result.name = topic.name.clone();
         result.num_partitions = -1;
         result.replication_factor = -1;
-        if !seen.insert(name.clone()) {
-            result.error_code = ResponseError::InvalidRequest.code();
-            result.error_message = Some(str_bytes(format!(
-                "topic '{name}' appears more than once in the request"
-            )));
-            results.push(Some(result));
-            continue;
-        }
         let mut configs = Vec::new();
         let mut config_error = None;
         for c in &topic.configs {

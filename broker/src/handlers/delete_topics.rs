@@ -4,6 +4,7 @@
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use kafka_protocol::ResponseError;
 use uuid::Uuid;
 use weir_controller::TopicRef;
 
@@ -11,23 +12,32 @@ use super::str_bytes;
 use crate::context::BrokerContext;
 use crate::error::controller_error_code;
 
+/// One requested deletion: how the response names it, and what to ask the
+/// controller (or why not to).
+type Requested = (Option<TopicName>, Uuid, Result<TopicRef, &'static str>);
+
 /// Deletes the requested topics; per-topic results in request order.
 pub async fn handle(
     ctx: &BrokerContext,
     version: i16,
     request: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
-    let refs: Vec<(Option<TopicName>, Uuid, TopicRef)> = if version >= 6 {
+    let requested: Vec<Requested> = if version >= 6 {
         request
             .topics
             .into_iter()
             .map(|t| match t.name {
+                Some(name) if !t.topic_id.is_nil() => (
+                    Some(name),
+                    t.topic_id,
+                    Err("You may not specify both topic name and topic id."),
+                ),
                 Some(name) => (
                     Some(name.clone()),
                     t.topic_id,
-                    TopicRef::Name(name.to_string()),
+                    Ok(TopicRef::Name(name.to_string())),
                 ),
-                None => (None, t.topic_id, TopicRef::Id(t.topic_id)),
+                None => (None, t.topic_id, Ok(TopicRef::Id(t.topic_id))),
             })
             .collect()
     } else {
@@ -38,32 +48,45 @@ pub async fn handle(
                 (
                     Some(name.clone()),
                     Uuid::nil(),
-                    TopicRef::Name(name.to_string()),
+                    Ok(TopicRef::Name(name.to_string())),
                 )
             })
             .collect()
     };
-    let outcomes = ctx
-        .controller
-        .delete_topics(refs.iter().map(|(_, _, r)| r.clone()).collect())
-        .await;
+    let refs: Vec<TopicRef> = requested
+        .iter()
+        .filter_map(|(_, _, r)| r.clone().ok())
+        .collect();
+    let mut outcomes = if refs.is_empty() {
+        Vec::new()
+    } else {
+        ctx.controller.delete_topics(refs).await
+    }
+    .into_iter();
     if let Err(e) = ctx.replica_manager.apply_image(&ctx.metadata()) {
         tracing::error!(error = %e, "deleting logs of removed topics failed");
     }
     let mut response = DeleteTopicsResponse::default();
-    for ((name, id, _), outcome) in refs.into_iter().zip(outcomes) {
+    for (name, id, request) in requested {
         let mut r = DeletableTopicResult::default();
         r.name = name;
         r.topic_id = id;
-        match outcome {
-            Ok((deleted_name, deleted_id)) => {
-                r.name = Some(TopicName(str_bytes(deleted_name)));
-                r.topic_id = deleted_id;
+        match request {
+            Err(message) => {
+                r.error_code = ResponseError::InvalidRequest.code();
+                r.error_message = Some(str_bytes(message));
             }
-            Err(e) => {
-                r.error_code = controller_error_code(&e);
-                r.error_message = Some(str_bytes(e.to_string()));
-            }
+            Ok(_) => match outcomes.next() {
+                Some(Ok((deleted_name, deleted_id))) => {
+                    r.name = Some(TopicName(str_bytes(deleted_name)));
+                    r.topic_id = deleted_id;
+                }
+                Some(Err(e)) => {
+                    r.error_code = controller_error_code(&e);
+                    r.error_message = Some(str_bytes(e.to_string()));
+                }
+                None => r.error_code = ResponseError::UnknownServerError.code(),
+            },
         }
         response.responses.push(r);
     }

@@ -107,11 +107,8 @@ pub async fn handle(
         }
     }
 
-    let max_bytes = if request.max_bytes <= 0 {
-        usize::MAX
-    } else {
-        request.max_bytes as usize
-    };
+    // Zero or negative limits still return the first batch (KIP-74).
+    let max_bytes = request.max_bytes.max(0) as usize;
     let min_bytes = request.min_bytes.max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let partitions: Vec<Arc<Partition>> = targets

@@ -20,14 +20,25 @@ use crate::error::storage_error_code;
 use crate::partition::Partition;
 
 /// Compression codec id of zstd in batch attributes.
-const ZSTD: i16 = 4;
+const ZSTD: u8 = 4;
+
+/// Position of the magic byte in a record batch.
+const MAGIC_OFFSET: usize = 16;
+
+/// Size of a record batch header (magic 2), bytes.
+const RECORD_BATCH_OVERHEAD: usize = 61;
 
 /// Appends every partition's batch; for acks=-1 waits until they are durable.
 ///
 /// All appends happen before the first await (see `network::connection`).
 pub async fn handle(ctx: &BrokerContext, version: i16, request: ProduceRequest) -> ProduceResponse {
-    let now = now_ms();
     let acks = request.acks;
+    let shared = ProduceContext {
+        version,
+        acks,
+        has_transactional_id: request.transactional_id.is_some(),
+        now_ms: now_ms(),
+    };
     let mut response = ProduceResponse::default();
     let mut durable_waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
     for topic in request.topic_data {
@@ -42,7 +53,7 @@ pub async fn handle(ctx: &BrokerContext, version: i16, request: ProduceRequest) 
             let result = if !matches!(acks, -1..=1) {
                 Err((ResponseError::InvalidRequiredAcks.code(), None))
             } else {
-                append(ctx, version, &topic.name, data.index, data.records, now)
+                append(ctx, &shared, &topic.name, data.index, data.records)
             };
             match result {
                 Ok((partition, info)) => {
@@ -80,44 +91,88 @@ pub async fn handle(ctx: &BrokerContext, version: i16, request: ProduceRequest) 
 
 type AppendResult = Result<(Arc<Partition>, weir_storage::LogAppendInfo), (i16, Option<String>)>;
 
+/// What every partition of one Produce request shares.
+struct ProduceContext {
+    version: i16,
+    acks: i16,
+    has_transactional_id: bool,
+    now_ms: i64,
+}
+
+fn invalid_record(message: &str) -> (i16, Option<String>) {
+    (
+        ResponseError::InvalidRecord.code(),
+        Some(message.to_string()),
+    )
+}
+
+/// Validates one partition's records as Kafka's `ProduceRequest.validateRecords`
+/// and `Partition.appendRecordsToLeader` do, then appends them.
 fn append(
     ctx: &BrokerContext,
-    version: i16,
+    request: &ProduceContext,
     topic: &str,
     index: i32,
     records: Option<Bytes>,
-    now: i64,
 ) -> AppendResult {
     let partition = ctx
         .replica_manager
         .partition(topic, index)
         .ok_or((ResponseError::UnknownTopicOrPartition.code(), None))?;
-    let records = records.ok_or((
-        ResponseError::InvalidRecord.code(),
-        Some("records are null".to_string()),
-    ))?;
+    let records = records.ok_or_else(|| invalid_record("records are null"))?;
+    if records.len() < RECORD_BATCH_OVERHEAD {
+        return Err(invalid_record(
+            "records are shorter than a record batch header",
+        ));
+    }
+    if records[MAGIC_OFFSET] != 2 {
+        return Err(invalid_record(
+            "Produce v3+ requires record batches with magic 2",
+        ));
+    }
     let header = RecordBatchHeader::parse(&records)
         .map_err(|e| (storage_error_code(&e), Some(e.to_string())))?;
     if header.size_in_bytes() != records.len() {
-        return Err((
-            ResponseError::InvalidRecord.code(),
-            Some("a produce request must hold exactly one record batch per partition".to_string()),
+        return Err(invalid_record(
+            "a produce request must hold exactly one record batch per partition",
         ));
     }
     if header.is_control() {
+        return Err(invalid_record("clients may not produce control batches"));
+    }
+    if header.is_transactional() {
+        // Transactions are not served yet: without a transactional id Kafka
+        // refuses the batch; with one there is no ongoing transaction.
+        let code = if request.has_transactional_id {
+            ResponseError::InvalidTxnState.code()
+        } else {
+            ResponseError::TransactionalIdAuthorizationFailed.code()
+        };
         return Err((
-            ResponseError::InvalidRecord.code(),
-            Some("clients may not produce control batches".to_string()),
+            code,
+            Some("transactional batches are not supported yet".to_string()),
         ));
     }
-    if header.attributes & 0x7 == ZSTD && version < 7 {
+    if header.compression_codec() == ZSTD && request.version < 7 {
         return Err((
             ResponseError::UnsupportedCompressionType.code(),
             Some("zstd needs Produce v7 or later".to_string()),
         ));
     }
+    if header.compression_codec() != 0 {
+        crate::record_validation::validate_compressed_batch(&header, &records)
+            .map_err(|e| (storage_error_code(&e), Some(e.to_string())))?;
+    }
+    if request.acks == -1 {
+        partition.check_enough_replicas().map_err(|code| {
+            (
+                code,
+                Some("the ISR is smaller than min.insync.replicas".to_string()),
+            )
+        })?;
+    }
     let info = partition
-        .append_records_as_leader(&records, now)
+        .append_records_as_leader(&records, request.now_ms)
         .map_err(|e| (storage_error_code(&e), Some(e.to_string())))?;
     metrics::counter!("weir_produced_bytes_total").increment(records.len() as u64);
     Ok((partition, info))

@@ -11,10 +11,13 @@
 //! order.
 //!
 //! Bounds: at most [`MAX_IN_FLIGHT_REQUESTS`] requests are processed or
-//! waiting to be written per connection; the read buffer never holds more
-//! than one frame of at most `socket.request.max.bytes` beyond that, because
-//! reading pauses while the in-flight limit is reached.
+//! waiting to be written per connection, and a new request is taken only
+//! while the frames of those in flight total less than
+//! `socket.request.max.bytes` (one request is always allowed). Reading
+//! pauses otherwise, so a connection holds at most about two maximum-size
+//! frames of request memory; TCP back-pressure stops the client.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::sync::Arc;
@@ -66,12 +69,20 @@ pub async fn run(
     let idle = Duration::from_millis(ctx.config.connections_max_idle_ms);
     let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
     let mut pending = FuturesOrdered::new();
+    // Frame sizes of the requests in `pending`, in the same order.
+    let mut in_flight_sizes: VecDeque<usize> = VecDeque::new();
+    let mut in_flight_bytes = 0usize;
     let mut eof = false;
+    let may_take = |pending: usize, bytes: usize| {
+        pending == 0 || (pending < MAX_IN_FLIGHT_REQUESTS && bytes < max_frame)
+    };
     let reason: &str = loop {
-        while pending.len() < MAX_IN_FLIGHT_REQUESTS {
+        while may_take(pending.len(), in_flight_bytes) {
             match decode_frame(&mut buf, max_frame) {
                 Ok(Some(frame)) => {
-                    pending.push_back(dispatch::handle_frame(ctx.clone(), frame.freeze()))
+                    in_flight_bytes += frame.len();
+                    in_flight_sizes.push_back(frame.len());
+                    pending.push_back(dispatch::handle_frame(ctx.clone(), frame.freeze()));
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -88,10 +99,11 @@ pub async fn run(
         if eof && pending.is_empty() {
             break "client closed";
         }
-        let can_read = !eof && pending.len() < MAX_IN_FLIGHT_REQUESTS;
+        let can_read = !eof && may_take(pending.len(), in_flight_bytes);
         tokio::select! {
             _ = shutdown.cancelled() => break "broker shutting down",
             Some(response) = pending.next(), if !pending.is_empty() => {
+                in_flight_bytes -= in_flight_sizes.pop_front().unwrap_or(0);
                 let close = matches!(response, Response::Close(_));
                 if tx.send(response).await.is_err() || close {
                     break "closed by a response";

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::index::IndexEntry as _;
-use crate::testutil::{build_batch, simple_batch, BatchSpec};
+use crate::testutil::{batch_with_records, build_batch, simple_batch, BatchSpec, RawRecord};
 
 fn tp() -> TopicPartition {
     TopicPartition::new("orders", 3)
@@ -175,7 +175,7 @@ fn invalid_batches_append_nothing() {
     trailing.extend_from_slice(&[0, 0, 0]);
     assert!(matches!(
         log.append_as_leader(&Bytes::from(trailing), 0, 0),
-        Err(StorageError::CorruptRecord { .. })
+        Err(StorageError::InvalidRecord { .. })
     ));
     let small = LogConfig {
         max_message_bytes: good.len() - 1,
@@ -191,6 +191,83 @@ fn invalid_batches_append_nothing() {
     assert!(std::fs::read(log.dir().join("00000000000000000000.log"))
         .unwrap()
         .is_empty());
+}
+
+/// A records section of `deltas.len()` one-byte records with these offset
+/// deltas.
+fn records_with_deltas(deltas: &[i64]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for &d in deltas {
+        RawRecord::new(d, b"x").encode(&mut out);
+    }
+    out
+}
+
+#[test]
+fn uncompressed_batches_with_broken_records_append_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), 0);
+    let good = simple_batch(2, 3, 1);
+    // Valid CRC, broken records: non-contiguous deltas, and 4 junk bytes.
+    let gap = batch_with_records(&records_with_deltas(&[0, 5]), 2, 1, 0);
+    let mut junk_records = records_with_deltas(&[0, 1]);
+    junk_records.extend_from_slice(&[1, 2, 3, 4]);
+    let junk = batch_with_records(&junk_records, 2, 1, 0);
+    for bad in [gap, junk] {
+        let mut set = good.clone();
+        set.extend_from_slice(&bad);
+        assert!(matches!(
+            log.append_as_leader(&Bytes::from(set), 0, 0),
+            Err(StorageError::InvalidRecord { .. })
+        ));
+    }
+    assert_eq!(log.log_end_offset(), 0);
+    assert_eq!(log.size_in_bytes(), 0);
+    let ok = batch_with_records(&records_with_deltas(&[0, 1, 2]), 3, 2, 0);
+    let info = log.append_as_leader(&Bytes::from(ok), 0, 0).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (0, 2));
+}
+
+#[test]
+fn compressed_and_prevalidated_batches_skip_the_records_scan_but_not_the_header_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), 0);
+    // A gzip batch: storage cannot read its records, the broker validated
+    // the decompressed bytes. Opaque bytes must be stored as they are.
+    let gzip = batch_with_records(&[0x1f, 0x8b, 9, 9, 9], 2, 1, 1);
+    log.append_as_leader(&Bytes::from(gzip.clone()), 0, 0)
+        .unwrap();
+    assert_eq!(read_all(&log, 0), stamped(&gzip, 0, 0));
+    // The caller vouches for an uncompressed batch's records.
+    let unchecked = batch_with_records(&[7, 7, 7], 1, 0, 0);
+    log.append_as_leader_prevalidated(&Bytes::from(unchecked.clone()), 0, 0)
+        .unwrap();
+    assert!(matches!(
+        log.append_as_leader(&Bytes::from(unchecked), 0, 0),
+        Err(StorageError::InvalidRecord { .. })
+    ));
+    assert_eq!(log.log_end_offset(), 3);
+    // Header and CRC checks always apply: unknown codec, bad CRC, bad magic.
+    let unknown_codec = batch_with_records(&records_with_deltas(&[0]), 1, 0, 6);
+    let mut bad_crc = simple_batch(1, 2, 1);
+    let last = bad_crc.len() - 1;
+    bad_crc[last] ^= 1;
+    let mut bad_magic = simple_batch(1, 2, 1);
+    bad_magic[16] = 1;
+    for (bad, corrupt) in [(unknown_codec, false), (bad_crc, true), (bad_magic, false)] {
+        let bad = Bytes::from(bad);
+        for result in [
+            log.append_as_leader(&bad, 0, 0),
+            log.append_as_leader_prevalidated(&bad, 0, 0),
+        ] {
+            match result {
+                Err(StorageError::CorruptRecord { .. }) if corrupt => {}
+                Err(StorageError::InvalidRecord { .. }) if !corrupt => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    assert_eq!(log.log_end_offset(), 3);
 }
 
 #[test]
@@ -629,6 +706,57 @@ fn flush_advances_the_recovery_point_and_delete_removes_the_directory() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     // A slice handed out before the delete stays readable.
     assert_eq!(slice.read_to_bytes().unwrap().len(), slice.len());
+}
+
+#[test]
+fn a_249_character_topic_can_be_deleted_kafka_6795() {
+    let dir = tempfile::tempdir().unwrap();
+    // 249 is Kafka's longest legal topic name; with the partition and the
+    // `.<uuid>-delete` suffix the naive delete name is 291 bytes.
+    let long = TopicPartition::new("t".repeat(249), 0);
+    let mut log = Log::open(dir.path().to_path_buf(), long, LogConfig::default(), 0).unwrap();
+    log.append_as_leader(&Bytes::from(simple_batch(2, 5, 1)), 0, 0)
+        .unwrap();
+    let part_dir = log.dir().to_path_buf();
+    assert!(part_dir.exists());
+    log.delete().unwrap();
+    assert!(!part_dir.exists());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn delete_dir_names_fit_255_bytes_and_keep_kafkas_shape() {
+    let unique = "0123456789abcdef0123456789abcdef";
+    assert_eq!(
+        capped_delete_dir_name(&tp(), unique),
+        format!("orders-3.{unique}-delete")
+    );
+    for (len, partition) in [
+        (1, 0),
+        (200, 7),
+        (214, 7),
+        (215, 7),
+        (249, 0),
+        (249, i32::MAX),
+    ] {
+        let tp = TopicPartition::new("x".repeat(len), partition);
+        let name = capped_delete_dir_name(&tp, unique);
+        assert!(name.len() <= 255, "{len}: {} bytes", name.len());
+        let suffix = format!("-{partition}.{unique}{DELETE_DIR_SUFFIX}");
+        assert!(name.ends_with(&suffix), "{name}");
+        let kept = name.len() - suffix.len();
+        assert_eq!(kept, len.min(255 - suffix.len()), "{name}");
+        assert!(tp.topic.starts_with(&name[..kept]));
+    }
+    // A random name has 32 hex digits and the same bound.
+    let name = log_delete_dir_name(&TopicPartition::new("y".repeat(249), 12));
+    assert_eq!(name.len(), 255);
+    assert!(name.ends_with(DELETE_DIR_SUFFIX));
+    // Multi-byte characters are never split (topic names are ASCII in
+    // Kafka, but a TopicPartition can hold any string).
+    let wide = TopicPartition::new("é".repeat(200), 1);
+    let name = capped_delete_dir_name(&wide, unique);
+    assert!(name.len() <= 255 && name.ends_with(DELETE_DIR_SUFFIX));
 }
 
 mod model {
