@@ -508,21 +508,33 @@ mod tests {
             }
             controller.allocate_producer_ids(0, epoch).await.unwrap();
             let applied = controller.image().last_applied_offset;
-            // The low threshold makes openraft snapshot and purge by itself;
-            // wait (bounded) for both to cover everything applied so far.
-            let waited = controller
-                .inner
-                .raft
-                .wait(Some(Duration::from_secs(10)))
-                .metrics(
-                    |m| {
-                        m.snapshot.is_some_and(|s| s.index + 5 > applied)
-                            && m.purged.is_some_and(|p| Some(p) == m.snapshot)
-                    },
-                    "snapshot and purge",
-                )
-                .await
-                .unwrap();
+            // The low threshold makes openraft snapshot by itself, but a
+            // trigger that arrives while a snapshot is being built is
+            // skipped, so keep asking for one until a snapshot covers
+            // everything applied and the log is purged up to it (bounded).
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            let waited = loop {
+                controller.inner.raft.trigger().snapshot().await.unwrap();
+                let done = controller
+                    .inner
+                    .raft
+                    .wait(Some(Duration::from_secs(1)))
+                    .metrics(
+                        |m| {
+                            m.snapshot.is_some_and(|s| s.index >= applied)
+                                && m.purged.is_some_and(|p| Some(p) == m.snapshot)
+                        },
+                        "snapshot and purge",
+                    )
+                    .await;
+                match done {
+                    Ok(metrics) => break metrics,
+                    Err(e) if std::time::Instant::now() < deadline => {
+                        tracing::debug!(error = %e, "snapshot not there yet; asking again")
+                    }
+                    Err(e) => panic!("no snapshot covering offset {applied}: {e}"),
+                }
+            };
             let snapshot_offset = waited.snapshot.unwrap().index;
             let before = controller.image();
             controller.shutdown().await.unwrap();
