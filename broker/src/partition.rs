@@ -14,6 +14,10 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 use weir_storage::{FetchDataInfo, Log, LogAppendInfo, StorageError, TopicPartition};
 
+/// `current_leader_epoch` value meaning "not given" (Kafka's
+/// `RecordBatch.NO_PARTITION_LEADER_EPOCH`).
+pub const NO_PARTITION_LEADER_EPOCH: i32 = -1;
+
 /// A partition hosted by this broker (always the leader on a single node).
 pub struct Partition {
     topic_partition: TopicPartition,
@@ -117,14 +121,15 @@ impl Partition {
         lock(&self.log).log_end_offset()
     }
 
-    /// Checks a client's `current_leader_epoch` (KIP-320): -1 skips the
-    /// check; an older epoch is fenced, a newer one is unknown to us.
+    /// Checks a client's `current_leader_epoch` (KIP-320): -1 (and only -1,
+    /// as Kafka's `Partition.checkCurrentLeaderEpoch`) skips the check; an
+    /// older epoch is fenced, a newer one is unknown to us.
     ///
     /// # Errors
     /// `Err(code)` with FENCED_LEADER_EPOCH (74) or UNKNOWN_LEADER_EPOCH (75).
     pub fn check_leader_epoch(&self, current_leader_epoch: i32) -> Result<(), i16> {
         let ours = self.leader_epoch();
-        if current_leader_epoch < 0 || current_leader_epoch == ours {
+        if current_leader_epoch == NO_PARTITION_LEADER_EPOCH || current_leader_epoch == ours {
             Ok(())
         } else if current_leader_epoch < ours {
             Err(74)

@@ -8,6 +8,7 @@
 
 mod support;
 
+mod admin;
 mod api_coverage;
 mod bad_input;
 mod cases_fetch;

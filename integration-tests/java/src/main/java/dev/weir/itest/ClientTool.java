@@ -9,7 +9,19 @@ import java.util.BitSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.CreateTopicsResult;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -17,8 +29,14 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -39,6 +57,12 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * consume-from BOOTSTRAP TOPIC PARTITION OFFSET
  *     assign() + seek(OFFSET), reads until the end offset and prints
  *     "record OFFSET VALUE" for every delivered record, then "consumed N".
+ * admin BOOTSTRAP TOPIC CLUSTER_ID PORT
+ *     AdminClient: createTopics (3 partitions, retention.ms and cleanup.policy
+ *     set), describeTopics, describeConfigs (topic and broker "1"),
+ *     describeCluster (CLUSTER_ID, one node 1 on PORT), listOffsets
+ *     earliest/latest/max-timestamp after the producer wrote five records to
+ *     partition 0, deleteTopics. Prints "admin ok".
  * </pre>
  */
 public final class ClientTool {
@@ -49,7 +73,7 @@ public final class ClientTool {
 
     public static void main(String[] args) throws Exception {
         if (args.length == 0) {
-            fail("usage: ClientTool produce-consume|consume-from ...");
+            fail("usage: ClientTool produce-consume|consume-from|admin ...");
         }
         switch (args[0]) {
             case "produce-consume" -> {
@@ -59,6 +83,10 @@ public final class ClientTool {
             case "consume-from" -> {
                 requireArgs(args, 5);
                 consumeFrom(args[1], args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]));
+            }
+            case "admin" -> {
+                requireArgs(args, 5);
+                admin(args[1], args[2], args[3], Integer.parseInt(args[4]));
             }
             default -> fail("unknown subcommand " + args[0]);
         }
@@ -189,6 +217,123 @@ public final class ClientTool {
             }
         }
         System.out.println("consumed " + consumed);
+    }
+
+    private static void check(boolean ok, String message) {
+        if (!ok) {
+            fail(message);
+        }
+    }
+
+    private static void checkConfig(Config config, String what, String key, String value, ConfigEntry.ConfigSource source) {
+        ConfigEntry entry = config.get(key);
+        check(entry != null, what + " lacks " + key + ": " + config);
+        check(value.equals(entry.value()), what + " " + key + " = " + entry.value() + ", expected " + value);
+        check(entry.source() == source, what + " " + key + " source " + entry.source() + ", expected " + source);
+    }
+
+    /** Timestamps (ms after BASE_TIMESTAMP_MS) of the five admin records: the largest is at offset 1. */
+    private static final long[] ADMIN_TIMESTAMPS = {1_000, 5_000, 2_000, 4_000, 3_000};
+
+    private static void admin(String bootstrap, String topic, String clusterId, int port) throws Exception {
+        Properties a = new Properties();
+        a.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        a.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "60000");
+        try (Admin admin = Admin.create(a)) {
+            NewTopic newTopic = new NewTopic(topic, 3, (short) 1)
+                    .configs(Map.of("retention.ms", "3600000", "cleanup.policy", "delete"));
+            CreateTopicsResult created = admin.createTopics(List.of(newTopic));
+            created.all().get();
+            check(created.numPartitions(topic).get() == 3, "created partitions " + created.numPartitions(topic).get());
+            check(created.replicationFactor(topic).get() == 1, "created replication factor " + created.replicationFactor(topic).get());
+            Uuid topicId = created.topicId(topic).get();
+            check(topicId != null && !Uuid.ZERO_UUID.equals(topicId), "created topic id " + topicId);
+            Config createdConfig = created.config(topic).get();
+            checkConfig(createdConfig, "createTopics", "retention.ms", "3600000", ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG);
+            checkConfig(createdConfig, "createTopics", "segment.bytes", "1073741824", ConfigEntry.ConfigSource.DEFAULT_CONFIG);
+            try {
+                admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
+                fail("creating " + topic + " twice succeeded");
+            } catch (ExecutionException e) {
+                check(e.getCause() instanceof TopicExistsException, "second createTopics failed with " + e.getCause());
+            }
+            System.out.println("created " + topic + " " + topicId);
+
+            TopicDescription description = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+            check(description != null, "describeTopics lacks " + topic);
+            check(topicId.equals(description.topicId()), "describeTopics id " + description.topicId() + ", created " + topicId);
+            check(!description.isInternal(), topic + " is not internal");
+            check(description.partitions().size() == 3, "described partitions " + description.partitions());
+            for (int i = 0; i < 3; i++) {
+                TopicPartitionInfo p = description.partitions().get(i);
+                check(p.partition() == i, "partition order " + description.partitions());
+                check(p.leader() != null && p.leader().id() == 1, "leader of " + i + ": " + p.leader());
+                check(p.replicas().size() == 1 && p.replicas().get(0).id() == 1, "replicas of " + i + ": " + p.replicas());
+                check(p.isr().size() == 1 && p.isr().get(0).id() == 1, "isr of " + i + ": " + p.isr());
+            }
+
+            ConfigResource topicResource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            ConfigResource brokerResource = new ConfigResource(ConfigResource.Type.BROKER, "1");
+            Map<ConfigResource, Config> configs = admin.describeConfigs(List.of(topicResource, brokerResource)).all().get();
+            Config topicConfig = configs.get(topicResource);
+            checkConfig(topicConfig, "topic config", "retention.ms", "3600000", ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG);
+            checkConfig(topicConfig, "topic config", "cleanup.policy", "delete", ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG);
+            checkConfig(topicConfig, "topic config", "segment.bytes", "1073741824", ConfigEntry.ConfigSource.DEFAULT_CONFIG);
+            checkConfig(topicConfig, "topic config", "max.message.bytes", "1048588", ConfigEntry.ConfigSource.DEFAULT_CONFIG);
+            Config brokerConfig = configs.get(brokerResource);
+            checkConfig(brokerConfig, "broker config", "log.segment.bytes", "1073741824", ConfigEntry.ConfigSource.DEFAULT_CONFIG);
+            checkConfig(brokerConfig, "broker config", "node.id", "1", ConfigEntry.ConfigSource.STATIC_BROKER_CONFIG);
+
+            DescribeClusterResult cluster = admin.describeCluster();
+            check(clusterId.equals(cluster.clusterId().get()), "cluster id " + cluster.clusterId().get() + ", expected " + clusterId);
+            Node controller = cluster.controller().get();
+            check(controller != null && controller.id() == 1, "controller " + controller);
+            List<Node> nodes = new ArrayList<>(cluster.nodes().get());
+            check(nodes.size() == 1, "nodes " + nodes);
+            check(nodes.get(0).id() == 1 && nodes.get(0).port() == port && "127.0.0.1".equals(nodes.get(0).host()),
+                    "node " + nodes.get(0) + ", expected 1 at 127.0.0.1:" + port);
+
+            Properties p = new Properties();
+            p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+            p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+            try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+                List<Future<RecordMetadata>> acks = new ArrayList<>();
+                for (int i = 0; i < ADMIN_TIMESTAMPS.length; i++) {
+                    acks.add(producer.send(new ProducerRecord<>(topic, 0, BASE_TIMESTAMP_MS + ADMIN_TIMESTAMPS[i],
+                            key(i), value(i, 16))));
+                }
+                producer.flush();
+                for (int i = 0; i < acks.size(); i++) {
+                    long offset = acks.get(i).get().offset();
+                    check(offset == i, "record " + i + " written at offset " + offset);
+                }
+            }
+
+            TopicPartition p0 = new TopicPartition(topic, 0);
+            TopicPartition p1 = new TopicPartition(topic, 1);
+            ListOffsetsResultInfo earliest = admin.listOffsets(Map.of(p0, OffsetSpec.earliest())).partitionResult(p0).get();
+            check(earliest.offset() == 0, "earliest offset " + earliest.offset());
+            ListOffsetsResultInfo latest = admin.listOffsets(Map.of(p0, OffsetSpec.latest())).partitionResult(p0).get();
+            check(latest.offset() == ADMIN_TIMESTAMPS.length, "latest offset " + latest.offset());
+            ListOffsetsResultInfo max = admin.listOffsets(Map.of(p0, OffsetSpec.maxTimestamp())).partitionResult(p0).get();
+            check(max.offset() == 1 && max.timestamp() == BASE_TIMESTAMP_MS + 5_000,
+                    "max timestamp at offset " + max.offset() + " ts " + max.timestamp() + ", expected 1 ts " + (BASE_TIMESTAMP_MS + 5_000));
+            ListOffsetsResultInfo emptyLatest = admin.listOffsets(Map.of(p1, OffsetSpec.latest())).partitionResult(p1).get();
+            check(emptyLatest.offset() == 0, "latest offset of empty partition 1: " + emptyLatest.offset());
+            System.out.println("offsets earliest=" + earliest.offset() + " latest=" + latest.offset() + " max=" + max.offset());
+
+            admin.deleteTopics(List.of(topic)).all().get();
+            Set<String> names = admin.listTopics().names().get();
+            check(!names.contains(topic), "listTopics still has " + topic + ": " + names);
+            try {
+                admin.describeTopics(List.of(topic)).allTopicNames().get();
+                fail("describeTopics of deleted " + topic + " succeeded");
+            } catch (ExecutionException e) {
+                check(e.getCause() instanceof UnknownTopicOrPartitionException, "describeTopics after delete failed with " + e.getCause());
+            }
+        }
+        System.out.println("admin ok");
     }
 
     private static Properties consumerProperties(String bootstrap) {
