@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use tracing::{info, warn};
-use weir_controller::MetadataImage;
-use weir_storage::{LogManager, StorageError, TopicPartition};
+use weir_controller::{MetadataImage, TopicImage};
+use weir_storage::{Log, LogManager, StorageError, TopicPartition};
 
 use crate::config::BrokerConfig;
 use crate::partition::Partition;
@@ -97,37 +97,7 @@ impl ReplicaManager {
                         continue;
                     }
                 }
-                let log = self
-                    .log_manager
-                    .get_or_create(&tp, log_config_for(&self.config, &topic.configs))?;
-                {
-                    let mut l = log.lock().unwrap_or_else(|e| e.into_inner());
-                    match l.topic_id() {
-                        Some(id) if id != *topic.topic_id.as_bytes() => {
-                            warn!(topic_partition = ?tp, "log belongs to an older topic with the same name; deleting it");
-                            drop(l);
-                            self.log_manager.delete(&tp)?;
-                            let fresh = self
-                                .log_manager
-                                .get_or_create(&tp, log_config_for(&self.config, &topic.configs))?;
-                            fresh
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .set_topic_id(*topic.topic_id.as_bytes())?;
-                            let p = Arc::new(Partition::new(
-                                tp.clone(),
-                                topic.topic_id,
-                                fresh,
-                                registration.leader_epoch,
-                            ));
-                            p.set_replication_state(registration.isr.len(), min_isr);
-                            next.insert(tp, p);
-                            continue;
-                        }
-                        Some(_) => {}
-                        None => l.set_topic_id(*topic.topic_id.as_bytes())?,
-                    }
-                }
+                let log = self.open_log(&tp, topic)?;
                 let p = Arc::new(Partition::new(
                     tp.clone(),
                     topic.topic_id,
@@ -149,6 +119,31 @@ impl ReplicaManager {
             self.log_manager.delete(&tp)?;
         }
         Ok(())
+    }
+
+    /// The log of `tp` for `topic`, created if missing. A log left by an
+    /// older topic of the same name (another topic id) is deleted first.
+    fn open_log(
+        &self,
+        tp: &TopicPartition,
+        topic: &TopicImage,
+    ) -> Result<Arc<Mutex<Log>>, StorageError> {
+        let config = log_config_for(&self.config, &topic.configs);
+        let log = self.log_manager.get_or_create(tp, config.clone())?;
+        let existing = log.lock().unwrap_or_else(|e| e.into_inner()).topic_id();
+        let log = match existing {
+            Some(id) if id != *topic.topic_id.as_bytes() => {
+                warn!(topic_partition = ?tp, "log belongs to an older topic with the same name; deleting it");
+                self.log_manager.delete(tp)?;
+                self.log_manager.get_or_create(tp, config)?
+            }
+            Some(_) => return Ok(log),
+            None => log,
+        };
+        log.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_topic_id(*topic.topic_id.as_bytes())?;
+        Ok(log)
     }
 
     /// Deletes logs on disk that no topic in `image` owns (a topic deleted
