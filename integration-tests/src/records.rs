@@ -129,6 +129,10 @@ pub struct BatchHeader {
     pub attributes: i16,
     /// Offset of the last record minus the base offset.
     pub last_offset_delta: i32,
+    /// Timestamp of the first record (CreateTime batches), ms.
+    pub base_timestamp: i64,
+    /// Largest timestamp in the batch (the append time for LogAppendTime), ms.
+    pub max_timestamp: i64,
     /// Number of records.
     pub records_count: i32,
 }
@@ -204,6 +208,8 @@ pub fn batch_header(batch: &[u8]) -> Result<BatchHeader, String> {
         crc: u32::from_be_bytes(batch[CRC_AT..CRC_AT + 4].try_into().expect("4 bytes")),
         attributes: i16::from_be_bytes(batch[21..23].try_into().expect("2 bytes")),
         last_offset_delta: be_i32(23),
+        base_timestamp: i64::from_be_bytes(batch[27..35].try_into().expect("8 bytes")),
+        max_timestamp: i64::from_be_bytes(batch[35..43].try_into().expect("8 bytes")),
         records_count: be_i32(57),
     })
 }

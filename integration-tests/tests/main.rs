@@ -19,4 +19,5 @@ mod client_confluent;
 mod client_java;
 mod client_kcat;
 mod lifecycle;
+mod log_config;
 mod metrics;
