@@ -8,6 +8,10 @@
 //! - The Java client harness `integration-tests/java` (kafka-clients), built
 //!   by `scripts/test` into `target/weir-itest-java.jar` plus
 //!   `target/classpath.txt` (or `WEIR_JAVA_JAR` / `WEIR_JAVA_CLASSPATH_FILE`).
+//! - Apache Kafka's own server-side tools (the `kafka_2.13` artifact, e.g.
+//!   `kafka.tools.DumpLogSegments`), whose classpath `scripts/test` resolves
+//!   from `integration-tests/java-kafka-tools/pom.xml` into
+//!   `target/classpath.txt` there (or `WEIR_KAFKA_TOOLS_CLASSPATH_FILE`).
 //!
 //! All of them are installed by `scripts/test`; a missing one is a setup
 //! error reported with that hint.
@@ -141,6 +145,45 @@ pub fn java_client_tool() -> Result<Command, HarnessError> {
         .arg("-cp")
         .arg(java_classpath()?)
         .arg("dev.weir.itest.ClientTool");
+    Ok(command)
+}
+
+/// The runtime classpath of Apache Kafka's server-side tools (`kafka_2.13`
+/// and its dependencies), joined with `:`: the contents of
+/// `WEIR_KAFKA_TOOLS_CLASSPATH_FILE`, else of
+/// `<repo>/integration-tests/java-kafka-tools/target/classpath.txt`.
+///
+/// # Errors
+///
+/// [`HarnessError::Missing`] when `scripts/test` has not resolved it, and
+/// [`HarnessError::Io`] when the file cannot be read.
+pub fn kafka_tools_classpath() -> Result<String, HarnessError> {
+    let classpath_file = existing(
+        "the Kafka tools classpath file",
+        from_env_or(
+            "WEIR_KAFKA_TOOLS_CLASSPATH_FILE",
+            repo_root().join("integration-tests/java-kafka-tools/target/classpath.txt"),
+        ),
+    )?;
+    let classpath = std::fs::read_to_string(&classpath_file)
+        .map_err(|e| HarnessError::io(format!("reading {}", classpath_file.display()), e))?;
+    Ok(classpath.trim().to_owned())
+}
+
+/// A `java` command running one of Apache Kafka's tools, `main_class` (for
+/// example `kafka.tools.DumpLogSegments`, what `bin/kafka-dump-log.sh`
+/// runs), on [`kafka_tools_classpath`]; append the tool's arguments.
+///
+/// # Errors
+///
+/// As [`kafka_tools_classpath`].
+pub fn kafka_tool(main_class: &str) -> Result<Command, HarnessError> {
+    let mut command = Command::new("java");
+    command
+        .arg("-Xmx512m")
+        .arg("-cp")
+        .arg(kafka_tools_classpath()?)
+        .arg(main_class);
     Ok(command)
 }
 

@@ -18,6 +18,7 @@ mod cases_produce;
 mod client_confluent;
 mod client_java;
 mod client_kcat;
+mod kafka_compat;
 mod lifecycle;
 mod log_config;
 mod metrics;
