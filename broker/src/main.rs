@@ -1,10 +1,11 @@
 //! The `weir` binary: parses the command line, sets up logging and runs the
-//! broker until SIGTERM or SIGINT.
+//! broker until SIGTERM or SIGINT. `weir dump-log FILE...` lists segment and
+//! index files instead.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 use tracing_subscriber::EnvFilter;
@@ -21,10 +22,27 @@ struct Cli {
     /// kafka-server-start.sh --override.
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the batches of `.log` files and the entries of `.index` /
+    /// `.timeindex` files (offsets, timestamps, producer fields, codec, CRC
+    /// status). Exits 1 if any file has a problem.
+    DumpLog {
+        /// Segment or index files.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::DumpLog { files }) = &cli.command {
+        return dump_log(files);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
@@ -93,5 +111,31 @@ fn raise_open_files_limit() {
         if let Err(e) = setrlimit(Resource::Nofile, limit) {
             tracing::warn!(error = %e, ?before, "cannot raise the open files limit");
         }
+    }
+}
+
+/// `weir dump-log`: lists every file; problems go to stderr.
+fn dump_log(files: &[PathBuf]) -> ExitCode {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut failed = false;
+    for file in files {
+        match weir_storage::dump::dump_file(file, &mut out) {
+            Ok(report) => {
+                for problem in &report.problems {
+                    eprintln!("weir: {}: {problem}", file.display());
+                }
+                failed |= !report.problems.is_empty();
+            }
+            Err(e) => {
+                eprintln!("weir: {e}");
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }
