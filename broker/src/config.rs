@@ -129,12 +129,21 @@ pub struct BrokerConfig {
     pub message_max_bytes: usize,
     /// `log.message.timestamp.type`. Default: CreateTime.
     pub log_message_timestamp_type: TimestampType,
-    /// `log.retention.hours` / `log.retention.minutes` / `log.retention.ms`
-    /// resolved to ms. Default: 168 hours. Retention itself is not yet
-    /// enforced; the value is reported by DescribeConfigs.
+    /// `log.retention.ms`, else `log.retention.minutes`, else
+    /// `log.retention.hours` (Kafka's precedence), in ms; negative keeps
+    /// segments forever. Default: 168 hours. Topics override it with
+    /// `retention.ms`.
     pub log_retention_ms: i64,
-    /// `log.retention.bytes`. Default: -1 (unlimited). Reported only.
+    /// `log.retention.bytes`: partition size, bytes, above which the oldest
+    /// segments are deleted; negative is unlimited. Default: -1.
     pub log_retention_bytes: i64,
+    /// `log.roll.ms`, else `log.roll.hours` (Kafka's precedence), in ms: the
+    /// age at which the active segment rolls. Default: 168 hours. Topics
+    /// override it with `segment.ms`.
+    pub log_roll_ms: i64,
+    /// `log.retention.check.interval.ms`: how often retention runs over
+    /// every partition, ms. Default: 300000.
+    pub log_retention_check_interval_ms: u64,
     /// `socket.request.max.bytes`: largest request frame, bytes.
     /// Default: 104857600.
     pub socket_request_max_bytes: usize,
@@ -155,7 +164,6 @@ const ACCEPTED_KEYS: &[&str] = &[
     "controller.listener.names",
     "inter.broker.listener.name",
     "listener.security.protocol.map",
-    "log.retention.check.interval.ms",
     "log.flush.interval.messages",
     "log.flush.interval.ms",
     "offsets.topic.replication.factor",
@@ -194,6 +202,8 @@ impl Default for BrokerConfig {
             log_message_timestamp_type: TimestampType::CreateTime,
             log_retention_ms: 168 * 3_600_000,
             log_retention_bytes: -1,
+            log_roll_ms: 168 * 3_600_000,
+            log_retention_check_interval_ms: 300_000,
             socket_request_max_bytes: 104_857_600,
             connections_max_idle_ms: 600_000,
             metrics_listener: Some(SocketAddr::from(([127, 0, 0, 1], 9464))),
@@ -275,6 +285,14 @@ impl BrokerConfig {
             c.set(&key, &value)?;
             c.explicit.insert(key, value);
         }
+        // Kafka's precedence, whatever the order they were given in:
+        // log.retention.ms > log.retention.minutes > log.retention.hours and
+        // log.roll.ms > log.roll.hours.
+        for key in ["log.retention.minutes", "log.retention.ms", "log.roll.ms"] {
+            if let Some(value) = c.explicit.get(key).cloned() {
+                c.set(key, &value)?;
+            }
+        }
         Ok(c)
     }
 
@@ -341,6 +359,36 @@ impl BrokerConfig {
             }
             "log.retention.ms" => self.log_retention_ms = parse_num(key, value)?,
             "log.retention.bytes" => self.log_retention_bytes = parse_num(key, value)?,
+            "log.roll.hours" => {
+                self.log_roll_ms = parse_num::<i64>(key, value)?.saturating_mul(3_600_000);
+                if self.log_roll_ms < 1 {
+                    return Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: value.into(),
+                        reason: "must be at least 1".into(),
+                    });
+                }
+            }
+            "log.roll.ms" => {
+                self.log_roll_ms = parse_num(key, value)?;
+                if self.log_roll_ms < 1 {
+                    return Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: value.into(),
+                        reason: "must be at least 1".into(),
+                    });
+                }
+            }
+            "log.retention.check.interval.ms" => {
+                self.log_retention_check_interval_ms = parse_num(key, value)?;
+                if self.log_retention_check_interval_ms < 1 {
+                    return Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: value.into(),
+                        reason: "must be at least 1".into(),
+                    });
+                }
+            }
             "socket.request.max.bytes" => self.socket_request_max_bytes = parse_num(key, value)?,
             "connections.max.idle.ms" => self.connections_max_idle_ms = parse_num(key, value)?,
             "metrics.listener" => {
@@ -378,6 +426,10 @@ impl BrokerConfig {
             index_interval_bytes: self.log_index_interval_bytes,
             max_message_bytes: self.message_max_bytes,
             message_timestamp_type: self.log_message_timestamp_type,
+            retention_ms: self.log_retention_ms,
+            retention_bytes: self.log_retention_bytes,
+            segment_ms: self.log_roll_ms,
+            cleanup_policy: weir_storage::CleanupPolicy::default(),
         }
     }
 
@@ -452,12 +504,53 @@ mod tests {
     }
 
     #[test]
+    fn retention_and_roll_keys_follow_kafkas_names_defaults_and_precedence() {
+        let c = BrokerConfig::default();
+        assert_eq!(c.log_retention_ms, 604_800_000);
+        assert_eq!(c.log_retention_bytes, -1);
+        assert_eq!(c.log_roll_ms, 604_800_000);
+        assert_eq!(c.log_retention_check_interval_ms, 300_000);
+        let pairs = |kv: &[(&str, &str)]| {
+            BrokerConfig::from_pairs(
+                kv.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
+            .unwrap()
+        };
+        // ms beats minutes beats hours, whatever the order.
+        let c = pairs(&[
+            ("log.retention.ms", "1234"),
+            ("log.retention.minutes", "2"),
+            ("log.retention.hours", "1"),
+            ("log.roll.ms", "5000"),
+            ("log.roll.hours", "3"),
+            ("log.retention.bytes", "4096"),
+            ("log.retention.check.interval.ms", "250"),
+        ]);
+        assert_eq!(c.log_retention_ms, 1234);
+        assert_eq!(c.log_roll_ms, 5000);
+        let log = c.default_log_config();
+        assert_eq!(
+            (log.retention_ms, log.retention_bytes, log.segment_ms),
+            (1234, 4096, 5000)
+        );
+        assert_eq!(c.log_retention_check_interval_ms, 250);
+        let c = pairs(&[("log.retention.minutes", "2"), ("log.retention.hours", "1")]);
+        assert_eq!(c.log_retention_ms, 120_000);
+        let c = pairs(&[("log.roll.hours", "2"), ("log.retention.ms", "-1")]);
+        assert_eq!((c.log_roll_ms, c.log_retention_ms), (7_200_000, -1));
+    }
+
+    #[test]
     fn invalid_values_are_rejected() {
         for (k, v) in [
             ("num.partitions", "0"),
             ("auto.create.topics.enable", "yes"),
             ("listeners", "127.0.0.1:9092"),
             ("log.message.timestamp.type", "Now"),
+            ("log.roll.ms", "0"),
+            ("log.retention.check.interval.ms", "0"),
         ] {
             let err = BrokerConfig::from_pairs(vec![(k.into(), v.into())]).unwrap_err();
             assert!(err.to_string().contains(k), "{err}");

@@ -80,6 +80,9 @@ pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes) -> Response {
         RequestKind::DeleteTopics(r) => {
             ResponseKind::DeleteTopics(handlers::delete_topics::handle(&ctx, version, r).await)
         }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(handlers::delete_records::handle(&ctx, version, r).await)
+        }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(handlers::describe_configs::handle(&ctx, version, r))
         }
@@ -179,6 +182,7 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::ApiVersions => "ApiVersions",
         ApiKey::CreateTopics => "CreateTopics",
         ApiKey::DeleteTopics => "DeleteTopics",
+        ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::DescribeConfigs => "DescribeConfigs",
         ApiKey::DescribeCluster => "DescribeCluster",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",

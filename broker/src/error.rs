@@ -12,7 +12,10 @@ pub fn storage_error_code(error: &StorageError) -> i16 {
         StorageError::CorruptRecord { .. } => ResponseError::CorruptMessage.code(),
         StorageError::InvalidRecord { .. } => ResponseError::InvalidRecord.code(),
         StorageError::RecordBatchTooLarge { .. } => ResponseError::MessageTooLarge.code(),
-        StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
+        StorageError::OffsetOutOfRange { .. }
+        | StorageError::LogStartOffsetBeyondHighWatermark { .. } => {
+            ResponseError::OffsetOutOfRange.code()
+        }
         StorageError::Io { .. }
         | StorageError::MalformedFile { .. }
         | StorageError::LogDirLocked { .. }
@@ -80,6 +83,13 @@ mod tests {
                     requested: 9,
                     log_start: 0,
                     log_end: 1,
+                },
+                1,
+            ),
+            (
+                StorageError::LogStartOffsetBeyondHighWatermark {
+                    requested: 9,
+                    high_watermark: 3,
                 },
                 1,
             ),

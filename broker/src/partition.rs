@@ -18,6 +18,10 @@ use weir_storage::{FetchDataInfo, Log, LogAppendInfo, StorageError, TopicPartiti
 /// `RecordBatch.NO_PARTITION_LEADER_EPOCH`).
 pub const NO_PARTITION_LEADER_EPOCH: i32 = -1;
 
+/// DeleteRecords offset meaning "up to the high watermark" (Kafka's
+/// `DeleteRecordsRequest.HIGH_WATERMARK`).
+pub const DELETE_TO_HIGH_WATERMARK: i64 = -1;
+
 /// A partition hosted by this broker (always the leader on a single node).
 pub struct Partition {
     topic_partition: TopicPartition,
@@ -27,7 +31,6 @@ pub struct Partition {
     isr_size: AtomicUsize,
     min_insync_replicas: AtomicI32,
     high_watermark: AtomicI64,
-    log_start_offset: AtomicI64,
     /// Offset (exclusive) up to which the log is known to be fsynced.
     durable_offset: AtomicI64,
     data_arrived: Notify,
@@ -43,9 +46,9 @@ impl Partition {
         log: Arc<Mutex<Log>>,
         leader_epoch: i32,
     ) -> Self {
-        let (start, end, recovery) = {
+        let (end, recovery) = {
             let l = lock(&log);
-            (l.log_start_offset(), l.log_end_offset(), l.recovery_point())
+            (l.log_end_offset(), l.recovery_point())
         };
         Partition {
             topic_partition,
@@ -55,7 +58,6 @@ impl Partition {
             isr_size: AtomicUsize::new(1),
             min_insync_replicas: AtomicI32::new(1),
             high_watermark: AtomicI64::new(end),
-            log_start_offset: AtomicI64::new(start),
             durable_offset: AtomicI64::new(recovery),
             data_arrived: Notify::new(),
             flush_lock: tokio::sync::Mutex::new(()),
@@ -111,9 +113,64 @@ impl Partition {
         self.high_watermark.load(Ordering::Acquire)
     }
 
-    /// Log start offset: the first offset still in the log.
+    /// Log start offset: the first offset still in the log, read from the
+    /// log (retention and DeleteRecords move it).
     pub fn log_start_offset(&self) -> i64 {
-        self.log_start_offset.load(Ordering::Acquire)
+        lock(&self.log).log_start_offset()
+    }
+
+    /// DeleteRecords on the leader (KIP-107, Kafka's
+    /// `Partition.deleteRecordsOnLeader`): moves the log start offset up to
+    /// `offset`, where -1 means the high watermark. Returns the new low
+    /// watermark (the log start offset; on a single node every replica is
+    /// this one). Segments wholly below it are deleted by the next retention
+    /// pass; reads below it fail at once.
+    ///
+    /// # Errors
+    /// [`StorageError::OffsetOutOfRange`] for an offset below -1,
+    /// [`StorageError::LogStartOffsetBeyondHighWatermark`] above the high
+    /// watermark (both OFFSET_OUT_OF_RANGE), I/O errors.
+    pub fn delete_records(&self, offset: i64) -> Result<i64, StorageError> {
+        let mut log = lock(&self.log);
+        let high_watermark = self.high_watermark();
+        let offset = if offset == DELETE_TO_HIGH_WATERMARK {
+            high_watermark
+        } else {
+            offset
+        };
+        if offset < 0 {
+            return Err(StorageError::OffsetOutOfRange {
+                requested: offset,
+                log_start: log.log_start_offset(),
+                log_end: log.log_end_offset(),
+            });
+        }
+        log.maybe_increment_log_start_offset(offset, high_watermark)?;
+        Ok(log.log_start_offset())
+    }
+
+    /// Whether the topic's `cleanup.policy` includes `delete`; DeleteRecords
+    /// is refused otherwise (Kafka's `Partition.deleteRecordsOnLeader`).
+    pub fn cleanup_policy_allows_delete(&self) -> bool {
+        lock(&self.log).config().cleanup_policy.delete
+    }
+
+    /// Runs retention over this partition's log
+    /// ([`Log::delete_old_segments`] bounded by the high watermark) and
+    /// removes the deleted files after releasing the log's lock. Returns the
+    /// number of segments deleted.
+    ///
+    /// # Errors
+    /// I/O errors from storage.
+    pub fn delete_old_segments(&self, now_ms: i64) -> Result<usize, StorageError> {
+        let deletion = {
+            let mut log = lock(&self.log);
+            let high_watermark = self.high_watermark();
+            log.delete_old_segments(now_ms, high_watermark)?
+        };
+        let deleted = deletion.base_offsets.len();
+        deletion.remove_files()?;
+        Ok(deleted)
     }
 
     /// Log end offset: the offset the next appended record gets.

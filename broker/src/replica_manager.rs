@@ -165,6 +165,29 @@ impl ReplicaManager {
         Ok(())
     }
 
+    /// One retention pass (Kafka's `LogManager.cleanupLogs`): deletes old
+    /// segments of every hosted partition ([`Partition::delete_old_segments`]),
+    /// one partition's lock at a time, then writes the checkpoints if
+    /// anything was deleted. Blocking; returns the number of segments
+    /// deleted. A partition whose retention fails is logged and skipped.
+    ///
+    /// # Errors
+    /// I/O errors writing the checkpoints.
+    pub fn delete_old_segments(&self, now_ms: i64) -> Result<usize, StorageError> {
+        let mut deleted = 0;
+        for partition in self.all_partitions() {
+            match partition.delete_old_segments(now_ms) {
+                Ok(n) => deleted += n,
+                Err(e) => warn!(topic_partition = ?partition.topic_partition(), error = %e,
+                    "retention failed"),
+            }
+        }
+        if deleted > 0 {
+            self.log_manager.checkpoint()?;
+        }
+        Ok(deleted)
+    }
+
     /// Writes the recovery point and log start offset checkpoints.
     ///
     /// # Errors

@@ -117,6 +117,11 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     let tracker = TaskTracker::new();
     tracker.spawn(follow_metadata(ctx.clone(), shutdown.clone()));
     tracker.spawn(checkpoint_loop(replica_manager.clone(), shutdown.clone()));
+    tracker.spawn(retention_loop(
+        replica_manager.clone(),
+        config.log_retention_check_interval_ms,
+        shutdown.clone(),
+    ));
     let connections = TaskTracker::new();
     for (name, listener, local) in listeners {
         info!(listener = %name, address = %local, "listening");
@@ -237,6 +242,33 @@ async fn checkpoint_loop(replica_manager: Arc<ReplicaManager>, shutdown: Cancell
                     Ok(Err(e)) => error!(error = %e, "checkpoint failed"),
                     Err(e) => error!(error = %e, "checkpoint task failed"),
                     Ok(Ok(())) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Runs retention over every partition each `log.retention.check.interval.ms`
+/// (Kafka's `kafka-log-retention` task), on a blocking thread; the first pass
+/// runs one interval after startup.
+async fn retention_loop(
+    replica_manager: Arc<ReplicaManager>,
+    interval_ms: u64,
+    shutdown: CancellationToken,
+) {
+    let mut interval = tokio::time::interval(Duration::from_millis(interval_ms.max(1)));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    interval.tick().await;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = interval.tick() => {
+                let rm = replica_manager.clone();
+                let now_ms = crate::handlers::now_ms();
+                match tokio::task::spawn_blocking(move || rm.delete_old_segments(now_ms)).await {
+                    Ok(Err(e)) => error!(error = %e, "checkpoint after retention failed"),
+                    Err(e) => error!(error = %e, "retention task failed"),
+                    Ok(Ok(_)) => {}
                 }
             }
         }

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use weir_storage::{LogConfig, TimestampType};
+use weir_storage::{CleanupPolicy, LogConfig, TimestampType};
 
 use crate::config::{parse_timestamp_type, BrokerConfig};
 
@@ -206,7 +206,7 @@ pub fn default_value(broker: &BrokerConfig, name: &str) -> String {
         "retention.ms" => broker.log_retention_ms.to_string(),
         "segment.bytes" => broker.log_segment_bytes.to_string(),
         "segment.index.bytes" => broker.log_index_size_max_bytes.to_string(),
-        "segment.ms" => "604800000".into(),
+        "segment.ms" => broker.log_roll_ms.to_string(),
         "unclean.leader.election.enable" => "false".into(),
         _ => String::new(),
     }
@@ -262,9 +262,10 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
     };
     let positive = match name {
         "segment.bytes" => value.parse::<i64>().map(|v| v >= 14).unwrap_or(false),
-        "max.message.bytes" | "segment.index.bytes" => {
+        "max.message.bytes" | "segment.index.bytes" | "segment.ms" => {
             value.parse::<i64>().map(|v| v > 0).unwrap_or(false)
         }
+        "retention.ms" => value.parse::<i64>().map(|v| v >= -1).unwrap_or(false),
         _ => true,
     };
     if ok && positive {
@@ -297,6 +298,22 @@ pub fn log_config_for(
     }
     if let Some(t) = get("message.timestamp.type").and_then(|v| parse_timestamp_type("", v).ok()) {
         c.message_timestamp_type = t;
+    }
+    if let Some(v) = get("retention.ms").and_then(|v| v.parse().ok()) {
+        c.retention_ms = v;
+    }
+    if let Some(v) = get("retention.bytes").and_then(|v| v.parse().ok()) {
+        c.retention_bytes = v;
+    }
+    if let Some(v) = get("segment.ms").and_then(|v| v.parse().ok()) {
+        c.segment_ms = v;
+    }
+    if let Some(v) = get("cleanup.policy") {
+        let listed = |p: &str| v.split(',').any(|x| x.trim() == p);
+        c.cleanup_policy = CleanupPolicy {
+            delete: listed("delete"),
+            compact: listed("compact"),
+        };
     }
     c
 }
@@ -334,6 +351,43 @@ mod tests {
         assert_eq!(c.segment_bytes, 2048);
         assert_eq!(c.message_timestamp_type, TimestampType::LogAppendTime);
         assert_eq!(c.max_message_bytes, broker.message_max_bytes);
+        assert_eq!(c.retention_ms, broker.log_retention_ms);
+        assert_eq!(c.cleanup_policy, CleanupPolicy::default());
+    }
+
+    #[test]
+    fn retention_keys_map_to_the_log_config() {
+        let broker = BrokerConfig::from_pairs(vec![
+            ("log.retention.bytes".into(), "100".into()),
+            ("log.roll.hours".into(), "1".into()),
+        ])
+        .unwrap();
+        let c = log_config_for(&broker, &BTreeMap::new());
+        assert_eq!((c.retention_bytes, c.segment_ms), (100, 3_600_000));
+        let topic: BTreeMap<String, String> = [
+            ("retention.ms", "-1"),
+            ("retention.bytes", "5242880"),
+            ("segment.ms", "60000"),
+            ("cleanup.policy", "compact"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let c = log_config_for(&broker, &topic);
+        assert_eq!(
+            (c.retention_ms, c.retention_bytes, c.segment_ms),
+            (-1, 5_242_880, 60_000)
+        );
+        assert_eq!(
+            c.cleanup_policy,
+            CleanupPolicy {
+                delete: false,
+                compact: true
+            }
+        );
+        assert!(validate("retention.ms", "-2").is_err());
+        assert!(validate("segment.ms", "0").is_err());
+        assert!(validate("retention.bytes", "-1").is_ok());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! version it claims.
 
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    ApiKey, CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
     DescribeConfigsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest,
     MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest,
 };
@@ -59,6 +59,7 @@ fn every_advertised_api_version_is_answered() {
             ApiKey::Metadata => probe(&mut client, min, max, MetadataRequest::default()),
             ApiKey::CreateTopics => probe(&mut client, min, max, CreateTopicsRequest::default()),
             ApiKey::DeleteTopics => probe(&mut client, min, max, DeleteTopicsRequest::default()),
+            ApiKey::DeleteRecords => probe(&mut client, min, max, DeleteRecordsRequest::default()),
             ApiKey::InitProducerId => {
                 probe(&mut client, min, max, InitProducerIdRequest::default())
             }

@@ -11,6 +11,9 @@
 use bytes::Bytes;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -23,11 +26,12 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-    DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-    FetchRequest, FetchResponse, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
-    MetadataRequest, MetadataResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
-    ProduceRequest, ProduceResponse, RequestKind, ResponseKind, TopicName,
+    ApiKey, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest,
+    DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, FetchRequest, FetchResponse,
+    InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+    MetadataResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest,
+    ProduceResponse, RequestKind, ResponseKind, TopicName,
 };
 
 use crate::api_table::api_versions_entry;
@@ -65,6 +69,7 @@ pub fn error_response(
         RequestKind::DeleteTopics(request) => {
             delete_topics(request, api_version, error_code).into()
         }
+        RequestKind::DeleteRecords(request) => delete_records(request, error_code).into(),
         RequestKind::InitProducerId(_) => {
             let mut response = InitProducerIdResponse::default();
             response.error_code = error_code;
@@ -98,6 +103,7 @@ pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::Metadata(_) => ApiKey::Metadata,
         RequestKind::CreateTopics(_) => ApiKey::CreateTopics,
         RequestKind::DeleteTopics(_) => ApiKey::DeleteTopics,
+        RequestKind::DeleteRecords(_) => ApiKey::DeleteRecords,
         RequestKind::InitProducerId(_) => ApiKey::InitProducerId,
         RequestKind::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
         RequestKind::DescribeConfigs(_) => ApiKey::DescribeConfigs,
@@ -279,6 +285,31 @@ fn delete_topics(
     response
 }
 
+fn delete_records(request: &DeleteRecordsRequest, error_code: i16) -> DeleteRecordsResponse {
+    let mut response = DeleteRecordsResponse::default();
+    response.topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let mut result = DeleteRecordsTopicResult::default();
+            result.name = topic.name.clone();
+            result.partitions = topic
+                .partitions
+                .iter()
+                .map(|partition| {
+                    let mut out = DeleteRecordsPartitionResult::default();
+                    out.partition_index = partition.partition_index;
+                    out.error_code = error_code;
+                    out.low_watermark = -1;
+                    out
+                })
+                .collect();
+            result
+        })
+        .collect();
+    response
+}
+
 fn offset_for_leader_epoch(
     request: &OffsetForLeaderEpochRequest,
     error_code: i16,
@@ -355,6 +386,11 @@ mod tests {
             ResponseKind::Metadata(r) => r.topics.iter().map(|t| t.error_code).collect(),
             ResponseKind::CreateTopics(r) => r.topics.iter().map(|t| t.error_code).collect(),
             ResponseKind::DeleteTopics(r) => r.responses.iter().map(|t| t.error_code).collect(),
+            ResponseKind::DeleteRecords(r) => r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect(),
             ResponseKind::OffsetForLeaderEpoch(r) => r
                 .topics
                 .iter()
@@ -375,6 +411,7 @@ mod tests {
             RequestKind::CreateTopics(r) => r.topics.len(),
             RequestKind::DeleteTopics(r) if v >= 6 => r.topics.len(),
             RequestKind::DeleteTopics(r) => r.topic_names.len(),
+            RequestKind::DeleteRecords(r) => r.topics.iter().map(|t| t.partitions.len()).sum(),
             RequestKind::OffsetForLeaderEpoch(r) => {
                 r.topics.iter().map(|t| t.partitions.len()).sum()
             }

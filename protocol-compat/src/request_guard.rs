@@ -189,6 +189,7 @@ fn first_flexible_version(api_key: ApiKey) -> Option<i16> {
         ApiKey::ApiVersions => 3,
         ApiKey::CreateTopics => 5,
         ApiKey::DeleteTopics => 4,
+        ApiKey::DeleteRecords => 2,
         ApiKey::InitProducerId => 2,
         ApiKey::OffsetForLeaderEpoch => 4,
         ApiKey::DescribeConfigs => 4,
@@ -367,6 +368,18 @@ pub(crate) fn check_request_body(
             } else {
                 c.array(1, Cursor::string)?; // topic_names
             }
+            c.int32()?; // timeout_ms
+        }
+        ApiKey::DeleteRecords => {
+            c.array(2, |c| {
+                c.string()?; // name
+                c.array(12, |c| {
+                    c.int32()?; // partition_index
+                    c.int64()?; // offset
+                    c.tagged_fields()
+                })?;
+                c.tagged_fields()
+            })?;
             c.int32()?; // timeout_ms
         }
         ApiKey::InitProducerId => {

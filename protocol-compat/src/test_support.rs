@@ -168,6 +168,29 @@ pub(crate) fn populated_request(api_key: ApiKey, v: i16) -> RequestKind {
             }
             request.into()
         }
+        ApiKey::DeleteRecords => {
+            let mut request = DeleteRecordsRequest::default();
+            request.timeout_ms = 30_000;
+            request.topics = (0..2)
+                .map(|_| {
+                    let mut topic = delete_records_request::DeleteRecordsTopic::default();
+                    topic.name = name("orders");
+                    topic.partitions = (0..3)
+                        .map(|p| {
+                            let mut partition =
+                                delete_records_request::DeleteRecordsPartition::default();
+                            partition.partition_index = p;
+                            partition.offset = i64::from(p) * 10 - 1;
+                            partition.unknown_tagged_fields = tagged(flex);
+                            partition
+                        })
+                        .collect();
+                    topic.unknown_tagged_fields = tagged(flex);
+                    topic
+                })
+                .collect();
+            request.into()
+        }
         ApiKey::InitProducerId => {
             let mut request = InitProducerIdRequest::default();
             request.transactional_id = Some(StrBytes::from_static_str("tx").into());

@@ -43,6 +43,15 @@ pub enum StorageError {
         /// The log end offset at the time of the request.
         log_end: i64,
     },
+    /// DeleteRecords (KIP-107) asked to move the log start offset past the
+    /// high watermark. Kafka answers `OFFSET_OUT_OF_RANGE`.
+    #[error("cannot move the log start offset to {requested}: it is past the high watermark {high_watermark}")]
+    LogStartOffsetBeyondHighWatermark {
+        /// The requested log start offset.
+        requested: i64,
+        /// The high watermark at the time of the request.
+        high_watermark: i64,
+    },
     /// A file operation failed. Kafka answers `KAFKA_STORAGE_ERROR`.
     #[error("{op} {path}: {source}")]
     Io {

@@ -3,7 +3,8 @@
 //!
 //! * [`batch`]: the 61-byte v2 record batch header and produce validation;
 //! * [`segment`], [`index`]: `.log`, `.index` and `.timeindex` files;
-//! * [`log`]: a partition's [`Log`] (append, read, recovery, flush);
+//! * [`log`]: a partition's [`Log`] (append, read, recovery, flush,
+//!   retention and the log start offset);
 //! * [`leader_epoch`]: the leader epoch cache and `leader-epoch-checkpoint`;
 //! * [`file_slice`]: zero-copy [`FileSlice`] regions for `sendfile`;
 //! * [`log_manager`]: every log under `log.dirs` plus its checkpoints and
@@ -13,6 +14,7 @@
 
 pub mod batch;
 mod checkpoint;
+pub mod dump;
 pub mod error;
 pub mod file_slice;
 pub mod index;
@@ -27,7 +29,10 @@ pub use batch::RecordBatchHeader;
 pub use error::StorageError;
 pub use file_slice::FileSlice;
 pub use leader_epoch::LeaderEpochCache;
-pub use log::{FetchDataInfo, Log, LogAppendInfo, LogConfig, PendingFlush, TimestampType};
+pub use log::retention::SegmentDeletion;
+pub use log::{
+    CleanupPolicy, FetchDataInfo, Log, LogAppendInfo, LogConfig, PendingFlush, TimestampType,
+};
 pub use log_manager::LogManager;
 
 /// A Kafka topic partition. Its directory under `log.dirs` is
@@ -58,7 +63,8 @@ impl std::fmt::Display for TopicPartition {
 
 /// Registers help text for the metrics this crate records (Prometheus
 /// `# HELP` lines): `weir_storage_appended_bytes_total`,
-/// `weir_storage_appended_records_total`, `weir_storage_flushes_total`.
+/// `weir_storage_appended_records_total`, `weir_storage_flushes_total`,
+/// `weir_storage_deleted_segments_total`.
 pub fn describe_metrics() {
     metrics::describe_counter!(
         "weir_storage_appended_bytes_total",
@@ -72,5 +78,9 @@ pub fn describe_metrics() {
     metrics::describe_counter!(
         "weir_storage_flushes_total",
         "fdatasync rounds of partition logs (group commits)."
+    );
+    metrics::describe_counter!(
+        "weir_storage_deleted_segments_total",
+        "Log segments deleted by retention or DeleteRecords."
     );
 }

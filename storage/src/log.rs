@@ -21,7 +21,8 @@ use crate::error::StorageError;
 use crate::file_slice::FileSlice;
 use crate::leader_epoch::LeaderEpochCache;
 use crate::segment::{
-    AppendedBatch, LogSegment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
+    AppendedBatch, LogSegment, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
 };
 use crate::TopicPartition;
 
@@ -45,6 +46,27 @@ pub enum TimestampType {
     LogAppendTime,
 }
 
+/// `cleanup.policy`: what happens to old segments. Retention deletes them
+/// only under `delete`; under `compact` alone only DeleteRecords (the log
+/// start offset) removes segments (Kafka's `UnifiedLog.deleteOldSegments`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    /// `delete` is listed: `retention.ms` and `retention.bytes` apply.
+    pub delete: bool,
+    /// `compact` is listed (compaction itself is not implemented yet).
+    pub compact: bool,
+}
+
+impl Default for CleanupPolicy {
+    /// Kafka's default, `delete`.
+    fn default() -> Self {
+        CleanupPolicy {
+            delete: true,
+            compact: false,
+        }
+    }
+}
+
 /// Per-partition log settings, named after Kafka's topic configs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogConfig {
@@ -62,6 +84,21 @@ pub struct LogConfig {
     pub max_message_bytes: usize,
     /// `message.timestamp.type`. Default: CreateTime.
     pub message_timestamp_type: TimestampType,
+    /// `retention.ms`: a segment is deleted once its largest timestamp is
+    /// more than this many ms in the past (the active segment is rolled
+    /// first); negative means forever. Default: 604800000 (7 days).
+    pub retention_ms: i64,
+    /// `retention.bytes`: the oldest segments are deleted while the log is
+    /// larger than this many bytes by at least a whole segment; negative
+    /// means unlimited. Default: -1.
+    pub retention_bytes: i64,
+    /// `segment.ms`: the active segment rolls at the next append once it has
+    /// been open this many ms, measured from the first batch's timestamp to
+    /// the appended batches' (Kafka's `LogSegment.shouldRoll`). Default:
+    /// 604800000 (7 days).
+    pub segment_ms: i64,
+    /// `cleanup.policy`. Default: delete.
+    pub cleanup_policy: CleanupPolicy,
 }
 
 impl Default for LogConfig {
@@ -72,6 +109,10 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             max_message_bytes: 1024 * 1024 + 12,
             message_timestamp_type: TimestampType::CreateTime,
+            retention_ms: 7 * 24 * 3_600_000,
+            retention_bytes: -1,
+            segment_ms: 7 * 24 * 3_600_000,
+            cleanup_policy: CleanupPolicy::default(),
         }
     }
 }
@@ -221,6 +262,13 @@ impl Log {
     /// Then the leader epoch cache is loaded and entries past the log end
     /// removed, and `partition.metadata` is read.
     ///
+    /// `log_start_offset` is the checkpointed log start offset
+    /// (`log-start-offset-checkpoint`, 0 when absent); the log starts at the
+    /// larger of it and the first segment's base offset. When the recovered
+    /// log ends below it every segment is deleted and the log restarts empty
+    /// at `log_start_offset` (Kafka's `LogLoader`). Files ending in
+    /// `.deleted` (segments whose deletion a crash interrupted) are removed.
+    ///
     /// # Errors
     /// [`StorageError::Io`] on file errors; [`StorageError::MalformedFile`]
     /// if `leader-epoch-checkpoint` or `partition.metadata` is unreadable.
@@ -229,6 +277,7 @@ impl Log {
         tp: TopicPartition,
         config: LogConfig,
         recovery_point: i64,
+        log_start_offset: i64,
     ) -> Result<Log, StorageError> {
         let dir = log_dir.join(partition_dir_name(&tp));
         std::fs::create_dir_all(&dir).map_err(|e| StorageError::io("create_dir", &dir, e))?;
@@ -245,7 +294,7 @@ impl Log {
                 }
             } else if name.ends_with(INDEX_FILE_SUFFIX) || name.ends_with(TIME_INDEX_FILE_SUFFIX) {
                 index_files.push(name.to_string());
-            } else if name.ends_with(".tmp") {
+            } else if name.ends_with(".tmp") || name.ends_with(DELETED_FILE_SUFFIX) {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
@@ -310,8 +359,26 @@ impl Log {
             let (segment, _) = LogSegment::open(&dir, base, 1, 1, false)?;
             segment.delete_files()?;
         }
-        let log_start_offset = segments.keys().next().copied().unwrap_or(0);
-        let log_end_offset = next_offset.max(log_start_offset);
+        let first_base = segments.keys().next().copied().unwrap_or(0);
+        let mut log_end_offset = next_offset.max(first_base);
+        if log_end_offset < log_start_offset {
+            tracing::warn!(dir = %dir.display(), log_end_offset, log_start_offset,
+                "log ends below its checkpointed start offset; deleting every segment");
+            for segment in std::mem::take(&mut segments).into_values() {
+                segment.delete_files()?;
+            }
+            let (segment, _) = LogSegment::open(
+                &dir,
+                log_start_offset,
+                config.index_interval_bytes,
+                config.segment_index_bytes,
+                true,
+            )?;
+            segments.insert(log_start_offset, segment);
+            leader_epoch_cache.truncate_from_end(0)?;
+            log_end_offset = log_start_offset;
+        }
+        let log_start_offset = log_start_offset.max(first_base);
         leader_epoch_cache.truncate_from_end(log_end_offset)?;
         leader_epoch_cache.truncate_from_start(log_start_offset)?;
         let mut log = Log {
@@ -481,7 +548,13 @@ impl Log {
                 max: segment_bytes as usize,
             });
         }
-        self.maybe_roll(position as u64, info.last_offset, segment_bytes)?;
+        self.maybe_roll(
+            position as u64,
+            info.last_offset,
+            segment_bytes,
+            now_ms,
+            info.max_timestamp,
+        )?;
 
         let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(headers.len() * 2);
         let mut at = 0usize;
@@ -510,19 +583,30 @@ impl Log {
     }
 
     /// Rolls a new active segment at the log end offset when an append of
-    /// `bytes` ending at `last_offset` does not fit the active one (Kafka's
-    /// `UnifiedLog.maybeRoll` / `LogSegment.shouldRoll`).
+    /// `bytes` ending at `last_offset`, whose largest timestamp is
+    /// `max_timestamp`, does not fit the active one or the active one has
+    /// been open for `segment.ms` (Kafka's `UnifiedLog.maybeRoll` /
+    /// `LogSegment.shouldRoll`, without `segment.jitter.ms`).
     fn maybe_roll(
         &mut self,
         bytes: u64,
         last_offset: i64,
         segment_bytes: u64,
+        now_ms: i64,
+        max_timestamp: i64,
     ) -> Result<(), StorageError> {
         let log_end_offset = self.log_end_offset;
+        let segment_ms = self.config.segment_ms;
         let active = self.active_segment()?;
+        if active.size() == 0 {
+            return Ok(());
+        }
         let too_big = active.size() + bytes > segment_bytes;
         let out_of_range = last_offset - active.base_offset() > i32::MAX as i64;
-        let should_roll = active.size() > 0 && (too_big || active.indexes_full() || out_of_range);
+        let should_roll = too_big
+            || active.indexes_full()
+            || out_of_range
+            || active.time_waited_for_roll(now_ms, max_timestamp)? > segment_ms;
         if !should_roll {
             return Ok(());
         }
@@ -531,6 +615,18 @@ impl Log {
                 offset: last_offset,
                 log_end: log_end_offset,
             });
+        }
+        self.roll()
+    }
+
+    /// Makes the active segment inactive and opens a new active segment at
+    /// the log end offset (Kafka's `UnifiedLog.roll`). An empty active
+    /// segment is kept as it is.
+    pub(crate) fn roll(&mut self) -> Result<(), StorageError> {
+        let log_end_offset = self.log_end_offset;
+        let active = self.active_segment()?;
+        if active.size() == 0 {
+            return Ok(());
         }
         active.on_become_inactive()?;
         tracing::debug!(dir = %self.dir.display(), base_offset = log_end_offset, "rolling new log segment");
@@ -707,8 +803,10 @@ impl Log {
     }
 
     /// The raw bytes of the first batch (lowest offset) whose max timestamp is
-    /// `>= timestamp` (ms), found through the time index and a scan; `None`
-    /// if no batch qualifies. For ListOffsets: the broker finds the record.
+    /// `>= timestamp` (ms) and whose last offset is at or above the log start
+    /// offset, found through the time index and a scan; `None` if no batch
+    /// qualifies. For ListOffsets: the broker finds the record (and skips
+    /// records below the log start offset).
     ///
     /// # Errors
     /// [`StorageError::Io`] / [`StorageError::CorruptRecord`] on read errors.
@@ -717,7 +815,9 @@ impl Log {
             if segment.max_timestamp() < timestamp {
                 continue;
             }
-            if let Some(region) = segment.find_batch_for_timestamp(timestamp)? {
+            if let Some(region) =
+                segment.find_batch_for_timestamp(timestamp, self.log_start_offset)?
+            {
                 return segment.read_bytes(region).map(Some);
             }
         }
@@ -857,5 +957,6 @@ impl Log {
     }
 }
 
+pub mod retention;
 #[cfg(test)]
 mod tests;

@@ -35,6 +35,8 @@ pub struct LogManager {
     directory_id: String,
     default_config: LogConfig,
     logs: Mutex<BTreeMap<TopicPartition, SharedLog>>,
+    /// Serialises checkpoint writers (they share `<file>.tmp` names).
+    checkpoint_lock: Mutex<()>,
     /// Held for the manager's lifetime: the flock is released on drop.
     _lock: File,
 }
@@ -134,7 +136,9 @@ impl LogManager {
     /// `*-delete` directories (one that cannot be removed is logged and left
     /// for the next startup, not an error), and opens every `<topic>-<partition>`
     /// directory with `default_config`, recovering each from its checkpointed
-    /// recovery point (0 when not checkpointed).
+    /// recovery point (0 when not checkpointed) and starting it at its
+    /// checkpointed log start offset (`log-start-offset-checkpoint`; the
+    /// first segment's base offset when not checkpointed).
     ///
     /// # Errors
     /// [`StorageError::LogDirLocked`] if another process holds the directory;
@@ -165,6 +169,7 @@ impl LogManager {
 
         let (cluster_id, directory_id) = Self::load_meta_properties(&log_dir, node_id)?;
         let recovery_points = read_offsets(&log_dir.join(RECOVERY_POINT_CHECKPOINT_FILE))?;
+        let log_start_offsets = read_offsets(&log_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))?;
 
         let mut logs = BTreeMap::new();
         let entries =
@@ -195,11 +200,13 @@ impl LogManager {
                 continue;
             };
             let recovery_point = recovery_points.get(&tp).copied().unwrap_or(0);
+            let log_start_offset = log_start_offsets.get(&tp).copied().unwrap_or(0);
             let log = Log::open(
                 log_dir.clone(),
                 tp.clone(),
                 default_config.clone(),
                 recovery_point,
+                log_start_offset,
             )?;
             logs.insert(tp, Arc::new(Mutex::new(log)));
         }
@@ -210,6 +217,7 @@ impl LogManager {
             directory_id,
             default_config,
             logs: Mutex::new(logs),
+            checkpoint_lock: Mutex::new(()),
             _lock: lock_file,
         })
     }
@@ -322,6 +330,7 @@ impl LogManager {
             tp.clone(),
             config,
             0,
+            0,
         )?));
         logs.insert(tp.clone(), log.clone());
         Ok(log)
@@ -344,11 +353,12 @@ impl LogManager {
     /// Writes `recovery-point-offset-checkpoint` and
     /// `log-start-offset-checkpoint` (Kafka's text format: `0`, the count,
     /// then `<topic> <partition> <offset>` lines), each atomically. Flushes
-    /// no log.
+    /// no log. Concurrent callers are serialised.
     ///
     /// # Errors
     /// [`StorageError::Io`] if a file cannot be written.
     pub fn checkpoint(&self) -> Result<(), StorageError> {
+        let _serial = lock(&self.checkpoint_lock);
         let mut recovery_points = Vec::new();
         let mut log_start_offsets = Vec::new();
         for (tp, log) in self.logs() {

@@ -24,6 +24,10 @@ pub const LOG_FILE_SUFFIX: &str = ".log";
 pub const INDEX_FILE_SUFFIX: &str = ".index";
 /// Suffix of time index files.
 pub const TIME_INDEX_FILE_SUFFIX: &str = ".timeindex";
+/// Suffix a segment's files get when the segment is deleted (Kafka's
+/// `LogFileUtils.DELETED_FILE_SUFFIX`); such files are removed right after
+/// the rename, and any left by a crash are removed when the log is opened.
+pub const DELETED_FILE_SUFFIX: &str = ".deleted";
 /// Bytes read per `pread` when scanning batch headers.
 const SCAN_CHUNK: usize = 16 * 1024;
 /// Most iovecs passed to one `pwritev` (Linux `IOV_MAX`).
@@ -60,6 +64,21 @@ pub struct LogSegment {
     offset_of_max_timestamp: i64,
     /// Appended to since the last flush.
     dirty: bool,
+    /// Wall-clock time (ms) this segment object was created: the roll clock
+    /// of a segment whose batches carry no timestamp (Kafka's
+    /// `LogSegment.created`).
+    created_ms: i64,
+    /// Max timestamp of the first batch (Kafka's `rollingBasedTimestamp`):
+    /// `None` until loaded, `Some(-1)` when the segment is empty.
+    first_batch_timestamp: Option<i64>,
+}
+
+/// Milliseconds since the Unix epoch by the system clock.
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// The byte region a segment read returns.
@@ -129,6 +148,8 @@ impl LogSegment {
             max_timestamp,
             offset_of_max_timestamp,
             dirty: create,
+            created_ms: wall_clock_ms(),
+            first_batch_timestamp: (size == 0).then_some(-1),
         };
         Ok((segment, offset_ok && time_ok))
     }
@@ -171,6 +192,57 @@ impl LogSegment {
         self.offset_of_max_timestamp
     }
 
+    /// The timestamp retention compares with `retention.ms` (Kafka's
+    /// `LogSegment.largestTimestamp`): the largest batch max timestamp in the
+    /// segment (ms), or the `.log` file's modification time when no batch
+    /// carries a timestamp.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the file's metadata cannot be read.
+    pub fn largest_timestamp(&self) -> Result<i64, StorageError> {
+        if self.max_timestamp >= 0 {
+            return Ok(self.max_timestamp);
+        }
+        let modified = self
+            .log
+            .metadata()
+            .and_then(|m| m.modified())
+            .map_err(|e| StorageError::io("stat", &self.log_path, e))?;
+        Ok(modified
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0))
+    }
+
+    /// How long (ms) the segment has been open for `segment.ms` rolling
+    /// (Kafka's `LogSegment.timeWaitedForRoll`): `message_timestamp` (the
+    /// largest timestamp of the batches about to be appended) minus the
+    /// first batch's max timestamp, or `now_ms` minus the segment's creation
+    /// time when the first batch has no timestamp.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] / [`StorageError::CorruptRecord`] if the first
+    /// batch header cannot be read.
+    pub(crate) fn time_waited_for_roll(
+        &mut self,
+        now_ms: i64,
+        message_timestamp: i64,
+    ) -> Result<i64, StorageError> {
+        let first = match self.first_batch_timestamp {
+            Some(ts) => ts,
+            None => {
+                let ts = self.scanner().header_at(0)?.map_or(-1, |h| h.max_timestamp);
+                self.first_batch_timestamp = Some(ts);
+                ts
+            }
+        };
+        Ok(if first >= 0 {
+            message_timestamp.saturating_sub(first)
+        } else {
+            now_ms.saturating_sub(self.created_ms)
+        })
+    }
+
     /// Writes `bufs` (whole batches, already stamped; `total` bytes) at the end
     /// of the `.log` file with `pwritev`, then updates the indexes for each
     /// batch in `batches` as Kafka's `LogSegment.append` does. On a failed
@@ -182,7 +254,13 @@ impl LogSegment {
         batches: &[AppendedBatch],
     ) -> Result<(), StorageError> {
         let start = self.size;
+        if start == 0 {
+            self.first_batch_timestamp = batches.first().map(|b| b.max_timestamp);
+        }
         if let Err(e) = self.write_all_vectored(bufs, start) {
+            if start == 0 {
+                self.first_batch_timestamp = Some(-1);
+            }
             let _ = self.log.set_len(start);
             return Err(e);
         }
@@ -296,19 +374,21 @@ impl LogSegment {
         Ok(Some(SegmentRead { position, len }))
     }
 
-    /// The region of the first batch whose max timestamp is `>= timestamp`,
+    /// The region of the first batch whose max timestamp is `>= timestamp`
+    /// and whose last offset is `>= min_offset` (the log start offset),
     /// found through the time index and offset index then a scan (Kafka's
     /// `LogSegment.findOffsetByTimestamp`).
     pub(crate) fn find_batch_for_timestamp(
         &self,
         timestamp: i64,
+        min_offset: i64,
     ) -> Result<Option<SegmentRead>, StorageError> {
         let (_, indexed_offset) = self.time_index.lookup(timestamp);
-        let (_, start) = self.offset_index.lookup(indexed_offset);
+        let (_, start) = self.offset_index.lookup(indexed_offset.max(min_offset));
         let mut scanner = self.scanner();
         let mut position = start as u64;
         while let Some(h) = scanner.header_at(position)? {
-            if h.max_timestamp >= timestamp {
+            if h.max_timestamp >= timestamp && h.last_offset() >= min_offset {
                 return Ok(Some(SegmentRead {
                     position,
                     len: h.size_in_bytes(),
@@ -363,6 +443,7 @@ impl LogSegment {
         self.time_index.reset()?;
         self.max_timestamp = -1;
         self.offset_of_max_timestamp = -1;
+        self.first_batch_timestamp = None;
         self.bytes_since_last_index_entry = 0;
         let file_size = self.size;
         let mut scanner = Scanner {
@@ -464,6 +545,32 @@ impl LogSegment {
                 self.time_index.path().to_path_buf(),
             ),
         ])
+    }
+
+    /// Renames the segment's three files to `<name>.deleted` (Kafka's
+    /// `LogSegment.changeFileSuffixes("", ".deleted")`) and returns the new
+    /// paths; a missing index file is skipped. Reads already handed out keep
+    /// working: they hold the open file.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if a rename fails.
+    pub(crate) fn rename_to_deleted(&self) -> Result<Vec<PathBuf>, StorageError> {
+        let mut renamed = Vec::with_capacity(3);
+        for p in [
+            self.log_path.as_path(),
+            self.offset_index.path(),
+            self.time_index.path(),
+        ] {
+            let mut name = p.as_os_str().to_owned();
+            name.push(DELETED_FILE_SUFFIX);
+            let target = PathBuf::from(name);
+            match std::fs::rename(p, &target) {
+                Ok(()) => renamed.push(target),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StorageError::io("rename", p, e)),
+            }
+        }
+        Ok(renamed)
     }
 
     /// Removes the segment's three files.

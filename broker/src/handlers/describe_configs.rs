@@ -273,6 +273,18 @@ pub fn broker_config_entries(
             "partition size before deletion (bytes)",
         ),
         (
+            "log.roll.ms",
+            c.log_roll_ms.to_string(),
+            ConfigType::Long,
+            "active segment age before it rolls (ms)",
+        ),
+        (
+            "log.retention.check.interval.ms",
+            c.log_retention_check_interval_ms.to_string(),
+            ConfigType::Long,
+            "how often retention runs (ms)",
+        ),
+        (
             "socket.request.max.bytes",
             c.socket_request_max_bytes.to_string(),
             ConfigType::Int,

@@ -2,7 +2,8 @@
 //! timestamps (case C10):
 //! - -1 latest: the high watermark (last stable offset for read_committed,
 //!   the same while transactions are not served);
-//! - -2 earliest: the log start offset;
+//! - -2 earliest: the log start offset (moved by retention and
+//!   DeleteRecords);
 //! - -3 max timestamp (v7+, KIP-734): the offset and timestamp of the record
 //!   with the largest timestamp;
 //! - -4 earliest local (v8+, KIP-405): the log start offset (no tiering);
@@ -92,7 +93,7 @@ fn lookup(partition: &Partition, version: i16, timestamp: i64) -> Result<(i64, i
                 .read_batch_with_max_timestamp()
                 .map_err(|e| storage_error_code(&e))?;
             Ok(batch
-                .and_then(|b| find_record(b, |_| true, true))
+                .and_then(|b| find_record(b, |_, _| true, true))
                 .unwrap_or((-1, -1)))
         }
         EARLIEST_LOCAL_TIMESTAMP if version >= 8 => Ok((-1, partition.log_start_offset())),
@@ -100,20 +101,25 @@ fn lookup(partition: &Partition, version: i16, timestamp: i64) -> Result<(i64, i
         MAX_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP | LATEST_TIERED_TIMESTAMP => Err(unsupported),
         t if t < 0 => Err(ResponseError::InvalidRequest.code()),
         t => {
+            // Records below the log start offset (DeleteRecords may leave
+            // some at the front of a batch) are not candidates.
+            let log_start_offset = partition.log_start_offset();
             let batch = partition
                 .read_batch_for_timestamp(t)
                 .map_err(|e| storage_error_code(&e))?;
             Ok(batch
-                .and_then(|b| find_record(b, |ts| ts >= t, false))
+                .and_then(|b| {
+                    find_record(b, |ts, offset| ts >= t && offset >= log_start_offset, false)
+                })
                 .unwrap_or((-1, -1)))
         }
     }
 }
 
 /// Decodes one stored batch and returns `(timestamp, offset)` of the first
-/// record matching `wanted`, or with `max` of the first record holding the
+/// record for which `wanted(timestamp, offset)` holds, or with `max` of the first record holding the
 /// largest timestamp. Control records are skipped.
-fn find_record(batch: Bytes, wanted: impl Fn(i64) -> bool, max: bool) -> Option<(i64, i64)> {
+fn find_record(batch: Bytes, wanted: impl Fn(i64, i64) -> bool, max: bool) -> Option<(i64, i64)> {
     let mut buf = batch;
     let set = match RecordBatchDecoder::decode(&mut buf) {
         Ok(set) => set,
@@ -130,7 +136,7 @@ fn find_record(batch: Bytes, wanted: impl Fn(i64) -> bool, max: bool) -> Option<
         })
     } else {
         records
-            .filter(|r| wanted(r.timestamp))
+            .filter(|r| wanted(r.timestamp, r.offset))
             .map(|r| (r.timestamp, r.offset))
             .next()
     }

@@ -10,7 +10,7 @@ fn tp() -> TopicPartition {
 }
 
 fn open(dir: &Path, config: LogConfig, recovery_point: i64) -> Log {
-    Log::open(dir.to_path_buf(), tp(), config, recovery_point).unwrap()
+    Log::open(dir.to_path_buf(), tp(), config, recovery_point, 0).unwrap()
 }
 
 /// The bytes Kafka would store for `batch` appended at `base` in `epoch`.
@@ -714,7 +714,7 @@ fn a_249_character_topic_can_be_deleted_kafka_6795() {
     // 249 is Kafka's longest legal topic name; with the partition and the
     // `.<uuid>-delete` suffix the naive delete name is 291 bytes.
     let long = TopicPartition::new("t".repeat(249), 0);
-    let mut log = Log::open(dir.path().to_path_buf(), long, LogConfig::default(), 0).unwrap();
+    let mut log = Log::open(dir.path().to_path_buf(), long, LogConfig::default(), 0, 0).unwrap();
     log.append_as_leader(&Bytes::from(simple_batch(2, 5, 1)), 0, 0)
         .unwrap();
     let part_dir = log.dir().to_path_buf();
