@@ -116,11 +116,21 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
 
     let tracker = TaskTracker::new();
     tracker.spawn(follow_metadata(ctx.clone(), shutdown.clone()));
-    tracker.spawn(checkpoint_loop(replica_manager.clone(), shutdown.clone()));
-    tracker.spawn(retention_loop(
-        replica_manager.clone(),
+    // Recovery point checkpoints (Kafka's kafka-recovery-point-checkpoint).
+    let rm = replica_manager.clone();
+    tracker.spawn(run_periodically(
+        "checkpoint",
+        CHECKPOINT_INTERVAL_MS,
+        shutdown.clone(),
+        move || rm.checkpoint(),
+    ));
+    // Retention (Kafka's kafka-log-retention task).
+    let rm = replica_manager.clone();
+    tracker.spawn(run_periodically(
+        "retention",
         config.log_retention_check_interval_ms,
         shutdown.clone(),
+        move || rm.delete_old_segments(crate::handlers::now_ms()),
     ));
     let connections = TaskTracker::new();
     for (name, listener, local) in listeners {
@@ -230,32 +240,17 @@ async fn follow_metadata(ctx: Arc<BrokerContext>, shutdown: CancellationToken) {
     }
 }
 
-async fn checkpoint_loop(replica_manager: Arc<ReplicaManager>, shutdown: CancellationToken) {
-    let mut interval = tokio::time::interval(Duration::from_millis(CHECKPOINT_INTERVAL_MS));
-    interval.tick().await;
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = interval.tick() => {
-                let rm = replica_manager.clone();
-                match tokio::task::spawn_blocking(move || rm.checkpoint()).await {
-                    Ok(Err(e)) => error!(error = %e, "checkpoint failed"),
-                    Err(e) => error!(error = %e, "checkpoint task failed"),
-                    Ok(Ok(())) => {}
-                }
-            }
-        }
-    }
-}
-
-/// Runs retention over every partition each `log.retention.check.interval.ms`
-/// (Kafka's `kafka-log-retention` task), on a blocking thread; the first pass
-/// runs one interval after startup.
-async fn retention_loop(
-    replica_manager: Arc<ReplicaManager>,
+/// Runs `task` on a blocking thread every `interval_ms` until shutdown; the
+/// first run is one interval after startup. Failures are logged as `what`.
+async fn run_periodically<T, E>(
+    what: &'static str,
     interval_ms: u64,
     shutdown: CancellationToken,
-) {
+    task: impl Fn() -> Result<T, E> + Clone + Send + 'static,
+) where
+    T: Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
     let mut interval = tokio::time::interval(Duration::from_millis(interval_ms.max(1)));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     interval.tick().await;
@@ -263,11 +258,9 @@ async fn retention_loop(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = interval.tick() => {
-                let rm = replica_manager.clone();
-                let now_ms = crate::handlers::now_ms();
-                match tokio::task::spawn_blocking(move || rm.delete_old_segments(now_ms)).await {
-                    Ok(Err(e)) => error!(error = %e, "checkpoint after retention failed"),
-                    Err(e) => error!(error = %e, "retention task failed"),
+                match tokio::task::spawn_blocking(task.clone()).await {
+                    Ok(Err(e)) => error!(error = %e, "{what} failed"),
+                    Err(e) => error!(error = %e, "{what} task failed"),
                     Ok(Ok(_)) => {}
                 }
             }
