@@ -144,6 +144,10 @@ pub struct BrokerConfig {
     /// `log.retention.check.interval.ms`: how often retention runs over
     /// every partition, ms. Default: 300000.
     pub log_retention_check_interval_ms: u64,
+    /// `producer.id.expiration.ms`: an idempotent producer whose last batch
+    /// is this many ms old is forgotten at the next retention check, ms.
+    /// Default: 86400000 (1 day).
+    pub producer_id_expiration_ms: i64,
     /// `socket.request.max.bytes`: largest request frame, bytes.
     /// Default: 104857600.
     pub socket_request_max_bytes: usize,
@@ -204,6 +208,7 @@ impl Default for BrokerConfig {
             log_retention_bytes: -1,
             log_roll_ms: 168 * 3_600_000,
             log_retention_check_interval_ms: 300_000,
+            producer_id_expiration_ms: 86_400_000,
             socket_request_max_bytes: 104_857_600,
             connections_max_idle_ms: 600_000,
             metrics_listener: Some(SocketAddr::from(([127, 0, 0, 1], 9464))),
@@ -389,6 +394,16 @@ impl BrokerConfig {
                     });
                 }
             }
+            "producer.id.expiration.ms" => {
+                self.producer_id_expiration_ms = parse_num(key, value)?;
+                if self.producer_id_expiration_ms < 1 {
+                    return Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: value.into(),
+                        reason: "must be at least 1".into(),
+                    });
+                }
+            }
             "socket.request.max.bytes" => self.socket_request_max_bytes = parse_num(key, value)?,
             "connections.max.idle.ms" => self.connections_max_idle_ms = parse_num(key, value)?,
             "metrics.listener" => {
@@ -510,6 +525,7 @@ mod tests {
         assert_eq!(c.log_retention_bytes, -1);
         assert_eq!(c.log_roll_ms, 604_800_000);
         assert_eq!(c.log_retention_check_interval_ms, 300_000);
+        assert_eq!(c.producer_id_expiration_ms, 86_400_000);
         let pairs = |kv: &[(&str, &str)]| {
             BrokerConfig::from_pairs(
                 kv.iter()
@@ -527,7 +543,9 @@ mod tests {
             ("log.roll.hours", "3"),
             ("log.retention.bytes", "4096"),
             ("log.retention.check.interval.ms", "250"),
+            ("producer.id.expiration.ms", "777"),
         ]);
+        assert_eq!(c.producer_id_expiration_ms, 777);
         assert_eq!(c.log_retention_ms, 1234);
         assert_eq!(c.log_roll_ms, 5000);
         let log = c.default_log_config();

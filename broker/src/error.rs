@@ -22,6 +22,8 @@ pub fn storage_error_code(error: &StorageError) -> i16 {
         | StorageError::NodeIdMismatch { .. }
         | StorageError::InconsistentTopicId { .. } => ResponseError::KafkaStorageError.code(),
         StorageError::OffsetOverflow { .. } => ResponseError::UnknownServerError.code(),
+        StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
+        StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
     }
 }
 
@@ -131,6 +133,22 @@ mod tests {
                     log_end: 0,
                 },
                 -1,
+            ),
+            (
+                StorageError::OutOfOrderSequence {
+                    producer_id: 1,
+                    expected: 3,
+                    found: 5,
+                },
+                45,
+            ),
+            (
+                StorageError::InvalidProducerEpoch {
+                    producer_id: 1,
+                    current: 2,
+                    found: 1,
+                },
+                47,
             ),
         ];
         for (error, code) in table {

@@ -173,6 +173,12 @@ impl Partition {
         Ok(deleted)
     }
 
+    /// Forgets idempotent producers idle for `expiration_ms` or more
+    /// (`producer.id.expiration.ms`). Returns how many were removed.
+    pub fn remove_expired_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        lock(&self.log).remove_expired_producers(now_ms, expiration_ms)
+    }
+
     /// Log end offset: the offset the next appended record gets.
     pub fn log_end_offset(&self) -> i64 {
         lock(&self.log).log_end_offset()
@@ -201,26 +207,34 @@ impl Partition {
     /// Runs synchronously (no await) so that requests from one connection
     /// append in the order they arrived; see `network::connection`.
     ///
+    /// A retried idempotent batch (KIP-98) appends nothing and returns the
+    /// stored batch's offsets with `duplicate` set.
+    ///
     /// # Errors
-    /// Validation errors (corrupt batch, too large) and I/O errors from
+    /// Validation errors (corrupt batch, too large), idempotent producer
+    /// errors (out of order sequence, old producer epoch) and I/O errors from
     /// storage; nothing is appended on error.
     pub fn append_records_as_leader(
         &self,
         records: &Bytes,
         now_ms: i64,
     ) -> Result<LogAppendInfo, StorageError> {
-        let info = {
+        let (info, log_end_offset) = {
             let mut log = lock(&self.log);
             let info = log.append_as_leader(records, self.leader_epoch(), now_ms)?;
-            self.high_watermark
-                .store(log.log_end_offset(), Ordering::Release);
-            info
+            let log_end_offset = log.log_end_offset();
+            self.high_watermark.store(log_end_offset, Ordering::Release);
+            (info, log_end_offset)
         };
+        if info.duplicate {
+            // A retried idempotent batch: nothing new to announce.
+            return Ok(info);
+        }
         self.data_arrived.notify_waiters();
         metrics::gauge!("weir_log_end_offset",
             "topic" => self.topic_partition.topic.clone(),
             "partition" => self.topic_partition.partition.to_string())
-        .set((info.last_offset + 1) as f64);
+        .set(log_end_offset as f64);
         Ok(info)
     }
 

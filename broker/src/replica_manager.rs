@@ -188,6 +188,16 @@ impl ReplicaManager {
         Ok(deleted)
     }
 
+    /// Forgets idempotent producers idle for `expiration_ms` or more in every
+    /// hosted partition (Kafka's producer expiration check,
+    /// `producer.id.expiration.ms`). Returns how many were removed.
+    pub fn remove_expired_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.all_partitions()
+            .iter()
+            .map(|p| p.remove_expired_producers(now_ms, expiration_ms))
+            .sum()
+    }
+
     /// Writes the recovery point and log start offset checkpoints.
     ///
     /// # Errors

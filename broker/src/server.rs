@@ -124,13 +124,19 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         shutdown.clone(),
         move || rm.checkpoint(),
     ));
-    // Retention (Kafka's kafka-log-retention task).
+    // Retention (Kafka's kafka-log-retention task), with the expiration of
+    // idle idempotent producers.
     let rm = replica_manager.clone();
+    let producer_id_expiration_ms = config.producer_id_expiration_ms;
     tracker.spawn(run_periodically(
         "retention",
         config.log_retention_check_interval_ms,
         shutdown.clone(),
-        move || rm.delete_old_segments(crate::handlers::now_ms()),
+        move || {
+            let now_ms = crate::handlers::now_ms();
+            rm.remove_expired_producers(now_ms, producer_id_expiration_ms);
+            rm.delete_old_segments(now_ms)
+        },
     ));
     let connections = TaskTracker::new();
     for (name, listener, local) in listeners {

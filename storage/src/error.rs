@@ -100,6 +100,31 @@ pub enum StorageError {
         /// The rejected topic id (Kafka's base64 form).
         requested: String,
     },
+    /// An idempotent producer's batch does not continue its sequence: its
+    /// first sequence is not the last stored sequence + 1 (wrapping after
+    /// `i32::MAX`), or a new producer epoch does not start at 0 (KIP-98).
+    /// Kafka answers `OUT_OF_ORDER_SEQUENCE_NUMBER`.
+    #[error("out of order sequence number for producer {producer_id}: expected {expected}, found {found}")]
+    OutOfOrderSequence {
+        /// The producer id of the batch.
+        producer_id: i64,
+        /// The sequence the batch should have started with.
+        expected: i32,
+        /// The batch's first sequence.
+        found: i32,
+    },
+    /// An idempotent producer's batch carries an epoch older than the
+    /// partition's current epoch for that producer id (it was fenced).
+    /// Kafka answers `INVALID_PRODUCER_EPOCH`.
+    #[error("producer {producer_id} epoch {found} is older than the current epoch {current}")]
+    InvalidProducerEpoch {
+        /// The producer id of the batch.
+        producer_id: i64,
+        /// The producer epoch the partition knows.
+        current: i16,
+        /// The batch's producer epoch.
+        found: i16,
+    },
     /// An append would need a relative offset or file position that does not
     /// fit in 32 bits even in a fresh segment.
     #[error("offset {offset} cannot be appended to a log whose end offset is {log_end}")]

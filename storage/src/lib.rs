@@ -6,6 +6,7 @@
 //! * [`log`]: a partition's [`Log`] (append, read, recovery, flush,
 //!   retention and the log start offset);
 //! * [`leader_epoch`]: the leader epoch cache and `leader-epoch-checkpoint`;
+//! * [`producer_state`]: idempotent producers' epochs and last batches;
 //! * [`file_slice`]: zero-copy [`FileSlice`] regions for `sendfile`;
 //! * [`log_manager`]: every log under `log.dirs` plus its checkpoints and
 //!   `meta.properties`.
@@ -21,6 +22,7 @@ pub mod index;
 pub mod leader_epoch;
 pub mod log;
 pub mod log_manager;
+pub mod producer_state;
 pub mod segment;
 #[cfg(test)]
 mod testutil;
@@ -34,6 +36,7 @@ pub use log::{
     CleanupPolicy, FetchDataInfo, Log, LogAppendInfo, LogConfig, PendingFlush, TimestampType,
 };
 pub use log_manager::LogManager;
+pub use producer_state::ProducerStateManager;
 
 /// A Kafka topic partition. Its directory under `log.dirs` is
 /// `"{topic}-{partition}"`.

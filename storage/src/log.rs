@@ -1,7 +1,8 @@
 //! [`Log`]: one partition's log on disk (Kafka's `UnifiedLog`/`LocalLog`
 //! without tiered storage): the ordered segments of
 //! `<log.dirs>/<topic>-<partition>/`, the log start and log end offsets, the
-//! recovery point, the leader epoch cache and `partition.metadata`. It
+//! recovery point, the leader epoch cache, the idempotent producers' state
+//! (with its `.snapshot` files) and `partition.metadata`. It
 //! validates and appends produced batches, serves fetches as file regions,
 //! recovers after a crash and flushes with group commit. It must not depend on
 //! `kafka-protocol`: batches are handled by their 61-byte header only.
@@ -20,6 +21,7 @@ use crate::checkpoint;
 use crate::error::StorageError;
 use crate::file_slice::FileSlice;
 use crate::leader_epoch::LeaderEpochCache;
+use crate::producer_state::{self, BatchMetadata, ProducerCheck, ProducerStateManager};
 use crate::segment::{
     AppendedBatch, LogSegment, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
@@ -137,6 +139,11 @@ pub struct LogAppendInfo {
     pub batch_count: usize,
     /// Records appended (sum of the batches' record counts).
     pub record_count: usize,
+    /// The batch was a retry of an idempotent producer's batch already in
+    /// the log (KIP-98): nothing was appended, `first_offset`,
+    /// `last_offset` and `max_timestamp` are the stored batch's, and
+    /// `log_append_time` is its stored timestamp under LogAppendTime.
+    pub duplicate: bool,
 }
 
 /// The result of a read (Kafka's `FetchDataInfo`).
@@ -195,6 +202,7 @@ pub struct Log {
     log_end_offset: i64,
     recovery_point: i64,
     leader_epoch_cache: LeaderEpochCache,
+    producer_state: ProducerStateManager,
     topic_id: Option<[u8; 16]>,
     /// A segment file was created since the last flush.
     dir_dirty: bool,
@@ -230,6 +238,25 @@ pub(crate) fn capped_delete_dir_name(tp: &TopicPartition, unique: &str) -> Strin
         keep -= 1;
     }
     format!("{}{suffix}", &tp.topic[..keep])
+}
+
+/// The answer to a retried idempotent batch: the stored batch's offsets.
+fn duplicate_info(original: BatchMetadata, log_append_time: bool) -> LogAppendInfo {
+    LogAppendInfo {
+        first_offset: original.first_offset,
+        last_offset: original.last_offset,
+        max_timestamp: original.timestamp,
+        offset_of_max_timestamp: original.last_offset,
+        log_append_time: if log_append_time {
+            original.timestamp
+        } else {
+            -1
+        },
+        valid_bytes: 0,
+        batch_count: 0,
+        record_count: 0,
+        duplicate: true,
+    }
 }
 
 fn deleted_error(dir: &Path) -> StorageError {
@@ -390,12 +417,95 @@ impl Log {
             log_end_offset,
             recovery_point: recovery_point.clamp(log_start_offset, log_end_offset),
             leader_epoch_cache,
+            producer_state: ProducerStateManager::new(),
             topic_id: None,
             dir_dirty: true,
             deleted: false,
         };
+        log.rebuild_producer_state()?;
         log.topic_id = log.read_partition_metadata()?;
         Ok(log)
+    }
+
+    /// Rebuilds the producer state after recovery (Kafka's
+    /// `UnifiedLog.rebuildProducerState`): snapshots past the log end offset
+    /// (a truncated tail) or below the first segment are deleted; the newest
+    /// remaining snapshot that parses is loaded (unreadable ones are deleted
+    /// with a warning); then the headers of every batch from the snapshot's
+    /// offset (or the log start) to the log end offset are replayed. So
+    /// batches cut from a torn tail leave no state.
+    fn rebuild_producer_state(&mut self) -> Result<(), StorageError> {
+        self.producer_state.clear();
+        let first_base = self.segments.keys().next().copied().unwrap_or(0);
+        let mut replay_from = self.log_start_offset;
+        let mut snapshots = producer_state::list_snapshots(&self.dir)?;
+        while let Some((offset, path)) = snapshots.pop() {
+            if offset > self.log_end_offset || offset < first_base {
+                producer_state::delete_snapshot(&path)?;
+                continue;
+            }
+            match ProducerStateManager::read_snapshot(&path) {
+                Ok(state) => {
+                    self.producer_state = state;
+                    replay_from = offset;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "deleting an unreadable producer snapshot");
+                    producer_state::delete_snapshot(&path)?;
+                }
+            }
+        }
+        let floor = self
+            .segments
+            .range(..=replay_from)
+            .next_back()
+            .map_or(first_base, |(b, _)| *b);
+        let log_start_offset = self.log_start_offset;
+        let state = &mut self.producer_state;
+        for segment in self.segments.range(floor..).map(|(_, s)| s) {
+            segment.for_each_batch_header(|header| {
+                if header.base_offset >= replay_from && header.last_offset() >= log_start_offset {
+                    state.load_batch(header);
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Writes the producer state as `<log end offset>.snapshot` (Kafka's
+    /// `ProducerStateManager.takeSnapshot`; done at segment roll and clean
+    /// shutdown) and deletes snapshots below the first segment's base
+    /// offset, whose batches are gone.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the file cannot be written or an old one
+    /// removed.
+    pub fn write_producer_snapshot(&mut self) -> Result<(), StorageError> {
+        if self.deleted {
+            return Err(deleted_error(&self.dir));
+        }
+        self.producer_state
+            .write_snapshot(&self.dir, self.log_end_offset)?;
+        let first_base = self.segments.keys().next().copied().unwrap_or(0);
+        for (offset, path) in producer_state::list_snapshots(&self.dir)? {
+            if offset < first_base {
+                producer_state::delete_snapshot(&path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The idempotent producers' state (KIP-98).
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.producer_state
+    }
+
+    /// Forgets producers idle for `expiration_ms` or more at `now_ms`
+    /// (`producer.id.expiration.ms`; see
+    /// [`ProducerStateManager::remove_expired`]). Returns how many.
+    pub fn remove_expired_producers(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producer_state.remove_expired(now_ms, expiration_ms)
     }
 
     fn create_segment(&mut self, base_offset: i64) -> Result<(), StorageError> {
@@ -440,10 +550,17 @@ impl Log {
     /// The leader epoch cache gains `(leader_epoch, first offset)` when
     /// `leader_epoch` is newer than its latest epoch.
     ///
+    /// Batches with a producer id (`>= 0`, KIP-98) are checked against the
+    /// producer state first (see [`ProducerStateManager::check`]): a retry of
+    /// one of the producer's last 5 batches appends nothing and returns the
+    /// stored batch's offsets with [`LogAppendInfo::duplicate`] set.
+    ///
     /// # Errors
     /// [`StorageError::CorruptRecord`] / [`StorageError::InvalidRecord`] for an
     /// invalid or empty batch set, [`StorageError::RecordBatchTooLarge`] for a
     /// batch over `max.message.bytes` or a batch set over `segment.bytes`,
+    /// [`StorageError::OutOfOrderSequence`] / [`StorageError::InvalidProducerEpoch`]
+    /// for an idempotent batch that does not follow its producer's state,
     /// [`StorageError::Io`] if the write fails (the segment is cut back).
     pub fn append_as_leader(
         &mut self,
@@ -500,7 +617,11 @@ impl Log {
             valid_bytes: 0,
             batch_count: 0,
             record_count: 0,
+            duplicate: false,
         };
+        // Producer state left by the earlier batches of this request:
+        // (producer id, epoch, batch). Allocates only for idempotent batches.
+        let mut producer_updates: Vec<(i64, i16, BatchMetadata)> = Vec::new();
         while position < records.len() {
             let bytes = &records[position..];
             let header = RecordBatchHeader::validate(bytes)?;
@@ -524,6 +645,37 @@ impl Log {
                 max_timestamp = now_ms;
             }
             let last_offset = next_offset + header.last_offset_delta as i64;
+            if header.producer_id >= 0 {
+                let last_seq =
+                    producer_state::last_sequence(header.base_sequence, header.last_offset_delta);
+                let pending = producer_updates
+                    .iter()
+                    .rev()
+                    .find(|(pid, _, _)| *pid == header.producer_id)
+                    .map(|(_, epoch, b)| (*epoch, b.last_seq));
+                match self.producer_state.check(
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence,
+                    last_seq,
+                    pending,
+                )? {
+                    ProducerCheck::Duplicate(original) => {
+                        return Ok(duplicate_info(original, log_append_time))
+                    }
+                    ProducerCheck::Append => producer_updates.push((
+                        header.producer_id,
+                        header.producer_epoch,
+                        BatchMetadata {
+                            first_seq: header.base_sequence,
+                            last_seq,
+                            first_offset: next_offset,
+                            last_offset,
+                            timestamp: max_timestamp,
+                        },
+                    )),
+                }
+            }
             if max_timestamp > info.max_timestamp {
                 info.max_timestamp = max_timestamp;
                 info.offset_of_max_timestamp = last_offset;
@@ -567,6 +719,9 @@ impl Log {
         self.active_segment()?
             .append(&mut iov, position, &appended)?;
         self.log_end_offset = next_offset;
+        for (producer_id, epoch, batch) in producer_updates {
+            self.producer_state.update(producer_id, epoch, batch);
+        }
         metrics::counter!("weir_storage_appended_bytes_total").increment(position as u64);
         metrics::counter!("weir_storage_appended_records_total")
             .increment(info.record_count as u64);
@@ -630,7 +785,8 @@ impl Log {
         }
         active.on_become_inactive()?;
         tracing::debug!(dir = %self.dir.display(), base_offset = log_end_offset, "rolling new log segment");
-        self.create_segment(log_end_offset)
+        self.create_segment(log_end_offset)?;
+        self.write_producer_snapshot()
     }
 
     /// Reads whole batches for a fetch at `fetch_offset`: from the first batch
@@ -957,6 +1113,8 @@ impl Log {
     }
 }
 
+#[cfg(test)]
+mod producer_tests;
 pub mod retention;
 #[cfg(test)]
 mod tests;

@@ -376,13 +376,16 @@ impl LogManager {
         )
     }
 
-    /// Flushes every log, then [`LogManager::checkpoint`] (clean shutdown).
+    /// Flushes every log and writes its producer snapshot at the log end
+    /// offset, then [`LogManager::checkpoint`] (clean shutdown).
     ///
     /// # Errors
-    /// The first flush or checkpoint error.
+    /// The first flush, snapshot or checkpoint error.
     pub fn shutdown(&self) -> Result<(), StorageError> {
         for (_, log) in self.logs() {
-            lock(&log).flush()?;
+            let mut log = lock(&log);
+            log.flush()?;
+            log.write_producer_snapshot()?;
         }
         self.checkpoint()
     }

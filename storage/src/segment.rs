@@ -325,6 +325,25 @@ impl LogSegment {
         }
     }
 
+    /// Calls `f` with the header of every batch in the segment, in order
+    /// (headers only; records are not read).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] on read errors; [`StorageError::CorruptRecord`]
+    /// if a stored header does not parse.
+    pub(crate) fn for_each_batch_header(
+        &self,
+        mut f: impl FnMut(&RecordBatchHeader),
+    ) -> Result<(), StorageError> {
+        let mut scanner = self.scanner();
+        let mut position = 0u64;
+        while let Some(header) = scanner.header_at(position)? {
+            f(&header);
+            position += header.size_in_bytes() as u64;
+        }
+        Ok(())
+    }
+
     /// Finds the batch holding `offset` (the first batch whose last offset is
     /// `>= offset`), starting from the offset index. Returns its position and
     /// header, or `None` if the segment ends first.

@@ -285,6 +285,12 @@ pub fn broker_config_entries(
             "how often retention runs (ms)",
         ),
         (
+            "producer.id.expiration.ms",
+            c.producer_id_expiration_ms.to_string(),
+            ConfigType::Int,
+            "idle time after which an idempotent producer's state is dropped (ms)",
+        ),
+        (
             "socket.request.max.bytes",
             c.socket_request_max_bytes.to_string(),
             ConfigType::Int,

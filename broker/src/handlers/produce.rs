@@ -174,6 +174,8 @@ fn append(
     let info = partition
         .append_records_as_leader(&records, request.now_ms)
         .map_err(|e| (storage_error_code(&e), Some(e.to_string())))?;
-    metrics::counter!("weir_produced_bytes_total").increment(records.len() as u64);
+    if !info.duplicate {
+        metrics::counter!("weir_produced_bytes_total").increment(records.len() as u64);
+    }
     Ok((partition, info))
 }
