@@ -34,6 +34,9 @@ pub struct Partition {
     /// Offset (exclusive) up to which the log is known to be fsynced.
     durable_offset: AtomicI64,
     data_arrived: Notify,
+    /// `weir_log_end_offset{topic, partition}`, registered once so appends
+    /// allocate no labels.
+    log_end_offset_gauge: metrics::Gauge,
     flush_lock: tokio::sync::Mutex<()>,
 }
 
@@ -50,6 +53,10 @@ impl Partition {
             let l = lock(&log);
             (l.log_end_offset(), l.recovery_point())
         };
+        let log_end_offset_gauge = metrics::gauge!("weir_log_end_offset",
+            "topic" => topic_partition.topic.clone(),
+            "partition" => topic_partition.partition.to_string());
+        log_end_offset_gauge.set(end as f64);
         Partition {
             topic_partition,
             topic_id,
@@ -60,6 +67,7 @@ impl Partition {
             high_watermark: AtomicI64::new(end),
             durable_offset: AtomicI64::new(recovery),
             data_arrived: Notify::new(),
+            log_end_offset_gauge,
             flush_lock: tokio::sync::Mutex::new(()),
         }
     }
@@ -231,10 +239,7 @@ impl Partition {
             return Ok(info);
         }
         self.data_arrived.notify_waiters();
-        metrics::gauge!("weir_log_end_offset",
-            "topic" => self.topic_partition.topic.clone(),
-            "partition" => self.topic_partition.partition.to_string())
-        .set(log_end_offset as f64);
+        self.log_end_offset_gauge.set(log_end_offset as f64);
         Ok(info)
     }
 

@@ -97,3 +97,46 @@ fn request_count_reads_labelled_counters() {
     assert_eq!(request_count(text, &["Metadata"]), Some(2.0));
     assert_eq!(request_count(text, &["Produce"]), None);
 }
+
+/// `weir_log_end_offset{topic, partition}` follows appends: 0 when the
+/// partition is created, the log end offset after producing.
+#[test]
+fn metrics_report_log_end_offset_per_partition() {
+    use kafka_protocol::messages::{ApiKey, ProduceRequest};
+    use kafka_protocol::records::Compression;
+    use weir_integration_tests::records::{self, NewRecord};
+
+    let broker = TestBroker::builder()
+        .metrics(true)
+        .start()
+        .expect("starting weir");
+    let addr = broker.metrics_addr().expect("metrics enabled");
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    let version = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
+    let topic = support::ensure_topic(&mut client, &versions, "leo-gauge");
+    let gauge = |text: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with("weir_log_end_offset{")
+                    && l.contains("topic=\"leo-gauge\"")
+                    && l.contains("partition=\"0\"")
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    let scrape = || {
+        String::from_utf8(http_get(addr, "/metrics").expect("GET /metrics").body).expect("UTF-8")
+    };
+    assert_eq!(gauge(&scrape()), Some(0.0), "a new partition reports 0");
+    let batch = records::encode_batch(
+        &[
+            NewRecord::value("a", 1),
+            NewRecord::value("b", 2),
+            NewRecord::value("c", 3),
+        ],
+        Compression::None,
+    )
+    .expect("batch");
+    support::produce_ok(&mut client, version, &topic, 0, batch);
+    assert_eq!(gauge(&scrape()), Some(3.0));
+}
