@@ -112,6 +112,21 @@ pub fn encode_batch(records: &[NewRecord], compression: Compression) -> Result<B
     Ok(buf.freeze())
 }
 
+/// One uncompressed batch holding `values` as record values (no keys), with
+/// CreateTime timestamps `first_timestamp`, `first_timestamp + 1`, ... (ms).
+///
+/// # Panics
+///
+/// If the `kafka-protocol` encoder fails on an uncompressed batch (a bug).
+pub fn plain_batch(values: &[&str], first_timestamp: i64) -> Bytes {
+    let records: Vec<NewRecord> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| NewRecord::value(v.to_string(), first_timestamp + i as i64))
+        .collect();
+    encode_batch(&records, Compression::None).expect("an uncompressed batch always encodes")
+}
+
 /// The header fields of one record batch, read without decompressing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchHeader {

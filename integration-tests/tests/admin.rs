@@ -13,7 +13,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
@@ -35,9 +34,8 @@ use kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::{Message, StrBytes};
-use kafka_protocol::records::Compression;
 use uuid::Uuid;
-use weir_integration_tests::records::{self, NewRecord};
+use weir_integration_tests::records;
 use weir_integration_tests::{clients, HarnessError, RawClient, TestBroker};
 
 use crate::support::{self, error_code, FetchSpec, TopicInfo, CLIENT_TIMEOUT};
@@ -301,15 +299,6 @@ fn create_ready(
     assert_topic_ready(client, versions, name, partitions as usize)
 }
 
-fn batch_of(values: &[&str], first_timestamp: i64) -> Bytes {
-    let records: Vec<NewRecord> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| NewRecord::value(v.to_string(), first_timestamp + i as i64))
-        .collect();
-    records::encode_batch(&records, Compression::None).expect("encode batch")
-}
-
 /// Checks the v5+ config echo of CreateTopics: every topic key once, the
 /// explicit ones with their value and DYNAMIC_TOPIC_CONFIG, the others with
 /// Kafka's default and DEFAULT_CONFIG.
@@ -561,7 +550,7 @@ fn produce_and_read(client: &mut RawClient, versions: &ApiVersionsResponse, topi
         produce_version,
         topic,
         0,
-        batch_of(&["a", "b", "c"], 1_000),
+        records::plain_batch(&["a", "b", "c"], 1_000),
     );
     assert_eq!(base, 0);
     let read = support::fetch_records(client, fetch_version, topic, 0, 0);
@@ -1089,14 +1078,14 @@ fn epochs_setup(broker: &TestBroker) -> (RawClient, ApiVersionsResponse, i64, i3
         produce_version,
         &topic,
         0,
-        batch_of(&["a", "b", "c"], 1_000),
+        records::plain_batch(&["a", "b", "c"], 1_000),
     );
     support::produce_ok(
         &mut client,
         produce_version,
         &topic,
         0,
-        batch_of(&["d", "e"], 2_000),
+        records::plain_batch(&["d", "e"], 2_000),
     );
     let list_version = support::newest::<ListOffsetsRequest>(&versions, ApiKey::ListOffsets);
     let log_end_offset = support::list_offset(&mut client, list_version, &topic, 0, -1).offset;

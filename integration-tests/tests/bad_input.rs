@@ -15,9 +15,8 @@ use kafka_protocol::messages::{
     MetadataRequest, ProduceRequest, RequestHeader, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
-use kafka_protocol::records::Compression;
 use uuid::Uuid;
-use weir_integration_tests::records::{self, NewRecord};
+use weir_integration_tests::records;
 use weir_integration_tests::{RawClient, TestBroker};
 
 use crate::support::{self, error_code, FetchSpec};
@@ -25,15 +24,6 @@ use crate::support::{self, error_code, FetchSpec};
 const NOT_ENOUGH_REPLICAS: i16 = 19;
 const INVALID_RECORD: i16 = 87;
 const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-
-fn batch(values: &[&str]) -> Bytes {
-    let records: Vec<NewRecord> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| NewRecord::value(v.to_string(), 1_000 + i as i64))
-        .collect();
-    records::encode_batch(&records, Compression::None).expect("encode batch")
-}
 
 /// Rewrites the batch CRC (CRC-32C over attributes..end) after an edit.
 fn fix_crc(batch: &mut [u8]) {
@@ -91,11 +81,23 @@ fn acks_all_needs_min_insync_replicas() {
     let created = client.send(&create, 7).expect("CreateTopics");
     assert_eq!(created.topics[0].error_code, error_code::NONE);
     assert_eq!(
-        produce_error(&mut client, 9, "min-isr", -1, batch(&["a"])),
+        produce_error(
+            &mut client,
+            9,
+            "min-isr",
+            -1,
+            records::plain_batch(&["a"], 1_000)
+        ),
         NOT_ENOUGH_REPLICAS
     );
     assert_eq!(
-        produce_error(&mut client, 9, "min-isr", 1, batch(&["b"])),
+        produce_error(
+            &mut client,
+            9,
+            "min-isr",
+            1,
+            records::plain_batch(&["b"], 1_000)
+        ),
         error_code::NONE
     );
 }
@@ -136,7 +138,7 @@ fn delete_topics_by_name_and_id_is_invalid() {
 fn failed_acks_zero_produce_closes_the_connection() {
     let broker = support::start_broker();
     let (mut client, version, _) = setup(&broker, "acks-zero");
-    let mut corrupt = batch(&["x"]).to_vec();
+    let mut corrupt = records::plain_batch(&["x"], 1_000).to_vec();
     let last = corrupt.len() - 1;
     corrupt[last] ^= 0xff; // CRC no longer matches
     let header = client.header::<ProduceRequest>(version);
@@ -162,7 +164,13 @@ fn fetch_max_bytes_zero_returns_one_batch() {
     let broker = support::start_broker();
     let (mut client, version, topic) = setup(&broker, "max-bytes-zero");
     for v in ["a", "b", "c"] {
-        support::produce_ok(&mut client, version, &topic, 0, batch(&[v]));
+        support::produce_ok(
+            &mut client,
+            version,
+            &topic,
+            0,
+            records::plain_batch(&[v], 1_000),
+        );
     }
     let versions = support::api_versions(&mut client);
     let fetch_version = support::newest::<FetchRequest>(&versions, ApiKey::Fetch);
@@ -198,7 +206,7 @@ fn api_versions_rejects_invalid_client_software_name() {
 fn old_magic_and_short_records_are_invalid_record() {
     let broker = support::start_broker();
     let (mut client, version, _) = setup(&broker, "magic");
-    let mut old_magic = batch(&["m"]).to_vec();
+    let mut old_magic = records::plain_batch(&["m"], 1_000).to_vec();
     old_magic[16] = 1;
     fix_crc(&mut old_magic);
     assert_eq!(
@@ -227,7 +235,7 @@ fn old_magic_and_short_records_are_invalid_record() {
 fn transactional_batch_without_transactional_id_is_refused() {
     let broker = support::start_broker();
     let (mut client, version, topic) = setup(&broker, "txn");
-    let mut txn = batch(&["t"]).to_vec();
+    let mut txn = records::plain_batch(&["t"], 1_000).to_vec();
     txn[22] |= 0x10; // attributes bit 4: transactional
     txn[43..51].copy_from_slice(&7i64.to_be_bytes()); // producer id
     fix_crc(&mut txn);
@@ -236,7 +244,13 @@ fn transactional_batch_without_transactional_id_is_refused() {
         TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     );
     assert_eq!(
-        support::produce_ok(&mut client, version, &topic, 0, batch(&["ok"])),
+        support::produce_ok(
+            &mut client,
+            version,
+            &topic,
+            0,
+            records::plain_batch(&["ok"], 1_000)
+        ),
         0
     );
 }
@@ -380,7 +394,13 @@ fn longest_topic_name_can_be_deleted_and_the_broker_restarts() {
     let name = "L".repeat(249);
     {
         let (mut client, version, topic) = setup(&broker, &name);
-        support::produce_ok(&mut client, version, &topic, 0, batch(&["long"]));
+        support::produce_ok(
+            &mut client,
+            version,
+            &topic,
+            0,
+            records::plain_batch(&["long"], 1_000),
+        );
         let request = DeleteTopicsRequest::default()
             .with_timeout_ms(30_000)
             .with_topic_names(vec![TopicName(StrBytes::from_string(name.clone()))]);
@@ -390,7 +410,13 @@ fn longest_topic_name_can_be_deleted_and_the_broker_restarts() {
     broker.restart().expect("restart after deleting the topic");
     let (mut client, version, topic) = setup(&broker, &name);
     assert_eq!(
-        support::produce_ok(&mut client, version, &topic, 0, batch(&["again"])),
+        support::produce_ok(
+            &mut client,
+            version,
+            &topic,
+            0,
+            records::plain_batch(&["again"], 1_000)
+        ),
         0
     );
 }

@@ -16,15 +16,6 @@ fn values(records: &[kafka_protocol::records::Record]) -> Vec<String> {
     records.iter().map(records::value_text).collect()
 }
 
-fn batch_of(values: &[&str], first_timestamp: i64) -> Bytes {
-    let records: Vec<NewRecord> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| NewRecord::value(v.to_string(), first_timestamp + i as i64))
-        .collect();
-    records::encode_batch(&records, Compression::None).expect("encode batch")
-}
-
 /// C02: batch A holds offsets 0-1, batch B 2-3. Fetch at 1 returns A (base
 /// offset 0) then B; fetch at 3 returns B; kcat from 1 and 3 sees exactly
 /// 1,2,3 and 3.
@@ -43,7 +34,7 @@ fn c02_fetch_offset_inside_batch() {
             produce_version,
             &topic,
             0,
-            batch_of(&["0", "1"], 1_000)
+            records::plain_batch(&["0", "1"], 1_000)
         ),
         0
     );
@@ -53,7 +44,7 @@ fn c02_fetch_offset_inside_batch() {
             produce_version,
             &topic,
             0,
-            batch_of(&["2", "3"], 2_000)
+            records::plain_batch(&["2", "3"], 2_000)
         ),
         2
     );
@@ -320,7 +311,7 @@ fn c08_fetch_answered_within_max_wait() {
         produce_version,
         &topic,
         0,
-        batch_of(&["a", "b", "c"], 10),
+        records::plain_batch(&["a", "b", "c"], 10),
     );
     let log_end = 3;
 
