@@ -76,6 +76,10 @@ pub async fn run(
     let may_take = |pending: usize, bytes: usize| {
         pending == 0 || (pending < MAX_IN_FLIGHT_REQUESTS && bytes < max_frame)
     };
+    // One timer per connection, pushed back on every read and response.
+    let idle_timer = tokio::time::sleep(idle);
+    tokio::pin!(idle_timer);
+    let bytes_in = metrics::counter!("weir_network_bytes_in_total");
     let reason: &str = loop {
         while may_take(pending.len(), in_flight_bytes) {
             match decode_frame(&mut buf, max_frame) {
@@ -104,6 +108,7 @@ pub async fn run(
             _ = shutdown.cancelled() => break "broker shutting down",
             Some(response) = pending.next(), if !pending.is_empty() => {
                 in_flight_bytes -= in_flight_sizes.pop_front().unwrap_or(0);
+                idle_timer.as_mut().reset(tokio::time::Instant::now() + idle);
                 let close = matches!(response, Response::Close(_));
                 if tx.send(response).await.is_err() || close {
                     break "closed by a response";
@@ -111,13 +116,16 @@ pub async fn run(
             }
             read = reader.read_buf(&mut buf), if can_read => match read {
                 Ok(0) => eof = true,
-                Ok(n) => metrics::counter!("weir_network_bytes_in_total").increment(n as u64),
+                Ok(n) => {
+                    bytes_in.increment(n as u64);
+                    idle_timer.as_mut().reset(tokio::time::Instant::now() + idle);
+                }
                 Err(e) => {
                     debug!(%peer, error = %e, "read failed");
                     break "read error";
                 }
             },
-            _ = tokio::time::sleep(idle), if pending.is_empty() && !eof => {
+            _ = &mut idle_timer, if pending.is_empty() && !eof => {
                 info!(%peer, idle_ms = idle.as_millis() as u64, "closing idle connection (connections.max.idle.ms)");
                 break "idle";
             }
@@ -135,14 +143,15 @@ async fn write_loop(
     mut rx: mpsc::Receiver<Response>,
     peer: SocketAddr,
 ) {
+    let bytes_out = metrics::counter!("weir_network_bytes_out_total");
     while let Some(response) = rx.recv().await {
         let result = match response {
             Response::None => Ok(()),
             Response::Frame(bytes) => {
-                metrics::counter!("weir_network_bytes_out_total").increment(bytes.len() as u64);
+                bytes_out.increment(bytes.len() as u64);
                 writer.write_all(&bytes).await
             }
-            Response::Fetch(chunks) => write_fetch(&mut writer, chunks).await,
+            Response::Fetch(chunks) => write_fetch(&mut writer, chunks, &bytes_out).await,
             Response::Close(reason) => {
                 warn!(%peer, %reason, "closing connection");
                 let _ = writer.shutdown().await;
@@ -162,16 +171,17 @@ async fn write_loop(
 async fn write_fetch(
     writer: &mut OwnedWriteHalf,
     chunks: Vec<FetchChunk<FetchRecords>>,
+    bytes_out: &metrics::Counter,
 ) -> std::io::Result<()> {
     for chunk in chunks {
         match chunk {
             FetchChunk::Bytes(bytes) => {
-                metrics::counter!("weir_network_bytes_out_total").increment(bytes.len() as u64);
+                bytes_out.increment(bytes.len() as u64);
                 writer.write_all(&bytes).await?;
             }
             FetchChunk::Records(FetchRecords::File(slice)) => {
                 send_file_region(writer.as_ref(), &slice).await?;
-                metrics::counter!("weir_network_bytes_out_total").increment(slice.len() as u64);
+                bytes_out.increment(slice.len() as u64);
             }
             FetchChunk::Records(FetchRecords::Empty) => {}
         }
