@@ -154,6 +154,27 @@ pub struct BrokerConfig {
     /// `connections.max.idle.ms`: idle connections are closed after this many
     /// ms. Default: 600000.
     pub connections_max_idle_ms: u64,
+    /// `log.flush.interval.messages`: default of the topic config
+    /// `flush.messages`; a log with at least this many unflushed messages is
+    /// fsynced before the append is answered. Default: `i64::MAX` (never).
+    pub log_flush_interval_messages: i64,
+    /// `log.flush.interval.ms`: default of the topic config `flush.ms`, ms;
+    /// unset means `log.flush.scheduler.interval.ms`, as in Kafka.
+    pub log_flush_interval_ms: Option<i64>,
+    /// `log.flush.scheduler.interval.ms`: how often the background flusher
+    /// looks for logs whose `flush.ms` has passed, ms. Default: `i64::MAX`
+    /// (the flusher does not run), as in Kafka.
+    pub log_flush_scheduler_interval_ms: i64,
+    /// `log.flush.offset.checkpoint.interval.ms`: how often the recovery
+    /// points are checkpointed, ms. Default: 60000.
+    pub log_flush_offset_checkpoint_interval_ms: u64,
+    /// `log.write.caching` (Weir; Redpanda's `write_caching_default`):
+    /// default of the topic config `write.caching`. When false (the
+    /// default) an acks=all produce is answered only after its data is
+    /// fsynced; when true it is answered once appended to the page cache,
+    /// as Apache Kafka does, and data reaches disk by `flush.messages`,
+    /// `flush.ms` or the operating system.
+    pub log_write_caching: bool,
     /// `metrics.listener` (Weir): address of the Prometheus endpoint, or
     /// None when set to an empty value. Default: 127.0.0.1:9464.
     pub metrics_listener: Option<SocketAddr>,
@@ -168,8 +189,6 @@ const ACCEPTED_KEYS: &[&str] = &[
     "controller.listener.names",
     "inter.broker.listener.name",
     "listener.security.protocol.map",
-    "log.flush.interval.messages",
-    "log.flush.interval.ms",
     "offsets.topic.replication.factor",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
@@ -211,6 +230,11 @@ impl Default for BrokerConfig {
             producer_id_expiration_ms: 86_400_000,
             socket_request_max_bytes: 104_857_600,
             connections_max_idle_ms: 600_000,
+            log_flush_interval_messages: i64::MAX,
+            log_flush_interval_ms: None,
+            log_flush_scheduler_interval_ms: i64::MAX,
+            log_flush_offset_checkpoint_interval_ms: 60_000,
+            log_write_caching: false,
             metrics_listener: Some(SocketAddr::from(([127, 0, 0, 1], 9464))),
             explicit: BTreeMap::new(),
         }
@@ -404,6 +428,48 @@ impl BrokerConfig {
                     });
                 }
             }
+            "log.flush.interval.messages" => {
+                self.log_flush_interval_messages = parse_num(key, value)?;
+                if self.log_flush_interval_messages < 1 {
+                    return Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: value.into(),
+                        reason: "must be at least 1".into(),
+                    });
+                }
+            }
+            "log.flush.interval.ms" => {
+                let ms: i64 = parse_num(key, value)?;
+                if ms < 0 {
+                    return Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: value.into(),
+                        reason: "must be at least 0".into(),
+                    });
+                }
+                self.log_flush_interval_ms = Some(ms);
+            }
+            "log.flush.scheduler.interval.ms" => {
+                self.log_flush_scheduler_interval_ms = parse_num(key, value)?;
+                if self.log_flush_scheduler_interval_ms < 1 {
+                    return Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: value.into(),
+                        reason: "must be at least 1".into(),
+                    });
+                }
+            }
+            "log.flush.offset.checkpoint.interval.ms" => {
+                self.log_flush_offset_checkpoint_interval_ms = parse_num(key, value)?;
+                if self.log_flush_offset_checkpoint_interval_ms < 1 {
+                    return Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: value.into(),
+                        reason: "must be at least 1".into(),
+                    });
+                }
+            }
+            "log.write.caching" => self.log_write_caching = parse_bool(key, value)?,
             "socket.request.max.bytes" => self.socket_request_max_bytes = parse_num(key, value)?,
             "connections.max.idle.ms" => self.connections_max_idle_ms = parse_num(key, value)?,
             "metrics.listener" => {
@@ -445,7 +511,16 @@ impl BrokerConfig {
             retention_bytes: self.log_retention_bytes,
             segment_ms: self.log_roll_ms,
             cleanup_policy: weir_storage::CleanupPolicy::default(),
+            flush_messages: self.log_flush_interval_messages,
+            flush_ms: self.log_flush_interval_ms_or_default(),
         }
+    }
+
+    /// `log.flush.interval.ms`, or `log.flush.scheduler.interval.ms` when
+    /// unset (Kafka's fallback).
+    pub fn log_flush_interval_ms_or_default(&self) -> i64 {
+        self.log_flush_interval_ms
+            .unwrap_or(self.log_flush_scheduler_interval_ms)
     }
 
     /// The first (and for now only) log directory.
@@ -561,6 +636,31 @@ mod tests {
     }
 
     #[test]
+    fn flush_keys_follow_kafkas_names_defaults_and_fallback() {
+        let c = BrokerConfig::default();
+        assert_eq!(c.log_flush_interval_messages, i64::MAX);
+        assert_eq!(c.log_flush_interval_ms_or_default(), i64::MAX);
+        assert_eq!(c.log_flush_offset_checkpoint_interval_ms, 60_000);
+        assert!(!c.log_write_caching);
+        let c = BrokerConfig::from_pairs(vec![
+            ("log.flush.scheduler.interval.ms".into(), "2000".into()),
+            ("log.flush.interval.messages".into(), "10".into()),
+            ("log.write.caching".into(), "true".into()),
+        ])
+        .unwrap();
+        // log.flush.interval.ms falls back to the scheduler interval.
+        let log = c.default_log_config();
+        assert_eq!((log.flush_messages, log.flush_ms), (10, 2000));
+        assert!(c.log_write_caching);
+        let c = BrokerConfig::from_pairs(vec![
+            ("log.flush.scheduler.interval.ms".into(), "2000".into()),
+            ("log.flush.interval.ms".into(), "500".into()),
+        ])
+        .unwrap();
+        assert_eq!(c.default_log_config().flush_ms, 500);
+    }
+
+    #[test]
     fn invalid_values_are_rejected() {
         for (k, v) in [
             ("num.partitions", "0"),
@@ -569,6 +669,10 @@ mod tests {
             ("log.message.timestamp.type", "Now"),
             ("log.roll.ms", "0"),
             ("log.retention.check.interval.ms", "0"),
+            ("log.flush.interval.messages", "0"),
+            ("log.flush.interval.ms", "-1"),
+            ("log.flush.scheduler.interval.ms", "0"),
+            ("log.write.caching", "maybe"),
         ] {
             let err = BrokerConfig::from_pairs(vec![(k.into(), v.into())]).unwrap_err();
             assert!(err.to_string().contains(k), "{err}");

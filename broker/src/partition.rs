@@ -6,7 +6,7 @@
 //! Single node: this broker is the only replica, so the high watermark is the
 //! log end offset after every append.
 
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -30,6 +30,8 @@ pub struct Partition {
     leader_epoch: AtomicI32,
     isr_size: AtomicUsize,
     min_insync_replicas: AtomicI32,
+    /// The topic's `write.caching`: acks=all is answered before fsync.
+    write_caching: AtomicBool,
     high_watermark: AtomicI64,
     /// Offset (exclusive) up to which the log is known to be fsynced.
     durable_offset: AtomicI64,
@@ -64,6 +66,7 @@ impl Partition {
             leader_epoch: AtomicI32::new(leader_epoch),
             isr_size: AtomicUsize::new(1),
             min_insync_replicas: AtomicI32::new(1),
+            write_caching: AtomicBool::new(false),
             high_watermark: AtomicI64::new(end),
             durable_offset: AtomicI64::new(recovery),
             data_arrived: Notify::new(),
@@ -98,6 +101,20 @@ impl Partition {
         self.isr_size.store(isr_size, Ordering::Release);
         self.min_insync_replicas
             .store(min_insync_replicas, Ordering::Release);
+    }
+
+    /// Records the topic's effective `write.caching` (see
+    /// [`crate::topic_config::write_caching_for`]).
+    pub fn set_write_caching(&self, write_caching: bool) {
+        self.write_caching.store(write_caching, Ordering::Release);
+    }
+
+    /// Whether a produce with `acks` must wait for the fsync covering its
+    /// records before it is answered: acks=all unless the topic has
+    /// `write.caching`, and any acks once `flush.messages` is reached
+    /// (`flush_due` from [`Partition::append_records_as_leader`]).
+    pub fn ack_requires_flush(&self, acks: i16, flush_due: bool) -> bool {
+        flush_due || (acks == -1 && !self.write_caching.load(Ordering::Acquire))
     }
 
     /// Checks that an acks=all write can be acknowledged: the ISR must hold
@@ -218,6 +235,9 @@ impl Partition {
     /// A retried idempotent batch (KIP-98) appends nothing and returns the
     /// stored batch's offsets with `duplicate` set.
     ///
+    /// Returns the append's outcome and whether `flush.messages` now asks
+    /// for a flush before the append is answered.
+    ///
     /// # Errors
     /// Validation errors (corrupt batch, too large), idempotent producer
     /// errors (out of order sequence, old producer epoch) and I/O errors from
@@ -226,21 +246,30 @@ impl Partition {
         &self,
         records: &Bytes,
         now_ms: i64,
-    ) -> Result<LogAppendInfo, StorageError> {
-        let (info, log_end_offset) = {
+    ) -> Result<(LogAppendInfo, bool), StorageError> {
+        let (info, log_end_offset, flush_due) = {
             let mut log = lock(&self.log);
             let info = log.append_as_leader(records, self.leader_epoch(), now_ms)?;
             let log_end_offset = log.log_end_offset();
             self.high_watermark.store(log_end_offset, Ordering::Release);
-            (info, log_end_offset)
+            (info, log_end_offset, log.flush_messages_due())
         };
         if info.duplicate {
             // A retried idempotent batch: nothing new to announce.
-            return Ok(info);
+            return Ok((info, flush_due));
         }
         self.data_arrived.notify_waiters();
         self.log_end_offset_gauge.set(log_end_offset as f64);
-        Ok(info)
+        Ok((info, flush_due))
+    }
+
+    /// The background flusher's check (Kafka's `LogManager.flushDirtyLogs`):
+    /// if the log's `flush.ms` has passed since its last flush with data
+    /// unflushed, returns the log end offset to wait for with
+    /// [`Partition::wait_durable`].
+    pub fn flush_ms_due(&self, now_ms: i64) -> Option<i64> {
+        let log = lock(&self.log);
+        log.flush_ms_due(now_ms).then(|| log.log_end_offset())
     }
 
     /// Waits until every offset below `end_offset` is fsynced. Concurrent

@@ -11,7 +11,7 @@ use weir_storage::{Log, LogManager, StorageError, TopicPartition};
 
 use crate::config::BrokerConfig;
 use crate::partition::Partition;
-use crate::topic_config::log_config_for;
+use crate::topic_config::{log_config_for, write_caching_for};
 
 /// Owns the hosted partitions and the `LogManager` under them.
 pub struct ReplicaManager {
@@ -81,6 +81,7 @@ impl ReplicaManager {
                 .get("min.insync.replicas")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(self.config.min_insync_replicas);
+            let write_caching = write_caching_for(&self.config, &topic.configs);
             for (&index, registration) in &topic.partitions {
                 if !registration.replicas.contains(&self.node_id) {
                     continue;
@@ -93,6 +94,7 @@ impl ReplicaManager {
                     if p.topic_id() == topic.topic_id {
                         p.set_leader_epoch(registration.leader_epoch);
                         p.set_replication_state(registration.isr.len(), min_isr);
+                        p.set_write_caching(write_caching);
                         next.insert(tp, p.clone());
                         continue;
                     }
@@ -105,6 +107,7 @@ impl ReplicaManager {
                     registration.leader_epoch,
                 ));
                 p.set_replication_state(registration.isr.len(), min_isr);
+                p.set_write_caching(write_caching);
                 next.insert(tp, p);
             }
         }
@@ -196,6 +199,31 @@ impl ReplicaManager {
             .iter()
             .map(|p| p.remove_expired_producers(now_ms, expiration_ms))
             .sum()
+    }
+
+    /// One background flusher pass (Kafka's `LogManager.flushDirtyLogs`):
+    /// every partition whose `flush.ms` has passed since its last flush is
+    /// fsynced, one at a time, through the same group commit acks=all uses.
+    /// Returns how many partitions were flushed. Runs on the async runtime.
+    ///
+    /// # Errors
+    /// The first fsync error; later partitions are still flushed.
+    pub async fn flush_dirty_logs(&self, now_ms: i64) -> Result<usize, StorageError> {
+        let mut flushed = 0;
+        let mut first_error = None;
+        for partition in self.all_partitions() {
+            let Some(end_offset) = partition.flush_ms_due(now_ms) else {
+                continue;
+            };
+            match partition.wait_durable(end_offset).await {
+                Ok(()) => flushed += 1,
+                Err(e) => {
+                    warn!(topic_partition = ?partition.topic_partition(), error = %e, "background flush failed");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(flushed), Err)
     }
 
     /// Writes the recovery point and log start offset checkpoints.

@@ -19,10 +19,6 @@ use crate::network::connection;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica_manager::ReplicaManager;
 
-/// Interval between recovery point checkpoints, ms (Kafka's
-/// `log.flush.offset.checkpoint.interval.ms` default).
-const CHECKPOINT_INTERVAL_MS: u64 = 60_000;
-
 /// How long shutdown waits for open connections to finish, ms.
 const SHUTDOWN_GRACE_MS: u64 = 5_000;
 
@@ -120,7 +116,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     let rm = replica_manager.clone();
     tracker.spawn(run_periodically(
         "checkpoint",
-        CHECKPOINT_INTERVAL_MS,
+        config.log_flush_offset_checkpoint_interval_ms,
         shutdown.clone(),
         move || rm.checkpoint(),
     ));
@@ -138,6 +134,15 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             rm.delete_old_segments(now_ms)
         },
     ));
+    // The background flusher (Kafka's kafka-log-flusher): not scheduled
+    // under Kafka's default interval of Long.MAX_VALUE.
+    if config.log_flush_scheduler_interval_ms < i64::MAX {
+        tracker.spawn(flush_periodically(
+            replica_manager.clone(),
+            config.log_flush_scheduler_interval_ms as u64,
+            shutdown.clone(),
+        ));
+    }
     let connections = TaskTracker::new();
     for (name, listener, local) in listeners {
         info!(listener = %name, address = %local, "listening");
@@ -246,6 +251,39 @@ async fn follow_metadata(ctx: Arc<BrokerContext>, shutdown: CancellationToken) {
     }
 }
 
+/// Longest period a background task is scheduled with: 100 years. Larger
+/// configured intervals (Kafka lets them go up to `Long.MAX_VALUE` ms) would
+/// overflow the clock.
+const MAX_TASK_PERIOD_MS: u64 = 100 * 365 * 86_400_000;
+
+/// The period of a task configured to run every `interval_ms`: at least
+/// 1 ms, at most [`MAX_TASK_PERIOD_MS`].
+fn task_period(interval_ms: u64) -> Duration {
+    Duration::from_millis(interval_ms.clamp(1, MAX_TASK_PERIOD_MS))
+}
+
+/// Runs the background flusher every `interval_ms` until shutdown
+/// ([`ReplicaManager::flush_dirty_logs`]); fsyncs run on blocking threads.
+async fn flush_periodically(
+    replica_manager: Arc<ReplicaManager>,
+    interval_ms: u64,
+    shutdown: CancellationToken,
+) {
+    let mut interval = tokio::time::interval(task_period(interval_ms));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    interval.tick().await;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = interval.tick() => {
+                if let Err(e) = replica_manager.flush_dirty_logs(crate::handlers::now_ms()).await {
+                    error!(error = %e, "background flush failed");
+                }
+            }
+        }
+    }
+}
+
 /// Runs `task` on a blocking thread every `interval_ms` until shutdown; the
 /// first run is one interval after startup. Failures are logged as `what`.
 async fn run_periodically<T, E>(
@@ -257,7 +295,7 @@ async fn run_periodically<T, E>(
     T: Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
-    let mut interval = tokio::time::interval(Duration::from_millis(interval_ms.max(1)));
+    let mut interval = tokio::time::interval(task_period(interval_ms));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     interval.tick().await;
     loop {

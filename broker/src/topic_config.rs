@@ -164,6 +164,12 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         ConfigType::Boolean,
         "allow out-of-sync replicas to become leader",
     ),
+    def(
+        "write.caching",
+        Some("log.write.caching"),
+        ConfigType::Boolean,
+        "answer acks=all before fsync (Weir; Redpanda's write.caching)",
+    ),
 ];
 
 const fn def(
@@ -192,7 +198,8 @@ pub fn default_value(broker: &BrokerConfig, name: &str) -> String {
         "compression.type" => "producer".into(),
         "delete.retention.ms" => "86400000".into(),
         "file.delete.delay.ms" => "60000".into(),
-        "flush.messages" | "flush.ms" => i64::MAX.to_string(),
+        "flush.messages" => broker.log_flush_interval_messages.to_string(),
+        "flush.ms" => broker.log_flush_interval_ms_or_default().to_string(),
         "index.interval.bytes" => broker.log_index_interval_bytes.to_string(),
         "max.message.bytes" => broker.message_max_bytes.to_string(),
         "message.timestamp.type" => match broker.log_message_timestamp_type {
@@ -208,6 +215,7 @@ pub fn default_value(broker: &BrokerConfig, name: &str) -> String {
         "segment.index.bytes" => broker.log_index_size_max_bytes.to_string(),
         "segment.ms" => broker.log_roll_ms.to_string(),
         "unclean.leader.election.enable" => "false".into(),
+        "write.caching" => broker.log_write_caching.to_string(),
         _ => String::new(),
     }
 }
@@ -266,6 +274,8 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
             value.parse::<i64>().map(|v| v > 0).unwrap_or(false)
         }
         "retention.ms" => value.parse::<i64>().map(|v| v >= -1).unwrap_or(false),
+        "flush.messages" => value.parse::<i64>().map(|v| v >= 1).unwrap_or(false),
+        "flush.ms" => value.parse::<i64>().map(|v| v >= 0).unwrap_or(false),
         _ => true,
     };
     if ok && positive {
@@ -308,6 +318,12 @@ pub fn log_config_for(
     if let Some(v) = get("segment.ms").and_then(|v| v.parse().ok()) {
         c.segment_ms = v;
     }
+    if let Some(v) = get("flush.messages").and_then(|v| v.parse().ok()) {
+        c.flush_messages = v;
+    }
+    if let Some(v) = get("flush.ms").and_then(|v| v.parse().ok()) {
+        c.flush_ms = v;
+    }
     if let Some(v) = get("cleanup.policy") {
         let listed = |p: &str| v.split(',').any(|x| x.trim() == p);
         c.cleanup_policy = CleanupPolicy {
@@ -318,9 +334,39 @@ pub fn log_config_for(
     c
 }
 
+/// Whether a topic's acks=all produces are answered before their data is
+/// fsynced: the topic's `write.caching`, else the broker's
+/// `log.write.caching`.
+pub fn write_caching_for(broker: &BrokerConfig, topic_configs: &BTreeMap<String, String>) -> bool {
+    topic_configs
+        .get("write.caching")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(broker.log_write_caching)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flush_and_write_caching_keys_map_to_the_log_and_partition() {
+        let broker = BrokerConfig::default();
+        let topic: BTreeMap<String, String> = [
+            ("flush.messages", "1"),
+            ("flush.ms", "250"),
+            ("write.caching", "true"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let c = log_config_for(&broker, &topic);
+        assert_eq!((c.flush_messages, c.flush_ms), (1, 250));
+        assert!(write_caching_for(&broker, &topic));
+        assert!(!write_caching_for(&broker, &BTreeMap::new()));
+        assert!(validate("flush.messages", "0").is_err());
+        assert!(validate("flush.ms", "-1").is_err());
+        assert!(validate("write.caching", "sometimes").is_err());
+    }
 
     #[test]
     fn validate_accepts_kafka_values_and_rejects_others() {

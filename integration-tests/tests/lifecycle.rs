@@ -10,10 +10,9 @@ use std::time::Duration;
 use kafka_protocol::messages::{ApiKey, FetchRequest, ListOffsetsRequest};
 use weir_integration_tests::broker::weir_binary;
 use weir_integration_tests::clients;
-use weir_integration_tests::records;
 use weir_integration_tests::RawClient;
 
-use crate::support::{self, error_code, FetchSpec, TopicInfo, CLIENT_TIMEOUT};
+use crate::support::{self, error_code, TopicInfo, CLIENT_TIMEOUT};
 
 fn log_end_offsets(client: &mut RawClient, topics: &[TopicInfo]) -> BTreeMap<(String, i32), i64> {
     let versions = support::api_versions(client);
@@ -150,43 +149,11 @@ fn crash_loses_no_acknowledged_record() {
 
     let mut stored: BTreeMap<(i32, i64), String> = BTreeMap::new();
     for partition in 0..3 {
-        let mut next = 0i64;
-        let high_watermark = loop {
-            let mut spec = FetchSpec::one(fetch_version, partition, next);
-            spec.max_wait_ms = 0;
-            spec.min_bytes = 0;
-            let partitions = support::fetch(&mut client, &topic, &spec);
-            let data = &partitions[&partition];
-            assert_eq!(
-                data.error_code,
-                error_code::NONE,
-                "fetch {partition}@{next}"
-            );
-            let bytes = data.records.clone().unwrap_or_default();
-            let decoded = records::decode_records(&bytes)
-                .unwrap_or_else(|e| panic!("partition {partition} at {next}: {e}"));
-            let start = next;
-            for record in decoded.into_iter().filter(|r| r.offset >= start) {
-                assert_eq!(
-                    record.offset, next,
-                    "partition {partition}: offsets are contiguous"
-                );
-                stored.insert((partition, record.offset), records::value_text(&record));
-                next += 1;
-            }
-            if next >= data.high_watermark {
-                break data.high_watermark;
-            }
-            assert!(
-                !bytes.is_empty(),
-                "partition {partition}: no progress at {next} below {}",
-                data.high_watermark
-            );
-        };
-        assert_eq!(
-            next, high_watermark,
-            "partition {partition} read to the high watermark"
-        );
+        for (offset, value) in
+            support::read_partition(&mut client, fetch_version, &topic, partition)
+        {
+            stored.insert((partition, offset), value);
+        }
     }
     for (partition, offset, value) in &acks {
         assert_eq!(

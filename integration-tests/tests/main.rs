@@ -19,6 +19,7 @@ mod client_confluent;
 mod client_java;
 mod client_kcat;
 mod dump_log;
+mod durability;
 mod idempotence;
 mod kafka_compat;
 mod lifecycle;

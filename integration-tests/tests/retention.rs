@@ -8,14 +8,12 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
 use kafka_protocol::messages::delete_records_response::DeleteRecordsPartitionResult;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteRecordsRequest, FetchRequest, ListOffsetsRequest,
-    ProduceRequest, TopicName,
+    ApiKey, DeleteRecordsRequest, FetchRequest, ListOffsetsRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
@@ -66,40 +64,6 @@ fn negotiate(client: &mut RawClient) -> (Versions, kafka_protocol::messages::Api
         },
         versions,
     )
-}
-
-/// Creates a one-partition topic with `configs` and waits until it is ready.
-fn create_topic(
-    client: &mut RawClient,
-    versions: &kafka_protocol::messages::ApiVersionsResponse,
-    name: &str,
-    configs: &[(&str, &str)],
-) -> TopicInfo {
-    let version = support::newest::<CreateTopicsRequest>(versions, ApiKey::CreateTopics);
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
-            .with_num_partitions(1)
-            .with_replication_factor(1)
-            .with_configs(
-                configs
-                    .iter()
-                    .map(|(k, v)| {
-                        CreatableTopicConfig::default()
-                            .with_name(StrBytes::from_string((*k).to_owned()))
-                            .with_value(Some(StrBytes::from_string((*v).to_owned())))
-                    })
-                    .collect(),
-            )]);
-    let created = client.send(&request, version).expect("CreateTopics");
-    assert_eq!(
-        created.topics[0].error_code,
-        error_code::NONE,
-        "CreateTopics {name}: {:?}",
-        created.topics[0].error_message
-    );
-    support::ensure_topic(client, versions, name)
 }
 
 fn delete_records(
@@ -241,22 +205,24 @@ fn delete_records_moves_the_log_start_offset_and_survives_a_crash() {
     );
 }
 
-/// A topic with small segments and `retention.bytes` receiving several MB
-/// shrinks to about `retention.bytes` on disk once the retention task runs:
+/// A topic with `segment.bytes=1048576` and `retention.bytes=5242880`
+/// receiving 50 MB (the acceptance point) shrinks to about `retention.bytes` on disk once the retention task runs:
 /// whole old segments are deleted (their files removed), ListOffsets
 /// earliest moves past 0 and Fetch at 0 is OFFSET_OUT_OF_RANGE, while the
 /// newest records stay readable.
 #[test]
 fn retention_bytes_keeps_about_retention_bytes_on_disk() {
-    const SEGMENT_BYTES: u64 = 256 * 1024;
-    const RETENTION_BYTES: u64 = 1024 * 1024;
+    // The acceptance scale: 1 MiB segments, 5 MiB retention, 50 MB
+    // written.
+    const SEGMENT_BYTES: u64 = 1024 * 1024;
+    const RETENTION_BYTES: u64 = 5 * 1024 * 1024;
     let broker = TestBroker::builder()
         .override_config("log.retention.check.interval.ms", "100")
         .start()
         .expect("starting weir");
     let mut client = support::connect(&broker);
     let (v, versions) = negotiate(&mut client);
-    let topic = create_topic(
+    let topic = support::create_topic(
         &mut client,
         &versions,
         "bounded",
@@ -266,7 +232,7 @@ fn retention_bytes_keeps_about_retention_bytes_on_disk() {
         ],
     );
     let value = vec![b'b'; 64 * 1024];
-    let batches = 64;
+    let batches = 800;
     for i in 0..batches {
         support::produce_ok(
             &mut client,
@@ -317,7 +283,7 @@ fn retention_ms_deletes_segments_whose_records_are_old() {
         .expect("starting weir");
     let mut client = support::connect(&broker);
     let (v, versions) = negotiate(&mut client);
-    let topic = create_topic(
+    let topic = support::create_topic(
         &mut client,
         &versions,
         "aged",

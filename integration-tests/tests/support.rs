@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -16,8 +17,9 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse,
-    ListOffsetsRequest, MetadataRequest, MetadataResponse, ProduceRequest, TopicName,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, FetchRequest,
+    FetchResponse, ListOffsetsRequest, MetadataRequest, MetadataResponse, ProduceRequest,
+    TopicName,
 };
 use kafka_protocol::protocol::{Message, StrBytes};
 use uuid::Uuid;
@@ -189,6 +191,42 @@ pub fn ensure_topic(
     )
 }
 
+/// Creates a one-partition topic with `configs` (CreateTopics, newest
+/// version) and waits until it is ready.
+#[track_caller]
+pub fn create_topic(
+    client: &mut RawClient,
+    versions: &kafka_protocol::messages::ApiVersionsResponse,
+    name: &str,
+    configs: &[(&str, &str)],
+) -> TopicInfo {
+    let version = newest::<CreateTopicsRequest>(versions, ApiKey::CreateTopics);
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_string((*k).to_owned()))
+                            .with_value(Some(StrBytes::from_string((*v).to_owned())))
+                    })
+                    .collect(),
+            )]);
+    let created = client.send(&request, version).expect("CreateTopics");
+    assert_eq!(
+        created.topics[0].error_code,
+        error_code::NONE,
+        "CreateTopics {name}: {:?}",
+        created.topics[0].error_message
+    );
+    ensure_topic(client, versions, name)
+}
+
 /// Produces one batch (acks=-1) to `topic`/`partition` at `version` and
 /// returns the partition's response.
 #[track_caller]
@@ -239,6 +277,60 @@ pub fn produce_ok(
         response.error_message
     );
     response.base_offset
+}
+
+/// Every record of `topic`/`partition` from offset 0 to the high
+/// watermark, as offset -> value text, read with Fetch at `fetch_version`.
+/// Panics unless every batch decodes with a valid CRC and the offsets are
+/// contiguous from 0 to the high watermark.
+#[track_caller]
+pub fn read_partition(
+    client: &mut RawClient,
+    fetch_version: i16,
+    topic: &TopicInfo,
+    partition: i32,
+) -> BTreeMap<i64, String> {
+    let mut stored = BTreeMap::new();
+    let mut next = 0i64;
+    loop {
+        let mut spec = FetchSpec::one(fetch_version, partition, next);
+        spec.max_wait_ms = 0;
+        spec.min_bytes = 0;
+        let partitions = fetch(client, topic, &spec);
+        let data = &partitions[&partition];
+        assert_eq!(
+            data.error_code,
+            error_code::NONE,
+            "fetch {partition}@{next}"
+        );
+        let bytes = data.records.clone().unwrap_or_default();
+        let decoded = weir_integration_tests::records::decode_records(&bytes)
+            .unwrap_or_else(|e| panic!("partition {partition} at {next}: {e}"));
+        let start = next;
+        for record in decoded.into_iter().filter(|r| r.offset >= start) {
+            assert_eq!(
+                record.offset, next,
+                "partition {partition}: offsets are contiguous"
+            );
+            stored.insert(
+                record.offset,
+                weir_integration_tests::records::value_text(&record),
+            );
+            next += 1;
+        }
+        if next >= data.high_watermark {
+            assert_eq!(
+                next, data.high_watermark,
+                "partition {partition} read to the high watermark"
+            );
+            return stored;
+        }
+        assert!(
+            !bytes.is_empty(),
+            "partition {partition}: no progress at {next} below {}",
+            data.high_watermark
+        );
+    }
 }
 
 /// Parameters of a one-topic Fetch.

@@ -101,6 +101,15 @@ pub struct LogConfig {
     pub segment_ms: i64,
     /// `cleanup.policy`. Default: delete.
     pub cleanup_policy: CleanupPolicy,
+    /// `flush.messages`: once this many messages (offsets) are appended past
+    /// the recovery point the log is fsynced before the append is answered
+    /// (Kafka's `UnifiedLog.append` flush check). Default: `i64::MAX`
+    /// (never; acks=all durability does not depend on it).
+    pub flush_messages: i64,
+    /// `flush.ms`: the background flusher fsyncs a log whose last flush is
+    /// at least this many ms old (Kafka's `LogManager.flushDirtyLogs`).
+    /// Default: `i64::MAX` (never).
+    pub flush_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -115,6 +124,8 @@ impl Default for LogConfig {
             retention_bytes: -1,
             segment_ms: 7 * 24 * 3_600_000,
             cleanup_policy: CleanupPolicy::default(),
+            flush_messages: i64::MAX,
+            flush_ms: i64::MAX,
         }
     }
 }
@@ -206,6 +217,9 @@ pub struct Log {
     topic_id: Option<[u8; 16]>,
     /// A segment file was created since the last flush.
     dir_dirty: bool,
+    /// Wall-clock time (ms) of the last completed flush, or of opening the
+    /// log (Kafka's `LocalLog.lastFlushTime`).
+    last_flush_ms: i64,
     deleted: bool,
 }
 
@@ -420,6 +434,7 @@ impl Log {
             producer_state: ProducerStateManager::new(),
             topic_id: None,
             dir_dirty: true,
+            last_flush_ms: crate::segment::wall_clock_ms(),
             deleted: false,
         };
         log.rebuild_producer_state()?;
@@ -860,6 +875,26 @@ impl Log {
         self.recovery_point
     }
 
+    /// Messages (offsets) appended since the last flush: the log end offset
+    /// minus the recovery point (Kafka's `UnifiedLog.unflushedMessages`).
+    pub fn unflushed_messages(&self) -> i64 {
+        self.log_end_offset - self.recovery_point
+    }
+
+    /// Whether `flush.messages` asks for a flush now: at least that many
+    /// messages are unflushed.
+    pub fn flush_messages_due(&self) -> bool {
+        self.unflushed_messages() >= self.config.flush_messages.max(1)
+    }
+
+    /// Whether `flush.ms` asks for a flush at `now_ms`: something is
+    /// unflushed and the last flush (or the opening of the log) is at least
+    /// `flush.ms` old.
+    pub fn flush_ms_due(&self, now_ms: i64) -> bool {
+        self.unflushed_messages() > 0
+            && now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_ms
+    }
+
     /// The log's configuration.
     pub fn config(&self) -> &LogConfig {
         &self.config
@@ -897,6 +932,7 @@ impl Log {
     pub fn complete_flush(&mut self, flushed: &PendingFlush) -> i64 {
         let target = flushed.recovery_point.min(self.log_end_offset);
         self.recovery_point = self.recovery_point.max(target);
+        self.last_flush_ms = crate::segment::wall_clock_ms();
         metrics::counter!("weir_storage_flushes_total").increment(1);
         self.recovery_point
     }
@@ -1113,6 +1149,8 @@ impl Log {
     }
 }
 
+#[cfg(test)]
+mod flush_tests;
 #[cfg(test)]
 mod producer_tests;
 pub mod retention;

@@ -74,7 +74,7 @@ pub struct LogSegment {
 }
 
 /// Milliseconds since the Unix epoch by the system clock.
-fn wall_clock_ms() -> i64 {
+pub(crate) fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)

@@ -4,7 +4,8 @@
 //! Each partition's records must be exactly one magic-2 record batch (Kafka's
 //! `ProduceRequest.validateRecords` for v3+). The batch is validated and
 //! appended by storage without copying record bytes; acks=-1 then waits for
-//! the group-committed fsync that covers it. zstd needs v7+ (KIP-110).
+//! the group-committed fsync that covers it unless the topic has
+//! `write.caching`, and any produce waits once `flush.messages` is reached. zstd needs v7+ (KIP-110).
 
 use std::sync::Arc;
 
@@ -28,7 +29,9 @@ const MAGIC_OFFSET: usize = 16;
 /// Size of a record batch header (magic 2), bytes.
 const RECORD_BATCH_OVERHEAD: usize = 61;
 
-/// Appends every partition's batch; for acks=-1 waits until they are durable.
+/// Appends every partition's batch; waits until they are durable where
+/// [`Partition::ack_requires_flush`] says so (acks=-1 without
+/// `write.caching`, or `flush.messages` reached).
 ///
 /// All appends happen before the first await (see `network::connection`).
 pub async fn handle(ctx: &BrokerContext, version: i16, request: ProduceRequest) -> ProduceResponse {
@@ -56,11 +59,11 @@ pub async fn handle(ctx: &BrokerContext, version: i16, request: ProduceRequest) 
                 append(ctx, &shared, &topic.name, data.index, data.records)
             };
             match result {
-                Ok((partition, info)) => {
+                Ok((partition, info, flush_due)) => {
                     p.base_offset = info.first_offset;
                     p.log_append_time_ms = info.log_append_time;
                     p.log_start_offset = partition.log_start_offset();
-                    if acks == -1 {
+                    if partition.ack_requires_flush(acks, flush_due) {
                         let at = (
                             response.responses.len(),
                             topic_response.partition_responses.len(),
@@ -89,7 +92,8 @@ pub async fn handle(ctx: &BrokerContext, version: i16, request: ProduceRequest) 
     response
 }
 
-type AppendResult = Result<(Arc<Partition>, weir_storage::LogAppendInfo), (i16, Option<String>)>;
+type AppendResult =
+    Result<(Arc<Partition>, weir_storage::LogAppendInfo, bool), (i16, Option<String>)>;
 
 /// What every partition of one Produce request shares.
 struct ProduceContext {
@@ -171,11 +175,11 @@ fn append(
             )
         })?;
     }
-    let info = partition
+    let (info, flush_due) = partition
         .append_records_as_leader(&records, request.now_ms)
         .map_err(|e| (storage_error_code(&e), Some(e.to_string())))?;
     if !info.duplicate {
         metrics::counter!("weir_produced_bytes_total").increment(records.len() as u64);
     }
-    Ok((partition, info))
+    Ok((partition, info, flush_due))
 }
