@@ -906,18 +906,27 @@ impl Log {
         self.config = config;
     }
 
-    /// Starts a flush: writes pending index entries and collects every segment
-    /// and index file appended to since the last flush. Call
-    /// [`PendingFlush::sync`] without holding the log's lock, then
-    /// [`Log::complete_flush`]. This is the group-commit form of
-    /// [`Log::flush`].
+    /// Starts a flush: collects every segment file appended to since the last
+    /// flush, and the index files of inactive segments (with their pending
+    /// entries written). The active segment's index files are not synced:
+    /// the recovery point lies in the active segment, and recovery rebuilds
+    /// the indexes of the segment holding it, so one fdatasync (of the
+    /// `.log`) is all an acks=all write costs. Call [`PendingFlush::sync`]
+    /// without holding the log's lock, then [`Log::complete_flush`]. This is
+    /// the group-commit form of [`Log::flush`].
     ///
     /// # Errors
     /// [`StorageError::Io`] if index entries cannot be written.
     pub fn prepare_flush(&mut self) -> Result<PendingFlush, StorageError> {
+        self.prepare_flush_with(false)
+    }
+
+    fn prepare_flush_with(&mut self, active_indexes: bool) -> Result<PendingFlush, StorageError> {
         let mut files = Vec::new();
-        for segment in self.segments.values_mut() {
-            files.extend(segment.take_dirty_files()?);
+        let active_base = self.segments.keys().next_back().copied();
+        for (base, segment) in self.segments.iter_mut() {
+            let with_indexes = active_indexes || Some(*base) != active_base;
+            files.extend(segment.take_dirty_files(with_indexes)?);
         }
         let dir = std::mem::take(&mut self.dir_dirty).then(|| self.dir.clone());
         Ok(PendingFlush {
@@ -937,16 +946,17 @@ impl Log {
         self.recovery_point
     }
 
-    /// fdatasyncs every segment and index file appended to since the last
-    /// flush (one call covers everything appended before it) and advances the
-    /// recovery point to the log end offset at the time of the call. Returns
-    /// the new recovery point.
+    /// fdatasyncs every segment and index file changed since the last
+    /// flush, the active segment's indexes included (so a clean shutdown
+    /// leaves every index on disk), and advances the recovery point to the
+    /// log end offset at the time of the call. Returns the new recovery
+    /// point.
     ///
     /// # Errors
     /// [`StorageError::Io`] if a write or sync fails; the recovery point then
     /// stays where it was.
     pub fn flush(&mut self) -> Result<i64, StorageError> {
-        let pending = self.prepare_flush()?;
+        let pending = self.prepare_flush_with(true)?;
         pending.sync()?;
         Ok(self.complete_flush(&pending))
     }

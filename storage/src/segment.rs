@@ -62,8 +62,11 @@ pub struct LogSegment {
     max_timestamp: i64,
     /// Last offset of the first batch holding `max_timestamp`, -1 if none.
     offset_of_max_timestamp: i64,
-    /// Appended to since the last flush.
+    /// The `.log` file changed since the last flush.
     dirty: bool,
+    /// The indexes changed since they were last synced (lags `dirty` for
+    /// the active segment, whose indexes are synced once it is inactive).
+    indexes_dirty: bool,
     /// Wall-clock time (ms) this segment object was created: the roll clock
     /// of a segment whose batches carry no timestamp (Kafka's
     /// `LogSegment.created`).
@@ -148,6 +151,7 @@ impl LogSegment {
             max_timestamp,
             offset_of_max_timestamp,
             dirty: create,
+            indexes_dirty: create,
             created_ms: wall_clock_ms(),
             first_batch_timestamp: (size == 0).then_some(-1),
         };
@@ -545,25 +549,35 @@ impl LogSegment {
         Ok(())
     }
 
-    /// If appended to since the last call: writes pending index entries and
-    /// returns the files to fdatasync.
-    pub(crate) fn take_dirty_files(&mut self) -> Result<Vec<(Arc<File>, PathBuf)>, StorageError> {
-        if !self.dirty {
-            return Ok(Vec::new());
+    /// If changed since the last call: the files to fdatasync. With
+    /// `with_indexes` false only the `.log` file is returned (and the index
+    /// files stay owed to a later call): enough for the active segment,
+    /// whose indexes recovery rebuilds because it holds the recovery point.
+    /// With `with_indexes` pending index entries are written first and the
+    /// index files are returned too.
+    pub(crate) fn take_dirty_files(
+        &mut self,
+        with_indexes: bool,
+    ) -> Result<Vec<(Arc<File>, PathBuf)>, StorageError> {
+        let mut files = Vec::new();
+        if self.dirty {
+            files.push((self.log.clone(), self.log_path.clone()));
+            self.indexes_dirty = true;
         }
-        self.persist_indexes()?;
-        self.dirty = false;
-        Ok(vec![
-            (self.log.clone(), self.log_path.clone()),
-            (
+        if with_indexes && self.indexes_dirty {
+            self.persist_indexes()?;
+            files.push((
                 self.offset_index.file().clone(),
                 self.offset_index.path().to_path_buf(),
-            ),
-            (
+            ));
+            files.push((
                 self.time_index.file().clone(),
                 self.time_index.path().to_path_buf(),
-            ),
-        ])
+            ));
+            self.indexes_dirty = false;
+        }
+        self.dirty = false;
+        Ok(files)
     }
 
     /// Renames the segment's three files to `<name>.deleted` (Kafka's

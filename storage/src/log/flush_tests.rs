@@ -68,3 +68,61 @@ fn flush_ms_is_due_only_with_unflushed_data_and_an_old_enough_flush() {
     assert!(!log.flush_ms_due(flushed - 1));
     assert!(log.flush_ms_due(flushed + 1_000));
 }
+
+/// File names a pending flush would sync, sorted.
+fn pending_names(pending: &PendingFlush) -> Vec<String> {
+    let mut names: Vec<String> = pending
+        .files
+        .iter()
+        .map(|(_, p)| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn group_commit_syncs_only_the_active_log_file_and_inactive_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 300,
+        index_interval_bytes: 1,
+        ..LogConfig::default()
+    };
+    let mut log = open_with(dir.path(), config);
+    log.flush().unwrap();
+    log.append_as_leader(&Bytes::from(simple_batch(2, 100, 0)), 0, 0)
+        .unwrap();
+    let pending = log.prepare_flush().unwrap();
+    assert_eq!(
+        pending_names(&pending),
+        ["00000000000000000000.log"],
+        "an acks=all flush costs one fdatasync"
+    );
+    pending.sync().unwrap();
+    log.complete_flush(&pending);
+    // A second batch does not fit: the segment rolls, and the next flush
+    // owes the now inactive segment's indexes (its .log is already synced).
+    log.append_as_leader(&Bytes::from(simple_batch(2, 100, 0)), 0, 0)
+        .unwrap();
+    assert_eq!(log.segment_base_offsets(), [0, 2]);
+    let pending = log.prepare_flush().unwrap();
+    assert_eq!(
+        pending_names(&pending),
+        [
+            "00000000000000000000.index",
+            "00000000000000000000.timeindex",
+            "00000000000000000002.log",
+        ]
+    );
+    pending.sync().unwrap();
+    log.complete_flush(&pending);
+    // A full flush (clean shutdown) syncs the active segment's indexes too.
+    let pending = log.prepare_flush_with(true).unwrap();
+    assert_eq!(
+        pending_names(&pending),
+        [
+            "00000000000000000002.index",
+            "00000000000000000002.timeindex"
+        ]
+    );
+}

@@ -1,0 +1,131 @@
+//! End-to-end produce throughput of the `weir` binary: 8 concurrent
+//! producers, each on its own connection, send acks=all batches of 16 × 1 KiB
+//! records to one partition each, against two topics of the SAME broker run
+//! side by side: `durable` (the default: each response waits for the
+//! group-committed fdatasync that covers it) and `write-caching`
+//! (`write.caching=true`: answered from the page cache, as Apache Kafka
+//! does). The ratio of the two throughputs is what the storage issue's
+//! acceptance point asks for (durable >= 70% of fsync off); `scripts/bench`
+//! prints it.
+//!
+//! Run: `cargo build --release -p weir-broker && cargo bench -p
+//! weir-integration-tests --bench produce` (or `scripts/bench`). The broker's
+//! `log.dirs` is a temporary directory: put `TMPDIR` on the disk to measure.
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{CreateTopicsRequest, ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
+use weir_integration_tests::records::{encode_batch, NewRecord};
+use weir_integration_tests::{RawClient, TestBroker};
+
+/// Concurrent producers (connections), one partition each.
+const PRODUCERS: usize = 8;
+/// Records per batch and bytes per record value.
+const RECORDS: usize = 16;
+const VALUE_BYTES: usize = 1024;
+/// Produce and CreateTopics versions every Weir build serves.
+const PRODUCE_VERSION: i16 = 9;
+const CREATE_TOPICS_VERSION: i16 = 5;
+
+fn batch() -> Bytes {
+    let records: Vec<NewRecord> = (0..RECORDS)
+        .map(|i| NewRecord::value(vec![b'a' + (i % 26) as u8; VALUE_BYTES], 1_000))
+        .collect();
+    encode_batch(&records, Compression::None).expect("encode batch")
+}
+
+fn create_topic(client: &mut RawClient, name: &str, configs: &[(&str, &str)]) {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+            .with_num_partitions(PRODUCERS as i32)
+            .with_replication_factor(1)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_string((*k).to_owned()))
+                            .with_value(Some(StrBytes::from_string((*v).to_owned())))
+                    })
+                    .collect(),
+            )]);
+    let response = client
+        .send(&request, CREATE_TOPICS_VERSION)
+        .expect("CreateTopics");
+    assert_eq!(response.topics[0].error_code, 0, "creating {name}");
+}
+
+fn produce_request(topic: &str, partition: i32, batch: &Bytes) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch.clone()))])])
+}
+
+/// Runs `iters` acks=all produces on each of the 8 connections at once and
+/// returns the time from the common start to the last response. Producer
+/// `p` writes to partition `p % partitions`.
+fn run(bootstrap: &str, topic: &'static str, partitions: usize, iters: u64) -> Duration {
+    let start = Arc::new(Barrier::new(PRODUCERS + 1));
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let (bootstrap, start) = (bootstrap.to_owned(), start.clone());
+            std::thread::spawn(move || {
+                let mut client = RawClient::connect(&bootstrap).expect("connect");
+                let request = produce_request(topic, (p % partitions) as i32, &batch());
+                start.wait();
+                for _ in 0..iters {
+                    let response = client.send(&request, PRODUCE_VERSION).expect("Produce");
+                    let partition = &response.responses[0].partition_responses[0];
+                    assert_eq!(partition.error_code, 0, "{:?}", partition.error_message);
+                }
+            })
+        })
+        .collect();
+    start.wait();
+    let began = Instant::now();
+    for producer in producers {
+        producer.join().expect("producer thread");
+    }
+    began.elapsed()
+}
+
+fn bench_produce(c: &mut Criterion) {
+    let broker = TestBroker::builder().start().expect("starting weir");
+    let bootstrap = broker.bootstrap();
+    let mut client = RawClient::connect(&bootstrap).expect("connect");
+    create_topic(&mut client, "durable", &[]);
+    create_topic(&mut client, "write-caching", &[("write.caching", "true")]);
+    drop(client);
+
+    let mut group = c.benchmark_group("produce_acks_all_8_producers");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    // One iteration = one batch from each of the 8 producers.
+    group.throughput(Throughput::Bytes((PRODUCERS * batch().len()) as u64));
+    for partitions in [1, PRODUCERS] {
+        for topic in ["durable", "write-caching"] {
+            let name = format!("{topic}/{partitions}-partitions");
+            group.bench_function(name, |b| {
+                b.iter_custom(|iters| run(&bootstrap, topic, partitions, iters))
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_produce);
+criterion_main!(benches);
