@@ -1216,6 +1216,8 @@ impl Log {
 }
 
 #[cfg(test)]
+mod fault_tests;
+#[cfg(test)]
 mod producer_tests;
 pub mod retention;
 #[cfg(test)]

@@ -496,7 +496,9 @@ impl LogSegment {
     /// cache's latest, and truncating the file at the first invalid batch
     /// (short header, bad magic or length, a batch running past the end of
     /// the file, CRC mismatch, offsets going backwards or beyond 32-bit
-    /// relative range). Returns `(truncated bytes, next offset)`, the next
+    /// relative range), and ending the time index with the largest timestamp
+    /// as [`LogSegment::on_become_inactive`] does. Returns
+    /// `(truncated bytes, next offset)`, the next
     /// offset being `None` when the segment holds no batch. Kafka's
     /// `LogSegment.recover`.
     ///
@@ -557,6 +559,13 @@ impl LogSegment {
         for b in &appended {
             self.index_batch(b, position);
             position += b.size as u64;
+        }
+        // As a normally closed segment, the time index ends with the largest
+        // timestamp seen (Kafka's `LogSegment.recover`): a segment loaded
+        // later without recovery takes its max timestamp from that entry.
+        if self.offset_of_max_timestamp >= 0 {
+            self.time_index
+                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true);
         }
         let truncated = file_size - valid;
         if truncated > 0 {
