@@ -3,7 +3,7 @@
 //! truncation, `fdatasync`, directory `fsync`, rename, removal), so that tests
 //! can inject faults (ENOSPC, EIO, torn writes, power loss) under a real
 //! [`Log`](crate::Log). [`RealFileSystem`] forwards each call to the operating
-//! system and is the default; the test double lives in [`faulty`] (compiled
+//! system and is the default; the test double lives in `fs::faulty` (compiled
 //! for tests and with the `fault-injection` feature).
 //!
 //! Reads are not part of the seam: segments, indexes and

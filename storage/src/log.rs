@@ -6,6 +6,18 @@
 //! validates and appends produced batches, serves fetches as file regions,
 //! recovers after a crash and flushes with group commit. It must not depend on
 //! `kafka-protocol`: batches are handled by their 61-byte header only.
+//!
+//! I/O failures: every write goes through the log's
+//! [`FileSystem`]. A failed or partial append (ENOSPC,
+//! EIO) returns [`StorageError::Io`] and leaves the log as it was (log end
+//! offset, segment sizes, indexes, producer state, leader epoch cache; torn
+//! bytes are cut off and never readable), reads keep working, and appends
+//! succeed again once the fault clears. A failed flush keeps the recovery
+//! point and is retried by the next flush. Kafka instead marks the whole log
+//! directory offline on the first `IOException` (`LogDirFailureChannel`);
+//! Weir follows the storage issue and lets writes resume. Caveat: after a
+//! failed `fdatasync` Linux may drop the dirty pages and report success to
+//! the retry, which Weir cannot detect.
 
 use std::collections::BTreeMap;
 use std::fs::File;

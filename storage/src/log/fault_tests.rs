@@ -520,3 +520,61 @@ fn a_flush_failing_on_index_entries_does_not_forget_segments_it_already_took() {
     assert_eq!(read_all(&log), bytes);
     assert_eq!(log.log_end_offset(), recovery_point);
 }
+
+#[test]
+fn torn_bytes_a_failed_cut_back_left_are_removed_before_the_next_append() {
+    let (dir, fs) = setup();
+    let mut log = open_log(&fs, dir.path(), LogConfig::default(), 0);
+    log.append_as_leader(&batch(0), 0, 0).unwrap();
+    // A large batch is torn after 300 bytes and the truncation that
+    // follows fails too (the crash flag fails every change); the disk then
+    // recovers while the log stays open.
+    let large = Bytes::from(simple_batch(10, 40, 9000));
+    fs.fail_writes(
+        Fault::new(FaultKind::Io)
+            .times(1)
+            .torn_after(300)
+            .then_crash(),
+    );
+    assert!(log.append_as_leader(&large, 0, 0).is_err());
+    fs.restart();
+    let small = batch(1);
+    assert!(small.len() + 61 < 300);
+    log.append_as_leader(&small, 0, 0).unwrap();
+    let bytes = read_all(&log);
+    let segment = dir.path().join("faults-0/00000000000000000000.log");
+    // No torn bytes after the valid ones.
+    assert_eq!(std::fs::read(&segment).unwrap(), bytes);
+    // Roll and flush so the segment is below the recovery point: it is
+    // loaded as it is on disk, without recovery.
+    log.roll().unwrap();
+    log.append_as_leader(&batch(2), 0, 0).unwrap();
+    let recovery_point = log.flush().unwrap();
+    let all = read_all(&log);
+    drop(log);
+    fs.restart();
+    let log = open_log(&fs, dir.path(), LogConfig::default(), recovery_point);
+    assert_eq!(read_all(&log), all);
+}
+
+#[test]
+fn an_append_whose_epoch_checkpoint_cannot_be_written_appends_nothing() {
+    let (dir, fs) = setup();
+    let mut log = open_log(&fs, dir.path(), LogConfig::default(), 0);
+    log.append_as_leader(&batch(0), 1, 0).unwrap();
+    let before = observe(&log);
+    fs.fail_writes(Fault::new(FaultKind::NoSpace).on_suffix("leader-epoch-checkpoint.tmp"));
+    let err = log.append_as_leader(&batch(1), 2, 0).unwrap_err();
+    assert_os_error(&err, rustix::io::Errno::NOSPC);
+    // An error means nothing was appended: a producer retrying it must not
+    // find its batch in the log twice.
+    assert_eq!(observe(&log), before);
+    // The same epoch's appends fail until the checkpoint can be written.
+    assert!(log.append_as_leader(&batch(1), 2, 0).is_err());
+    fs.disarm();
+    let info = log.append_as_leader(&batch(1), 2, 0).unwrap();
+    assert_eq!(info.first_offset, before.log_end_offset);
+    assert_eq!(log.latest_epoch(), Some(2));
+    let text = std::fs::read_to_string(log.dir().join("leader-epoch-checkpoint")).unwrap();
+    assert_eq!(text, format!("0\n2\n1 0\n2 {}\n", before.log_end_offset));
+}
