@@ -437,6 +437,48 @@ mod tests {
     }
 
     #[test]
+    fn checkpoints_through_a_full_disk_keep_the_old_file_and_survive_power_loss() {
+        use crate::fs::faulty::{Fault, FaultKind, FaultyFileSystem};
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(FaultyFileSystem::new(dir.path()).unwrap());
+        let open = || {
+            let shared: Arc<dyn FileSystem> = fs.clone();
+            LogManager::open_with_file_system(
+                shared,
+                dir.path().to_path_buf(),
+                1,
+                LogConfig::default(),
+            )
+            .unwrap()
+        };
+        let manager = open();
+        let tp = TopicPartition::new("t", 0);
+        let log = manager.get_or_create(&tp, LogConfig::default()).unwrap();
+        append(&log, 3);
+        lock(&log).flush().unwrap();
+        manager.checkpoint().unwrap();
+        let path = dir.path().join(RECOVERY_POINT_CHECKPOINT_FILE);
+        let old = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(old, "0\n1\nt 0 3\n");
+
+        append(&log, 2);
+        lock(&log).flush().unwrap();
+        fs.fail_writes(Fault::new(FaultKind::NoSpace).torn_after(3));
+        assert!(matches!(manager.checkpoint(), Err(StorageError::Io { .. })));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), old);
+        fs.disarm();
+        manager.checkpoint().unwrap();
+        drop((log, manager));
+
+        fs.simulate_power_loss().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "0\n1\nt 0 5\n");
+        let manager = open();
+        let log = manager.get(&tp).unwrap();
+        assert_eq!(lock(&log).log_end_offset(), 5);
+        assert_eq!(lock(&log).recovery_point(), 5);
+    }
+
+    #[test]
     fn reopen_finds_logs_recovery_points_and_cluster_id() {
         let dir = tempfile::tempdir().unwrap();
         let a = TopicPartition::new("my-topic", 0);
