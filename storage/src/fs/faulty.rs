@@ -95,7 +95,7 @@ impl Fault {
         }
     }
 
-    /// Fails only the next `n` matching calls.
+    /// Fails only the next `n` matching calls (`0`: none).
     pub fn times(mut self, n: usize) -> Self {
         self.times = Some(n);
         self
@@ -181,6 +181,9 @@ impl State {
             Which::Sync => &mut self.sync_fault,
             Which::None => return Ok(()),
         };
+        if slot.as_ref().is_some_and(|f| f.times == Some(0)) {
+            *slot = None;
+        }
         let Some(fault) = slot.as_mut().filter(|f| f.matches(path)) else {
             return Ok(());
         };
