@@ -2,38 +2,50 @@
 //! count line, then one entry per line, replaced atomically on every write
 //! (write `<name>.tmp`, fsync, rename over the old file, fsync the directory).
 //! Used for `leader-epoch-checkpoint`, `recovery-point-offset-checkpoint` and
-//! `log-start-offset-checkpoint`.
+//! `log-start-offset-checkpoint`; [`write_atomically`] also writes producer
+//! snapshots, `partition.metadata` and `meta.properties`. Every write goes
+//! through the [`FileSystem`] seam.
 
-use std::io::Write;
 use std::path::Path;
 
 use crate::error::StorageError;
+use crate::fs::FileSystem;
 
 /// The only checkpoint file version Kafka writes.
 pub(crate) const CHECKPOINT_VERSION: i32 = 0;
 
-/// Replaces `path` with `contents` atomically and durably.
-pub(crate) fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), StorageError> {
+/// Replaces `path` with `contents` atomically and durably: writes
+/// `<path>.tmp`, fdatasyncs it, renames it over `path` and fsyncs the
+/// directory. A failure leaves the old file in place (and possibly a `.tmp`
+/// file, which the next write replaces).
+pub(crate) fn write_atomically(
+    fs: &dyn FileSystem,
+    path: &Path,
+    contents: &[u8],
+) -> Result<(), StorageError> {
     let mut tmp_name = path.as_os_str().to_owned();
     tmp_name.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp_name);
-    let mut file = std::fs::File::create(&tmp).map_err(|e| StorageError::io("create", &tmp, e))?;
-    file.write_all(contents)
+    let file = fs
+        .open_file(&tmp, true)
+        .map_err(|e| StorageError::io("create", &tmp, e))?;
+    fs.write_all_at(&file, &tmp, contents, 0)
         .map_err(|e| StorageError::io("write", &tmp, e))?;
-    file.sync_all()
+    fs.sync_data(&file, &tmp)
         .map_err(|e| StorageError::io("fsync", &tmp, e))?;
     drop(file);
-    std::fs::rename(&tmp, path).map_err(|e| StorageError::io("rename", path, e))?;
+    fs.rename(&tmp, path)
+        .map_err(|e| StorageError::io("rename", path, e))?;
     if let Some(dir) = path.parent() {
-        sync_dir(dir)?;
+        sync_dir(fs, dir)?;
     }
     Ok(())
 }
 
 /// fsyncs a directory so that renames and new files in it are durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    let d = std::fs::File::open(dir).map_err(|e| StorageError::io("open", dir, e))?;
-    d.sync_all().map_err(|e| StorageError::io("fsync", dir, e))
+pub(crate) fn sync_dir(fs: &dyn FileSystem, dir: &Path) -> Result<(), StorageError> {
+    fs.sync_dir(dir)
+        .map_err(|e| StorageError::io("fsync", dir, e))
 }
 
 /// Encodes entries (already formatted as lines without newline) in the
@@ -95,7 +107,7 @@ mod tests {
         let path = dir.path().join("cp");
         let text = encode(vec!["a 0 5".to_string(), "b-c 3 7".to_string()]);
         assert_eq!(text, "0\n2\na 0 5\nb-c 3 7\n");
-        write_atomically(&path, text.as_bytes()).unwrap();
+        write_atomically(&crate::fs::RealFileSystem, &path, text.as_bytes()).unwrap();
         assert_eq!(read(&path).unwrap().unwrap(), vec!["a 0 5", "b-c 3 7"]);
         assert!(!dir.path().join("cp.tmp").exists());
         assert_eq!(read(&dir.path().join("missing")).unwrap(), None);

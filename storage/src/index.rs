@@ -18,12 +18,12 @@
 //! torn or inconsistent index file is detected by [`IndexFile::open`] and the
 //! caller rebuilds it from the log.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::StorageError;
+use crate::fs::{FileSystem, RealFileSystem};
 
 /// One entry of an index file.
 pub trait IndexEntry: Copy + std::fmt::Debug {
@@ -95,6 +95,7 @@ impl IndexEntry for TimestampOffset {
 /// persisted to. See the module docs for the layout.
 #[derive(Debug)]
 pub struct IndexFile<E: IndexEntry> {
+    fs: Arc<dyn FileSystem>,
     path: PathBuf,
     file: Arc<File>,
     base_offset: i64,
@@ -128,16 +129,35 @@ impl<E: IndexEntry> IndexFile<E> {
         log_size_bytes: u64,
         position_of: impl Fn(&E) -> Option<u32>,
     ) -> Result<(Self, bool), StorageError> {
+        Self::open_with_file_system(
+            RealFileSystem::shared(),
+            path,
+            base_offset,
+            max_index_bytes,
+            log_size_bytes,
+            position_of,
+        )
+    }
+
+    /// [`IndexFile::open`] writing through `fs` (see [`crate::fs`]).
+    ///
+    /// # Errors
+    /// As [`IndexFile::open`].
+    pub fn open_with_file_system(
+        fs: Arc<dyn FileSystem>,
+        path: PathBuf,
+        base_offset: i64,
+        max_index_bytes: u64,
+        log_size_bytes: u64,
+        position_of: impl Fn(&E) -> Option<u32>,
+    ) -> Result<(Self, bool), StorageError> {
         let existed = path.exists();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
+        let file = fs
+            .open_file(&path, false)
             .map_err(|e| StorageError::io("open", &path, e))?;
         let bytes = std::fs::read(&path).map_err(|e| StorageError::io("read", &path, e))?;
         let mut index = IndexFile {
+            fs,
             path,
             file: Arc::new(file),
             base_offset,
@@ -212,8 +232,8 @@ impl<E: IndexEntry> IndexFile<E> {
     pub fn reset(&mut self) -> Result<(), StorageError> {
         self.entries.clear();
         self.persisted = 0;
-        self.file
-            .set_len(0)
+        self.fs
+            .set_len(&self.file, &self.path, 0)
             .map_err(|e| StorageError::io("truncate", &self.path, e))
     }
 
@@ -225,7 +245,9 @@ impl<E: IndexEntry> IndexFile<E> {
     /// anything was written.
     ///
     /// # Errors
-    /// [`StorageError::Io`] if the write fails.
+    /// [`StorageError::Io`] if the write fails; the entries stay pending and
+    /// the next call writes them again at the same position (overwriting any
+    /// torn part).
     pub fn persist(&mut self) -> Result<bool, StorageError> {
         if self.persisted == self.entries.len() {
             return Ok(false);
@@ -235,8 +257,13 @@ impl<E: IndexEntry> IndexFile<E> {
         for (entry, out) in pending.iter().zip(buf.chunks_exact_mut(E::SIZE)) {
             entry.encode(out);
         }
-        self.file
-            .write_all_at(&buf, (self.persisted * E::SIZE) as u64)
+        self.fs
+            .write_all_at(
+                &self.file,
+                &self.path,
+                &buf,
+                (self.persisted * E::SIZE) as u64,
+            )
             .map_err(|e| StorageError::io("pwrite", &self.path, e))?;
         self.persisted = self.entries.len();
         Ok(true)

@@ -13,9 +13,11 @@
 //! to the checkpoint atomically before the call returns.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::checkpoint;
 use crate::error::StorageError;
+use crate::fs::{FileSystem, RealFileSystem};
 
 /// Kafka's `UNDEFINED_EPOCH`.
 pub const UNDEFINED_EPOCH: i32 = -1;
@@ -36,6 +38,7 @@ pub struct EpochEntry {
 /// Epoch entries of one partition, ordered by epoch and by start offset.
 #[derive(Debug)]
 pub struct LeaderEpochCache {
+    fs: Arc<dyn FileSystem>,
     path: PathBuf,
     entries: Vec<EpochEntry>,
 }
@@ -48,6 +51,18 @@ impl LeaderEpochCache {
     /// [`StorageError::MalformedFile`] if the file is not a valid checkpoint;
     /// [`StorageError::Io`] if it cannot be read.
     pub fn load(partition_dir: &Path) -> Result<Self, StorageError> {
+        Self::load_with_file_system(RealFileSystem::shared(), partition_dir)
+    }
+
+    /// [`LeaderEpochCache::load`] writing its checkpoint through `fs` (see
+    /// [`crate::fs`]).
+    ///
+    /// # Errors
+    /// As [`LeaderEpochCache::load`].
+    pub fn load_with_file_system(
+        fs: Arc<dyn FileSystem>,
+        partition_dir: &Path,
+    ) -> Result<Self, StorageError> {
         let path = partition_dir.join(LEADER_EPOCH_CHECKPOINT_FILE);
         let mut entries = Vec::new();
         for line in checkpoint::read(&path)?.unwrap_or_default() {
@@ -67,6 +82,7 @@ impl LeaderEpochCache {
             entries.push(entry);
         }
         let mut cache = LeaderEpochCache {
+            fs,
             path,
             entries: Vec::new(),
         };
@@ -110,18 +126,23 @@ impl LeaderEpochCache {
     /// rewritten).
     ///
     /// # Errors
-    /// [`StorageError::Io`] if the checkpoint cannot be written.
+    /// [`StorageError::Io`] if the checkpoint cannot be written; the cache
+    /// is then left as it was.
     pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<bool, StorageError> {
         if epoch < 0 || start_offset < 0 {
             return Ok(false);
         }
+        let before = self.entries.clone();
         if !self.insert(EpochEntry {
             epoch,
             start_offset,
         }) {
             return Ok(false);
         }
-        self.write()?;
+        if let Err(e) = self.write() {
+            self.entries = before;
+            return Err(e);
+        }
         Ok(true)
     }
 
@@ -183,6 +204,21 @@ impl LeaderEpochCache {
         Ok(())
     }
 
+    /// Puts back `entries` (taken from [`LeaderEpochCache::entries`] before an
+    /// [`LeaderEpochCache::assign`] whose append then failed) and rewrites the
+    /// checkpoint.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the checkpoint cannot be written; the entries
+    /// in memory are restored anyway.
+    pub(crate) fn restore(&mut self, entries: Vec<EpochEntry>) -> Result<(), StorageError> {
+        if self.entries == entries {
+            return Ok(());
+        }
+        self.entries = entries;
+        self.write()
+    }
+
     /// Drops entries wholly below `start_offset`, moving the start of the
     /// epoch that covers `start_offset` up to it (the log start moved;
     /// Kafka's `truncateFromStart`).
@@ -212,7 +248,7 @@ impl LeaderEpochCache {
                 .map(|e| format!("{} {}", e.epoch, e.start_offset))
                 .collect::<Vec<_>>(),
         );
-        checkpoint::write_atomically(&self.path, text.as_bytes())
+        checkpoint::write_atomically(&*self.fs, &self.path, text.as_bytes())
     }
 }
 

@@ -7,6 +7,8 @@
 //!   retention and the log start offset);
 //! * [`leader_epoch`]: the leader epoch cache and `leader-epoch-checkpoint`;
 //! * [`producer_state`]: idempotent producers' epochs and last batches;
+//! * [`fs`]: the [`FileSystem`] seam every write goes through, with a
+//!   fault-injecting double for tests;
 //! * [`file_slice`]: zero-copy [`FileSlice`] regions for `sendfile`;
 //! * [`log_manager`]: every log under `log.dirs` plus its checkpoints and
 //!   `meta.properties`.
@@ -18,6 +20,7 @@ mod checkpoint;
 pub mod dump;
 pub mod error;
 pub mod file_slice;
+pub mod fs;
 pub mod index;
 pub mod leader_epoch;
 pub mod log;
@@ -30,6 +33,7 @@ mod testutil;
 pub use batch::RecordBatchHeader;
 pub use error::StorageError;
 pub use file_slice::FileSlice;
+pub use fs::{FileSystem, RealFileSystem};
 pub use leader_epoch::LeaderEpochCache;
 pub use log::retention::SegmentDeletion;
 pub use log::{

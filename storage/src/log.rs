@@ -6,11 +6,24 @@
 //! validates and appends produced batches, serves fetches as file regions,
 //! recovers after a crash and flushes with group commit. It must not depend on
 //! `kafka-protocol`: batches are handled by their 61-byte header only.
+//!
+//! I/O failures: every write goes through the log's
+//! [`FileSystem`]. A failed or partial append (ENOSPC,
+//! EIO) returns [`StorageError::Io`] and leaves the log as it was (log end
+//! offset, segment sizes, indexes, producer state, leader epoch cache; torn
+//! bytes are cut off and never readable), reads keep working, and appends
+//! succeed again once the fault clears. A failed flush keeps the recovery
+//! point and is retried by the next flush. Kafka instead marks the whole log
+//! directory offline on the first `IOException` (`LogDirFailureChannel`);
+//! Weir follows the storage issue and lets writes resume. Caveat: after a
+//! failed `fdatasync` Linux may drop the dirty pages and report success to
+//! the retry, which Weir cannot detect.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::IoSlice;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -20,6 +33,7 @@ use crate::batch::{self, RecordBatchHeader, RECORD_BATCH_OVERHEAD};
 use crate::checkpoint;
 use crate::error::StorageError;
 use crate::file_slice::FileSlice;
+use crate::fs::{FileSystem, RealFileSystem};
 use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::{self, BatchMetadata, ProducerCheck, ProducerStateManager};
 use crate::segment::{
@@ -172,9 +186,13 @@ pub struct FetchDataInfo {
 /// [`Log::prepare_flush`].
 #[derive(Debug)]
 pub struct PendingFlush {
+    fs: Arc<dyn FileSystem>,
     files: Vec<(Arc<File>, PathBuf)>,
     dir: Option<PathBuf>,
     recovery_point: i64,
+    /// Shared with the log: set when this flush fails, so that the log syncs
+    /// everything past its recovery point again (see [`Log::prepare_flush`]).
+    failed: Arc<AtomicBool>,
 }
 
 impl PendingFlush {
@@ -188,14 +206,26 @@ impl PendingFlush {
     /// were created). Blocking; call it from a blocking context.
     ///
     /// # Errors
-    /// [`StorageError::Io`] naming the file whose sync failed.
+    /// [`StorageError::Io`] naming the file whose sync failed. The log then
+    /// keeps its recovery point: do not call [`Log::complete_flush`]; the
+    /// next [`Log::prepare_flush`] collects every file past the recovery
+    /// point again, so the next flush retries the sync.
     pub fn sync(&self) -> Result<(), StorageError> {
+        let result = self.sync_all_files();
+        if result.is_err() {
+            self.failed.store(true, Ordering::Release);
+        }
+        result
+    }
+
+    fn sync_all_files(&self) -> Result<(), StorageError> {
         for (file, path) in &self.files {
-            rustix::fs::fdatasync(&**file)
-                .map_err(|e| StorageError::io("fdatasync", path, e.into()))?;
+            self.fs
+                .sync_data(file, path)
+                .map_err(|e| StorageError::io("fdatasync", path, e))?;
         }
         if let Some(dir) = &self.dir {
-            checkpoint::sync_dir(dir)?;
+            checkpoint::sync_dir(&*self.fs, dir)?;
         }
         Ok(())
     }
@@ -204,6 +234,7 @@ impl PendingFlush {
 /// One partition's log. See the module docs.
 #[derive(Debug)]
 pub struct Log {
+    fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     topic_partition: TopicPartition,
     config: LogConfig,
@@ -220,6 +251,9 @@ pub struct Log {
     /// Wall-clock time (ms) of the last completed flush, or of opening the
     /// log (Kafka's `LocalLog.lastFlushTime`).
     last_flush_ms: i64,
+    /// A flush failed (a sync, or writing index entries): the next
+    /// [`Log::prepare_flush`] collects every file past the recovery point.
+    flush_failed: Arc<AtomicBool>,
     deleted: bool,
 }
 
@@ -320,8 +354,32 @@ impl Log {
         recovery_point: i64,
         log_start_offset: i64,
     ) -> Result<Log, StorageError> {
+        Self::open_with_file_system(
+            RealFileSystem::shared(),
+            log_dir,
+            tp,
+            config,
+            recovery_point,
+            log_start_offset,
+        )
+    }
+
+    /// [`Log::open`] with every write, truncation, sync, rename and removal
+    /// going through `fs` (see [`crate::fs`]; tests inject faults there).
+    ///
+    /// # Errors
+    /// As [`Log::open`].
+    pub fn open_with_file_system(
+        fs: Arc<dyn FileSystem>,
+        log_dir: PathBuf,
+        tp: TopicPartition,
+        config: LogConfig,
+        recovery_point: i64,
+        log_start_offset: i64,
+    ) -> Result<Log, StorageError> {
         let dir = log_dir.join(partition_dir_name(&tp));
-        std::fs::create_dir_all(&dir).map_err(|e| StorageError::io("create_dir", &dir, e))?;
+        fs.create_dir_all(&dir)
+            .map_err(|e| StorageError::io("create_dir", &dir, e))?;
         let mut bases = Vec::new();
         let entries = std::fs::read_dir(&dir).map_err(|e| StorageError::io("read_dir", &dir, e))?;
         let mut index_files = Vec::new();
@@ -336,7 +394,7 @@ impl Log {
             } else if name.ends_with(INDEX_FILE_SUFFIX) || name.ends_with(TIME_INDEX_FILE_SUFFIX) {
                 index_files.push(name.to_string());
             } else if name.ends_with(".tmp") || name.ends_with(DELETED_FILE_SUFFIX) {
-                let _ = std::fs::remove_file(entry.path());
+                let _ = fs.remove_file(&entry.path());
             }
         }
         bases.sort_unstable();
@@ -348,13 +406,15 @@ impl Log {
                 .is_ok_and(|b| bases.binary_search(&b).is_ok())
             {
                 let p = dir.join(&name);
-                std::fs::remove_file(&p).map_err(|e| StorageError::io("remove", &p, e))?;
+                fs.remove_file(&p)
+                    .map_err(|e| StorageError::io("remove", &p, e))?;
             }
         }
-        let mut leader_epoch_cache = LeaderEpochCache::load(&dir)?;
+        let mut leader_epoch_cache = LeaderEpochCache::load_with_file_system(fs.clone(), &dir)?;
         let mut segments = BTreeMap::new();
         if bases.is_empty() {
-            let (segment, _) = LogSegment::open(
+            let (segment, _) = LogSegment::open_with_file_system(
+                fs.clone(),
                 &dir,
                 0,
                 config.index_interval_bytes,
@@ -374,7 +434,8 @@ impl Log {
         let mut next_offset = bases.first().copied().unwrap_or(0);
         let mut remaining = bases.iter().copied();
         for base in remaining.by_ref() {
-            let (mut segment, indexes_ok) = LogSegment::open(
+            let (mut segment, indexes_ok) = LogSegment::open_with_file_system(
+                fs.clone(),
                 &dir,
                 base,
                 config.index_interval_bytes,
@@ -397,7 +458,8 @@ impl Log {
         }
         for base in remaining {
             tracing::warn!(base_offset = base, dir = %dir.display(), "deleting segment after a truncated one");
-            let (segment, _) = LogSegment::open(&dir, base, 1, 1, false)?;
+            let (segment, _) =
+                LogSegment::open_with_file_system(fs.clone(), &dir, base, 1, 1, false)?;
             segment.delete_files()?;
         }
         let first_base = segments.keys().next().copied().unwrap_or(0);
@@ -408,7 +470,8 @@ impl Log {
             for segment in std::mem::take(&mut segments).into_values() {
                 segment.delete_files()?;
             }
-            let (segment, _) = LogSegment::open(
+            let (segment, _) = LogSegment::open_with_file_system(
+                fs.clone(),
                 &dir,
                 log_start_offset,
                 config.index_interval_bytes,
@@ -423,6 +486,7 @@ impl Log {
         leader_epoch_cache.truncate_from_end(log_end_offset)?;
         leader_epoch_cache.truncate_from_start(log_start_offset)?;
         let mut log = Log {
+            fs,
             dir,
             topic_partition: tp,
             config,
@@ -435,6 +499,7 @@ impl Log {
             topic_id: None,
             dir_dirty: true,
             last_flush_ms: crate::segment::wall_clock_ms(),
+            flush_failed: Arc::new(AtomicBool::new(false)),
             deleted: false,
         };
         log.rebuild_producer_state()?;
@@ -456,7 +521,7 @@ impl Log {
         let mut snapshots = producer_state::list_snapshots(&self.dir)?;
         while let Some((offset, path)) = snapshots.pop() {
             if offset > self.log_end_offset || offset < first_base {
-                producer_state::delete_snapshot(&path)?;
+                producer_state::delete_snapshot(&*self.fs, &path)?;
                 continue;
             }
             match ProducerStateManager::read_snapshot(&path) {
@@ -467,7 +532,7 @@ impl Log {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "deleting an unreadable producer snapshot");
-                    producer_state::delete_snapshot(&path)?;
+                    producer_state::delete_snapshot(&*self.fs, &path)?;
                 }
             }
         }
@@ -501,11 +566,11 @@ impl Log {
             return Err(deleted_error(&self.dir));
         }
         self.producer_state
-            .write_snapshot(&self.dir, self.log_end_offset)?;
+            .write_snapshot(&*self.fs, &self.dir, self.log_end_offset)?;
         let first_base = self.segments.keys().next().copied().unwrap_or(0);
         for (offset, path) in producer_state::list_snapshots(&self.dir)? {
             if offset < first_base {
-                producer_state::delete_snapshot(&path)?;
+                producer_state::delete_snapshot(&*self.fs, &path)?;
             }
         }
         Ok(())
@@ -524,7 +589,8 @@ impl Log {
     }
 
     fn create_segment(&mut self, base_offset: i64) -> Result<(), StorageError> {
-        let (segment, _) = LogSegment::open(
+        let (segment, _) = LogSegment::open_with_file_system(
+            self.fs.clone(),
             &self.dir,
             base_offset,
             self.config.index_interval_bytes,
@@ -731,8 +797,28 @@ impl Log {
             iov.push(IoSlice::new(&records[at + RECORD_BATCH_OVERHEAD..end]));
             at = end;
         }
-        self.active_segment()?
-            .append(&mut iov, position, &appended)?;
+        // The epoch is assigned before the write, as Kafka's
+        // `UnifiedLog.append` does, so that a failed checkpoint write fails
+        // the append before anything reaches the segment.
+        let new_epoch = leader_epoch >= 0
+            && self
+                .leader_epoch_cache
+                .latest_epoch()
+                .is_none_or(|latest| leader_epoch > latest);
+        let epochs_before = new_epoch.then(|| self.leader_epoch_cache.entries().to_vec());
+        if new_epoch {
+            self.leader_epoch_cache
+                .assign(leader_epoch, info.first_offset)?;
+        }
+        if let Err(e) = self.active_segment()?.append(&mut iov, position, &appended) {
+            if let Some(before) = epochs_before {
+                // Best effort: if this checkpoint write fails too, the file
+                // keeps an entry starting at the log end offset, which the
+                // next open drops.
+                let _ = self.leader_epoch_cache.restore(before);
+            }
+            return Err(e);
+        }
         self.log_end_offset = next_offset;
         for (producer_id, epoch, batch) in producer_updates {
             self.producer_state.update(producer_id, epoch, batch);
@@ -740,15 +826,6 @@ impl Log {
         metrics::counter!("weir_storage_appended_bytes_total").increment(position as u64);
         metrics::counter!("weir_storage_appended_records_total")
             .increment(info.record_count as u64);
-        if leader_epoch >= 0
-            && self
-                .leader_epoch_cache
-                .latest_epoch()
-                .is_none_or(|latest| leader_epoch > latest)
-        {
-            self.leader_epoch_cache
-                .assign(leader_epoch, info.first_offset)?;
-        }
         Ok(info)
     }
 
@@ -915,6 +992,12 @@ impl Log {
     /// without holding the log's lock, then [`Log::complete_flush`]. This is
     /// the group-commit form of [`Log::flush`].
     ///
+    /// Callers run one flush of a log at a time. After a failed flush (a
+    /// failed [`PendingFlush::sync`] or an error here) the next call
+    /// collects the files of every segment from the one holding the recovery
+    /// point onwards, plus the partition directory, so nothing the failed
+    /// flush covered is left unsynced.
+    ///
     /// # Errors
     /// [`StorageError::Io`] if index entries cannot be written.
     pub fn prepare_flush(&mut self) -> Result<PendingFlush, StorageError> {
@@ -922,23 +1005,48 @@ impl Log {
     }
 
     fn prepare_flush_with(&mut self, active_indexes: bool) -> Result<PendingFlush, StorageError> {
+        if self.flush_failed.swap(false, Ordering::AcqRel) {
+            let floor = self
+                .segments
+                .range(..=self.recovery_point)
+                .next_back()
+                .map_or(i64::MIN, |(b, _)| *b);
+            for segment in self.segments.range_mut(floor..).map(|(_, s)| s) {
+                segment.mark_dirty();
+            }
+            self.dir_dirty = true;
+        }
         let mut files = Vec::new();
         let active_base = self.segments.keys().next_back().copied();
         for (base, segment) in self.segments.iter_mut() {
             let with_indexes = active_indexes || Some(*base) != active_base;
-            files.extend(segment.take_dirty_files(with_indexes)?);
+            match segment.take_dirty_files(with_indexes) {
+                Ok(taken) => files.extend(taken),
+                Err(e) => {
+                    // Segments already taken are no longer marked dirty.
+                    self.flush_failed.store(true, Ordering::Release);
+                    return Err(e);
+                }
+            }
         }
         let dir = std::mem::take(&mut self.dir_dirty).then(|| self.dir.clone());
         Ok(PendingFlush {
+            fs: self.fs.clone(),
             files,
             dir,
             recovery_point: self.log_end_offset,
+            failed: self.flush_failed.clone(),
         })
     }
 
     /// Advances the recovery point after a [`PendingFlush`] synced
-    /// successfully. Returns the new recovery point.
+    /// successfully. Returns the new recovery point, unchanged when a flush
+    /// failed since the last [`Log::prepare_flush`] (its files are synced by
+    /// the next flush, which may then advance it).
     pub fn complete_flush(&mut self, flushed: &PendingFlush) -> i64 {
+        if self.flush_failed.load(Ordering::Acquire) {
+            return self.recovery_point;
+        }
         let target = flushed.recovery_point.min(self.log_end_offset);
         self.recovery_point = self.recovery_point.max(target);
         self.last_flush_ms = crate::segment::wall_clock_ms();
@@ -954,7 +1062,7 @@ impl Log {
     ///
     /// # Errors
     /// [`StorageError::Io`] if a write or sync fails; the recovery point then
-    /// stays where it was.
+    /// stays where it was and the next flush syncs everything past it again.
     pub fn flush(&mut self) -> Result<i64, StorageError> {
         let pending = self.prepare_flush_with(true)?;
         pending.sync()?;
@@ -1101,7 +1209,11 @@ impl Log {
             None => {}
         }
         let text = format!("version: 0\ntopic_id: {}", base64_uuid(&topic_id));
-        checkpoint::write_atomically(&self.dir.join(PARTITION_METADATA_FILE), text.as_bytes())?;
+        checkpoint::write_atomically(
+            &*self.fs,
+            &self.dir.join(PARTITION_METADATA_FILE),
+            text.as_bytes(),
+        )?;
         self.topic_id = Some(topic_id);
         Ok(())
     }
@@ -1152,13 +1264,18 @@ impl Log {
         self.segments.clear();
         let parent = self.dir.parent().map(Path::to_path_buf).unwrap_or_default();
         let renamed = parent.join(log_delete_dir_name(&self.topic_partition));
-        std::fs::rename(&self.dir, &renamed)
+        self.fs
+            .rename(&self.dir, &renamed)
             .map_err(|e| StorageError::io("rename", &self.dir, e))?;
-        checkpoint::sync_dir(&parent)?;
-        std::fs::remove_dir_all(&renamed).map_err(|e| StorageError::io("remove_dir", &renamed, e))
+        checkpoint::sync_dir(&*self.fs, &parent)?;
+        self.fs
+            .remove_dir_all(&renamed)
+            .map_err(|e| StorageError::io("remove_dir", &renamed, e))
     }
 }
 
+#[cfg(test)]
+mod fault_tests;
 #[cfg(test)]
 mod flush_tests;
 #[cfg(test)]

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::checkpoint;
 use crate::error::StorageError;
+use crate::fs::{FileSystem, RealFileSystem};
 use crate::log::{partition_dir_name, Log, LogConfig, DELETE_DIR_SUFFIX};
 use crate::TopicPartition;
 
@@ -29,6 +30,7 @@ type SharedLog = Arc<Mutex<Log>>;
 /// `&self`; the map is behind a mutex and each log behind its own.
 #[derive(Debug)]
 pub struct LogManager {
+    fs: Arc<dyn FileSystem>,
     log_dir: PathBuf,
     node_id: i32,
     cluster_id: String,
@@ -72,12 +74,12 @@ thread_local! {
 }
 
 /// Removes a leftover `*-delete` directory and everything in it.
-fn remove_delete_dir(path: &Path) -> std::io::Result<()> {
+fn remove_delete_dir(fs: &dyn FileSystem, path: &Path) -> std::io::Result<()> {
     #[cfg(test)]
     if FAIL_DELETE_DIR_REMOVAL.with(std::cell::Cell::get) {
         return Err(std::io::Error::other("injected fault"));
     }
-    std::fs::remove_dir_all(path)
+    fs.remove_dir_all(path)
 }
 
 /// Reads a checkpoint of `<topic> <partition> <offset>` lines.
@@ -103,14 +105,18 @@ fn read_offsets(path: &Path) -> Result<HashMap<TopicPartition, i64>, StorageErro
     Ok(out)
 }
 
-fn write_offsets(path: &Path, offsets: &[(TopicPartition, i64)]) -> Result<(), StorageError> {
+fn write_offsets(
+    fs: &dyn FileSystem,
+    path: &Path,
+    offsets: &[(TopicPartition, i64)],
+) -> Result<(), StorageError> {
     let text = checkpoint::encode(
         offsets
             .iter()
             .map(|(tp, o)| format!("{} {} {o}", tp.topic, tp.partition))
             .collect::<Vec<_>>(),
     );
-    checkpoint::write_atomically(path, text.as_bytes())
+    checkpoint::write_atomically(fs, path, text.as_bytes())
 }
 
 /// Parses Java `Properties` text (`key=value` lines, `#`/`!` comments).
@@ -150,7 +156,22 @@ impl LogManager {
         node_id: i32,
         default_config: LogConfig,
     ) -> Result<LogManager, StorageError> {
-        std::fs::create_dir_all(&log_dir)
+        Self::open_with_file_system(RealFileSystem::shared(), log_dir, node_id, default_config)
+    }
+
+    /// [`LogManager::open`] with every log, checkpoint and metadata write
+    /// going through `fs` (see [`crate::fs`]; tests inject faults there).
+    /// The `.lock` file is opened directly.
+    ///
+    /// # Errors
+    /// As [`LogManager::open`].
+    pub fn open_with_file_system(
+        fs: Arc<dyn FileSystem>,
+        log_dir: PathBuf,
+        node_id: i32,
+        default_config: LogConfig,
+    ) -> Result<LogManager, StorageError> {
+        fs.create_dir_all(&log_dir)
             .map_err(|e| StorageError::io("create_dir", &log_dir, e))?;
         let lock_path = log_dir.join(LOCK_FILE);
         let lock_file = OpenOptions::new()
@@ -167,7 +188,7 @@ impl LogManager {
             path: log_dir.clone(),
         })?;
 
-        let (cluster_id, directory_id) = Self::load_meta_properties(&log_dir, node_id)?;
+        let (cluster_id, directory_id) = Self::load_meta_properties(&*fs, &log_dir, node_id)?;
         let recovery_points = read_offsets(&log_dir.join(RECOVERY_POINT_CHECKPOINT_FILE))?;
         let log_start_offsets = read_offsets(&log_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))?;
 
@@ -188,7 +209,7 @@ impl LogManager {
                 tracing::info!(dir = %path.display(), "removing partition directory scheduled for deletion");
                 // A leftover that cannot be removed must not keep every
                 // other partition offline; the next startup retries.
-                if let Err(error) = remove_delete_dir(&path) {
+                if let Err(error) = remove_delete_dir(&*fs, &path) {
                     tracing::warn!(dir = %path.display(), %error, "cannot remove partition directory scheduled for deletion; leaving it");
                 }
                 continue;
@@ -201,7 +222,8 @@ impl LogManager {
             };
             let recovery_point = recovery_points.get(&tp).copied().unwrap_or(0);
             let log_start_offset = log_start_offsets.get(&tp).copied().unwrap_or(0);
-            let log = Log::open(
+            let log = Log::open_with_file_system(
+                fs.clone(),
                 log_dir.clone(),
                 tp.clone(),
                 default_config.clone(),
@@ -211,6 +233,7 @@ impl LogManager {
             logs.insert(tp, Arc::new(Mutex::new(log)));
         }
         Ok(LogManager {
+            fs,
             log_dir,
             node_id,
             cluster_id,
@@ -223,6 +246,7 @@ impl LogManager {
     }
 
     fn load_meta_properties(
+        fs: &dyn FileSystem,
         log_dir: &Path,
         node_id: i32,
     ) -> Result<(String, String), StorageError> {
@@ -263,7 +287,7 @@ impl LogManager {
                 let text = format!(
                     "#\n#Written by weir\ncluster.id={cluster_id}\ndirectory.id={directory_id}\nnode.id={node_id}\nversion=1\n"
                 );
-                checkpoint::write_atomically(&path, text.as_bytes())?;
+                checkpoint::write_atomically(fs, &path, text.as_bytes())?;
                 Ok((cluster_id, directory_id))
             }
             Err(e) => Err(StorageError::io("read", &path, e)),
@@ -325,7 +349,8 @@ impl LogManager {
             lock(log).set_config(config);
             return Ok(log.clone());
         }
-        let log = Arc::new(Mutex::new(Log::open(
+        let log = Arc::new(Mutex::new(Log::open_with_file_system(
+            self.fs.clone(),
             self.log_dir.clone(),
             tp.clone(),
             config,
@@ -367,10 +392,12 @@ impl LogManager {
             log_start_offsets.push((tp, log.log_start_offset()));
         }
         write_offsets(
+            &*self.fs,
             &self.log_dir.join(RECOVERY_POINT_CHECKPOINT_FILE),
             &recovery_points,
         )?;
         write_offsets(
+            &*self.fs,
             &self.log_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE),
             &log_start_offsets,
         )
@@ -407,6 +434,48 @@ mod tests {
         lock(log)
             .append_as_leader(&Bytes::from(simple_batch(records, 8, 1)), 0, 0)
             .unwrap();
+    }
+
+    #[test]
+    fn checkpoints_through_a_full_disk_keep_the_old_file_and_survive_power_loss() {
+        use crate::fs::faulty::{Fault, FaultKind, FaultyFileSystem};
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(FaultyFileSystem::new(dir.path()).unwrap());
+        let open = || {
+            let shared: Arc<dyn FileSystem> = fs.clone();
+            LogManager::open_with_file_system(
+                shared,
+                dir.path().to_path_buf(),
+                1,
+                LogConfig::default(),
+            )
+            .unwrap()
+        };
+        let manager = open();
+        let tp = TopicPartition::new("t", 0);
+        let log = manager.get_or_create(&tp, LogConfig::default()).unwrap();
+        append(&log, 3);
+        lock(&log).flush().unwrap();
+        manager.checkpoint().unwrap();
+        let path = dir.path().join(RECOVERY_POINT_CHECKPOINT_FILE);
+        let old = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(old, "0\n1\nt 0 3\n");
+
+        append(&log, 2);
+        lock(&log).flush().unwrap();
+        fs.fail_writes(Fault::new(FaultKind::NoSpace).torn_after(3));
+        assert!(matches!(manager.checkpoint(), Err(StorageError::Io { .. })));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), old);
+        fs.disarm();
+        manager.checkpoint().unwrap();
+        drop((log, manager));
+
+        fs.simulate_power_loss().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "0\n1\nt 0 5\n");
+        let manager = open();
+        let log = manager.get(&tp).unwrap();
+        assert_eq!(lock(&log).log_end_offset(), 5);
+        assert_eq!(lock(&log).recovery_point(), 5);
     }
 
     #[test]

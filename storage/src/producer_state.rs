@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use crate::batch::RecordBatchHeader;
 use crate::checkpoint;
 use crate::error::StorageError;
+use crate::fs::FileSystem;
 use crate::segment::file_stem;
 
 /// Suffix of producer snapshot files (Kafka's
@@ -76,8 +77,8 @@ pub(crate) fn list_snapshots(dir: &Path) -> Result<Vec<(i64, PathBuf)>, StorageE
 }
 
 /// Removes a snapshot file; a missing file is fine.
-pub(crate) fn delete_snapshot(path: &Path) -> Result<(), StorageError> {
-    match std::fs::remove_file(path) {
+pub(crate) fn delete_snapshot(fs: &dyn FileSystem, path: &Path) -> Result<(), StorageError> {
+    match fs.remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             Err(StorageError::io("remove", path, e))
         }
@@ -428,8 +429,14 @@ impl ProducerStateManager {
     ///
     /// # Errors
     /// [`StorageError::Io`] if the file cannot be written.
-    pub(crate) fn write_snapshot(&self, dir: &Path, offset: i64) -> Result<(), StorageError> {
+    pub(crate) fn write_snapshot(
+        &self,
+        fs: &dyn FileSystem,
+        dir: &Path,
+        offset: i64,
+    ) -> Result<(), StorageError> {
         checkpoint::write_atomically(
+            fs,
             &dir.join(snapshot_file_name(offset)),
             &self.encode_snapshot(),
         )

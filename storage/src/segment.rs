@@ -5,7 +5,7 @@
 //! its indexes on recovery and truncates a torn tail. It knows nothing about
 //! the Kafka protocol beyond the batch header.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::IoSlice;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -15,6 +15,7 @@ use bytes::Bytes;
 
 use crate::batch::{RecordBatchHeader, RECORD_BATCH_OVERHEAD};
 use crate::error::StorageError;
+use crate::fs::{FileSystem, RealFileSystem};
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::leader_epoch::LeaderEpochCache;
 
@@ -49,11 +50,15 @@ pub(crate) struct AppendedBatch {
 /// One segment of a partition log. See the module docs.
 #[derive(Debug)]
 pub struct LogSegment {
+    fs: Arc<dyn FileSystem>,
     base_offset: i64,
     log_path: PathBuf,
     log: Arc<File>,
-    /// Bytes of valid batches in the `.log` file.
+    /// Bytes of valid batches in the `.log` file. Reads never go past it.
     size: u64,
+    /// A failed append could not cut the file back to `size`: bytes of a torn
+    /// write may follow the valid ones until the next cut-back succeeds.
+    torn_tail: bool,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
     index_interval_bytes: u64,
@@ -105,13 +110,35 @@ impl LogSegment {
         max_index_bytes: u64,
         create: bool,
     ) -> Result<(Self, bool), StorageError> {
+        Self::open_with_file_system(
+            RealFileSystem::shared(),
+            dir,
+            base_offset,
+            index_interval_bytes,
+            max_index_bytes,
+            create,
+        )
+    }
+
+    /// [`LogSegment::open`] writing through `fs` (see [`crate::fs`]).
+    ///
+    /// # Errors
+    /// As [`LogSegment::open`].
+    pub fn open_with_file_system(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        base_offset: i64,
+        index_interval_bytes: u64,
+        max_index_bytes: u64,
+        create: bool,
+    ) -> Result<(Self, bool), StorageError> {
         let stem = file_stem(base_offset);
         let log_path = dir.join(format!("{stem}{LOG_FILE_SUFFIX}"));
         let index_path = dir.join(format!("{stem}{INDEX_FILE_SUFFIX}"));
         let time_index_path = dir.join(format!("{stem}{TIME_INDEX_FILE_SUFFIX}"));
         if create {
             for p in [&index_path, &time_index_path] {
-                match std::fs::remove_file(p) {
+                match fs.remove_file(p) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                         return Err(StorageError::io("remove", p, e))
                     }
@@ -119,31 +146,37 @@ impl LogSegment {
                 }
             }
         }
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(create)
-            .open(&log_path)
+        let log = fs
+            .open_file(&log_path, create)
             .map_err(|e| StorageError::io("open", &log_path, e))?;
         let size = log
             .metadata()
             .map_err(|e| StorageError::io("stat", &log_path, e))?
             .len();
-        let (offset_index, offset_ok) =
-            OffsetIndex::open(index_path, base_offset, max_index_bytes, size, |e| {
-                Some(e.position)
-            })?;
-        let (time_index, time_ok) =
-            TimeIndex::open(time_index_path, base_offset, max_index_bytes, size, |_| {
-                None
-            })?;
+        let (offset_index, offset_ok) = OffsetIndex::open_with_file_system(
+            fs.clone(),
+            index_path,
+            base_offset,
+            max_index_bytes,
+            size,
+            |e| Some(e.position),
+        )?;
+        let (time_index, time_ok) = TimeIndex::open_with_file_system(
+            fs.clone(),
+            time_index_path,
+            base_offset,
+            max_index_bytes,
+            size,
+            |_| None,
+        )?;
         let (max_timestamp, offset_of_max_timestamp) = time_index.last_entry().unwrap_or((-1, -1));
         let segment = LogSegment {
+            fs,
             base_offset,
             log_path,
             log: Arc::new(log),
             size,
+            torn_tail: false,
             offset_index,
             time_index,
             index_interval_bytes,
@@ -250,23 +283,25 @@ impl LogSegment {
     /// Writes `bufs` (whole batches, already stamped; `total` bytes) at the end
     /// of the `.log` file with `pwritev`, then updates the indexes for each
     /// batch in `batches` as Kafka's `LogSegment.append` does. On a failed
-    /// write the file is cut back to its previous size.
+    /// (possibly partial) write nothing in memory changes and the file is cut
+    /// back to its previous size; if that cut fails too, the next append
+    /// (or roll) retries it before writing, and reads never see the torn
+    /// bytes because they stop at [`LogSegment::size`].
     pub(crate) fn append(
         &mut self,
         bufs: &mut [IoSlice<'_>],
         total: usize,
         batches: &[AppendedBatch],
     ) -> Result<(), StorageError> {
+        self.cut_back_torn_tail()?;
         let start = self.size;
+        if let Err(e) = self.write_all_vectored(bufs, start) {
+            self.torn_tail = true;
+            let _ = self.cut_back_torn_tail();
+            return Err(e);
+        }
         if start == 0 {
             self.first_batch_timestamp = batches.first().map(|b| b.max_timestamp);
-        }
-        if let Err(e) = self.write_all_vectored(bufs, start) {
-            if start == 0 {
-                self.first_batch_timestamp = Some(-1);
-            }
-            let _ = self.log.set_len(start);
-            return Err(e);
         }
         self.dirty = true;
         let mut position = start;
@@ -276,6 +311,18 @@ impl LogSegment {
         }
         debug_assert_eq!(position, start + total as u64);
         self.size = start + total as u64;
+        Ok(())
+    }
+
+    /// Cuts the file back to [`LogSegment::size`] after a failed append left
+    /// bytes past it; a no-op otherwise.
+    fn cut_back_torn_tail(&mut self) -> Result<(), StorageError> {
+        if self.torn_tail {
+            self.fs
+                .set_len(&self.log, &self.log_path, self.size)
+                .map_err(|e| StorageError::io("truncate", &self.log_path, e))?;
+            self.torn_tail = false;
+        }
         Ok(())
     }
 
@@ -302,8 +349,10 @@ impl LogSegment {
         let mut bufs = bufs;
         while !bufs.is_empty() {
             let n = bufs.len().min(IOV_MAX);
-            let written = rustix::io::pwritev(&*self.log, &bufs[..n], at)
-                .map_err(|e| StorageError::io("pwritev", &self.log_path, e.into()))?;
+            let written = self
+                .fs
+                .write_vectored_at(&self.log, &self.log_path, &bufs[..n], at)
+                .map_err(|e| StorageError::io("pwritev", &self.log_path, e))?;
             if written == 0 {
                 return Err(StorageError::io(
                     "pwritev",
@@ -451,7 +500,9 @@ impl LogSegment {
     /// cache's latest, and truncating the file at the first invalid batch
     /// (short header, bad magic or length, a batch running past the end of
     /// the file, CRC mismatch, offsets going backwards or beyond 32-bit
-    /// relative range). Returns `(truncated bytes, next offset)`, the next
+    /// relative range), and ending the time index with the largest timestamp
+    /// as [`LogSegment::on_become_inactive`] does. Returns
+    /// `(truncated bytes, next offset)`, the next
     /// offset being `None` when the segment holds no batch. Kafka's
     /// `LogSegment.recover`.
     ///
@@ -513,6 +564,13 @@ impl LogSegment {
             self.index_batch(b, position);
             position += b.size as u64;
         }
+        // As a normally closed segment, the time index ends with the largest
+        // timestamp seen (Kafka's `LogSegment.recover`): a segment loaded
+        // later without recovery takes its max timestamp from that entry.
+        if self.offset_of_max_timestamp >= 0 {
+            self.time_index
+                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true);
+        }
         let truncated = file_size - valid;
         if truncated > 0 {
             tracing::warn!(
@@ -521,11 +579,12 @@ impl LogSegment {
                 truncated_bytes = truncated,
                 "truncating invalid bytes at the end of the segment"
             );
-            self.log
-                .set_len(valid)
+            self.fs
+                .set_len(&self.log, &self.log_path, valid)
                 .map_err(|e| StorageError::io("truncate", &self.log_path, e))?;
         }
         self.size = valid;
+        self.torn_tail = false;
         self.offset_index.persist()?;
         self.time_index.persist()?;
         self.dirty = true;
@@ -536,6 +595,7 @@ impl LogSegment {
     /// `onBecomeInactiveSegment`): records the final max timestamp in the
     /// time index and writes pending index entries.
     pub(crate) fn on_become_inactive(&mut self) -> Result<(), StorageError> {
+        self.cut_back_torn_tail()?;
         if self.offset_of_max_timestamp >= 0 {
             self.time_index
                 .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true);
@@ -547,6 +607,14 @@ impl LogSegment {
         self.offset_index.persist()?;
         self.time_index.persist()?;
         Ok(())
+    }
+
+    /// Marks the segment (and its indexes) as changed since the last
+    /// flush, so that the next [`LogSegment::take_dirty_files`] returns its
+    /// files again (after a failed flush).
+    pub(crate) fn mark_dirty(&mut self) {
+        self.dirty = true;
+        self.indexes_dirty = true;
     }
 
     /// If changed since the last call: the files to fdatasync. With
@@ -597,7 +665,7 @@ impl LogSegment {
             let mut name = p.as_os_str().to_owned();
             name.push(DELETED_FILE_SUFFIX);
             let target = PathBuf::from(name);
-            match std::fs::rename(p, &target) {
+            match self.fs.rename(p, &target) {
                 Ok(()) => renamed.push(target),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(StorageError::io("rename", p, e)),
@@ -613,7 +681,7 @@ impl LogSegment {
             self.offset_index.path(),
             self.time_index.path(),
         ] {
-            match std::fs::remove_file(p) {
+            match self.fs.remove_file(p) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     return Err(StorageError::io("remove", p, e))
                 }

@@ -334,7 +334,9 @@ fn open_loads_the_snapshot_then_replays_later_batches() {
             },
         );
     }
-    state.write_snapshot(&path, 2).unwrap();
+    state
+        .write_snapshot(&crate::fs::RealFileSystem, &path, 2)
+        .unwrap();
     {
         let mut log = open(dir.path());
         assert_eq!(log.producer_state().entry(8).unwrap().last_seq(), 41);
@@ -368,7 +370,9 @@ fn snapshots_past_the_recovered_log_end_and_corrupt_ones_are_deleted() {
             timestamp: 1,
         },
     );
-    ghost.write_snapshot(&path, 6).unwrap();
+    ghost
+        .write_snapshot(&crate::fs::RealFileSystem, &path, 6)
+        .unwrap();
     std::fs::write(path.join("00000000000000000001.snapshot"), b"garbage").unwrap();
     let log = open(dir.path());
     assert!(

@@ -13,9 +13,11 @@
 //! file stays readable until its last descriptor closes.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::Log;
 use crate::error::StorageError;
+use crate::fs::{FileSystem, RealFileSystem};
 use crate::segment::LogSegment;
 
 /// Segments removed from a log whose renamed (`.deleted`) files still exist.
@@ -29,6 +31,8 @@ pub struct SegmentDeletion {
     /// Bytes of the deleted segments' `.log` files.
     pub bytes: u64,
     files: Vec<PathBuf>,
+    /// The log's file system; `None` (nothing deleted) means the real one.
+    fs: Option<Arc<dyn FileSystem>>,
 }
 
 impl SegmentDeletion {
@@ -44,8 +48,9 @@ impl SegmentDeletion {
     /// # Errors
     /// [`StorageError::Io`] naming the first file that could not be removed.
     pub fn remove_files(self) -> Result<(), StorageError> {
+        let fs = self.fs.unwrap_or_else(RealFileSystem::shared);
         for path in &self.files {
-            match std::fs::remove_file(path) {
+            match fs.remove_file(path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     return Err(StorageError::io("remove", path, e))
                 }
@@ -59,6 +64,7 @@ impl SegmentDeletion {
         self.base_offsets.extend(other.base_offsets);
         self.bytes += other.bytes;
         self.files.extend(other.files);
+        self.fs = self.fs.take().or(other.fs);
     }
 }
 
@@ -194,7 +200,10 @@ impl Log {
             roll |= next.is_none();
             deletable.push(segment.base_offset());
         }
-        let mut deletion = SegmentDeletion::default();
+        let mut deletion = SegmentDeletion {
+            fs: Some(self.fs.clone()),
+            ..SegmentDeletion::default()
+        };
         if deletable.is_empty() {
             return Ok(deletion);
         }
