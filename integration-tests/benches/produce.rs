@@ -16,10 +16,10 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{CreateTopicsRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{CreateTopicsRequest, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 use weir_integration_tests::records::{encode_batch, NewRecord};
@@ -77,8 +77,16 @@ fn produce_request(topic: &str, partition: i32, batch: &Bytes) -> ProduceRequest
 
 /// Runs `iters` acks=all produces on each of the 8 connections at once and
 /// returns the time from the common start to the last response. Producer
-/// `p` writes to partition `p % partitions`.
-fn run(bootstrap: &str, topic: &'static str, partitions: usize, iters: u64) -> Duration {
+/// `p` writes to partition `p % partitions` and keeps up to `in_flight`
+/// requests outstanding on its connection (1: send and wait; 5: the Java
+/// client's `max.in.flight.requests.per.connection` default).
+fn run(
+    bootstrap: &str,
+    topic: &'static str,
+    partitions: usize,
+    in_flight: u64,
+    iters: u64,
+) -> Duration {
     let start = Arc::new(Barrier::new(PRODUCERS + 1));
     let producers: Vec<_> = (0..PRODUCERS)
         .map(|p| {
@@ -86,11 +94,24 @@ fn run(bootstrap: &str, topic: &'static str, partitions: usize, iters: u64) -> D
             std::thread::spawn(move || {
                 let mut client = RawClient::connect(&bootstrap).expect("connect");
                 let request = produce_request(topic, (p % partitions) as i32, &batch());
+                let mut outstanding = std::collections::VecDeque::new();
                 start.wait();
-                for _ in 0..iters {
-                    let response = client.send(&request, PRODUCE_VERSION).expect("Produce");
-                    let partition = &response.responses[0].partition_responses[0];
-                    assert_eq!(partition.error_code, 0, "{:?}", partition.error_message);
+                for sent in 0..iters + in_flight {
+                    if sent >= in_flight {
+                        let Some(pending) = outstanding.pop_front() else {
+                            break;
+                        };
+                        let response = client
+                            .read_response::<ProduceResponse>(pending)
+                            .expect("Produce");
+                        let partition = &response.body.responses[0].partition_responses[0];
+                        assert_eq!(partition.error_code, 0, "{:?}", partition.error_message);
+                    }
+                    if sent < iters {
+                        let header = client.header::<ProduceRequest>(PRODUCE_VERSION);
+                        outstanding
+                            .push_back(client.write_request(header, &request).expect("Produce"));
+                    }
                 }
             })
         })
@@ -104,11 +125,24 @@ fn run(bootstrap: &str, topic: &'static str, partitions: usize, iters: u64) -> D
 }
 
 fn bench_produce(c: &mut Criterion) {
-    let broker = TestBroker::builder().start().expect("starting weir");
+    // Retention bounds the disk a run fills (criterion sends gigabytes):
+    // 256 MiB per partition in 64 MiB segments, checked every second.
+    let broker = TestBroker::builder()
+        .override_config("log.retention.check.interval.ms", "1000")
+        .start()
+        .expect("starting weir");
     let bootstrap = broker.bootstrap();
     let mut client = RawClient::connect(&bootstrap).expect("connect");
-    create_topic(&mut client, "durable", &[]);
-    create_topic(&mut client, "write-caching", &[("write.caching", "true")]);
+    let bounded = [
+        ("retention.bytes", "268435456"),
+        ("segment.bytes", "67108864"),
+    ];
+    create_topic(&mut client, "durable", &bounded);
+    create_topic(
+        &mut client,
+        "write-caching",
+        &[bounded[0], bounded[1], ("write.caching", "true")],
+    );
     drop(client);
 
     let mut group = c.benchmark_group("produce_acks_all_8_producers");
@@ -116,11 +150,14 @@ fn bench_produce(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(10));
     // One iteration = one batch from each of the 8 producers.
     group.throughput(Throughput::Bytes((PRODUCERS * batch().len()) as u64));
-    for partitions in [1, PRODUCERS] {
+    for (partitions, in_flight) in [(1, 1), (PRODUCERS, 1), (1, 5), (PRODUCERS, 5)] {
         for topic in ["durable", "write-caching"] {
-            let name = format!("{topic}/{partitions}-partitions");
-            group.bench_function(name, |b| {
-                b.iter_custom(|iters| run(&bootstrap, topic, partitions, iters))
+            let id = BenchmarkId::new(
+                topic,
+                format!("{partitions}-partitions-{in_flight}-in-flight"),
+            );
+            group.bench_function(id, |b| {
+                b.iter_custom(|iters| run(&bootstrap, topic, partitions, in_flight, iters))
             });
         }
     }
