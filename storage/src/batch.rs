@@ -533,8 +533,8 @@ pub(crate) struct RecordView<'a> {
     pub offset_delta: i32,
     /// The key; `None` for a null key.
     pub key: Option<&'a [u8]>,
-    /// Whether the value is non-null (a null value is a tombstone).
-    pub has_value: bool,
+    /// The value; `None` for a null value (a tombstone).
+    pub value: Option<&'a [u8]>,
     /// The record's bytes from the key length to its end (key, value,
     /// headers), copied verbatim when the record is rewritten.
     pub tail: &'a [u8],
@@ -574,12 +574,16 @@ fn read_record<'a>(reader: &mut Reader<'a>) -> Result<RecordView<'a>, RecordFaul
         Err(_) => None,
     };
     let value_length = body.varint("value", RECORD)?;
+    let value = match usize::try_from(value_length) {
+        Ok(n) => Some(body.take(n, RECORD)?),
+        Err(_) => None,
+    };
     Ok(RecordView {
         attributes,
         timestamp_delta,
         offset_delta,
         key,
-        has_value: value_length >= 0,
+        value,
         tail,
     })
 }

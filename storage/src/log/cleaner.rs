@@ -544,7 +544,7 @@ fn filter_batch(
         };
         let newest = ctx.map.get(key).is_none_or(|o| offset >= o);
         let retain_delete = horizon.is_none_or(|h| ctx.now_ms < h);
-        newest && (r.has_value || retain_delete)
+        newest && (r.value.is_some() || retain_delete)
     };
     let kept: Vec<&RecordView<'_>> = views.iter().filter(|r| keep(r)).collect();
     stats.records_retained += kept.len() as u64;
@@ -562,7 +562,7 @@ fn filter_batch(
         }
         return Ok(Filtered::Dropped);
     }
-    let has_tombstone = kept.iter().any(|r| !r.has_value);
+    let has_tombstone = kept.iter().any(|r| r.value.is_none());
     let set_horizon = has_tombstone && horizon.is_none();
     if kept.len() == views.len() && !set_horizon {
         return Ok(Filtered::Verbatim);
