@@ -23,6 +23,10 @@ use crate::replica_manager::ReplicaManager;
 /// `log.flush.offset.checkpoint.interval.ms` default).
 const CHECKPOINT_INTERVAL_MS: u64 = 60_000;
 
+/// Most logs the cleaner compacts in one pass before yielding to the
+/// backoff (so shutdown is never delayed by a long queue).
+const LOGS_PER_CLEANER_PASS: usize = 16;
+
 /// How long shutdown waits for open connections to finish, ms.
 const SHUTDOWN_GRACE_MS: u64 = 5_000;
 
@@ -138,6 +142,24 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             rm.delete_old_segments(now_ms)
         },
     ));
+    // The log cleaner (Kafka's kafka-log-cleaner-thread-0): compacts the
+    // dirtiest log, repeatedly, then backs off `log.cleaner.backoff.ms`.
+    if config.log_cleaner_enable {
+        let rm = replica_manager.clone();
+        let cleaner_config = config.cleaner_config();
+        tracker.spawn(run_periodically(
+            "log cleaner",
+            config.log_cleaner_backoff_ms,
+            shutdown.clone(),
+            move || {
+                rm.clean_logs(
+                    crate::handlers::now_ms(),
+                    &cleaner_config,
+                    LOGS_PER_CLEANER_PASS,
+                )
+            },
+        ));
+    }
     let connections = TaskTracker::new();
     for (name, listener, local) in listeners {
         info!(listener = %name, address = %local, "listening");
