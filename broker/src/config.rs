@@ -144,6 +144,32 @@ pub struct BrokerConfig {
     /// `log.retention.check.interval.ms`: how often retention runs over
     /// every partition, ms. Default: 300000.
     pub log_retention_check_interval_ms: u64,
+    /// `log.cleanup.policy`: the default `cleanup.policy` of topics
+    /// (`delete`, `compact` or both). Default: delete.
+    pub log_cleanup_policy: weir_storage::CleanupPolicy,
+    /// `log.cleaner.enable`: run the log cleaner (compaction). Default: true.
+    pub log_cleaner_enable: bool,
+    /// `log.cleaner.backoff.ms`: pause between cleaner passes that found
+    /// nothing to clean, ms. Default: 15000.
+    pub log_cleaner_backoff_ms: u64,
+    /// `log.cleaner.dedupe.buffer.size`: memory of the cleaner's offset map,
+    /// bytes. Default: 134217728.
+    pub log_cleaner_dedupe_buffer_size: usize,
+    /// `log.cleaner.threads`: cleaner threads; Weir runs one whatever the
+    /// value (accepted for compatibility). Default: 1.
+    pub log_cleaner_threads: u32,
+    /// `log.cleaner.min.cleanable.ratio`: default `min.cleanable.dirty.ratio`.
+    /// Default: 0.5.
+    pub log_cleaner_min_cleanable_ratio: f64,
+    /// `log.cleaner.min.compaction.lag.ms`: default `min.compaction.lag.ms`,
+    /// ms. Default: 0.
+    pub log_cleaner_min_compaction_lag_ms: i64,
+    /// `log.cleaner.max.compaction.lag.ms`: default `max.compaction.lag.ms`,
+    /// ms. Default: 9223372036854775807.
+    pub log_cleaner_max_compaction_lag_ms: i64,
+    /// `log.cleaner.delete.retention.ms`: default `delete.retention.ms`, ms.
+    /// Default: 86400000.
+    pub log_cleaner_delete_retention_ms: i64,
     /// `producer.id.expiration.ms`: an idempotent producer whose last batch
     /// is this many ms old is forgotten at the next retention check, ms.
     /// Default: 86400000 (1 day).
@@ -227,6 +253,15 @@ impl Default for BrokerConfig {
             log_retention_bytes: -1,
             log_roll_ms: 168 * 3_600_000,
             log_retention_check_interval_ms: 300_000,
+            log_cleanup_policy: weir_storage::CleanupPolicy::default(),
+            log_cleaner_enable: true,
+            log_cleaner_backoff_ms: 15_000,
+            log_cleaner_dedupe_buffer_size: 128 << 20,
+            log_cleaner_threads: 1,
+            log_cleaner_min_cleanable_ratio: log.min_cleanable_dirty_ratio,
+            log_cleaner_min_compaction_lag_ms: log.min_compaction_lag_ms,
+            log_cleaner_max_compaction_lag_ms: log.max_compaction_lag_ms,
+            log_cleaner_delete_retention_ms: log.delete_retention_ms,
             producer_id_expiration_ms: 86_400_000,
             socket_request_max_bytes: 104_857_600,
             connections_max_idle_ms: 600_000,
@@ -259,6 +294,23 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
             reason: "expected true or false".to_string(),
         }),
     }
+}
+
+/// Parses a `cleanup.policy` list (`delete`, `compact`, `compact,delete`);
+/// `None` for anything else or an empty list.
+pub fn parse_cleanup_policy(value: &str) -> Option<weir_storage::CleanupPolicy> {
+    let mut policy = weir_storage::CleanupPolicy {
+        delete: false,
+        compact: false,
+    };
+    for part in value.split(',').map(str::trim) {
+        match part {
+            "delete" => policy.delete = true,
+            "compact" => policy.compact = true,
+            _ => return None,
+        }
+    }
+    Some(policy)
 }
 
 /// Parses `message.timestamp.type` values.
@@ -418,6 +470,48 @@ impl BrokerConfig {
                     });
                 }
             }
+            "log.cleanup.policy" => {
+                self.log_cleanup_policy =
+                    parse_cleanup_policy(value).ok_or_else(|| ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: value.into(),
+                        reason: "expected delete, compact or both".into(),
+                    })?
+            }
+            "log.cleaner.enable" => self.log_cleaner_enable = parse_bool(key, value)?,
+            "log.cleaner.backoff.ms" => {
+                self.log_cleaner_backoff_ms = parse_num(key, value)?;
+                if self.log_cleaner_backoff_ms < 1 {
+                    return Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: value.into(),
+                        reason: "must be at least 1".into(),
+                    });
+                }
+            }
+            "log.cleaner.dedupe.buffer.size" => {
+                self.log_cleaner_dedupe_buffer_size = parse_num(key, value)?
+            }
+            "log.cleaner.threads" => self.log_cleaner_threads = parse_num(key, value)?,
+            "log.cleaner.min.cleanable.ratio" => {
+                self.log_cleaner_min_cleanable_ratio = parse_num(key, value)?;
+                if !(0.0..=1.0).contains(&self.log_cleaner_min_cleanable_ratio) {
+                    return Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: value.into(),
+                        reason: "must be between 0 and 1".into(),
+                    });
+                }
+            }
+            "log.cleaner.min.compaction.lag.ms" => {
+                self.log_cleaner_min_compaction_lag_ms = parse_num(key, value)?
+            }
+            "log.cleaner.max.compaction.lag.ms" => {
+                self.log_cleaner_max_compaction_lag_ms = parse_num(key, value)?
+            }
+            "log.cleaner.delete.retention.ms" => {
+                self.log_cleaner_delete_retention_ms = parse_num(key, value)?
+            }
             "producer.id.expiration.ms" => {
                 self.producer_id_expiration_ms = parse_num(key, value)?;
                 if self.producer_id_expiration_ms < 1 {
@@ -510,9 +604,20 @@ impl BrokerConfig {
             retention_ms: self.log_retention_ms,
             retention_bytes: self.log_retention_bytes,
             segment_ms: self.log_roll_ms,
-            cleanup_policy: weir_storage::CleanupPolicy::default(),
+            cleanup_policy: self.log_cleanup_policy,
             flush_messages: self.log_flush_interval_messages,
             flush_ms: self.log_flush_interval_ms_or_default(),
+            min_cleanable_dirty_ratio: self.log_cleaner_min_cleanable_ratio,
+            min_compaction_lag_ms: self.log_cleaner_min_compaction_lag_ms,
+            max_compaction_lag_ms: self.log_cleaner_max_compaction_lag_ms,
+            delete_retention_ms: self.log_cleaner_delete_retention_ms,
+        }
+    }
+
+    /// The log cleaner's settings (`log.cleaner.dedupe.buffer.size`).
+    pub fn cleaner_config(&self) -> weir_storage::CleanerConfig {
+        weir_storage::CleanerConfig {
+            dedupe_buffer_size: self.log_cleaner_dedupe_buffer_size,
         }
     }
 
@@ -591,6 +696,56 @@ mod tests {
         assert_eq!(c.num_partitions, 6);
         assert_eq!(c.metrics_listener, None);
         assert_eq!(c.explicit.get("node.id").map(String::as_str), Some("3"));
+    }
+
+    #[test]
+    fn log_cleaner_keys_follow_kafkas_names_and_defaults() {
+        let c = BrokerConfig::default();
+        assert!(c.log_cleaner_enable);
+        assert_eq!(c.log_cleaner_backoff_ms, 15_000);
+        assert_eq!(c.log_cleaner_dedupe_buffer_size, 134_217_728);
+        assert_eq!(c.log_cleaner_min_cleanable_ratio, 0.5);
+        assert_eq!(c.log_cleaner_delete_retention_ms, 86_400_000);
+        let c = BrokerConfig::from_pairs(
+            [
+                ("log.cleaner.enable", "false"),
+                ("log.cleaner.backoff.ms", "50"),
+                ("log.cleaner.dedupe.buffer.size", "1048576"),
+                ("log.cleaner.threads", "2"),
+                ("log.cleaner.min.cleanable.ratio", "0.01"),
+                ("log.cleaner.min.compaction.lag.ms", "7"),
+                ("log.cleaner.max.compaction.lag.ms", "8"),
+                ("log.cleaner.delete.retention.ms", "9"),
+                ("log.cleanup.policy", "compact,delete"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        )
+        .unwrap();
+        assert!(!c.log_cleaner_enable);
+        assert_eq!(c.cleaner_config().dedupe_buffer_size, 1 << 20);
+        let log = c.default_log_config();
+        assert_eq!(
+            (
+                log.min_cleanable_dirty_ratio,
+                log.min_compaction_lag_ms,
+                log.max_compaction_lag_ms,
+                log.delete_retention_ms
+            ),
+            (0.01, 7, 8, 9)
+        );
+        assert!(log.cleanup_policy.compact && log.cleanup_policy.delete);
+        for (key, value) in [
+            ("log.cleaner.min.cleanable.ratio", "2"),
+            ("log.cleaner.backoff.ms", "0"),
+            ("log.cleanup.policy", "forever"),
+        ] {
+            assert!(
+                BrokerConfig::from_pairs(vec![(key.into(), value.into())]).is_err(),
+                "{key}={value}"
+            );
+        }
     }
 
     #[test]

@@ -10,7 +10,9 @@ use weir_storage::StorageError;
 pub fn storage_error_code(error: &StorageError) -> i16 {
     match error {
         StorageError::CorruptRecord { .. } => ResponseError::CorruptMessage.code(),
-        StorageError::InvalidRecord { .. } => ResponseError::InvalidRecord.code(),
+        StorageError::InvalidRecord { .. } | StorageError::RecordWithoutKey { .. } => {
+            ResponseError::InvalidRecord.code()
+        }
         StorageError::RecordBatchTooLarge { .. } => ResponseError::MessageTooLarge.code(),
         StorageError::OffsetOutOfRange { .. }
         | StorageError::LogStartOffsetBeyondHighWatermark { .. } => {
@@ -76,6 +78,13 @@ mod tests {
             (
                 StorageError::InvalidRecord {
                     reason: "count".into(),
+                },
+                87,
+            ),
+            (
+                StorageError::RecordWithoutKey {
+                    topic_partition: "t-0".into(),
+                    record_index: 0,
                 },
                 87,
             ),

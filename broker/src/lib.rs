@@ -15,7 +15,6 @@ pub mod metrics;
 pub mod network;
 pub mod partition;
 pub mod producer_ids;
-pub mod record_validation;
 pub mod replica_manager;
 pub mod server;
 pub mod topic_config;

@@ -180,6 +180,12 @@ impl Partition {
         lock(&self.log).config().cleanup_policy.delete
     }
 
+    /// Whether the topic's `cleanup.policy` includes `compact`: produced
+    /// records must then have keys (Kafka's `LogValidator.validateKey`).
+    pub fn is_compacted(&self) -> bool {
+        lock(&self.log).config().cleanup_policy.compact
+    }
+
     /// Runs retention over this partition's log
     /// ([`Log::delete_old_segments`] bounded by the high watermark) and
     /// removes the deleted files after releasing the log's lock. Returns the

@@ -226,6 +226,38 @@ impl ReplicaManager {
         first_error.map_or(Ok(flushed), Err)
     }
 
+    /// One pass of the log cleaner: cleans logs, dirtiest first, until none
+    /// needs cleaning or `max_logs` were cleaned (Kafka's `CleanerThread`
+    /// loop; the caller backs off `log.cleaner.backoff.ms` between passes).
+    /// A cleaning aborted because retention changed the log is logged and
+    /// retried at the next pass. Returns how many logs were cleaned.
+    ///
+    /// # Errors
+    /// The first storage error of a cleaning.
+    pub fn clean_logs(
+        &self,
+        now_ms: i64,
+        config: &weir_storage::CleanerConfig,
+        max_logs: usize,
+    ) -> Result<usize, StorageError> {
+        let mut cleaned = 0;
+        while cleaned < max_logs {
+            match self.log_manager.clean_filthiest_log(now_ms, config) {
+                Ok(Some((tp, stats))) => {
+                    tracing::debug!(topic_partition = %tp, ?stats, "log cleaned");
+                    cleaned += 1;
+                }
+                Ok(None) => break,
+                Err(weir_storage::CleanerError::Aborted { dir, base_offset }) => {
+                    tracing::info!(dir = %dir.display(), base_offset, "log cleaning aborted; retrying later");
+                    break;
+                }
+                Err(weir_storage::CleanerError::Storage(e)) => return Err(e),
+            }
+        }
+        Ok(cleaned)
+    }
+
     /// Writes the recovery point and log start offset checkpoints.
     ///
     /// # Errors

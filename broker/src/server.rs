@@ -19,6 +19,10 @@ use crate::network::connection;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica_manager::ReplicaManager;
 
+/// Most logs the cleaner compacts in one pass before yielding to the
+/// backoff (so shutdown is never delayed by a long queue).
+const LOGS_PER_CLEANER_PASS: usize = 16;
+
 /// How long shutdown waits for open connections to finish, ms.
 const SHUTDOWN_GRACE_MS: u64 = 5_000;
 
@@ -141,6 +145,24 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             replica_manager.clone(),
             config.log_flush_scheduler_interval_ms as u64,
             shutdown.clone(),
+        ));
+    }
+    // The log cleaner (Kafka's kafka-log-cleaner-thread-0): compacts the
+    // dirtiest log, repeatedly, then backs off `log.cleaner.backoff.ms`.
+    if config.log_cleaner_enable {
+        let rm = replica_manager.clone();
+        let cleaner_config = config.cleaner_config();
+        tracker.spawn(run_periodically(
+            "log cleaner",
+            config.log_cleaner_backoff_ms,
+            shutdown.clone(),
+            move || {
+                rm.clean_logs(
+                    crate::handlers::now_ms(),
+                    &cleaner_config,
+                    LOGS_PER_CLEANER_PASS,
+                )
+            },
         ));
     }
     let connections = TaskTracker::new();

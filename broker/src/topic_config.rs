@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use weir_storage::{CleanupPolicy, LogConfig, TimestampType};
+use weir_storage::{LogConfig, TimestampType};
 
 use crate::config::{parse_timestamp_type, BrokerConfig};
 
@@ -105,6 +105,12 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "largest record batch size allowed (bytes)",
     ),
     def(
+        "max.compaction.lag.ms",
+        Some("log.cleaner.max.compaction.lag.ms"),
+        ConfigType::Long,
+        "maximum time a record may stay uncompacted (ms)",
+    ),
+    def(
         "message.timestamp.type",
         Some("log.message.timestamp.type"),
         ConfigType::String,
@@ -194,9 +200,17 @@ pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
 /// The broker-derived default value of a topic config key, as Kafka prints it.
 pub fn default_value(broker: &BrokerConfig, name: &str) -> String {
     match name {
-        "cleanup.policy" => "delete".into(),
+        "cleanup.policy" => {
+            let p = broker.log_cleanup_policy;
+            match (p.compact, p.delete) {
+                (true, true) => "compact,delete".into(),
+                (true, false) => "compact".into(),
+                _ => "delete".into(),
+            }
+        }
         "compression.type" => "producer".into(),
-        "delete.retention.ms" => "86400000".into(),
+        "delete.retention.ms" => broker.log_cleaner_delete_retention_ms.to_string(),
+        "max.compaction.lag.ms" => broker.log_cleaner_max_compaction_lag_ms.to_string(),
         "file.delete.delay.ms" => "60000".into(),
         "flush.messages" => broker.log_flush_interval_messages.to_string(),
         "flush.ms" => broker.log_flush_interval_ms_or_default().to_string(),
@@ -206,8 +220,8 @@ pub fn default_value(broker: &BrokerConfig, name: &str) -> String {
             TimestampType::CreateTime => "CreateTime".into(),
             TimestampType::LogAppendTime => "LogAppendTime".into(),
         },
-        "min.cleanable.dirty.ratio" => "0.5".into(),
-        "min.compaction.lag.ms" => "0".into(),
+        "min.cleanable.dirty.ratio" => broker.log_cleaner_min_cleanable_ratio.to_string(),
+        "min.compaction.lag.ms" => broker.log_cleaner_min_compaction_lag_ms.to_string(),
         "min.insync.replicas" => broker.min_insync_replicas.to_string(),
         "retention.bytes" => broker.log_retention_bytes.to_string(),
         "retention.ms" => broker.log_retention_ms.to_string(),
@@ -276,6 +290,15 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
         "retention.ms" => value.parse::<i64>().map(|v| v >= -1).unwrap_or(false),
         "flush.messages" => value.parse::<i64>().map(|v| v >= 1).unwrap_or(false),
         "flush.ms" => value.parse::<i64>().map(|v| v >= 0).unwrap_or(false),
+        "min.cleanable.dirty.ratio" => value
+            .parse::<f64>()
+            .map(|v| (0.0..=1.0).contains(&v))
+            .unwrap_or(false),
+        "min.compaction.lag.ms" | "delete.retention.ms" => {
+            value.parse::<i64>().map(|v| v >= 0).unwrap_or(false)
+        }
+        "max.compaction.lag.ms" => value.parse::<i64>().map(|v| v >= 1).unwrap_or(false),
+        "cleanup.policy" => crate::config::parse_cleanup_policy(value).is_some(),
         _ => true,
     };
     if ok && positive {
@@ -324,12 +347,20 @@ pub fn log_config_for(
     if let Some(v) = get("flush.ms").and_then(|v| v.parse().ok()) {
         c.flush_ms = v;
     }
-    if let Some(v) = get("cleanup.policy") {
-        let listed = |p: &str| v.split(',').any(|x| x.trim() == p);
-        c.cleanup_policy = CleanupPolicy {
-            delete: listed("delete"),
-            compact: listed("compact"),
-        };
+    if let Some(p) = get("cleanup.policy").and_then(crate::config::parse_cleanup_policy) {
+        c.cleanup_policy = p;
+    }
+    if let Some(v) = get("min.cleanable.dirty.ratio").and_then(|v| v.parse().ok()) {
+        c.min_cleanable_dirty_ratio = v;
+    }
+    if let Some(v) = get("min.compaction.lag.ms").and_then(|v| v.parse().ok()) {
+        c.min_compaction_lag_ms = v;
+    }
+    if let Some(v) = get("max.compaction.lag.ms").and_then(|v| v.parse().ok()) {
+        c.max_compaction_lag_ms = v;
+    }
+    if let Some(v) = get("delete.retention.ms").and_then(|v| v.parse().ok()) {
+        c.delete_retention_ms = v;
     }
     c
 }
@@ -347,6 +378,7 @@ pub fn write_caching_for(broker: &BrokerConfig, topic_configs: &BTreeMap<String,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weir_storage::CleanupPolicy;
 
     #[test]
     fn flush_and_write_caching_keys_map_to_the_log_and_partition() {
@@ -382,6 +414,11 @@ mod tests {
         assert!(validate("segment.bytes", "10").is_err());
         assert!(validate("retention.ms", "soon").is_err());
         assert!(validate("cleanup.policy", "forever").is_err());
+        assert!(validate("cleanup.policy", "").is_err());
+        assert!(validate("min.cleanable.dirty.ratio", "0.01").is_ok());
+        assert!(validate("min.cleanable.dirty.ratio", "1.5").is_err());
+        assert!(validate("delete.retention.ms", "-1").is_err());
+        assert!(validate("max.compaction.lag.ms", "0").is_err());
     }
 
     #[test]
@@ -415,6 +452,10 @@ mod tests {
             ("retention.bytes", "5242880"),
             ("segment.ms", "60000"),
             ("cleanup.policy", "compact"),
+            ("min.cleanable.dirty.ratio", "0.1"),
+            ("min.compaction.lag.ms", "5"),
+            ("max.compaction.lag.ms", "600000"),
+            ("delete.retention.ms", "100"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -430,6 +471,15 @@ mod tests {
                 delete: false,
                 compact: true
             }
+        );
+        assert_eq!(
+            (
+                c.min_cleanable_dirty_ratio,
+                c.min_compaction_lag_ms,
+                c.max_compaction_lag_ms,
+                c.delete_retention_ms
+            ),
+            (0.1, 5, 600_000, 100)
         );
         assert!(validate("retention.ms", "-2").is_err());
         assert!(validate("segment.ms", "0").is_err());

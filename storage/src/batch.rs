@@ -70,6 +70,8 @@ pub(crate) const MAX_TIMESTAMP_OFFSET: usize = 35;
 const TIMESTAMP_TYPE_MASK: i16 = 0x08;
 const TRANSACTIONAL_MASK: i16 = 0x10;
 const CONTROL_MASK: i16 = 0x20;
+/// Attributes bit 6: the base timestamp holds the delete horizon (KIP-534).
+pub(crate) const DELETE_HORIZON_MASK: i16 = 0x40;
 const COMPRESSION_CODEC_MASK: i16 = 0x07;
 /// Largest compression codec id Kafka defines (4, zstd).
 const MAX_COMPRESSION_CODEC: u8 = 4;
@@ -282,6 +284,13 @@ impl RecordBatchHeader {
     /// Attributes bit 5: the batch holds a control record (transaction marker).
     pub fn is_control(&self) -> bool {
         self.attributes & CONTROL_MASK != 0
+    }
+
+    /// Attributes bit 6 (KIP-534): the batch was cleaned while holding a
+    /// tombstone, and `base_timestamp` is its delete horizon (ms) rather than
+    /// the first record's timestamp.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes & DELETE_HORIZON_MASK != 0).then_some(self.base_timestamp)
     }
 
     /// Whether the stored CRC equals the CRC-32C of `batch_bytes[21..]`.
@@ -509,6 +518,142 @@ fn validate_record(reader: &mut Reader<'_>, index: i32) -> Result<(), RecordFaul
         });
     }
     Ok(())
+}
+
+/// One record of an uncompressed records section, as the
+/// [`LogCleaner`](crate::log::cleaner) reads it (fields of Kafka's
+/// `DefaultRecord`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RecordView<'a> {
+    /// The record's attributes byte (unused in v2).
+    pub attributes: u8,
+    /// Milliseconds after the batch's base timestamp.
+    pub timestamp_delta: i64,
+    /// Offset minus the batch's base offset.
+    pub offset_delta: i32,
+    /// The key; `None` for a null key.
+    pub key: Option<&'a [u8]>,
+    /// The value; `None` for a null value (a tombstone).
+    pub value: Option<&'a [u8]>,
+    /// The record's bytes from the key length to its end (key, value,
+    /// headers), copied verbatim when the record is rewritten.
+    pub tail: &'a [u8],
+}
+
+/// Reads every record of an uncompressed records section.
+///
+/// # Errors
+/// [`StorageError::CorruptRecord`] when the section does not parse (stored
+/// batches were validated on append, so this is damage).
+pub(crate) fn read_records(records: &[u8]) -> Result<Vec<RecordView<'_>>, StorageError> {
+    let mut reader = Reader { buf: records };
+    let mut out = Vec::new();
+    while !reader.buf.is_empty() {
+        let record = read_record(&mut reader)
+            .map_err(|fault| StorageError::corrupt(format!("record {}: {fault}", out.len())))?;
+        out.push(record);
+    }
+    Ok(out)
+}
+
+fn read_record<'a>(reader: &mut Reader<'a>) -> Result<RecordView<'a>, RecordFault> {
+    let declared = reader.varint("record length", SECTION)?;
+    let Ok(length) = usize::try_from(declared) else {
+        return Err(RecordFault::NegativeLength(declared));
+    };
+    let mut body = Reader {
+        buf: reader.take(length, SECTION)?,
+    };
+    let attributes = body.byte(RECORD)?;
+    let timestamp_delta = body.varlong("timestamp delta", RECORD)?;
+    let offset_delta = body.varint("offset delta", RECORD)?;
+    let tail = body.buf;
+    let key_length = body.varint("key", RECORD)?;
+    let key = match usize::try_from(key_length) {
+        Ok(n) => Some(body.take(n, RECORD)?),
+        Err(_) => None,
+    };
+    let value_length = body.varint("value", RECORD)?;
+    let value = match usize::try_from(value_length) {
+        Ok(n) => Some(body.take(n, RECORD)?),
+        Err(_) => None,
+    };
+    Ok(RecordView {
+        attributes,
+        timestamp_delta,
+        offset_delta,
+        key,
+        value,
+        tail,
+    })
+}
+
+/// Checks that every record of a (decompressed, already validated) records
+/// section has a key, as Kafka's `LogValidator.validateKey` does for topics
+/// whose `cleanup.policy` includes `compact`.
+///
+/// # Errors
+/// [`StorageError::RecordWithoutKey`] naming `topic_partition` and the first
+/// keyless record; [`StorageError::CorruptRecord`] if the section does not
+/// parse.
+pub fn ensure_record_keys(
+    records: &[u8],
+    topic_partition: &crate::TopicPartition,
+) -> Result<(), StorageError> {
+    match read_records(records)?.iter().position(|r| r.key.is_none()) {
+        Some(record_index) => Err(StorageError::RecordWithoutKey {
+            topic_partition: topic_partition.to_string(),
+            record_index,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Appends `v` as a zigzag varint / varlong (`ByteUtils.writeVarlong`).
+pub(crate) fn put_varlong(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        out.push((z as u8) | 0x80);
+        z >>= 7;
+    }
+    out.push(z as u8);
+}
+
+/// Appends `record` to a records section with a new timestamp delta (the
+/// other fields verbatim), as Kafka's `DefaultRecord.writeTo` lays it out.
+pub(crate) fn write_record(out: &mut Vec<u8>, record: &RecordView<'_>, timestamp_delta: i64) {
+    let mut body = Vec::with_capacity(record.tail.len() + 16);
+    body.push(record.attributes);
+    put_varlong(&mut body, timestamp_delta);
+    put_varlong(&mut body, i64::from(record.offset_delta));
+    body.extend_from_slice(record.tail);
+    put_varlong(out, body.len() as i64);
+    out.extend_from_slice(&body);
+}
+
+/// Writes a whole v2 batch: `header`'s fields (its `batch_length` and `crc`
+/// are ignored and recomputed) followed by `records` (the records section as
+/// stored, compressed or not).
+pub(crate) fn write_batch(header: &RecordBatchHeader, records: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + records.len());
+    let batch_length = (RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + records.len()) as i32;
+    out.extend_from_slice(&header.base_offset.to_be_bytes());
+    out.extend_from_slice(&batch_length.to_be_bytes());
+    out.extend_from_slice(&header.partition_leader_epoch.to_be_bytes());
+    out.push(MAGIC_V2 as u8);
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&header.attributes.to_be_bytes());
+    out.extend_from_slice(&header.last_offset_delta.to_be_bytes());
+    out.extend_from_slice(&header.base_timestamp.to_be_bytes());
+    out.extend_from_slice(&header.max_timestamp.to_be_bytes());
+    out.extend_from_slice(&header.producer_id.to_be_bytes());
+    out.extend_from_slice(&header.producer_epoch.to_be_bytes());
+    out.extend_from_slice(&header.base_sequence.to_be_bytes());
+    out.extend_from_slice(&header.records_count.to_be_bytes());
+    out.extend_from_slice(records);
+    let crc = crc32c::crc32c(&out[ATTRIBUTES_OFFSET..]);
+    out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    out
 }
 
 /// Sets the LogAppendTime attribute bit in a raw header.

@@ -125,6 +125,19 @@ pub enum StorageError {
         /// The batch's producer epoch.
         found: i16,
     },
+    /// A record without a key was produced to a topic whose `cleanup.policy`
+    /// includes `compact` (Kafka's `LogValidator`,
+    /// `validateKey`). Kafka answers `INVALID_RECORD` with the record's index
+    /// in `record_errors`.
+    #[error(
+        "Compacted topic cannot accept message without key in topic partition {topic_partition}."
+    )]
+    RecordWithoutKey {
+        /// The partition, `<topic>-<partition>`.
+        topic_partition: String,
+        /// Index of the first keyless record in its batch.
+        record_index: usize,
+    },
     /// An append would need a relative offset or file position that does not
     /// fit in 32 bits even in a fresh segment.
     #[error("offset {offset} cannot be appended to a log whose end offset is {log_end}")]

@@ -225,6 +225,11 @@ impl<E: IndexEntry> IndexFile<E> {
         &self.file
     }
 
+    /// Records that the file was renamed to `path`.
+    pub(crate) fn set_path(&mut self, path: PathBuf) {
+        self.path = path;
+    }
+
     /// Removes every entry and truncates the file to zero bytes.
     ///
     /// # Errors

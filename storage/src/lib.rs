@@ -4,7 +4,9 @@
 //! * [`batch`]: the 61-byte v2 record batch header and produce validation;
 //! * [`segment`], [`index`]: `.log`, `.index` and `.timeindex` files;
 //! * [`log`]: a partition's [`Log`] (append, read, recovery, flush,
-//!   retention and the log start offset);
+//!   retention, the log start offset and compaction, [`log::cleaner`]);
+//! * [`compression`]: the batch codecs (bounded decompression, and
+//!   compression for the cleaner);
 //! * [`leader_epoch`]: the leader epoch cache and `leader-epoch-checkpoint`;
 //! * [`producer_state`]: idempotent producers' epochs and last batches;
 //! * [`fs`]: the [`FileSystem`] seam every write goes through, with a
@@ -17,6 +19,7 @@
 
 pub mod batch;
 mod checkpoint;
+pub mod compression;
 pub mod dump;
 pub mod error;
 pub mod file_slice;
@@ -35,6 +38,7 @@ pub use error::StorageError;
 pub use file_slice::FileSlice;
 pub use fs::{FileSystem, RealFileSystem};
 pub use leader_epoch::LeaderEpochCache;
+pub use log::cleaner::{CleanerConfig, CleanerError, CleanerStats};
 pub use log::retention::SegmentDeletion;
 pub use log::{
     CleanupPolicy, FetchDataInfo, Log, LogAppendInfo, LogConfig, PendingFlush, TimestampType,
@@ -71,7 +75,8 @@ impl std::fmt::Display for TopicPartition {
 /// Registers help text for the metrics this crate records (Prometheus
 /// `# HELP` lines): `weir_storage_appended_bytes_total`,
 /// `weir_storage_appended_records_total`, `weir_storage_flushes_total`,
-/// `weir_storage_deleted_segments_total`.
+/// `weir_storage_deleted_segments_total` and the log cleaner's
+/// `weir_log_cleaner_*` metrics.
 pub fn describe_metrics() {
     metrics::describe_counter!(
         "weir_storage_appended_bytes_total",
@@ -89,5 +94,23 @@ pub fn describe_metrics() {
     metrics::describe_counter!(
         "weir_storage_deleted_segments_total",
         "Log segments deleted by retention or DeleteRecords."
+    );
+    metrics::describe_counter!(
+        "weir_log_cleaner_runs_total",
+        "Compactions of a partition log completed by the log cleaner."
+    );
+    metrics::describe_counter!(
+        "weir_log_cleaner_read_bytes_total",
+        metrics::Unit::Bytes,
+        "Segment bytes read by the log cleaner while rewriting."
+    );
+    metrics::describe_counter!(
+        "weir_log_cleaner_written_bytes_total",
+        metrics::Unit::Bytes,
+        "Bytes written to cleaned segments by the log cleaner."
+    );
+    metrics::describe_gauge!(
+        "weir_log_cleaner_max_dirty_ratio",
+        "Largest dirty ratio among compacted logs at the last cleaner pass (Kafka's max-dirty-percent / 100)."
     );
 }

@@ -69,7 +69,8 @@ pub enum TimestampType {
 pub struct CleanupPolicy {
     /// `delete` is listed: `retention.ms` and `retention.bytes` apply.
     pub delete: bool,
-    /// `compact` is listed (compaction itself is not implemented yet).
+    /// `compact` is listed: the [`LogCleaner`](cleaner) compacts the log and
+    /// produced records must have keys.
     pub compact: bool,
 }
 
@@ -84,7 +85,7 @@ impl Default for CleanupPolicy {
 }
 
 /// Per-partition log settings, named after Kafka's topic configs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: a segment rolls before an append would take it past
     /// this size, in bytes. Default: 1073741824 (1 GiB); capped at 2^31-1.
@@ -124,6 +125,21 @@ pub struct LogConfig {
     /// at least this many ms old (Kafka's `LogManager.flushDirtyLogs`).
     /// Default: `i64::MAX` (never).
     pub flush_ms: i64,
+    /// `min.cleanable.dirty.ratio`: the log is compacted once its dirty
+    /// bytes are more than this fraction of its cleanable bytes (Kafka's
+    /// `LogCleanerManager`). Default: 0.5.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: a segment whose largest timestamp is less
+    /// than this many ms old is not compacted. Default: 0.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a log with a dirty segment whose largest
+    /// timestamp is more than this many ms old is compacted whatever its
+    /// dirty ratio. Default: `i64::MAX` (never).
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: how long a tombstone stays after the cleaner
+    /// first sees it as the newest value of its key (KIP-534 delete
+    /// horizon), ms. Default: 86400000 (1 day).
+    pub delete_retention_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -140,6 +156,10 @@ impl Default for LogConfig {
             cleanup_policy: CleanupPolicy::default(),
             flush_messages: i64::MAX,
             flush_ms: i64::MAX,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: 86_400_000,
         }
     }
 }
@@ -342,7 +362,9 @@ impl Log {
     /// larger of it and the first segment's base offset. When the recovered
     /// log ends below it every segment is deleted and the log restarts empty
     /// at `log_start_offset` (Kafka's `LogLoader`). Files ending in
-    /// `.deleted` (segments whose deletion a crash interrupted) are removed.
+    /// `.deleted` (segments whose deletion a crash interrupted) are removed,
+    /// and a compaction swap a crash interrupted is finished or discarded
+    /// first (see [`cleaner`]).
     ///
     /// # Errors
     /// [`StorageError::Io`] on file errors; [`StorageError::MalformedFile`]
@@ -380,6 +402,7 @@ impl Log {
         let dir = log_dir.join(partition_dir_name(&tp));
         fs.create_dir_all(&dir)
             .map_err(|e| StorageError::io("create_dir", &dir, e))?;
+        cleaner::finish_interrupted_swaps(&fs, &dir, &config)?;
         let mut bases = Vec::new();
         let entries = std::fs::read_dir(&dir).map_err(|e| StorageError::io("read_dir", &dir, e))?;
         let mut index_files = Vec::new();
@@ -620,7 +643,10 @@ impl Log {
     /// [`batch::validate_records`]. A compressed batch's records cannot be
     /// read here: the caller must decompress them and run
     /// [`batch::validate_records`] first (Kafka's `LogValidator`). If any
-    /// batch is invalid nothing is appended. Offsets are assigned from the log end offset; `base_offset`
+    /// batch is invalid nothing is appended. When `cleanup.policy` includes
+    /// `compact`, every record of an uncompressed batch must have a key
+    /// (the caller checks compressed ones, see
+    /// [`compression::validate_compressed_batch`](crate::compression::validate_compressed_batch)). Offsets are assigned from the log end offset; `base_offset`
     /// and `partition_leader_epoch` are stamped into a copy of each 61-byte
     /// header (both outside the CRC); under LogAppendTime `max_timestamp` is
     /// set to `now_ms`, attributes bit 3 set and the CRC recomputed. Record
@@ -642,7 +668,8 @@ impl Log {
     /// batch over `max.message.bytes` or a batch set over `segment.bytes`,
     /// [`StorageError::OutOfOrderSequence`] / [`StorageError::InvalidProducerEpoch`]
     /// for an idempotent batch that does not follow its producer's state,
-    /// [`StorageError::Io`] if the write fails (the segment is cut back).
+    /// [`StorageError::RecordWithoutKey`] for a keyless record on a compacted
+    /// topic, [`StorageError::Io`] if the write fails (the segment is cut back).
     pub fn append_as_leader(
         &mut self,
         records: &Bytes,
@@ -715,6 +742,12 @@ impl Log {
             }
             if validate_uncompressed_records && header.compression_codec() == 0 {
                 batch::validate_records(&header, &bytes[RECORD_BATCH_OVERHEAD..size])?;
+            }
+            if self.config.cleanup_policy.compact && header.compression_codec() == 0 {
+                batch::ensure_record_keys(
+                    &bytes[RECORD_BATCH_OVERHEAD..size],
+                    &self.topic_partition,
+                )?;
             }
             let mut stamped = [0u8; RECORD_BATCH_OVERHEAD];
             stamped.copy_from_slice(&bytes[..RECORD_BATCH_OVERHEAD]);
@@ -1274,6 +1307,7 @@ impl Log {
     }
 }
 
+pub mod cleaner;
 #[cfg(test)]
 mod fault_tests;
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! [`LogManager`]: every partition [`Log`] under one log directory
 //! (`log.dirs`; one directory for now) and the files Kafka keeps at its top
 //! level: `meta.properties`, `recovery-point-offset-checkpoint`,
-//! `log-start-offset-checkpoint` and the `.lock` file that keeps a second
-//! process out. Owns no replication or protocol logic.
+//! `log-start-offset-checkpoint`, `cleaner-offset-checkpoint` and the
+//! `.lock` file that keeps a second process out. It also picks the log the
+//! [`LogCleaner`](crate::log::cleaner) compacts next (Kafka's
+//! `LogCleanerManager`). Owns no replication or protocol logic.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -12,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::checkpoint;
 use crate::error::StorageError;
 use crate::fs::{FileSystem, RealFileSystem};
+use crate::log::cleaner::{clean_log, CleanerConfig, CleanerError, CleanerStats, LogToClean};
 use crate::log::{partition_dir_name, Log, LogConfig, DELETE_DIR_SUFFIX};
 use crate::TopicPartition;
 
@@ -21,6 +24,9 @@ pub const META_PROPERTIES_FILE: &str = "meta.properties";
 pub const RECOVERY_POINT_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
 /// Kafka's log start offset checkpoint file name.
 pub const LOG_START_OFFSET_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
+/// Kafka's cleaner checkpoint file name: each compacted log's first dirty
+/// offset.
+pub const CLEANER_OFFSET_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 /// Lock file held (flock) while the directory is open.
 pub const LOCK_FILE: &str = ".lock";
 
@@ -39,6 +45,11 @@ pub struct LogManager {
     logs: Mutex<BTreeMap<TopicPartition, SharedLog>>,
     /// Serialises checkpoint writers (they share `<file>.tmp` names).
     checkpoint_lock: Mutex<()>,
+    /// First dirty offset of each compacted log
+    /// (`cleaner-offset-checkpoint`).
+    cleaner_checkpoints: Mutex<HashMap<TopicPartition, i64>>,
+    /// Held while a log is cleaned: one cleaning at a time.
+    cleaner_lock: Mutex<()>,
     /// Held for the manager's lifetime: the flock is released on drop.
     _lock: File,
 }
@@ -191,6 +202,7 @@ impl LogManager {
         let (cluster_id, directory_id) = Self::load_meta_properties(&*fs, &log_dir, node_id)?;
         let recovery_points = read_offsets(&log_dir.join(RECOVERY_POINT_CHECKPOINT_FILE))?;
         let log_start_offsets = read_offsets(&log_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))?;
+        let cleaner_checkpoints = read_offsets(&log_dir.join(CLEANER_OFFSET_CHECKPOINT_FILE))?;
 
         let mut logs = BTreeMap::new();
         let entries =
@@ -241,6 +253,8 @@ impl LogManager {
             default_config,
             logs: Mutex::new(logs),
             checkpoint_lock: Mutex::new(()),
+            cleaner_checkpoints: Mutex::new(cleaner_checkpoints),
+            cleaner_lock: Mutex::new(()),
             _lock: lock_file,
         })
     }
@@ -400,6 +414,79 @@ impl LogManager {
             &*self.fs,
             &self.log_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE),
             &log_start_offsets,
+        )
+    }
+
+    /// The checkpointed first dirty offset of `tp`, if any.
+    pub fn cleaner_checkpoint(&self, tp: &TopicPartition) -> Option<i64> {
+        lock(&self.cleaner_checkpoints).get(tp).copied()
+    }
+
+    /// One pass of the log cleaner (Kafka's `CleanerThread.cleanFilthiestLog`):
+    /// takes every compacted log's cleanable range ([`Log::cleanable`]),
+    /// picks the log with the largest dirty ratio among those that
+    /// [`LogToClean::should_clean`](crate::log::cleaner::LogToClean::should_clean),
+    /// cleans it ([`clean_log`](crate::log::cleaner::clean_log)) and writes
+    /// its new first dirty offset to `cleaner-offset-checkpoint` (entries of
+    /// logs that no longer exist are dropped). Sets the
+    /// `weir_log_cleaner_max_dirty_ratio` gauge. Returns the partition and
+    /// the statistics, `None` when no log needed cleaning. Blocking; one
+    /// cleaning runs at a time.
+    ///
+    /// # Errors
+    /// [`CleanerError::Aborted`] when the log changed while being cleaned
+    /// (the next pass retries), [`CleanerError::Storage`] on I/O errors or
+    /// unreadable batches.
+    pub fn clean_filthiest_log(
+        &self,
+        now_ms: i64,
+        config: &CleanerConfig,
+    ) -> Result<Option<(TopicPartition, CleanerStats)>, CleanerError> {
+        let _one_at_a_time = lock(&self.cleaner_lock);
+        let mut filthiest: Option<(TopicPartition, SharedLog, LogToClean)> = None;
+        let mut max_ratio = 0.0f64;
+        for (tp, log) in self.logs() {
+            let checkpoint = self.cleaner_checkpoint(&tp);
+            let Some(to_clean) = lock(&log).cleanable(checkpoint, now_ms)? else {
+                continue;
+            };
+            let ratio = to_clean.cleanable_ratio();
+            max_ratio = max_ratio.max(ratio);
+            let dirtier = filthiest
+                .as_ref()
+                .is_none_or(|(_, _, best)| ratio > best.cleanable_ratio());
+            if to_clean.should_clean() && dirtier {
+                filthiest = Some((tp, log, to_clean));
+            }
+        }
+        metrics::gauge!("weir_log_cleaner_max_dirty_ratio").set(max_ratio);
+        let Some((tp, log, to_clean)) = filthiest else {
+            return Ok(None);
+        };
+        let stats = clean_log(&log, to_clean, now_ms, config)?;
+        self.update_cleaner_checkpoint(&tp, stats.end_offset)?;
+        Ok(Some((tp, stats)))
+    }
+
+    fn update_cleaner_checkpoint(
+        &self,
+        tp: &TopicPartition,
+        first_dirty_offset: i64,
+    ) -> Result<(), StorageError> {
+        let _serial = lock(&self.checkpoint_lock);
+        let live = lock(&self.logs);
+        let mut checkpoints = lock(&self.cleaner_checkpoints);
+        checkpoints.insert(tp.clone(), first_dirty_offset);
+        checkpoints.retain(|tp, _| live.contains_key(tp));
+        drop(live);
+        let mut entries: Vec<(TopicPartition, i64)> =
+            checkpoints.iter().map(|(tp, o)| (tp.clone(), *o)).collect();
+        drop(checkpoints);
+        entries.sort();
+        write_offsets(
+            &*self.fs,
+            &self.log_dir.join(CLEANER_OFFSET_CHECKPOINT_FILE),
+            &entries,
         )
     }
 

@@ -207,6 +207,17 @@ impl ProducerStateManager {
         self.producers.get(&producer_id)
     }
 
+    /// Each producer's last batch's last offset (Kafka's
+    /// `UnifiedLog.lastRecordsOfActiveProducers`, without transactions): the
+    /// [`LogCleaner`](crate::log::cleaner) keeps those batches, emptied if
+    /// need be, so the producer's sequence survives compaction.
+    pub fn last_batch_offsets(&self) -> HashMap<i64, i64> {
+        self.producers
+            .iter()
+            .filter_map(|(pid, e)| e.batches.back().map(|b| (*pid, b.last_offset)))
+            .collect()
+    }
+
     /// Number of producers with state.
     pub fn len(&self) -> usize {
         self.producers.len()

@@ -29,6 +29,14 @@ pub const TIME_INDEX_FILE_SUFFIX: &str = ".timeindex";
 /// `LogFileUtils.DELETED_FILE_SUFFIX`); such files are removed right after
 /// the rename, and any left by a crash are removed when the log is opened.
 pub const DELETED_FILE_SUFFIX: &str = ".deleted";
+/// Suffix of the files of a segment the
+/// [`LogCleaner`](crate::log::cleaner) is writing (Kafka's
+/// `LogFileUtils.CLEANED_FILE_SUFFIX`); leftovers are removed on open.
+pub const CLEANED_FILE_SUFFIX: &str = ".cleaned";
+/// Suffix of a cleaned segment's files while it replaces the old segments
+/// (Kafka's `LogFileUtils.SWAP_FILE_SUFFIX`); [`crate::Log::open`] finishes
+/// an interrupted swap.
+pub const SWAP_FILE_SUFFIX: &str = ".swap";
 /// Bytes read per `pread` when scanning batch headers.
 const SCAN_CHUNK: usize = 16 * 1024;
 /// Most iovecs passed to one `pwritev` (Linux `IOV_MAX`).
@@ -132,10 +140,33 @@ impl LogSegment {
         max_index_bytes: u64,
         create: bool,
     ) -> Result<(Self, bool), StorageError> {
+        Self::open_with_suffix(
+            fs,
+            dir,
+            base_offset,
+            index_interval_bytes,
+            max_index_bytes,
+            create,
+            "",
+        )
+    }
+
+    /// [`LogSegment::open_with_file_system`] for files whose names end in
+    /// `suffix` after the usual one (`00000000000000000000.log.cleaned` for
+    /// [`CLEANED_FILE_SUFFIX`]).
+    pub(crate) fn open_with_suffix(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        base_offset: i64,
+        index_interval_bytes: u64,
+        max_index_bytes: u64,
+        create: bool,
+        suffix: &str,
+    ) -> Result<(Self, bool), StorageError> {
         let stem = file_stem(base_offset);
-        let log_path = dir.join(format!("{stem}{LOG_FILE_SUFFIX}"));
-        let index_path = dir.join(format!("{stem}{INDEX_FILE_SUFFIX}"));
-        let time_index_path = dir.join(format!("{stem}{TIME_INDEX_FILE_SUFFIX}"));
+        let log_path = dir.join(format!("{stem}{LOG_FILE_SUFFIX}{suffix}"));
+        let index_path = dir.join(format!("{stem}{INDEX_FILE_SUFFIX}{suffix}"));
+        let time_index_path = dir.join(format!("{stem}{TIME_INDEX_FILE_SUFFIX}{suffix}"));
         if create {
             for p in [&index_path, &time_index_path] {
                 match fs.remove_file(p) {
@@ -674,6 +705,86 @@ impl LogSegment {
         Ok(renamed)
     }
 
+    /// Renames the segment's three files from ending in `old_suffix` to
+    /// ending in `new_suffix` (Kafka's `LogSegment.changeFileSuffixes`); the
+    /// index files first, the `.log` file last, so a `.log` file with the new
+    /// suffix means every file was renamed. Open handles stay valid.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if a rename fails.
+    pub(crate) fn change_file_suffixes(
+        &mut self,
+        old_suffix: &str,
+        new_suffix: &str,
+    ) -> Result<(), StorageError> {
+        let renamed = |p: &Path| -> PathBuf {
+            let name = p.to_string_lossy();
+            let stem = name.strip_suffix(old_suffix).unwrap_or(&name);
+            PathBuf::from(format!("{stem}{new_suffix}"))
+        };
+        let index = renamed(self.offset_index.path());
+        self.fs
+            .rename(self.offset_index.path(), &index)
+            .map_err(|e| StorageError::io("rename", self.offset_index.path(), e))?;
+        self.offset_index.set_path(index);
+        let time_index = renamed(self.time_index.path());
+        self.fs
+            .rename(self.time_index.path(), &time_index)
+            .map_err(|e| StorageError::io("rename", self.time_index.path(), e))?;
+        self.time_index.set_path(time_index);
+        let log = renamed(&self.log_path);
+        self.fs
+            .rename(&self.log_path, &log)
+            .map_err(|e| StorageError::io("rename", &self.log_path, e))?;
+        self.log_path = log;
+        Ok(())
+    }
+
+    /// Appends one whole, already-stamped batch (the
+    /// [`LogCleaner`](crate::log::cleaner) writing a cleaned segment).
+    pub(crate) fn append_batch(
+        &mut self,
+        header: &RecordBatchHeader,
+        bytes: &[u8],
+    ) -> Result<(), StorageError> {
+        let appended = AppendedBatch {
+            last_offset: header.last_offset(),
+            max_timestamp: header.max_timestamp,
+            size: bytes.len() as u32,
+        };
+        self.append(&mut [IoSlice::new(bytes)], bytes.len(), &[appended])
+    }
+
+    /// fdatasyncs the `.log` file and both index files (pending index
+    /// entries written first).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if a write or sync fails.
+    pub(crate) fn sync(&mut self) -> Result<(), StorageError> {
+        self.mark_dirty();
+        for (file, path) in self.take_dirty_files(true)? {
+            self.fs
+                .sync_data(&file, &path)
+                .map_err(|e| StorageError::io("fdatasync", &path, e))?;
+        }
+        Ok(())
+    }
+
+    /// What the cleaner needs to read this segment without the log's lock:
+    /// its open file (segments stop changing once inactive) and size.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the largest timestamp needs a stat that fails.
+    pub(crate) fn snapshot(&self) -> Result<SegmentSnapshot, StorageError> {
+        Ok(SegmentSnapshot {
+            base_offset: self.base_offset,
+            file: self.log.clone(),
+            path: self.log_path.clone(),
+            size: self.size,
+            largest_timestamp: self.largest_timestamp()?,
+        })
+    }
+
     /// Removes the segment's three files.
     pub(crate) fn delete_files(&self) -> Result<(), StorageError> {
         for p in [
@@ -687,6 +798,55 @@ impl LogSegment {
                 }
                 _ => {}
             }
+        }
+        Ok(())
+    }
+}
+
+/// An inactive segment as the [`LogCleaner`](crate::log::cleaner) reads it
+/// without holding the log's lock. See [`LogSegment::snapshot`].
+#[derive(Clone, Debug)]
+pub(crate) struct SegmentSnapshot {
+    pub base_offset: i64,
+    pub file: Arc<File>,
+    pub path: PathBuf,
+    /// Bytes of valid batches when the snapshot was taken.
+    pub size: u64,
+    /// [`LogSegment::largest_timestamp`], ms.
+    pub largest_timestamp: i64,
+}
+
+impl SegmentSnapshot {
+    /// Calls `f` with every whole batch (header and bytes) in order until it
+    /// returns `Ok(false)`.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] on read errors, [`StorageError::CorruptRecord`]
+    /// for an unparsable header, and whatever `f` returns.
+    pub(crate) fn for_each_batch(
+        &self,
+        mut f: impl FnMut(&RecordBatchHeader, &[u8]) -> Result<bool, StorageError>,
+    ) -> Result<(), StorageError> {
+        let mut scanner = Scanner {
+            file: &self.file,
+            path: &self.path,
+            end: self.size,
+            buf: Vec::new(),
+            buf_start: 0,
+        };
+        let mut position = 0u64;
+        while let Some(header) = scanner.header_at(position)? {
+            let size = header.size_in_bytes();
+            let Some(bytes) = scanner.bytes_at(position, size)? else {
+                return Err(StorageError::corrupt(format!(
+                    "{}: batch at position {position} runs past the end of the segment",
+                    self.path.display()
+                )));
+            };
+            if !f(&header, bytes)? {
+                break;
+            }
+            position += size as u64;
         }
         Ok(())
     }

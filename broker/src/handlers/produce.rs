@@ -10,10 +10,12 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
-use weir_storage::RecordBatchHeader;
+use weir_storage::{RecordBatchHeader, StorageError};
 
 use super::{now_ms, str_bytes};
 use crate::context::BrokerContext;
@@ -54,7 +56,10 @@ pub async fn handle(ctx: &BrokerContext, version: i16, request: ProduceRequest) 
             p.log_append_time_ms = -1;
             p.log_start_offset = -1;
             let result = if !matches!(acks, -1..=1) {
-                Err((ResponseError::InvalidRequiredAcks.code(), None))
+                Err(AppendFailure::from((
+                    ResponseError::InvalidRequiredAcks.code(),
+                    None,
+                )))
             } else {
                 append(ctx, &shared, &topic.name, data.index, data.records)
             };
@@ -71,9 +76,12 @@ pub async fn handle(ctx: &BrokerContext, version: i16, request: ProduceRequest) 
                         durable_waits.push((at.0, at.1, partition, info.last_offset + 1));
                     }
                 }
-                Err((code, message)) => {
-                    p.error_code = code;
-                    p.error_message = message.map(str_bytes);
+                Err(failure) => {
+                    p.error_code = failure.code;
+                    p.error_message = failure.message.map(str_bytes);
+                    if version >= 8 {
+                        p.record_errors = failure.record_errors;
+                    }
                 }
             }
             topic_response.partition_responses.push(p);
@@ -92,8 +100,45 @@ pub async fn handle(ctx: &BrokerContext, version: i16, request: ProduceRequest) 
     response
 }
 
-type AppendResult =
-    Result<(Arc<Partition>, weir_storage::LogAppendInfo, bool), (i16, Option<String>)>;
+type AppendResult = Result<(Arc<Partition>, weir_storage::LogAppendInfo, bool), AppendFailure>;
+
+/// Why a partition's records were refused: the error code and message, and
+/// for INVALID_RECORD the offending record's index (`record_errors`,
+/// Produce v8+, KIP-467).
+struct AppendFailure {
+    code: i16,
+    message: Option<String>,
+    record_errors: Vec<BatchIndexAndErrorMessage>,
+}
+
+impl From<(i16, Option<String>)> for AppendFailure {
+    fn from((code, message): (i16, Option<String>)) -> Self {
+        AppendFailure {
+            code,
+            message,
+            record_errors: Vec::new(),
+        }
+    }
+}
+
+impl From<StorageError> for AppendFailure {
+    fn from(e: StorageError) -> Self {
+        let record_errors = match &e {
+            StorageError::RecordWithoutKey { record_index, .. } => {
+                let mut record_error = BatchIndexAndErrorMessage::default();
+                record_error.batch_index = *record_index as i32;
+                record_error.batch_index_error_message = Some(str_bytes(e.to_string()));
+                vec![record_error]
+            }
+            _ => Vec::new(),
+        };
+        AppendFailure {
+            code: storage_error_code(&e),
+            message: Some(e.to_string()),
+            record_errors,
+        }
+    }
+}
 
 /// What every partition of one Produce request shares.
 struct ProduceContext {
@@ -125,24 +170,25 @@ fn append(
         .ok_or((ResponseError::UnknownTopicOrPartition.code(), None))?;
     let records = records.ok_or_else(|| invalid_record("records are null"))?;
     if records.len() < RECORD_BATCH_OVERHEAD {
-        return Err(invalid_record(
+        return Err(AppendFailure::from(invalid_record(
             "records are shorter than a record batch header",
-        ));
+        )));
     }
     if records[MAGIC_OFFSET] != 2 {
-        return Err(invalid_record(
+        return Err(AppendFailure::from(invalid_record(
             "Produce v3+ requires record batches with magic 2",
-        ));
+        )));
     }
-    let header = RecordBatchHeader::parse(&records)
-        .map_err(|e| (storage_error_code(&e), Some(e.to_string())))?;
+    let header = RecordBatchHeader::parse(&records)?;
     if header.size_in_bytes() != records.len() {
-        return Err(invalid_record(
+        return Err(AppendFailure::from(invalid_record(
             "a produce request must hold exactly one record batch per partition",
-        ));
+        )));
     }
     if header.is_control() {
-        return Err(invalid_record("clients may not produce control batches"));
+        return Err(AppendFailure::from(invalid_record(
+            "clients may not produce control batches",
+        )));
     }
     if header.is_transactional() {
         // Transactions are not served yet: without a transactional id Kafka
@@ -152,20 +198,22 @@ fn append(
         } else {
             ResponseError::TransactionalIdAuthorizationFailed.code()
         };
-        return Err((
+        return Err(AppendFailure::from((
             code,
             Some("transactional batches are not supported yet".to_string()),
-        ));
+        )));
     }
     if header.compression_codec() == ZSTD && request.version < 7 {
-        return Err((
+        return Err(AppendFailure::from((
             ResponseError::UnsupportedCompressionType.code(),
             Some("zstd needs Produce v7 or later".to_string()),
-        ));
+        )));
     }
     if header.compression_codec() != 0 {
-        crate::record_validation::validate_compressed_batch(&header, &records)
-            .map_err(|e| (storage_error_code(&e), Some(e.to_string())))?;
+        let require_keys = partition
+            .is_compacted()
+            .then(|| partition.topic_partition());
+        weir_storage::compression::validate_compressed_batch(&header, &records, require_keys)?;
     }
     if request.acks == -1 {
         partition.check_enough_replicas().map_err(|code| {
@@ -175,9 +223,7 @@ fn append(
             )
         })?;
     }
-    let (info, flush_due) = partition
-        .append_records_as_leader(&records, request.now_ms)
-        .map_err(|e| (storage_error_code(&e), Some(e.to_string())))?;
+    let (info, flush_due) = partition.append_records_as_leader(&records, request.now_ms)?;
     if !info.duplicate {
         metrics::counter!("weir_produced_bytes_total").increment(records.len() as u64);
     }

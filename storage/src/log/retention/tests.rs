@@ -230,19 +230,18 @@ fn delete_records_moves_the_log_start_offset_inside_a_segment() {
 #[test]
 fn compact_only_topics_ignore_retention_but_not_the_log_start_offset() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = open(
-        dir.path(),
-        LogConfig {
-            retention_bytes: 0,
-            retention_ms: 0,
-            cleanup_policy: CleanupPolicy {
-                delete: false,
-                compact: true,
-            },
-            ..config()
-        },
-    );
+    let mut log = open(dir.path(), config());
+    // Keyless records were written before the topic became compacted.
     append(&mut log, 3, 1_000);
+    log.set_config(LogConfig {
+        retention_bytes: 0,
+        retention_ms: 0,
+        cleanup_policy: CleanupPolicy {
+            delete: false,
+            compact: true,
+        },
+        ..config()
+    });
     let hw = log.log_end_offset();
     assert!(log.delete_old_segments(10 * DAY_MS, hw).unwrap().is_empty());
     log.maybe_increment_log_start_offset(10, hw).unwrap();

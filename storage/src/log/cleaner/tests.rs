@@ -1,0 +1,637 @@
+//! Unit tests of the log cleaner: what compaction keeps and drops, the
+//! delete horizon, emptied batches, codecs, concurrency and crash safety of
+//! the swap.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::*;
+use crate::testutil::RawRecord;
+use crate::{CleanupPolicy, TopicPartition};
+
+type Kv = (Option<Vec<u8>>, Option<Vec<u8>>);
+/// A record to produce: key and value, `None` for null.
+type NewRecord<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+/// key -> newest value, `None` for a tombstone.
+type Newest = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("compacted", 0)
+}
+
+fn compact_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 2_000,
+        index_interval_bytes: 200,
+        cleanup_policy: CleanupPolicy {
+            delete: false,
+            compact: true,
+        },
+        min_cleanable_dirty_ratio: 0.0,
+        delete_retention_ms: 1_000,
+        ..LogConfig::default()
+    }
+}
+
+fn open(dir: &Path, config: LogConfig) -> Mutex<Log> {
+    Mutex::new(Log::open(dir.to_path_buf(), tp(), config, 0, 0).unwrap())
+}
+
+fn locked(log: &Mutex<Log>) -> std::sync::MutexGuard<'_, Log> {
+    log.lock().unwrap()
+}
+
+/// A batch of keyed records (None = null) at timestamps `ts, ts+1, ...`,
+/// compressed with `codec`, optionally from an idempotent producer.
+fn batch_of(records: &[NewRecord<'_>], ts: i64, codec: u8, producer: Option<(i64, i32)>) -> Bytes {
+    let mut section = Vec::new();
+    for (i, (k, v)) in records.iter().enumerate() {
+        RawRecord {
+            timestamp_delta: i as i64,
+            offset_delta: i as i64,
+            key: k.map_or((-1, &[][..]), |k| (k.len() as i64, k)),
+            value: v.map_or((-1, &[][..]), |v| (v.len() as i64, v)),
+            ..RawRecord::default()
+        }
+        .encode(&mut section);
+    }
+    let (producer_id, base_sequence) = producer.unwrap_or((-1, -1));
+    let header = RecordBatchHeader {
+        base_offset: 0,
+        batch_length: 0,
+        partition_leader_epoch: -1,
+        magic: 2,
+        crc: 0,
+        attributes: i16::from(codec),
+        last_offset_delta: records.len() as i32 - 1,
+        base_timestamp: ts,
+        max_timestamp: ts + records.len() as i64 - 1,
+        producer_id,
+        producer_epoch: if producer_id >= 0 { 0 } else { -1 },
+        base_sequence,
+        records_count: records.len() as i32,
+    };
+    let payload = compression::compress(codec, &section).unwrap();
+    Bytes::from(batch::write_batch(&header, &payload))
+}
+
+fn put(log: &Mutex<Log>, key: &str, value: Option<&str>, ts: i64) {
+    let b = batch_of(
+        &[(Some(key.as_bytes()), value.map(str::as_bytes))],
+        ts,
+        0,
+        None,
+    );
+    locked(log).append_as_leader(&b, 0, ts).unwrap();
+}
+
+/// Every stored batch header and its records `(offset, key, value)`, read
+/// the way a consumer does: fetch from an offset, advance past the last
+/// batch returned.
+fn consume(log: &Log) -> (Vec<RecordBatchHeader>, Vec<(i64, Kv)>) {
+    let mut headers = Vec::new();
+    let mut records = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.log_end_offset() {
+        let info = log.read(offset, usize::MAX, i64::MAX, true).unwrap();
+        let Some(slice) = info.records else { break };
+        let bytes = slice.read_to_bytes().unwrap();
+        let mut pos = 0;
+        let before = offset;
+        while pos < bytes.len() {
+            let h = RecordBatchHeader::parse(&bytes[pos..]).unwrap();
+            let whole = &bytes[pos..pos + h.size_in_bytes()];
+            assert!(h.crc_is_valid(whole), "CRC of batch at {}", h.base_offset);
+            let section = batch::records_section(whole);
+            let plain = compression::decompress(h.compression_codec(), section).unwrap();
+            let views = batch::read_records(&plain).unwrap();
+            assert_eq!(views.len(), h.records_count as usize);
+            for r in views {
+                let value = r.value.map(<[u8]>::to_vec);
+                records.push((
+                    h.base_offset + i64::from(r.offset_delta),
+                    (r.key.map(<[u8]>::to_vec), value),
+                ));
+            }
+            offset = h.next_offset();
+            headers.push(h);
+            pos += h.size_in_bytes();
+        }
+        assert!(offset > before, "a consumer at {before} must advance");
+    }
+    (headers, records)
+}
+
+/// key -> newest value (None = tombstone) over `records`.
+fn newest(records: &[(i64, Kv)]) -> Newest {
+    let mut out = BTreeMap::new();
+    for (_, (k, v)) in records {
+        if let Some(k) = k {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    out
+}
+
+fn clean(log: &Mutex<Log>, now_ms: i64) -> Result<CleanerStats, CleanerError> {
+    let to_clean = locked(log)
+        .cleanable(None, now_ms)
+        .unwrap()
+        .expect("cleanable");
+    clean_log(log, to_clean, now_ms, &CleanerConfig::default())
+}
+
+/// 40 keys written 10 times each, then the active segment rolled.
+fn overwritten_log(dir: &Path) -> (Mutex<Log>, Newest) {
+    let log = open(dir, compact_config());
+    for round in 0..10 {
+        for key in 0..40 {
+            put(
+                &log,
+                &format!("key-{key:03}"),
+                Some(&format!("value-{round}-{key}")),
+                1_000 + round,
+            );
+        }
+    }
+    locked(&log).roll().unwrap();
+    let expected = newest(&consume(&locked(&log)).1);
+    (log, expected)
+}
+
+#[test]
+fn newest_value_of_every_key_is_kept_and_older_ones_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, expected) = overwritten_log(dir.path());
+    let (before_size, end) = {
+        let l = locked(&log);
+        (l.size_in_bytes(), l.log_end_offset())
+    };
+    let stats = clean(&log, 5_000).unwrap();
+    assert_eq!(stats.end_offset, end);
+    assert_eq!(stats.records_read, 400);
+    assert_eq!(stats.records_retained, 40);
+    let l = locked(&log);
+    let (headers, records) = consume(&l);
+    assert_eq!(newest(&records), expected);
+    // Exactly one record per key, each the key's last offset.
+    assert_eq!(records.len(), 40);
+    assert!(records.iter().all(|(o, _)| *o >= 360));
+    // Offsets only grow; the last batch before the active segment is kept.
+    assert!(headers
+        .windows(2)
+        .all(|w| w[0].next_offset() <= w[1].base_offset));
+    assert_eq!(headers.last().unwrap().next_offset(), end);
+    assert_eq!(l.log_end_offset(), end);
+    assert!(l.size_in_bytes() < before_size / 5);
+    // The cleaned log survives a restart with the same content.
+    drop(l);
+    drop(log);
+    let reopened = open(dir.path(), compact_config());
+    assert_eq!(newest(&consume(&locked(&reopened)).1), expected);
+    assert_eq!(locked(&reopened).log_end_offset(), end);
+}
+
+#[test]
+fn tombstones_stay_until_the_delete_horizon_then_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), compact_config());
+    put(&log, "a", Some("a1"), 100);
+    put(&log, "b", Some("b1"), 101);
+    put(&log, "a", None, 102);
+    put(&log, "c", Some("c1"), 103);
+    locked(&log).roll().unwrap();
+    // First cleaning at t=10_000 keeps the tombstone and stamps the horizon.
+    clean(&log, 10_000).unwrap();
+    let (headers, records) = consume(&locked(&log));
+    assert_eq!(
+        records
+            .iter()
+            .map(|(o, kv)| (*o, kv.clone()))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, (Some(b"b".to_vec()), Some(b"b1".to_vec()))),
+            (2, (Some(b"a".to_vec()), None)),
+            (3, (Some(b"c".to_vec()), Some(b"c1".to_vec()))),
+        ]
+    );
+    let tombstone_batch = headers.iter().find(|h| h.base_offset == 2).unwrap();
+    assert_eq!(tombstone_batch.delete_horizon_ms(), Some(11_000));
+    assert_eq!(
+        tombstone_batch.max_timestamp, 102,
+        "record timestamps are kept"
+    );
+    // Before the horizon it is still kept.
+    clean(&log, 10_999).unwrap();
+    assert!(consume(&locked(&log)).1.iter().any(|(o, _)| *o == 2));
+    // At the horizon it is dropped; the other keys stay.
+    clean(&log, 11_000).unwrap();
+    let (_, records) = consume(&locked(&log));
+    let keys: Vec<_> = records
+        .iter()
+        .map(|(_, (k, _))| k.clone().unwrap())
+        .collect();
+    assert_eq!(keys, vec![b"b".to_vec(), b"c".to_vec()]);
+}
+
+#[test]
+fn emptied_batches_are_dropped_except_the_round_end_and_a_producers_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), compact_config());
+    let producer = 7;
+    // Offsets 0-1: the producer's only batch, both keys superseded later.
+    let b = batch_of(
+        &[(Some(b"x"), Some(b"x0")), (Some(b"y"), Some(b"y0"))],
+        10,
+        0,
+        Some((producer, 0)),
+    );
+    locked(&log).append_as_leader(&b, 0, 10).unwrap();
+    put(&log, "z", Some("z0"), 11); // offset 2, superseded: dropped
+    put(&log, "x", Some("x1"), 12); // 3
+    put(&log, "y", Some("y1"), 13); // 4
+    put(&log, "z", Some("z1"), 14); // 5
+    put(&log, "z", Some("z2"), 15); // 6: supersedes 5; last batch of the round
+    put(&log, "x", Some("x2"), 16); // 7
+    put(&log, "z", Some("z3"), 17); // 8: supersedes 6
+    locked(&log).roll().unwrap();
+    clean(&log, 1_000).unwrap();
+    let (headers, records) = consume(&locked(&log));
+    let kept: Vec<(i64, i32, i32)> = headers
+        .iter()
+        .map(|h| (h.base_offset, h.last_offset_delta, h.records_count))
+        .collect();
+    // 0-1: the producer's last batch, emptied but kept with its offsets;
+    // 2, 3, 5 and 6 emptied and dropped.
+    assert_eq!(kept, vec![(0, 1, 0), (4, 0, 1), (7, 0, 1), (8, 0, 1)]);
+    let empty = headers[0];
+    assert_eq!(
+        (empty.producer_id, empty.producer_epoch, empty.base_sequence),
+        (producer, 0, 0)
+    );
+    assert_eq!(empty.compression_codec(), 0);
+    assert_eq!(records.len(), 3);
+    // The producer's sequence survives a restart: its retry is a duplicate
+    // and its next batch continues the sequence.
+    drop(log);
+    let log = open(dir.path(), compact_config());
+    let retry = locked(&log).append_as_leader(&b, 0, 20).unwrap();
+    assert!(retry.duplicate);
+    assert_eq!(retry.first_offset, 0);
+    let next = batch_of(&[(Some(b"w"), Some(b"w0"))], 21, 0, Some((producer, 2)));
+    assert!(
+        !locked(&log)
+            .append_as_leader(&next, 0, 21)
+            .unwrap()
+            .duplicate
+    );
+}
+
+#[test]
+fn an_emptied_last_batch_of_the_round_keeps_the_log_end_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), compact_config());
+    put(&log, "k", Some("v1"), 1);
+    put(&log, "k", None, 2);
+    locked(&log).roll().unwrap();
+    clean(&log, 100).unwrap();
+    // Past the horizon the tombstone goes; its batch stays header-only
+    // because it ends the cleaned range.
+    clean(&log, 100 + 1_000).unwrap();
+    let (headers, records) = consume(&locked(&log));
+    assert!(records.is_empty());
+    assert_eq!(headers.len(), 1);
+    assert_eq!((headers[0].base_offset, headers[0].records_count), (1, 0));
+    drop(log);
+    let log = open(dir.path(), compact_config());
+    assert_eq!(locked(&log).log_end_offset(), 2);
+    put(&log, "k", Some("v3"), 3);
+    assert_eq!(consume(&locked(&log)).1.last().unwrap().0, 2);
+}
+
+#[test]
+fn compressed_batches_are_recompressed_with_their_codec() {
+    for codec in [
+        compression::GZIP,
+        compression::SNAPPY,
+        compression::LZ4,
+        compression::ZSTD,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(dir.path(), compact_config());
+        let first = batch_of(
+            &[
+                (Some(b"a"), Some(b"a0")),
+                (Some(b"b"), Some(b"b0")),
+                (Some(b"c"), Some(b"c0")),
+            ],
+            50,
+            codec,
+            None,
+        );
+        locked(&log).append_as_leader(&first, 0, 50).unwrap();
+        put(&log, "b", Some("b1"), 60);
+        locked(&log).roll().unwrap();
+        clean(&log, 1_000).unwrap();
+        let (headers, records) = consume(&locked(&log));
+        assert_eq!(headers[0].compression_codec(), codec, "codec {codec}");
+        assert_eq!(
+            (
+                headers[0].base_offset,
+                headers[0].last_offset_delta,
+                headers[0].records_count
+            ),
+            (0, 2, 2)
+        );
+        // Record timestamps are unchanged: the first kept record is at 50.
+        assert_eq!(
+            (headers[0].base_timestamp, headers[0].max_timestamp),
+            (50, 52)
+        );
+        let got: Vec<_> = records
+            .iter()
+            .map(|(o, (k, v))| (*o, k.clone().unwrap(), v.clone().unwrap()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, b"a".to_vec(), b"a0".to_vec()),
+                (2, b"c".to_vec(), b"c0".to_vec()),
+                (3, b"b".to_vec(), b"b1".to_vec())
+            ]
+        );
+    }
+}
+
+#[test]
+fn appends_and_reads_proceed_while_the_cleaner_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, mut expected) = overwritten_log(dir.path());
+    // One group: the cleaned segment receives the newest values.
+    locked(&log).set_config(LogConfig {
+        segment_bytes: 1 << 20,
+        ..compact_config()
+    });
+    let to_clean = locked(&log).cleanable(None, 5_000).unwrap().unwrap();
+    let log = Arc::new(log);
+    let guard = locked(&log);
+    let cleaner = {
+        let log = log.clone();
+        std::thread::spawn(move || clean_log(&log, to_clean, 5_000, &CleanerConfig::default()))
+    };
+    // While this thread holds the log's lock, the cleaner still writes the
+    // cleaned segment: it reads and writes without the lock.
+    let cleaned = dir.path().join("compacted-0").join(format!(
+        "{}{LOG_FILE_SUFFIX}{CLEANED_FILE_SUFFIX}",
+        file_stem(0)
+    ));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::metadata(&cleaned).map_or(true, |m| m.len() == 0) {
+        assert!(
+            Instant::now() < deadline,
+            "the cleaner wrote nothing while the lock was held"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut guard = guard;
+    let b = batch_of(&[(Some(b"key-001"), Some(b"during"))], 9_000, 0, None);
+    guard.append_as_leader(&b, 0, 9_000).unwrap();
+    let during = consume(&guard).1;
+    assert_eq!(during.last().unwrap().1 .1.as_deref(), Some(&b"during"[..]));
+    drop(guard);
+    cleaner.join().unwrap().unwrap();
+    expected.insert(b"key-001".to_vec(), Some(b"during".to_vec()));
+    assert_eq!(newest(&consume(&locked(&log)).1), expected);
+}
+
+#[test]
+fn cleaning_aborts_when_retention_changes_the_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = overwritten_log(dir.path());
+    let to_clean = locked(&log).cleanable(None, 5_000).unwrap().unwrap();
+    {
+        let mut l = locked(&log);
+        let second = l.segment_base_offsets()[1];
+        let end = l.log_end_offset();
+        l.maybe_increment_log_start_offset(second, end).unwrap();
+        l.delete_old_segments(5_000, end)
+            .unwrap()
+            .remove_files()
+            .unwrap();
+    }
+    let before = consume(&locked(&log)).1;
+    let err = clean_log(&log, to_clean, 5_000, &CleanerConfig::default()).unwrap_err();
+    assert!(
+        matches!(err, CleanerError::Aborted { base_offset: 0, .. }),
+        "{err}"
+    );
+    assert_eq!(consume(&locked(&log)).1, before);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("compacted-0"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(CLEANED_FILE_SUFFIX) || n.ends_with(SWAP_FILE_SUFFIX))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_crash_at_any_swap_step_recovers_old_or_new_segments_with_every_newest_value() {
+    // With a large segment.bytes for cleaning, every old segment is one
+    // group: swap steps are 1 (cleaned files renamed to .swap), then
+    // 2..=n+1 (old segment i renamed to .deleted).
+    let merged = LogConfig {
+        segment_bytes: 1 << 20,
+        ..compact_config()
+    };
+    let old_segments = {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = overwritten_log(dir.path());
+        let n = locked(&log).segment_base_offsets().len() - 1;
+        n
+    };
+    assert!(old_segments >= 3, "{old_segments}");
+    for step in [1, 2, 3, old_segments / 2 + 1, old_segments + 1] {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, expected) = overwritten_log(dir.path());
+        locked(&log).set_config(merged.clone());
+        let end = locked(&log).log_end_offset();
+        CRASH_AFTER_SWAP_STEP.with(|c| c.set(Some(step)));
+        let result = clean(&log, 5_000);
+        CRASH_AFTER_SWAP_STEP.with(|c| c.set(None));
+        assert!(result.is_err(), "step {step} injected no crash");
+        drop(log);
+        let reopened = open(dir.path(), compact_config());
+        let l = locked(&reopened);
+        assert_eq!(newest(&consume(&l).1), expected, "crash after step {step}");
+        assert_eq!(l.log_end_offset(), end);
+        let names: Vec<String> = std::fs::read_dir(dir.path().join("compacted-0"))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n.ends_with(".swap")
+                || n.ends_with(".cleaned")
+                || n.ends_with(".deleted")),
+            "step {step}: {names:?}"
+        );
+        // The swap was finished: one cleaned segment and the active one.
+        if step > 1 {
+            assert_eq!(l.segment_base_offsets().len(), 2, "step {step}");
+        }
+        drop(l);
+        clean(&reopened, 5_000).unwrap();
+        assert_eq!(newest(&consume(&locked(&reopened)).1), expected);
+    }
+}
+
+#[test]
+fn a_small_dedupe_buffer_cleans_a_prefix_and_the_next_pass_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, expected) = overwritten_log(dir.path());
+    let end = locked(&log).log_end_offset();
+    let small = CleanerConfig {
+        dedupe_buffer_size: 20 * (7 + MAP_ENTRY_OVERHEAD),
+    };
+    let to_clean = locked(&log).cleanable(None, 5_000).unwrap().unwrap();
+    let stats = clean_log(&log, to_clean, 5_000, &small).unwrap();
+    assert!(stats.end_offset > 0 && stats.end_offset < end, "{stats:?}");
+    assert_eq!(newest(&consume(&locked(&log)).1), expected);
+    let mut checkpoint = stats.end_offset;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while checkpoint < end {
+        assert!(Instant::now() < deadline);
+        let to_clean = locked(&log)
+            .cleanable(Some(checkpoint), 5_000)
+            .unwrap()
+            .unwrap();
+        let stats = clean_log(&log, to_clean, 5_000, &small).unwrap();
+        assert!(
+            stats.end_offset > checkpoint,
+            "no progress from {checkpoint}"
+        );
+        checkpoint = stats.end_offset;
+        assert_eq!(newest(&consume(&locked(&log)).1), expected);
+    }
+}
+
+#[test]
+fn min_compaction_lag_and_dirty_ratio_bound_what_is_cleanable() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        min_compaction_lag_ms: 500,
+        min_cleanable_dirty_ratio: 0.5,
+        ..compact_config()
+    };
+    let log = open(dir.path(), config);
+    for i in 0..200 {
+        put(&log, &format!("k{}", i % 10), Some("v"), 1_000 + i);
+    }
+    locked(&log).roll().unwrap();
+    let l = locked(&log);
+    // Every segment is younger than the lag at t=1_100: nothing cleanable.
+    assert!(l.cleanable(None, 1_100).unwrap().is_none());
+    let all = l.cleanable(None, 10_000).unwrap().unwrap();
+    assert_eq!(
+        all.first_uncleanable_offset,
+        *l.segment_base_offsets().last().unwrap()
+    );
+    assert!(all.should_clean());
+    // Checkpointed at the end: nothing dirty.
+    assert!(l
+        .cleanable(Some(all.first_uncleanable_offset), 10_000)
+        .unwrap()
+        .is_none());
+    // A checkpoint past the log end is reset to the log start.
+    assert_eq!(
+        l.cleanable(Some(1 << 40), 10_000)
+            .unwrap()
+            .unwrap()
+            .first_dirty_offset,
+        0
+    );
+}
+
+#[test]
+fn keyless_records_are_refused_on_compacted_topics() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), compact_config());
+    let b = batch_of(&[(Some(b"k"), Some(b"v")), (None, Some(b"v"))], 1, 0, None);
+    let err = locked(&log).append_as_leader(&b, 0, 1).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            StorageError::RecordWithoutKey {
+                record_index: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "Compacted topic cannot accept message without key in topic partition compacted-0."
+    );
+    assert_eq!(locked(&log).log_end_offset(), 0);
+    let gz = batch_of(&[(None, Some(b"v"))], 1, compression::GZIP, None);
+    let header = RecordBatchHeader::parse(&gz).unwrap();
+    assert!(matches!(
+        compression::validate_compressed_batch(&header, &gz, Some(&tp())),
+        Err(StorageError::RecordWithoutKey {
+            record_index: 0,
+            ..
+        })
+    ));
+    assert!(compression::validate_compressed_batch(&header, &gz, None).is_ok());
+    // Under `delete` keyless records are fine.
+    let plain_dir = tempfile::tempdir().unwrap();
+    let plain = open(plain_dir.path(), LogConfig::default());
+    assert!(locked(&plain).append_as_leader(&b, 0, 1).is_ok());
+}
+
+#[test]
+fn log_manager_cleans_the_filthiest_log_and_checkpoints_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let tp = TopicPartition::new("compacted", 0);
+    let expected;
+    let end;
+    {
+        let manager =
+            crate::LogManager::open(dir.path().to_path_buf(), 0, LogConfig::default()).unwrap();
+        let log = manager.get_or_create(&tp, compact_config()).unwrap();
+        let _plain = manager
+            .get_or_create(&TopicPartition::new("plain", 0), LogConfig::default())
+            .unwrap();
+        for round in 0..5 {
+            for key in 0..30 {
+                put(&log, &format!("key-{key}"), Some(&format!("{round}")), 100);
+            }
+        }
+        locked(&log).roll().unwrap();
+        expected = newest(&consume(&locked(&log)).1);
+        end = locked(&log).log_end_offset();
+        let (cleaned, stats) = manager
+            .clean_filthiest_log(1_000, &CleanerConfig::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!((cleaned, stats.end_offset), (tp.clone(), end));
+        assert!(manager
+            .clean_filthiest_log(1_000, &CleanerConfig::default())
+            .unwrap()
+            .is_none());
+        let text = std::fs::read_to_string(
+            dir.path()
+                .join(crate::log_manager::CLEANER_OFFSET_CHECKPOINT_FILE),
+        )
+        .unwrap();
+        assert_eq!(text, format!("0\n1\ncompacted 0 {end}\n"));
+        manager.shutdown().unwrap();
+    }
+    let manager = crate::LogManager::open(dir.path().to_path_buf(), 0, compact_config()).unwrap();
+    assert_eq!(manager.cleaner_checkpoint(&tp), Some(end));
+    assert_eq!(
+        newest(&consume(&locked(&manager.get(&tp).unwrap())).1),
+        expected
+    );
+}
