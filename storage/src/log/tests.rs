@@ -775,6 +775,11 @@ mod model {
         /// Reopen after cutting `n` bytes off the last segment (a crash that
         /// lost unflushed bytes).
         Crash(usize),
+        /// DeleteRecords to a fraction (per mille) of the way from the log
+        /// start to the log end, then a retention pass.
+        DeleteRecords(u16),
+        /// A retention pass with `retention.bytes` set to this many bytes.
+        RetentionBytes(u64),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -784,7 +789,20 @@ mod model {
             1 => Just(Op::Flush),
             1 => Just(Op::Reopen),
             1 => (1usize..400).prop_map(Op::Crash),
+            1 => (0u16..=1000).prop_map(Op::DeleteRecords),
+            1 => (0u64..6000).prop_map(Op::RetentionBytes),
         ]
+    }
+
+    fn open_at(dir: &Path, config: LogConfig, recovery_point: i64, log_start_offset: i64) -> Log {
+        Log::open(
+            dir.to_path_buf(),
+            tp(),
+            config,
+            recovery_point,
+            log_start_offset,
+        )
+        .unwrap()
     }
 
     proptest! {
@@ -794,8 +812,12 @@ mod model {
             let dir = tempfile::tempdir().unwrap();
             let config = LogConfig { segment_bytes: 2048, index_interval_bytes: 90, ..LogConfig::default() };
             let mut log = open(dir.path(), config.clone(), 0);
-            // Model: the stored bytes of each batch and its offset range.
+            // Model: the stored bytes of each batch and its offset range, the
+            // log start offset (the checkpointed one, passed on reopen) and
+            // the log end offset.
             let mut model: Vec<(i64, i64, Vec<u8>)> = Vec::new();
+            let mut start = 0i64;
+            let mut end = 0i64;
             let mut ts = 0i64;
             for op in ops {
                 match op {
@@ -810,17 +832,16 @@ mod model {
                         }
                         let info = log.append_as_leader(&Bytes::from(records), 0, 0).unwrap();
                         let mut next = info.first_offset;
-                        prop_assert_eq!(next, model.last().map_or(0, |m| m.1 + 1));
+                        prop_assert_eq!(next, end);
                         for b in batches {
                             let h = RecordBatchHeader::parse(&b).unwrap();
                             model.push((next, next + h.last_offset_delta as i64, stamped(&b, next, 0)));
                             next += h.last_offset_delta as i64 + 1;
                         }
-                        prop_assert_eq!(log.log_end_offset(), next);
+                        end = next;
                     }
                     Op::Read(frac, max_bytes) => {
-                        let leo = log.log_end_offset();
-                        let offset = leo * frac as i64 / 1000;
+                        let offset = start + (end - start) * frac as i64 / 1000;
                         let info = log.read(offset, max_bytes, i64::MAX, true).unwrap();
                         let got = info.records.map(|r| r.read_to_bytes().unwrap().to_vec()).unwrap_or_default();
                         match model.iter().position(|m| m.1 >= offset) {
@@ -837,15 +858,21 @@ mod model {
                                 prop_assert!(j == i + 1 || got.len() <= max_bytes);
                             }
                         }
+                        if offset > start {
+                            // Below the log start offset reads are refused.
+                            let below = log.read(start - 1, max_bytes, i64::MAX, true);
+                            let refused = matches!(below, Err(StorageError::OffsetOutOfRange { .. }));
+                            prop_assert!(start == 0 || refused);
+                        }
                     }
                     Op::Flush => {
                         let rp = log.flush().unwrap();
-                        prop_assert_eq!(rp, log.log_end_offset());
+                        prop_assert_eq!(rp, end);
                     }
                     Op::Reopen => {
                         let rp = log.recovery_point();
                         drop(log);
-                        log = open(dir.path(), config.clone(), rp);
+                        log = open_at(dir.path(), config.clone(), rp, start);
                     }
                     Op::Crash(cut) => {
                         let rp = log.recovery_point();
@@ -862,12 +889,38 @@ mod model {
                             seg_pos += m.2.len() as u64;
                             seg_pos <= new_len
                         });
-                        log = open(dir.path(), config.clone(), rp.min(model.last().map_or(0, |m| m.1 + 1)));
+                        end = model.last().map_or(last, |m| m.1 + 1).max(last);
+                        if end < start {
+                            // Kafka's LogLoader: a log ending below its
+                            // checkpointed start restarts empty there.
+                            model.clear();
+                            end = start;
+                        }
+                        log = open_at(dir.path(), config.clone(), rp.min(end), start);
+                    }
+                    Op::DeleteRecords(frac) => {
+                        let target = start + (end - start) * frac as i64 / 1000;
+                        log.maybe_increment_log_start_offset(target, end).unwrap();
+                        start = start.max(target);
+                        log.delete_old_segments(0, end).unwrap().remove_files().unwrap();
+                    }
+                    Op::RetentionBytes(limit) => {
+                        log.set_config(LogConfig { retention_bytes: limit as i64, ..config.clone() });
+                        let before = log.segment_base_offsets();
+                        log.delete_old_segments(0, end).unwrap().remove_files().unwrap();
+                        log.set_config(config.clone());
+                        let after = log.segment_base_offsets();
+                        // Only whole oldest segments go, and only while the
+                        // rest still holds retention.bytes.
+                        prop_assert!(before.ends_with(&after[1..]) || after.len() == 1);
+                        prop_assert!(log.log_start_offset() >= start);
+                        start = log.log_start_offset();
                     }
                 }
-                prop_assert_eq!(log.log_end_offset(), model.last().map_or(0, |m| m.1 + 1));
-                let all: Vec<u8> = model.iter().flat_map(|m| m.2.clone()).collect();
-                prop_assert_eq!(read_all(&log, 0), all);
+                prop_assert_eq!(log.log_start_offset(), start);
+                prop_assert_eq!(log.log_end_offset(), end);
+                let all: Vec<u8> = model.iter().filter(|m| m.1 >= start).flat_map(|m| m.2.clone()).collect();
+                prop_assert_eq!(read_all(&log, start), all);
             }
         }
     }
