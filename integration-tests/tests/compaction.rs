@@ -8,16 +8,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, FetchRequest, ProduceRequest, TopicName,
-};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{ApiKey, FetchRequest, ProduceRequest};
 use kafka_protocol::records::Compression;
 use weir_integration_tests::records::{self, NewRecord};
 use weir_integration_tests::{RawClient, TestBroker};
 
-use crate::support::{self, error_code, TopicInfo};
+use crate::support::{self, TopicInfo};
 
 const KEYS: usize = 1_000;
 const ROUNDS: usize = 20;
@@ -29,39 +25,6 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock after 1970")
         .as_millis() as i64
-}
-
-fn create_topic(
-    client: &mut RawClient,
-    versions: &kafka_protocol::messages::ApiVersionsResponse,
-    name: &str,
-    configs: &[(&str, &str)],
-) -> TopicInfo {
-    let version = support::newest::<CreateTopicsRequest>(versions, ApiKey::CreateTopics);
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
-            .with_num_partitions(1)
-            .with_replication_factor(1)
-            .with_configs(
-                configs
-                    .iter()
-                    .map(|(k, v)| {
-                        CreatableTopicConfig::default()
-                            .with_name(StrBytes::from_string((*k).to_owned()))
-                            .with_value(Some(StrBytes::from_string((*v).to_owned())))
-                    })
-                    .collect(),
-            )]);
-    let created = client.send(&request, version).expect("CreateTopics");
-    assert_eq!(
-        created.topics[0].error_code,
-        error_code::NONE,
-        "CreateTopics {name}: {:?}",
-        created.topics[0].error_message
-    );
-    support::ensure_topic(client, versions, name)
 }
 
 fn keyed(key: &str, value: Option<&str>, timestamp: i64) -> NewRecord {
@@ -140,7 +103,7 @@ fn a_compacted_topic_reads_back_the_newest_value_of_every_key() {
     let versions = support::api_versions(&mut client);
     let produce = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
     let fetch = support::newest::<FetchRequest>(&versions, ApiKey::Fetch);
-    let topic = create_topic(
+    let topic = support::create_topic(
         &mut client,
         &versions,
         "latest-values",
@@ -236,7 +199,7 @@ fn keyless_records_on_a_compacted_topic_get_invalid_record() {
     let mut client = support::connect(&broker);
     let versions = support::api_versions(&mut client);
     let produce = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
-    let topic = create_topic(
+    let topic = support::create_topic(
         &mut client,
         &versions,
         "keys-only",
