@@ -284,6 +284,22 @@ fn parse_num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigEr
     })
 }
 
+/// Parses a number that must be at least `min`.
+fn parse_at_least<T>(key: &str, value: &str, min: T) -> Result<T, ConfigError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display,
+{
+    let parsed: T = parse_num(key, value)?;
+    if parsed < min {
+        return Err(ConfigError::InvalidValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason: format!("must be at least {min}"),
+        });
+    }
+    Ok(parsed)
+}
+
 fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
     match value.trim() {
         "true" => Ok(true),
@@ -401,31 +417,13 @@ impl BrokerConfig {
                     });
                 }
             }
-            "num.partitions" => {
-                self.num_partitions = parse_num(key, value)?;
-                if self.num_partitions < 1 {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.into(),
-                        value: value.into(),
-                        reason: "must be at least 1".into(),
-                    });
-                }
-            }
+            "num.partitions" => self.num_partitions = parse_at_least(key, value, 1)?,
             "default.replication.factor" => {
                 self.default_replication_factor = parse_num(key, value)?
             }
             "min.insync.replicas" => self.min_insync_replicas = parse_num(key, value)?,
             "auto.create.topics.enable" => self.auto_create_topics_enable = parse_bool(key, value)?,
-            "log.segment.bytes" => {
-                self.log_segment_bytes = parse_num(key, value)?;
-                if self.log_segment_bytes < 14 {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.into(),
-                        value: value.into(),
-                        reason: "must be at least 14 bytes".into(),
-                    });
-                }
-            }
+            "log.segment.bytes" => self.log_segment_bytes = parse_at_least(key, value, 14)?,
             "log.index.size.max.bytes" => self.log_index_size_max_bytes = parse_num(key, value)?,
             "log.index.interval.bytes" => self.log_index_interval_bytes = parse_num(key, value)?,
             "message.max.bytes" => self.message_max_bytes = parse_num(key, value)?,
@@ -441,34 +439,11 @@ impl BrokerConfig {
             "log.retention.ms" => self.log_retention_ms = parse_num(key, value)?,
             "log.retention.bytes" => self.log_retention_bytes = parse_num(key, value)?,
             "log.roll.hours" => {
-                self.log_roll_ms = parse_num::<i64>(key, value)?.saturating_mul(3_600_000);
-                if self.log_roll_ms < 1 {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.into(),
-                        value: value.into(),
-                        reason: "must be at least 1".into(),
-                    });
-                }
+                self.log_roll_ms = parse_at_least::<i64>(key, value, 1)?.saturating_mul(3_600_000)
             }
-            "log.roll.ms" => {
-                self.log_roll_ms = parse_num(key, value)?;
-                if self.log_roll_ms < 1 {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.into(),
-                        value: value.into(),
-                        reason: "must be at least 1".into(),
-                    });
-                }
-            }
+            "log.roll.ms" => self.log_roll_ms = parse_at_least(key, value, 1)?,
             "log.retention.check.interval.ms" => {
-                self.log_retention_check_interval_ms = parse_num(key, value)?;
-                if self.log_retention_check_interval_ms < 1 {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.into(),
-                        value: value.into(),
-                        reason: "must be at least 1".into(),
-                    });
-                }
+                self.log_retention_check_interval_ms = parse_at_least(key, value, 1)?
             }
             "log.cleanup.policy" => {
                 self.log_cleanup_policy =
@@ -480,14 +455,7 @@ impl BrokerConfig {
             }
             "log.cleaner.enable" => self.log_cleaner_enable = parse_bool(key, value)?,
             "log.cleaner.backoff.ms" => {
-                self.log_cleaner_backoff_ms = parse_num(key, value)?;
-                if self.log_cleaner_backoff_ms < 1 {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.into(),
-                        value: value.into(),
-                        reason: "must be at least 1".into(),
-                    });
-                }
+                self.log_cleaner_backoff_ms = parse_at_least(key, value, 1)?
             }
             "log.cleaner.dedupe.buffer.size" => {
                 self.log_cleaner_dedupe_buffer_size = parse_num(key, value)?
@@ -504,64 +472,28 @@ impl BrokerConfig {
                 }
             }
             "log.cleaner.min.compaction.lag.ms" => {
-                self.log_cleaner_min_compaction_lag_ms = parse_num(key, value)?
+                self.log_cleaner_min_compaction_lag_ms = parse_at_least(key, value, 0)?
             }
             "log.cleaner.max.compaction.lag.ms" => {
-                self.log_cleaner_max_compaction_lag_ms = parse_num(key, value)?
+                self.log_cleaner_max_compaction_lag_ms = parse_at_least(key, value, 1)?
             }
             "log.cleaner.delete.retention.ms" => {
-                self.log_cleaner_delete_retention_ms = parse_num(key, value)?
+                self.log_cleaner_delete_retention_ms = parse_at_least(key, value, 0)?
             }
             "producer.id.expiration.ms" => {
-                self.producer_id_expiration_ms = parse_num(key, value)?;
-                if self.producer_id_expiration_ms < 1 {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.into(),
-                        value: value.into(),
-                        reason: "must be at least 1".into(),
-                    });
-                }
+                self.producer_id_expiration_ms = parse_at_least(key, value, 1)?
             }
             "log.flush.interval.messages" => {
-                self.log_flush_interval_messages = parse_num(key, value)?;
-                if self.log_flush_interval_messages < 1 {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.into(),
-                        value: value.into(),
-                        reason: "must be at least 1".into(),
-                    });
-                }
+                self.log_flush_interval_messages = parse_at_least(key, value, 1)?
             }
             "log.flush.interval.ms" => {
-                let ms: i64 = parse_num(key, value)?;
-                if ms < 0 {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.into(),
-                        value: value.into(),
-                        reason: "must be at least 0".into(),
-                    });
-                }
-                self.log_flush_interval_ms = Some(ms);
+                self.log_flush_interval_ms = Some(parse_at_least(key, value, 0)?);
             }
             "log.flush.scheduler.interval.ms" => {
-                self.log_flush_scheduler_interval_ms = parse_num(key, value)?;
-                if self.log_flush_scheduler_interval_ms < 1 {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.into(),
-                        value: value.into(),
-                        reason: "must be at least 1".into(),
-                    });
-                }
+                self.log_flush_scheduler_interval_ms = parse_at_least(key, value, 1)?
             }
             "log.flush.offset.checkpoint.interval.ms" => {
-                self.log_flush_offset_checkpoint_interval_ms = parse_num(key, value)?;
-                if self.log_flush_offset_checkpoint_interval_ms < 1 {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.into(),
-                        value: value.into(),
-                        reason: "must be at least 1".into(),
-                    });
-                }
+                self.log_flush_offset_checkpoint_interval_ms = parse_at_least(key, value, 1)?
             }
             "log.write.caching" => self.log_write_caching = parse_bool(key, value)?,
             "socket.request.max.bytes" => self.socket_request_max_bytes = parse_num(key, value)?,

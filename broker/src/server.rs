@@ -291,19 +291,15 @@ async fn flush_periodically(
     interval_ms: u64,
     shutdown: CancellationToken,
 ) {
-    let mut interval = tokio::time::interval(task_period(interval_ms));
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    interval.tick().await;
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = interval.tick() => {
-                if let Err(e) = replica_manager.flush_dirty_logs(crate::handlers::now_ms()).await {
-                    error!(error = %e, "background flush failed");
-                }
-            }
+    every(interval_ms, shutdown, || async {
+        if let Err(e) = replica_manager
+            .flush_dirty_logs(crate::handlers::now_ms())
+            .await
+        {
+            error!(error = %e, "background flush failed");
         }
-    }
+    })
+    .await
 }
 
 /// Runs `task` on a blocking thread every `interval_ms` until shutdown; the
@@ -317,19 +313,31 @@ async fn run_periodically<T, E>(
     T: Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
+    every(interval_ms, shutdown, || async {
+        match tokio::task::spawn_blocking(task.clone()).await {
+            Ok(Err(e)) => error!(error = %e, "{what} failed"),
+            Err(e) => error!(error = %e, "{what} task failed"),
+            Ok(Ok(_)) => {}
+        }
+    })
+    .await
+}
+
+/// Awaits `tick()` every `interval_ms` (see [`task_period`]) until
+/// shutdown; the first call is one interval after startup, and a tick that
+/// overruns delays the next one instead of bunching them.
+async fn every<F, Fut>(interval_ms: u64, shutdown: CancellationToken, mut tick: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let mut interval = tokio::time::interval(task_period(interval_ms));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     interval.tick().await;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = interval.tick() => {
-                match tokio::task::spawn_blocking(task.clone()).await {
-                    Ok(Err(e)) => error!(error = %e, "{what} failed"),
-                    Err(e) => error!(error = %e, "{what} task failed"),
-                    Ok(Ok(_)) => {}
-                }
-            }
+            _ = interval.tick() => tick().await,
         }
     }
 }

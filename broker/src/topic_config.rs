@@ -317,62 +317,70 @@ pub fn log_config_for(
 ) -> LogConfig {
     let mut c = broker.default_log_config();
     let get = |k: &str| topic_configs.get(k).map(String::as_str);
-    if let Some(v) = get("segment.bytes").and_then(|v| v.parse().ok()) {
-        c.segment_bytes = v;
-    }
-    if let Some(v) = get("segment.index.bytes").and_then(|v| v.parse().ok()) {
-        c.segment_index_bytes = v;
-    }
-    if let Some(v) = get("index.interval.bytes").and_then(|v| v.parse().ok()) {
-        c.index_interval_bytes = v;
-    }
-    if let Some(v) = get("max.message.bytes").and_then(|v| v.parse().ok()) {
-        c.max_message_bytes = v;
-    }
+    override_from(topic_configs, "segment.bytes", &mut c.segment_bytes);
+    override_from(
+        topic_configs,
+        "segment.index.bytes",
+        &mut c.segment_index_bytes,
+    );
+    override_from(
+        topic_configs,
+        "index.interval.bytes",
+        &mut c.index_interval_bytes,
+    );
+    override_from(topic_configs, "max.message.bytes", &mut c.max_message_bytes);
+    override_from(topic_configs, "retention.ms", &mut c.retention_ms);
+    override_from(topic_configs, "retention.bytes", &mut c.retention_bytes);
+    override_from(topic_configs, "segment.ms", &mut c.segment_ms);
+    override_from(topic_configs, "flush.messages", &mut c.flush_messages);
+    override_from(topic_configs, "flush.ms", &mut c.flush_ms);
+    override_from(
+        topic_configs,
+        "min.cleanable.dirty.ratio",
+        &mut c.min_cleanable_dirty_ratio,
+    );
+    override_from(
+        topic_configs,
+        "min.compaction.lag.ms",
+        &mut c.min_compaction_lag_ms,
+    );
+    override_from(
+        topic_configs,
+        "max.compaction.lag.ms",
+        &mut c.max_compaction_lag_ms,
+    );
+    override_from(
+        topic_configs,
+        "delete.retention.ms",
+        &mut c.delete_retention_ms,
+    );
     if let Some(t) = get("message.timestamp.type").and_then(|v| parse_timestamp_type("", v).ok()) {
         c.message_timestamp_type = t;
-    }
-    if let Some(v) = get("retention.ms").and_then(|v| v.parse().ok()) {
-        c.retention_ms = v;
-    }
-    if let Some(v) = get("retention.bytes").and_then(|v| v.parse().ok()) {
-        c.retention_bytes = v;
-    }
-    if let Some(v) = get("segment.ms").and_then(|v| v.parse().ok()) {
-        c.segment_ms = v;
-    }
-    if let Some(v) = get("flush.messages").and_then(|v| v.parse().ok()) {
-        c.flush_messages = v;
-    }
-    if let Some(v) = get("flush.ms").and_then(|v| v.parse().ok()) {
-        c.flush_ms = v;
     }
     if let Some(p) = get("cleanup.policy").and_then(crate::config::parse_cleanup_policy) {
         c.cleanup_policy = p;
     }
-    if let Some(v) = get("min.cleanable.dirty.ratio").and_then(|v| v.parse().ok()) {
-        c.min_cleanable_dirty_ratio = v;
-    }
-    if let Some(v) = get("min.compaction.lag.ms").and_then(|v| v.parse().ok()) {
-        c.min_compaction_lag_ms = v;
-    }
-    if let Some(v) = get("max.compaction.lag.ms").and_then(|v| v.parse().ok()) {
-        c.max_compaction_lag_ms = v;
-    }
-    if let Some(v) = get("delete.retention.ms").and_then(|v| v.parse().ok()) {
-        c.delete_retention_ms = v;
-    }
     c
+}
+
+/// Sets `field` from the topic config `key` when it is set and parses.
+fn override_from<T: std::str::FromStr>(
+    topic_configs: &BTreeMap<String, String>,
+    key: &str,
+    field: &mut T,
+) {
+    if let Some(v) = topic_configs.get(key).and_then(|v| v.parse().ok()) {
+        *field = v;
+    }
 }
 
 /// Whether a topic's acks=all produces are answered before their data is
 /// fsynced: the topic's `write.caching`, else the broker's
 /// `log.write.caching`.
 pub fn write_caching_for(broker: &BrokerConfig, topic_configs: &BTreeMap<String, String>) -> bool {
-    topic_configs
-        .get("write.caching")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(broker.log_write_caching)
+    let mut write_caching = broker.log_write_caching;
+    override_from(topic_configs, "write.caching", &mut write_caching);
+    write_caching
 }
 
 #[cfg(test)]

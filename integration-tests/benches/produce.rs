@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{CreateTopicsRequest, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 use weir_integration_tests::records::{encode_batch, NewRecord};
+use weir_integration_tests::requests::produce_request;
 use weir_integration_tests::{RawClient, TestBroker};
 
 /// Concurrent producers (connections), one partition each.
@@ -64,17 +64,6 @@ fn create_topic(client: &mut RawClient, name: &str, configs: &[(&str, &str)]) {
     assert_eq!(response.topics[0].error_code, 0, "creating {name}");
 }
 
-fn produce_request(topic: &str, partition: i32, batch: &Bytes) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(30_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(batch.clone()))])])
-}
-
 /// Runs `iters` acks=all produces on each of the 8 connections at once and
 /// returns the time from the common start to the last response. Producer
 /// `p` writes to partition `p % partitions` and keeps up to `in_flight`
@@ -93,7 +82,7 @@ fn run(
             let (bootstrap, start) = (bootstrap.to_owned(), start.clone());
             std::thread::spawn(move || {
                 let mut client = RawClient::connect(&bootstrap).expect("connect");
-                let request = produce_request(topic, (p % partitions) as i32, &batch());
+                let request = produce_request(topic, (p % partitions) as i32, -1, batch());
                 let mut outstanding = std::collections::VecDeque::new();
                 start.wait();
                 for sent in 0..iters + in_flight {

@@ -4,7 +4,8 @@
 //! the server needs: starting the real `weir` binary on ephemeral ports with a
 //! temporary `log.dirs` ([`TestBroker`], [`TestCluster`]), a blocking
 //! [`RawClient`] that speaks exact API versions over the `kafka-protocol`
-//! crate, helpers that build and check record batches ([`records`]), a tiny
+//! crate, helpers that build and check record batches ([`records`]) and common
+//! requests ([`requests`]), a tiny
 //! HTTP client for the Prometheus endpoint ([`metrics`]) and the locations of
 //! the real clients the tests drive as subprocesses ([`clients`]: kcat, the
 //! venv Python with confluent-kafka and kafka-python, the Java client
@@ -17,6 +18,7 @@ pub mod error;
 pub mod metrics;
 pub mod raw;
 pub mod records;
+pub mod requests;
 
 pub use broker::{weir_binary, TestBroker, TestBrokerBuilder, TestCluster};
 pub use error::HarnessError;

@@ -9,7 +9,6 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest,
     MetadataRequest, ProduceRequest, RequestHeader, TopicName,
@@ -17,6 +16,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use uuid::Uuid;
 use weir_integration_tests::records;
+use weir_integration_tests::requests;
 use weir_integration_tests::{RawClient, TestBroker};
 
 use crate::support::{self, error_code, FetchSpec};
@@ -32,14 +32,7 @@ fn fix_crc(batch: &mut [u8]) {
 }
 
 fn produce_request(topic: &str, acks: i16, records: Bytes) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(30_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(records))])])
+    requests::produce_request(topic, 0, acks, records)
 }
 
 fn produce_error(

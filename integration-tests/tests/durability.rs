@@ -12,12 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ApiKey, FetchRequest, ProduceRequest, ProduceResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{ApiKey, FetchRequest, ProduceRequest, ProduceResponse};
 use kafka_protocol::records::Compression;
 use weir_integration_tests::metrics::http_get;
 use weir_integration_tests::records::{self, NewRecord};
+use weir_integration_tests::requests;
 use weir_integration_tests::{RawClient, TestBroker};
 
 use crate::support::{self, error_code, TopicInfo};
@@ -56,14 +55,7 @@ fn produce(
         Compression::None,
     )
     .expect("encode batch");
-    let request = ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(30_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(batch))])]);
+    let request = requests::produce_request(topic, 0, acks, batch);
     let response: ProduceResponse = client.send(&request, version).expect("Produce");
     let p = &response.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
@@ -210,14 +202,7 @@ fn run_producer(
             codecs[(id + n) % codecs.len()],
         )
         .expect("encode batch");
-        let request = ProduceRequest::default()
-            .with_acks(-1)
-            .with_timeout_ms(30_000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_string(topic.name.clone())))
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(partition)
-                    .with_records(Some(batch))])]);
+        let request = requests::produce_request(&topic.name, partition, -1, batch);
         let Ok(response) = client.send::<ProduceRequest>(&request, version) else {
             return; // the broker is gone: nothing more is acknowledged
         };

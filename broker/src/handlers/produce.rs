@@ -5,7 +5,8 @@
 //! `ProduceRequest.validateRecords` for v3+). The batch is validated and
 //! appended by storage without copying record bytes; acks=-1 then waits for
 //! the group-committed fsync that covers it unless the topic has
-//! `write.caching`, and any produce waits once `flush.messages` is reached. zstd needs v7+ (KIP-110).
+//! `write.caching`, and any produce waits once `flush.messages` is reached.
+//! zstd needs v7+ (KIP-110).
 
 use std::sync::Arc;
 
@@ -148,11 +149,11 @@ struct ProduceContext {
     now_ms: i64,
 }
 
-fn invalid_record(message: &str) -> (i16, Option<String>) {
-    (
+fn invalid_record(message: &str) -> AppendFailure {
+    AppendFailure::from((
         ResponseError::InvalidRecord.code(),
         Some(message.to_string()),
-    )
+    ))
 }
 
 /// Validates one partition's records as Kafka's `ProduceRequest.validateRecords`
@@ -170,25 +171,23 @@ fn append(
         .ok_or((ResponseError::UnknownTopicOrPartition.code(), None))?;
     let records = records.ok_or_else(|| invalid_record("records are null"))?;
     if records.len() < RECORD_BATCH_OVERHEAD {
-        return Err(AppendFailure::from(invalid_record(
+        return Err(invalid_record(
             "records are shorter than a record batch header",
-        )));
+        ));
     }
     if records[MAGIC_OFFSET] != 2 {
-        return Err(AppendFailure::from(invalid_record(
+        return Err(invalid_record(
             "Produce v3+ requires record batches with magic 2",
-        )));
+        ));
     }
     let header = RecordBatchHeader::parse(&records)?;
     if header.size_in_bytes() != records.len() {
-        return Err(AppendFailure::from(invalid_record(
+        return Err(invalid_record(
             "a produce request must hold exactly one record batch per partition",
-        )));
+        ));
     }
     if header.is_control() {
-        return Err(AppendFailure::from(invalid_record(
-            "clients may not produce control batches",
-        )));
+        return Err(invalid_record("clients may not produce control batches"));
     }
     if header.is_transactional() {
         // Transactions are not served yet: without a transactional id Kafka
