@@ -635,3 +635,163 @@ fn log_manager_cleans_the_filthiest_log_and_checkpoints_it() {
         expected
     );
 }
+
+/// The model test of a compacted log: random keyed appends (several codecs,
+/// tombstones), rolls, cleanings, DeleteRecords, reopens and crashes that
+/// cut the unflushed tail, against a model holding every record that may
+/// still be stored. After every step the log must hold a subset of the
+/// model (same key and value at the same offset), and always the newest
+/// record of every key at or above the log start offset (tombstones
+/// included: the model's clock never reaches a delete horizon); a cleaning
+/// leaves the log end offset where it was.
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// One batch of (key index, value: None for a tombstone), codec.
+        Append(Vec<(u8, Option<u8>)>, u8),
+        Roll,
+        Clean,
+        /// DeleteRecords to a fraction (per mille) of the way to the end.
+        DeleteRecords(u16),
+        Reopen,
+        /// Flush, append one more batch, then lose it in a crash.
+        Crash,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (prop::collection::vec((0u8..6, prop::option::weighted(0.8, 0u8..50)), 1..5), 0u8..5)
+                .prop_map(|(records, codec)| Op::Append(records, codec)),
+            2 => Just(Op::Roll),
+            2 => Just(Op::Clean),
+            1 => (0u16..=1000).prop_map(Op::DeleteRecords),
+            1 => Just(Op::Reopen),
+            1 => Just(Op::Crash),
+        ]
+    }
+
+    fn encode(records: &[(u8, Option<u8>)], codec: u8, ts: i64) -> (Bytes, Vec<Kv>) {
+        let kvs: Vec<Kv> = records
+            .iter()
+            .map(|(k, v)| {
+                (
+                    Some(format!("key-{k}").into_bytes()),
+                    v.map(|v| format!("value-{v}").into_bytes()),
+                )
+            })
+            .collect();
+        let refs: Vec<NewRecord<'_>> = kvs
+            .iter()
+            .map(|(k, v)| (k.as_deref(), v.as_deref()))
+            .collect();
+        (batch_of(&refs, ts, codec, None), kvs)
+    }
+
+    fn reopen(dir: &Path, log: Mutex<Log>) -> Mutex<Log> {
+        let (recovery_point, start) = {
+            let l = locked(&log);
+            (l.recovery_point(), l.log_start_offset())
+        };
+        drop(log);
+        Mutex::new(
+            Log::open(
+                dir.to_path_buf(),
+                tp(),
+                model_config(),
+                recovery_point,
+                start,
+            )
+            .unwrap(),
+        )
+    }
+
+    fn model_config() -> LogConfig {
+        LogConfig {
+            segment_bytes: 600,
+            cleanup_policy: CleanupPolicy {
+                delete: true,
+                compact: true,
+            },
+            ..compact_config()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn compacted_log_keeps_the_newest_record_of_every_key(ops in prop::collection::vec(op(), 1..40)) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut log = Mutex::new(
+                Log::open(dir.path().to_path_buf(), tp(), model_config(), 0, 0).unwrap(),
+            );
+            // offset -> (key, value) of every record that may still be stored.
+            let mut model: BTreeMap<i64, Kv> = BTreeMap::new();
+            let mut ts = 1_000i64;
+            for op in ops {
+                let end_before = locked(&log).log_end_offset();
+                match op {
+                    Op::Append(records, codec) => {
+                        ts += 10;
+                        let (batch, kvs) = encode(&records, codec, ts);
+                        let info = locked(&log).append_as_leader(&batch, 0, ts).unwrap();
+                        prop_assert_eq!(info.first_offset, end_before);
+                        for (i, kv) in kvs.into_iter().enumerate() {
+                            model.insert(info.first_offset + i as i64, kv);
+                        }
+                    }
+                    Op::Roll => locked(&log).roll().unwrap(),
+                    Op::Clean => {
+                        let to_clean = locked(&log).cleanable(None, ts).unwrap();
+                        if let Some(to_clean) = to_clean {
+                            clean_log(&log, to_clean, ts, &CleanerConfig::default()).unwrap();
+                        }
+                        prop_assert_eq!(locked(&log).log_end_offset(), end_before);
+                    }
+                    Op::DeleteRecords(frac) => {
+                        let mut l = locked(&log);
+                        let start = l.log_start_offset();
+                        let target = start + (end_before - start) * i64::from(frac) / 1000;
+                        l.maybe_increment_log_start_offset(target, end_before).unwrap();
+                        l.delete_old_segments(0, end_before).unwrap().remove_files().unwrap();
+                    }
+                    Op::Reopen => log = reopen(dir.path(), log),
+                    Op::Crash => {
+                        locked(&log).flush().unwrap();
+                        ts += 10;
+                        let (batch, _) = encode(&[(0, Some(0))], 0, ts);
+                        let last = {
+                            let mut l = locked(&log);
+                            l.append_as_leader(&batch, 0, ts).unwrap();
+                            *l.segment_base_offsets().last().unwrap()
+                        };
+                        let path = dir.path().join("compacted-0").join(format!("{last:020}.log"));
+                        let len = std::fs::metadata(&path).unwrap().len();
+                        std::fs::OpenOptions::new().write(true).open(&path).unwrap()
+                            .set_len(len - batch.len() as u64).unwrap();
+                        log = reopen(dir.path(), log);
+                        prop_assert_eq!(locked(&log).log_end_offset(), end_before);
+                    }
+                }
+                let l = locked(&log);
+                let start = l.log_start_offset();
+                let (_, stored) = consume(&l);
+                drop(l);
+                let stored: BTreeMap<i64, Kv> = stored.into_iter().filter(|(o, _)| *o >= start).collect();
+                for (offset, kv) in &stored {
+                    prop_assert_eq!(model.get(offset), Some(kv), "offset {} was never written so", offset);
+                }
+                let mut newest_offset: BTreeMap<&Option<Vec<u8>>, i64> = BTreeMap::new();
+                for (offset, (key, _)) in model.range(start..) {
+                    newest_offset.insert(key, *offset);
+                }
+                for (key, offset) in newest_offset {
+                    prop_assert!(stored.contains_key(&offset), "newest record of {:?} at {} lost", key, offset);
+                }
+                model = stored;
+            }
+        }
+    }
+}
