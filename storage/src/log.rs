@@ -436,7 +436,7 @@ impl Log {
         let mut leader_epoch_cache = LeaderEpochCache::load_with_file_system(fs.clone(), &dir)?;
         let mut segments = BTreeMap::new();
         if bases.is_empty() {
-            let (segment, _) = LogSegment::open_with_file_system(
+            let (segment, _) = LogSegment::open(
                 fs.clone(),
                 &dir,
                 0,
@@ -457,7 +457,7 @@ impl Log {
         let mut next_offset = bases.first().copied().unwrap_or(0);
         let mut remaining = bases.iter().copied();
         for base in remaining.by_ref() {
-            let (mut segment, indexes_ok) = LogSegment::open_with_file_system(
+            let (mut segment, indexes_ok) = LogSegment::open(
                 fs.clone(),
                 &dir,
                 base,
@@ -481,8 +481,7 @@ impl Log {
         }
         for base in remaining {
             tracing::warn!(base_offset = base, dir = %dir.display(), "deleting segment after a truncated one");
-            let (segment, _) =
-                LogSegment::open_with_file_system(fs.clone(), &dir, base, 1, 1, false)?;
+            let (segment, _) = LogSegment::open(fs.clone(), &dir, base, 1, 1, false)?;
             segment.delete_files()?;
         }
         let first_base = segments.keys().next().copied().unwrap_or(0);
@@ -493,7 +492,7 @@ impl Log {
             for segment in std::mem::take(&mut segments).into_values() {
                 segment.delete_files()?;
             }
-            let (segment, _) = LogSegment::open_with_file_system(
+            let (segment, _) = LogSegment::open(
                 fs.clone(),
                 &dir,
                 log_start_offset,
@@ -612,7 +611,7 @@ impl Log {
     }
 
     fn create_segment(&mut self, base_offset: i64) -> Result<(), StorageError> {
-        let (segment, _) = LogSegment::open_with_file_system(
+        let (segment, _) = LogSegment::open(
             self.fs.clone(),
             &self.dir,
             base_offset,

@@ -15,7 +15,7 @@ use bytes::Bytes;
 
 use crate::batch::{RecordBatchHeader, RECORD_BATCH_OVERHEAD};
 use crate::error::StorageError;
-use crate::fs::{FileSystem, RealFileSystem};
+use crate::fs::FileSystem;
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::leader_epoch::LeaderEpochCache;
 
@@ -105,34 +105,14 @@ pub(crate) struct SegmentRead {
 }
 
 impl LogSegment {
-    /// Opens the segment `base_offset` in `dir`, creating empty files when
-    /// `create` is true (truncating any existing ones). Returns the segment
-    /// and whether both index files were present and well formed.
+    /// Opens the segment `base_offset` in `dir` through `fs` (see
+    /// [`crate::fs`]), creating empty files when `create` is true
+    /// (truncating any existing ones). Returns the segment and whether both
+    /// index files were present and well formed.
     ///
     /// # Errors
     /// [`StorageError::Io`] if a file cannot be opened or created.
     pub fn open(
-        dir: &Path,
-        base_offset: i64,
-        index_interval_bytes: u64,
-        max_index_bytes: u64,
-        create: bool,
-    ) -> Result<(Self, bool), StorageError> {
-        Self::open_with_file_system(
-            RealFileSystem::shared(),
-            dir,
-            base_offset,
-            index_interval_bytes,
-            max_index_bytes,
-            create,
-        )
-    }
-
-    /// [`LogSegment::open`] writing through `fs` (see [`crate::fs`]).
-    ///
-    /// # Errors
-    /// As [`LogSegment::open`].
-    pub fn open_with_file_system(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
         base_offset: i64,
@@ -151,8 +131,8 @@ impl LogSegment {
         )
     }
 
-    /// [`LogSegment::open_with_file_system`] for files whose names end in
-    /// `suffix` after the usual one (`00000000000000000000.log.cleaned` for
+    /// [`LogSegment::open`] for files whose names end in `suffix` after the
+    /// usual one (`00000000000000000000.log.cleaned` for
     /// [`CLEANED_FILE_SUFFIX`]).
     pub(crate) fn open_with_suffix(
         fs: Arc<dyn FileSystem>,
