@@ -371,8 +371,11 @@ impl Log {
     /// # Errors
     /// [`CleanerError::Aborted`] (nothing changed; the caller removes the
     /// cleaned files) if any of `old` is no longer in the log with the same
-    /// file and size; [`CleanerError::Storage`] on I/O errors mid-swap (the
-    /// files on disk are then finished by the next [`Log::open`]).
+    /// file and size; [`CleanerError::Storage`] on I/O errors mid-swap: the
+    /// segment map is then unchanged (reads keep working through the open
+    /// files) and the files on disk are finished by the next [`Log::open`].
+    /// Until then, operations that rename or delete the old segments' files
+    /// fail; Kafka takes the log directory offline instead.
     fn replace_segments(
         &mut self,
         mut cleaned: LogSegment,
@@ -393,14 +396,21 @@ impl Log {
         cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)?;
         checkpoint::sync_dir(&*self.fs, &self.dir)?;
         swap_step(1)?;
+        // Rename every file first and change the segment map only once all
+        // renames succeeded: on an error the running log keeps serving the
+        // old segments through their open files, and the files on disk are
+        // an interrupted swap that the next `Log::open` finishes.
         let mut deleted_files = Vec::new();
         for (i, snapshot) in old.iter().enumerate() {
-            if let Some(segment) = self.segments.remove(&snapshot.base_offset) {
+            if let Some(segment) = self.segments.get(&snapshot.base_offset) {
                 deleted_files.extend(segment.rename_to_deleted()?);
             }
             swap_step(2 + i)?;
         }
         cleaned.change_file_suffixes(SWAP_FILE_SUFFIX, "")?;
+        for snapshot in old {
+            self.segments.remove(&snapshot.base_offset);
+        }
         self.segments.insert(cleaned.base_offset(), cleaned);
         self.dir_dirty = true;
         checkpoint::sync_dir(&*self.fs, &self.dir)?;

@@ -486,6 +486,34 @@ fn a_crash_at_any_swap_step_recovers_old_or_new_segments_with_every_newest_value
     }
 }
 
+/// Regression: an error in the middle of the swap (here after the first
+/// old segment was renamed `.deleted`) must leave the running log serving
+/// every record it held; the files on disk are then those of an interrupted
+/// swap, which the next open finishes.
+#[test]
+fn a_failed_swap_leaves_the_running_log_whole() {
+    let merged = LogConfig {
+        segment_bytes: 1 << 20,
+        ..compact_config()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (log, expected) = overwritten_log(dir.path());
+    locked(&log).set_config(merged);
+    let before = locked(&log).segment_base_offsets();
+    let all_before = consume(&locked(&log)).1;
+    CRASH_AFTER_SWAP_STEP.with(|c| c.set(Some(2)));
+    let result = clean(&log, 5_000);
+    CRASH_AFTER_SWAP_STEP.with(|c| c.set(None));
+    assert!(result.is_err());
+    let l = locked(&log);
+    assert_eq!(l.segment_base_offsets(), before);
+    assert_eq!(consume(&l).1, all_before);
+    drop(l);
+    drop(log);
+    let reopened = open(dir.path(), compact_config());
+    assert_eq!(newest(&consume(&locked(&reopened)).1), expected);
+}
+
 #[test]
 fn a_small_dedupe_buffer_cleans_a_prefix_and_the_next_pass_continues() {
     let dir = tempfile::tempdir().unwrap();
