@@ -220,12 +220,13 @@ fn remove_if_exists(fs: &dyn FileSystem, path: &Path) -> Result<(), StorageError
 /// `LogLoader` handling of `.cleaned` and `.swap` files): removes every
 /// `.cleaned` file; for each `<base>.log.swap`, deletes the segments whose
 /// base offset lies in `[base, last offset of the swap segment]` and renames
-/// the `.swap` files to their final names; removes index `.swap` files left
-/// without a `.log.swap`.
+/// the `.swap` files to their final names, deleting its index files so that
+/// the caller rebuilds them; removes index `.swap` files left without a
+/// `.log.swap`.
 ///
 /// # Errors
 /// [`StorageError::Io`] on file errors.
-pub fn finish_interrupted_swaps(
+pub(crate) fn finish_interrupted_swaps(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
     config: &LogConfig,
@@ -282,6 +283,14 @@ pub fn finish_interrupted_swaps(
             }
         }
         swap.change_file_suffixes(SWAP_FILE_SUFFIX, "")?;
+        // The index files may be empty ones opening the `.swap` segment
+        // created (a crash came after the indexes were renamed): remove them
+        // so that `Log::open` rebuilds both from the `.log`, as Kafka's
+        // `LogLoader` recovers every swapped-in segment.
+        let stem = file_stem(base);
+        for suffix in [INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX] {
+            remove_if_exists(&**fs, &dir.join(format!("{stem}{suffix}")))?;
+        }
     }
     checkpoint::sync_dir(&**fs, dir)
 }

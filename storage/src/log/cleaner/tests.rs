@@ -514,6 +514,45 @@ fn a_failed_swap_leaves_the_running_log_whole() {
     assert_eq!(newest(&consume(&locked(&reopened)).1), expected);
 }
 
+/// Regression: a crash after the cleaned segment's index files got their
+/// final names but before its `.log` did must not leave it with empty
+/// indexes (it lies below the recovery point, so nothing else rebuilds
+/// them): the next open rebuilds them.
+#[test]
+fn a_crash_between_the_final_renames_keeps_the_cleaned_segments_indexes() {
+    let merged = LogConfig {
+        segment_bytes: 1 << 20,
+        ..compact_config()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (log, expected) = overwritten_log(dir.path());
+    locked(&log).set_config(merged);
+    clean(&log, 5_000).unwrap();
+    let (index_before, time_index_before, end) = {
+        let mut l = locked(&log);
+        l.flush().unwrap();
+        let cleaned = l.segments.get(&0).unwrap();
+        (
+            cleaned.offset_index().entries().to_vec(),
+            cleaned.time_index().last_entry(),
+            l.log_end_offset(),
+        )
+    };
+    assert!(!index_before.is_empty() && time_index_before.is_some());
+    drop(log);
+    let partition = dir.path().join("compacted-0");
+    std::fs::rename(
+        partition.join("00000000000000000000.log"),
+        partition.join("00000000000000000000.log.swap"),
+    )
+    .unwrap();
+    let reopened = Log::open(dir.path().to_path_buf(), tp(), compact_config(), end, 0).unwrap();
+    let cleaned = reopened.segments.get(&0).unwrap();
+    assert_eq!(cleaned.offset_index().entries(), &index_before[..]);
+    assert_eq!(cleaned.time_index().last_entry(), time_index_before);
+    assert_eq!(newest(&consume(&reopened).1), expected);
+}
+
 #[test]
 fn a_small_dedupe_buffer_cleans_a_prefix_and_the_next_pass_continues() {
     let dir = tempfile::tempdir().unwrap();
