@@ -210,9 +210,20 @@ pub struct PendingFlush {
     files: Vec<(Arc<File>, PathBuf)>,
     dir: Option<PathBuf>,
     recovery_point: i64,
-    /// Shared with the log: set when this flush fails, so that the log syncs
-    /// everything past its recovery point again (see [`Log::prepare_flush`]).
+    /// Shared with the log: set when this flush fails, or is dropped without
+    /// a successful [`PendingFlush::sync`], so that the log syncs everything
+    /// past its recovery point again (see [`Log::prepare_flush`]).
     failed: Arc<AtomicBool>,
+    /// [`PendingFlush::sync`] succeeded.
+    synced: AtomicBool,
+}
+
+impl Drop for PendingFlush {
+    fn drop(&mut self) {
+        if !self.synced.load(Ordering::Acquire) {
+            self.failed.store(true, Ordering::Release);
+        }
+    }
 }
 
 impl PendingFlush {
@@ -232,8 +243,9 @@ impl PendingFlush {
     /// point again, so the next flush retries the sync.
     pub fn sync(&self) -> Result<(), StorageError> {
         let result = self.sync_all_files();
-        if result.is_err() {
-            self.failed.store(true, Ordering::Release);
+        match result {
+            Ok(()) => self.synced.store(true, Ordering::Release),
+            Err(_) => self.failed.store(true, Ordering::Release),
         }
         result
     }
@@ -1068,6 +1080,7 @@ impl Log {
             dir,
             recovery_point: self.log_end_offset,
             failed: self.flush_failed.clone(),
+            synced: AtomicBool::new(false),
         })
     }
 

@@ -129,3 +129,24 @@ fn group_commit_syncs_only_the_active_log_file_and_inactive_indexes() {
         ]
     );
 }
+
+/// Regression: a prepared flush dropped without syncing (its task panicked
+/// or was abandoned) must not let the next flush skip its files and move
+/// the recovery point over data never synced.
+#[test]
+fn a_pending_flush_dropped_unsynced_leaves_its_files_to_the_next_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_with(dir.path(), LogConfig::default());
+    log.flush().unwrap();
+    log.append_as_leader(&Bytes::from(simple_batch(2, 8, 0)), 0, 0)
+        .unwrap();
+    drop(log.prepare_flush().unwrap());
+    let pending = log.prepare_flush().unwrap();
+    assert!(
+        pending_names(&pending).contains(&"00000000000000000000.log".to_string()),
+        "{:?}",
+        pending_names(&pending)
+    );
+    pending.sync().unwrap();
+    assert_eq!(log.complete_flush(&pending), 2);
+}
