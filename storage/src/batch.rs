@@ -546,14 +546,26 @@ pub(crate) struct RecordView<'a> {
 /// [`StorageError::CorruptRecord`] when the section does not parse (stored
 /// batches were validated on append, so this is damage).
 pub(crate) fn read_records(records: &[u8]) -> Result<Vec<RecordView<'_>>, StorageError> {
+    record_views(records).collect()
+}
+
+/// The records of an uncompressed records section, one at a time, without
+/// allocating; stops after the first error ([`StorageError::CorruptRecord`]).
+fn record_views(records: &[u8]) -> impl Iterator<Item = Result<RecordView<'_>, StorageError>> {
     let mut reader = Reader { buf: records };
-    let mut out = Vec::new();
-    while !reader.buf.is_empty() {
-        let record = read_record(&mut reader)
-            .map_err(|fault| StorageError::corrupt(format!("record {}: {fault}", out.len())))?;
-        out.push(record);
-    }
-    Ok(out)
+    let mut index = 0usize;
+    let mut failed = false;
+    std::iter::from_fn(move || {
+        if failed || reader.buf.is_empty() {
+            return None;
+        }
+        let record = read_record(&mut reader).map_err(|fault| {
+            failed = true;
+            StorageError::corrupt(format!("record {index}: {fault}"))
+        });
+        index += 1;
+        Some(record)
+    })
 }
 
 fn read_record<'a>(reader: &mut Reader<'a>) -> Result<RecordView<'a>, RecordFault> {
@@ -600,13 +612,15 @@ pub fn ensure_record_keys(
     records: &[u8],
     topic_partition: &crate::TopicPartition,
 ) -> Result<(), StorageError> {
-    match read_records(records)?.iter().position(|r| r.key.is_none()) {
-        Some(record_index) => Err(StorageError::RecordWithoutKey {
-            topic_partition: topic_partition.to_string(),
-            record_index,
-        }),
-        None => Ok(()),
+    for (record_index, record) in record_views(records).enumerate() {
+        if record?.key.is_none() {
+            return Err(StorageError::RecordWithoutKey {
+                topic_partition: topic_partition.to_string(),
+                record_index,
+            });
+        }
     }
+    Ok(())
 }
 
 /// Appends `v` as a zigzag varint / varlong (`ByteUtils.writeVarlong`).

@@ -715,14 +715,17 @@ pub fn clean_log(
             for segment in group {
                 stats.bytes_read += segment.size;
                 segment.for_each_batch(|header, bytes| {
-                    let out = match filter_batch(header, bytes, &ctx, &mut stats)? {
-                        Filtered::Verbatim => bytes.to_vec(),
-                        Filtered::Rewritten(b) => b,
-                        Filtered::Dropped => return Ok(true),
-                    };
-                    let stored = RecordBatchHeader::parse(&out)?;
-                    stats.bytes_written += out.len() as u64;
-                    cleaned.append_batch(&stored, &out)?;
+                    match filter_batch(header, bytes, &ctx, &mut stats)? {
+                        Filtered::Verbatim => {
+                            stats.bytes_written += bytes.len() as u64;
+                            cleaned.append_batch(header, bytes)?;
+                        }
+                        Filtered::Rewritten(out) => {
+                            stats.bytes_written += out.len() as u64;
+                            cleaned.append_batch(&RecordBatchHeader::parse(&out)?, &out)?;
+                        }
+                        Filtered::Dropped => {}
+                    }
                     Ok(true)
                 })?;
             }
