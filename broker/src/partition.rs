@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 use weir_storage::{FetchDataInfo, Log, LogAppendInfo, StorageError, TopicPartition};
 
@@ -33,8 +33,10 @@ pub struct Partition {
     /// The topic's `write.caching`: acks=all is answered before fsync.
     write_caching: AtomicBool,
     high_watermark: AtomicI64,
-    /// Offset (exclusive) up to which the log is known to be fsynced.
-    durable_offset: AtomicI64,
+    /// Offset (exclusive) up to which the log is known to be fsynced;
+    /// waiters of [`Partition::wait_durable`] watch it, and every flush
+    /// that ends (successful or not) notifies them.
+    durable_offset: watch::Sender<i64>,
     data_arrived: Notify,
     /// `weir_log_end_offset{topic, partition}`, registered once so appends
     /// allocate no labels.
@@ -68,7 +70,7 @@ impl Partition {
             min_insync_replicas: AtomicI32::new(1),
             write_caching: AtomicBool::new(false),
             high_watermark: AtomicI64::new(end),
-            durable_offset: AtomicI64::new(recovery),
+            durable_offset: watch::Sender::new(recovery),
             data_arrived: Notify::new(),
             log_end_offset_gauge,
             flush_lock: tokio::sync::Mutex::new(()),
@@ -279,22 +281,45 @@ impl Partition {
     }
 
     /// Waits until every offset below `end_offset` is fsynced. Concurrent
-    /// callers share one fdatasync (group commit): whoever takes the flush
-    /// lock syncs everything appended so far, and callers queued behind it
-    /// find their offsets already covered.
+    /// callers share fdatasyncs (group commit): when no flush is running, the
+    /// caller runs one covering everything appended so far; otherwise it
+    /// waits for the running flush to end (all waiters are woken at once)
+    /// and, if that flush did not cover it, tries again. A caller therefore
+    /// either sees its offsets covered by a successful flush or gets the
+    /// error of a flush it ran itself.
     ///
     /// # Errors
     /// The fsync failed (reported as KAFKA_STORAGE_ERROR).
     pub async fn wait_durable(&self, end_offset: i64) -> Result<(), StorageError> {
-        if self.durable_offset.load(Ordering::Acquire) >= end_offset {
-            return Ok(());
+        let mut durable = self.durable_offset.subscribe();
+        loop {
+            if *durable.borrow_and_update() >= end_offset {
+                return Ok(());
+            }
+            let Ok(_flushing) = self.flush_lock.try_lock() else {
+                // Another caller is flushing: wait until it ends. A flush that
+                // ended since the check above has already marked `durable`.
+                if durable.changed().await.is_err() {
+                    return Ok(()); // unreachable: `self` owns the sender
+                }
+                continue;
+            };
+            if *self.durable_offset.borrow() >= end_offset {
+                return Ok(());
+            }
+            return self.flush().await;
         }
-        let _guard = self.flush_lock.lock().await;
-        if self.durable_offset.load(Ordering::Acquire) >= end_offset {
-            return Ok(());
-        }
-        // Collect the files under the log lock, fsync without it so appends
-        // continue meanwhile, then advance the recovery point.
+    }
+
+    /// One flush under the flush lock: collects the files under the log
+    /// lock, fsyncs them on a blocking thread so appends continue meanwhile,
+    /// then advances the recovery point. Ending (even by cancellation) wakes
+    /// every waiter.
+    async fn flush(&self) -> Result<(), StorageError> {
+        let mut ended = FlushEnded {
+            durable_offset: &self.durable_offset,
+            recovery_point: None,
+        };
         let pending = lock(&self.log).prepare_flush()?;
         let pending = tokio::task::spawn_blocking(move || pending.sync().map(|()| pending))
             .await
@@ -303,9 +328,7 @@ impl Partition {
                 path: Default::default(),
                 source: std::io::Error::other(e.to_string()),
             })??;
-        let recovery_point = lock(&self.log).complete_flush(&pending);
-        self.durable_offset
-            .fetch_max(recovery_point, Ordering::AcqRel);
+        ended.recovery_point = Some(lock(&self.log).complete_flush(&pending));
         Ok(())
     }
 
@@ -354,9 +377,119 @@ impl Partition {
     }
 }
 
+/// Publishes the end of a flush when dropped, so that waiters wake up
+/// whether the flush succeeded, failed or was cancelled.
+struct FlushEnded<'a> {
+    durable_offset: &'a watch::Sender<i64>,
+    /// The new recovery point after a successful flush.
+    recovery_point: Option<i64>,
+}
+
+impl Drop for FlushEnded<'_> {
+    fn drop(&mut self) {
+        // `send_modify` notifies even when the value stays the same.
+        self.durable_offset.send_modify(|d| {
+            if let Some(recovery_point) = self.recovery_point {
+                *d = (*d).max(recovery_point);
+            }
+        });
+    }
+}
+
 /// Locks a log, recovering from a poisoned mutex: a panic in another thread
 /// while holding it cannot leave the log half-written because appends are
 /// all-or-nothing in storage.
 fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
     log.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    use weir_storage::fs::faulty::{Fault, FaultKind, FaultyFileSystem};
+
+    use super::*;
+
+    fn batch(value: &str) -> Bytes {
+        let record = Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: -1,
+            timestamp: 1_000,
+            key: None,
+            value: Some(Bytes::from(value.to_owned())),
+            headers: Default::default(),
+            delete_horizon: false,
+        };
+        let mut out = bytes::BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(&mut out, [&record], &options).unwrap();
+        out.freeze()
+    }
+
+    /// A partition whose log writes through a `FaultyFileSystem`.
+    fn partition(dir: &std::path::Path) -> (Partition, Arc<FaultyFileSystem>) {
+        let fs = Arc::new(FaultyFileSystem::new(dir).unwrap());
+        let log = Log::open_with_file_system(
+            fs.clone(),
+            dir.to_path_buf(),
+            TopicPartition::new("group-commit", 0),
+            weir_storage::LogConfig::default(),
+            0,
+            0,
+        )
+        .unwrap();
+        let partition = Partition::new(
+            TopicPartition::new("group-commit", 0),
+            Uuid::new_v4(),
+            Arc::new(Mutex::new(log)),
+            0,
+        );
+        (partition, fs)
+    }
+
+    /// Many concurrent waiters of one partition all return once their
+    /// offsets are fsynced; when the first flush fails, exactly the caller
+    /// that ran it gets the error and the others are woken and covered by a
+    /// later flush (none waits forever).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiters_share_flushes_and_only_the_failed_flusher_gets_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let (partition, fs) = partition(dir.path());
+        let partition = Arc::new(partition);
+        fs.fail_syncs(Fault::new(FaultKind::Io).times(1).on_suffix(".log"));
+        let mut waiters = Vec::new();
+        for i in 0..20 {
+            let (info, _) = partition
+                .append_records_as_leader(&batch(&format!("v{i}")), 0)
+                .unwrap();
+            let p = partition.clone();
+            waiters.push(tokio::spawn(async move {
+                p.wait_durable(info.last_offset + 1).await
+            }));
+        }
+        let mut errors = 0;
+        for waiter in waiters {
+            let result = tokio::time::timeout(Duration::from_secs(30), waiter)
+                .await
+                .expect("a waiter hung")
+                .unwrap();
+            errors += usize::from(result.is_err());
+        }
+        assert_eq!(errors, 1);
+        assert_eq!(*partition.durable_offset.borrow(), 20);
+        assert_eq!(lock(&partition.log).recovery_point(), 20);
+    }
 }
