@@ -140,3 +140,20 @@ impl FileSystem for RealFileSystem {
         std::fs::remove_dir_all(dir)
     }
 }
+
+/// Removes `path` through `fs`; a file that is already gone counts as
+/// removed (deletions are retried after crashes).
+///
+/// # Errors
+/// [`crate::StorageError::Io`] naming the path for any other failure.
+pub(crate) fn remove_if_exists(
+    fs: &dyn FileSystem,
+    path: &Path,
+) -> Result<(), crate::StorageError> {
+    match fs.remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            Err(crate::StorageError::io("remove", path, e))
+        }
+        _ => Ok(()),
+    }
+}

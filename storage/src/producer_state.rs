@@ -78,12 +78,7 @@ pub(crate) fn list_snapshots(dir: &Path) -> Result<Vec<(i64, PathBuf)>, StorageE
 
 /// Removes a snapshot file; a missing file is fine.
 pub(crate) fn delete_snapshot(fs: &dyn FileSystem, path: &Path) -> Result<(), StorageError> {
-    match fs.remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(StorageError::io("remove", path, e))
-        }
-        _ => Ok(()),
-    }
+    crate::fs::remove_if_exists(fs, path)
 }
 
 /// Batches remembered per producer for duplicate detection (Kafka's

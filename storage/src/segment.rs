@@ -15,7 +15,7 @@ use bytes::Bytes;
 
 use crate::batch::{RecordBatchHeader, RECORD_BATCH_OVERHEAD};
 use crate::error::StorageError;
-use crate::fs::FileSystem;
+use crate::fs::{remove_if_exists, FileSystem};
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::leader_epoch::LeaderEpochCache;
 
@@ -149,12 +149,7 @@ impl LogSegment {
         let time_index_path = dir.join(format!("{stem}{TIME_INDEX_FILE_SUFFIX}{suffix}"));
         if create {
             for p in [&index_path, &time_index_path] {
-                match fs.remove_file(p) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(StorageError::io("remove", p, e))
-                    }
-                    _ => {}
-                }
+                remove_if_exists(&*fs, p)?;
             }
         }
         let log = fs
@@ -772,12 +767,7 @@ impl LogSegment {
             self.offset_index.path(),
             self.time_index.path(),
         ] {
-            match self.fs.remove_file(p) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(StorageError::io("remove", p, e))
-                }
-                _ => {}
-            }
+            remove_if_exists(&*self.fs, p)?;
         }
         Ok(())
     }

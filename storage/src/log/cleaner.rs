@@ -73,7 +73,7 @@ use crate::batch::{self, RecordBatchHeader, RecordView, DELETE_HORIZON_MASK};
 use crate::checkpoint;
 use crate::compression;
 use crate::error::StorageError;
-use crate::fs::FileSystem;
+use crate::fs::{remove_if_exists, FileSystem};
 use crate::segment::{
     file_stem, LogSegment, SegmentSnapshot, CLEANED_FILE_SUFFIX, INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX, SWAP_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
@@ -205,15 +205,6 @@ fn swap_step(_step: usize) -> Result<(), StorageError> {
         ));
     }
     Ok(())
-}
-
-fn remove_if_exists(fs: &dyn FileSystem, path: &Path) -> Result<(), StorageError> {
-    match fs.remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(StorageError::io("remove", path, e))
-        }
-        _ => Ok(()),
-    }
 }
 
 /// Finishes or discards a compaction swap a crash interrupted (Kafka's

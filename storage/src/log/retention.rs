@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::Log;
 use crate::error::StorageError;
-use crate::fs::{FileSystem, RealFileSystem};
+use crate::fs::{remove_if_exists, FileSystem, RealFileSystem};
 use crate::segment::LogSegment;
 
 /// Segments removed from a log whose renamed (`.deleted`) files still exist.
@@ -50,12 +50,7 @@ impl SegmentDeletion {
     pub fn remove_files(self) -> Result<(), StorageError> {
         let fs = self.fs.unwrap_or_else(RealFileSystem::shared);
         for path in &self.files {
-            match fs.remove_file(path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(StorageError::io("remove", path, e))
-                }
-                _ => {}
-            }
+            remove_if_exists(&*fs, path)?;
         }
         Ok(())
     }
