@@ -296,30 +296,32 @@ impl Partition {
             if *durable.borrow_and_update() >= end_offset {
                 return Ok(());
             }
-            let Ok(_flushing) = self.flush_lock.try_lock() else {
-                // Another caller is flushing: wait until it ends. A flush that
-                // ended since the check above has already marked `durable`.
+            let Ok(lock) = self.flush_lock.try_lock() else {
+                // Another caller holds the flush lock; it notifies after
+                // releasing it, and a notification since the check above has
+                // already marked `durable` changed.
                 if durable.changed().await.is_err() {
                     return Ok(()); // unreachable: `self` owns the sender
                 }
                 continue;
             };
+            let mut ended = FlushEnded {
+                lock: Some(lock),
+                durable_offset: &self.durable_offset,
+                recovery_point: None,
+            };
             if *self.durable_offset.borrow() >= end_offset {
                 return Ok(());
             }
-            return self.flush().await;
+            return self.flush(&mut ended).await;
         }
     }
 
-    /// One flush under the flush lock: collects the files under the log
-    /// lock, fsyncs them on a blocking thread so appends continue meanwhile,
-    /// then advances the recovery point. Ending (even by cancellation) wakes
-    /// every waiter.
-    async fn flush(&self) -> Result<(), StorageError> {
-        let mut ended = FlushEnded {
-            durable_offset: &self.durable_offset,
-            recovery_point: None,
-        };
+    /// One flush under the flush lock held by `ended`: collects the files
+    /// under the log lock, fsyncs them on a blocking thread so appends
+    /// continue meanwhile, then records the new recovery point in `ended`,
+    /// which publishes it when dropped.
+    async fn flush(&self, ended: &mut FlushEnded<'_>) -> Result<(), StorageError> {
         let pending = lock(&self.log).prepare_flush()?;
         let pending = tokio::task::spawn_blocking(move || pending.sync().map(|()| pending))
             .await
@@ -377,9 +379,12 @@ impl Partition {
     }
 }
 
-/// Publishes the end of a flush when dropped, so that waiters wake up
-/// whether the flush succeeded, failed or was cancelled.
+/// The flush lock of one [`Partition::wait_durable`] caller. Dropping it
+/// (the flush succeeded, failed or was cancelled) first releases the lock
+/// and then wakes every waiter, so that a woken waiter never finds the lock
+/// still held by a flush that has ended.
 struct FlushEnded<'a> {
+    lock: Option<tokio::sync::MutexGuard<'a, ()>>,
     durable_offset: &'a watch::Sender<i64>,
     /// The new recovery point after a successful flush.
     recovery_point: Option<i64>,
@@ -387,6 +392,7 @@ struct FlushEnded<'a> {
 
 impl Drop for FlushEnded<'_> {
     fn drop(&mut self) {
+        drop(self.lock.take());
         // `send_modify` notifies even when the value stays the same.
         self.durable_offset.send_modify(|d| {
             if let Some(recovery_point) = self.recovery_point {
@@ -458,6 +464,39 @@ mod tests {
             0,
         );
         (partition, fs)
+    }
+
+    /// Regression: producers that append and wait in a loop (each append
+    /// lands while the previous flush runs), stopping one after another, are
+    /// never left waiting: a waiter woken by the end of a flush must find
+    /// the flush lock free, or it waits for a flush that nobody starts once
+    /// the flushing producer has stopped. (A race: this stress test found it
+    /// only rarely; the fix makes it impossible by construction.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn producers_appending_during_flushes_never_stall() {
+        let dir = tempfile::tempdir().unwrap();
+        let (partition, _fs) = partition(dir.path());
+        let partition = Arc::new(partition);
+        let producers: Vec<_> = (0..8)
+            .map(|p| {
+                let partition = partition.clone();
+                tokio::spawn(async move {
+                    for i in 0..500 + p * 300 {
+                        let (info, _) = partition
+                            .append_records_as_leader(&batch(&format!("p{p}-{i}")), 0)
+                            .unwrap();
+                        partition.wait_durable(info.last_offset + 1).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for producer in producers {
+            tokio::time::timeout(Duration::from_secs(60), producer)
+                .await
+                .expect("a producer stalled in wait_durable")
+                .unwrap();
+        }
+        assert_eq!(*partition.durable_offset.borrow(), 12_400);
     }
 
     /// Many concurrent waiters of one partition all return once their
