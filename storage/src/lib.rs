@@ -113,4 +113,8 @@ pub fn describe_metrics() {
         "weir_log_cleaner_max_dirty_ratio",
         "Largest dirty ratio among compacted logs at the last cleaner pass (Kafka's max-dirty-percent / 100)."
     );
+    metrics::describe_gauge!(
+        "weir_log_cleaner_uncleanable_partitions",
+        "Compacted logs the cleaner skips after a failed cleaning (Kafka's uncleanable-partitions-count)."
+    );
 }

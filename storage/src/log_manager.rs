@@ -6,7 +6,7 @@
 //! [`LogCleaner`](crate::log::cleaner) compacts next (Kafka's
 //! `LogCleanerManager`). Owns no replication or protocol logic.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -50,6 +50,10 @@ pub struct LogManager {
     cleaner_checkpoints: Mutex<HashMap<TopicPartition, i64>>,
     /// Held while a log is cleaned: one cleaning at a time.
     cleaner_lock: Mutex<()>,
+    /// Logs whose cleaning failed with a storage error; the cleaner skips
+    /// them until they are deleted or the broker restarts (Kafka's
+    /// `LogCleanerManager.uncleanablePartitions`).
+    uncleanable: Mutex<HashSet<TopicPartition>>,
     /// Held for the manager's lifetime: the flock is released on drop.
     _lock: File,
 }
@@ -255,6 +259,7 @@ impl LogManager {
             checkpoint_lock: Mutex::new(()),
             cleaner_checkpoints: Mutex::new(cleaner_checkpoints),
             cleaner_lock: Mutex::new(()),
+            uncleanable: Mutex::new(HashSet::new()),
             _lock: lock_file,
         })
     }
@@ -382,6 +387,8 @@ impl LogManager {
     /// # Errors
     /// [`StorageError::Io`] if the directory cannot be renamed or removed.
     pub fn delete(&self, tp: &TopicPartition) -> Result<(), StorageError> {
+        lock(&self.uncleanable).remove(tp);
+        lock(&self.cleaner_checkpoints).remove(tp);
         let removed = lock(&self.logs).remove(tp);
         match removed {
             Some(log) => lock(&log).delete_in_place(),
@@ -433,6 +440,11 @@ impl LogManager {
     /// the statistics, `None` when no log needed cleaning. Blocking; one
     /// cleaning runs at a time.
     ///
+    /// A log whose cleaning fails with a storage error (or whose cleanable
+    /// range cannot be read) is marked uncleanable and skipped by later
+    /// passes until it is deleted or the broker restarts (Kafka's
+    /// `uncleanablePartitions`; gauge `weir_log_cleaner_uncleanable_partitions`).
+    ///
     /// # Errors
     /// [`CleanerError::Aborted`] when the log changed while being cleaned
     /// (the next pass retries), [`CleanerError::Storage`] on I/O errors or
@@ -445,10 +457,20 @@ impl LogManager {
         let _one_at_a_time = lock(&self.cleaner_lock);
         let mut filthiest: Option<(TopicPartition, SharedLog, LogToClean)> = None;
         let mut max_ratio = 0.0f64;
+        let uncleanable = lock(&self.uncleanable).clone();
         for (tp, log) in self.logs() {
-            let checkpoint = self.cleaner_checkpoint(&tp);
-            let Some(to_clean) = lock(&log).cleanable(checkpoint, now_ms)? else {
+            if uncleanable.contains(&tp) {
                 continue;
+            }
+            let checkpoint = self.cleaner_checkpoint(&tp);
+            let to_clean = match lock(&log).cleanable(checkpoint, now_ms) {
+                Ok(Some(to_clean)) => to_clean,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(topic_partition = %tp, error = %e, "marking log uncleanable");
+                    self.mark_uncleanable(&tp);
+                    continue;
+                }
             };
             let ratio = to_clean.cleanable_ratio();
             max_ratio = max_ratio.max(ratio);
@@ -463,9 +485,23 @@ impl LogManager {
         let Some((tp, log, to_clean)) = filthiest else {
             return Ok(None);
         };
-        let stats = clean_log(&log, to_clean, now_ms, config)?;
+        let stats = match clean_log(&log, to_clean, now_ms, config) {
+            Ok(stats) => stats,
+            Err(CleanerError::Storage(e)) => {
+                tracing::warn!(topic_partition = %tp, error = %e, "marking log uncleanable");
+                self.mark_uncleanable(&tp);
+                return Err(CleanerError::Storage(e));
+            }
+            Err(aborted) => return Err(aborted),
+        };
         self.update_cleaner_checkpoint(&tp, stats.end_offset)?;
         Ok(Some((tp, stats)))
+    }
+
+    fn mark_uncleanable(&self, tp: &TopicPartition) {
+        let mut uncleanable = lock(&self.uncleanable);
+        uncleanable.insert(tp.clone());
+        metrics::gauge!("weir_log_cleaner_uncleanable_partitions").set(uncleanable.len() as f64);
     }
 
     fn update_cleaner_checkpoint(

@@ -703,6 +703,50 @@ fn log_manager_cleans_the_filthiest_log_and_checkpoints_it() {
     );
 }
 
+/// Regression: a log whose cleaning fails (an unreadable record) is marked
+/// uncleanable, as Kafka's `LogCleanerManager` does, so the next pass cleans
+/// the other logs instead of failing on the same one forever; deleting a
+/// log forgets both its mark and its cleaner checkpoint.
+#[test]
+fn a_log_that_fails_to_clean_is_skipped_by_later_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = crate::LogManager::open(dir.path().to_path_buf(), 0, compact_config()).unwrap();
+    let broken = TopicPartition::new("broken", 0);
+    let healthy = TopicPartition::new("healthy", 0);
+    for (tp, rounds) in [(&broken, 10), (&healthy, 3)] {
+        let log = manager.get_or_create(tp, compact_config()).unwrap();
+        for round in 0..rounds {
+            for key in 0..20 {
+                put(&log, &format!("k{key:02}"), Some(&format!("{round}")), 100);
+            }
+        }
+        locked(&log).roll().unwrap();
+    }
+    // Damage the first record of `broken`: its key length now runs past
+    // the record (the batch header, read by every scan, stays intact).
+    let segment = dir.path().join("broken-0/00000000000000000000.log");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[crate::batch::RECORD_BATCH_OVERHEAD + 4] = 0x7e;
+    std::fs::write(&segment, bytes).unwrap();
+
+    let failed = manager.clean_filthiest_log(1_000, &CleanerConfig::default());
+    assert!(
+        matches!(failed, Err(CleanerError::Storage(_))),
+        "{failed:?}"
+    );
+    let (cleaned, _) = manager
+        .clean_filthiest_log(1_000, &CleanerConfig::default())
+        .unwrap()
+        .expect("the healthy log is cleaned next");
+    assert_eq!(cleaned, healthy);
+    assert!(manager
+        .clean_filthiest_log(1_000, &CleanerConfig::default())
+        .unwrap()
+        .is_none());
+    manager.delete(&healthy).unwrap();
+    assert_eq!(manager.cleaner_checkpoint(&healthy), None);
+}
+
 /// The model test of a compacted log: random keyed appends (several codecs,
 /// tombstones), rolls, cleanings, DeleteRecords, reopens and crashes that
 /// cut the unflushed tail, against a model holding every record that may
