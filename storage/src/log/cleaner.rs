@@ -570,9 +570,11 @@ fn filter_batch(
         let last_of_producer = header.producer_id >= 0
             && ctx.producer_last_offsets.get(&header.producer_id) == Some(&header.last_offset());
         if last_of_producer || header.next_offset() == ctx.upper_bound_offset {
+            // Kafka's `DefaultRecordBatch.writeEmptyHeader`: both timestamps
+            // are the batch's max timestamp.
             let empty = RecordBatchHeader {
                 attributes: header.attributes & EMPTY_BATCH_ATTRIBUTES,
-                base_timestamp: -1,
+                base_timestamp: header.max_timestamp,
                 records_count: 0,
                 ..*header
             };

@@ -304,6 +304,9 @@ fn an_emptied_last_batch_of_the_round_keeps_the_log_end_offset() {
     assert!(records.is_empty());
     assert_eq!(headers.len(), 1);
     assert_eq!((headers[0].base_offset, headers[0].records_count), (1, 0));
+    // Kafka's writeEmptyHeader: both timestamps are the batch's max one.
+    assert_eq!(headers[0].base_timestamp, headers[0].max_timestamp);
+    assert!(headers[0].max_timestamp >= 2, "{:?}", headers[0]);
     drop(log);
     let log = open(dir.path(), compact_config());
     assert_eq!(locked(&log).log_end_offset(), 2);
