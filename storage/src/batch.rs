@@ -636,13 +636,19 @@ pub(crate) fn put_varlong(out: &mut Vec<u8>, v: i64) {
 /// Appends `record` to a records section with a new timestamp delta (the
 /// other fields verbatim), as Kafka's `DefaultRecord.writeTo` lays it out.
 pub(crate) fn write_record(out: &mut Vec<u8>, record: &RecordView<'_>, timestamp_delta: i64) {
-    let mut body = Vec::with_capacity(record.tail.len() + 16);
-    body.push(record.attributes);
-    put_varlong(&mut body, timestamp_delta);
-    put_varlong(&mut body, i64::from(record.offset_delta));
-    body.extend_from_slice(record.tail);
-    put_varlong(out, body.len() as i64);
-    out.extend_from_slice(&body);
+    let offset_delta = i64::from(record.offset_delta);
+    let body_len = 1 + varlong_len(timestamp_delta) + varlong_len(offset_delta) + record.tail.len();
+    put_varlong(out, body_len as i64);
+    out.push(record.attributes);
+    put_varlong(out, timestamp_delta);
+    put_varlong(out, offset_delta);
+    out.extend_from_slice(record.tail);
+}
+
+/// Bytes [`put_varlong`] writes for `v`.
+fn varlong_len(v: i64) -> usize {
+    let z = ((v << 1) ^ (v >> 63)) as u64;
+    (64 - z.leading_zeros() as usize).max(1).div_ceil(7)
 }
 
 /// Writes a whole v2 batch: `header`'s fields (its `batch_length` and `crc`
@@ -700,6 +706,31 @@ pub(crate) fn stamp_offset_and_epoch(
 mod tests {
     use super::*;
     use crate::testutil::{batch_with_records, build_batch, put_varint, BatchSpec, RawRecord};
+
+    #[test]
+    fn varlong_len_is_what_put_varlong_writes() {
+        for v in [
+            0,
+            1,
+            -1,
+            63,
+            64,
+            -64,
+            -65,
+            8191,
+            8192,
+            i64::from(i32::MAX),
+            i64::MIN,
+            i64::MAX,
+        ]
+        .into_iter()
+        .chain((-300..300).map(|x| x * 977))
+        {
+            let mut out = Vec::new();
+            put_varlong(&mut out, v);
+            assert_eq!(varlong_len(v), out.len(), "{v}");
+        }
+    }
     use proptest::prelude::*;
 
     /// A header declaring `count` records (`last_offset_delta = count - 1`).

@@ -1,7 +1,7 @@
 //! Test helpers: a minimal encoder of uncompressed v2 record batches, so the
 //! storage tests do not depend on `kafka-protocol`. Compiled for tests only.
 
-use crate::batch::{ATTRIBUTES_OFFSET, CRC_OFFSET};
+use crate::batch::{write_batch, RecordBatchHeader};
 
 /// What to put in a hand-built batch.
 #[derive(Clone, Debug)]
@@ -33,15 +33,7 @@ impl BatchSpec {
     }
 }
 
-/// Appends `v` as a zigzag varint/varlong.
-pub(crate) fn put_varint(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    while z >= 0x80 {
-        out.push((z as u8) | 0x80);
-        z >>= 7;
-    }
-    out.push(z as u8);
-}
+pub(crate) use crate::batch::put_varlong as put_varint;
 
 /// Encodes one uncompressed v2 batch with a valid CRC.
 pub(crate) fn build_batch(spec: &BatchSpec) -> Vec<u8> {
@@ -63,16 +55,42 @@ pub(crate) fn build_batch(spec: &BatchSpec) -> Vec<u8> {
         records.extend_from_slice(&record);
     }
     let count = spec.timestamps.len() as i32;
-    let mut out = batch_with_records(&records, count, count - 1, spec.attributes);
-    out[0..8].copy_from_slice(&spec.base_offset.to_be_bytes());
-    out[12..16].copy_from_slice(&spec.partition_leader_epoch.to_be_bytes());
-    out[27..35].copy_from_slice(&base_ts.to_be_bytes());
-    out[35..43].copy_from_slice(&max_ts.to_be_bytes());
-    out[43..51].copy_from_slice(&spec.producer_id.to_be_bytes());
-    out[51..53].copy_from_slice(&spec.producer_epoch.to_be_bytes());
-    out[53..57].copy_from_slice(&spec.base_sequence.to_be_bytes());
-    stamp_crc(&mut out);
-    out
+    write_batch(
+        &RecordBatchHeader {
+            base_offset: spec.base_offset,
+            partition_leader_epoch: spec.partition_leader_epoch,
+            attributes: spec.attributes,
+            last_offset_delta: count - 1,
+            base_timestamp: base_ts,
+            max_timestamp: max_ts,
+            producer_id: spec.producer_id,
+            producer_epoch: spec.producer_epoch,
+            base_sequence: spec.base_sequence,
+            records_count: count,
+            ..empty_header()
+        },
+        &records,
+    )
+}
+
+/// A header of no batch: offsets, timestamps and lengths 0, no producer.
+/// `batch_length` and `crc` are recomputed by [`write_batch`].
+pub(crate) fn empty_header() -> RecordBatchHeader {
+    RecordBatchHeader {
+        base_offset: 0,
+        batch_length: 0,
+        partition_leader_epoch: -1,
+        magic: 2,
+        crc: 0,
+        attributes: 0,
+        last_offset_delta: 0,
+        base_timestamp: 0,
+        max_timestamp: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+        base_sequence: -1,
+        records_count: 0,
+    }
 }
 
 /// A v2 batch with a valid CRC around an arbitrary records section (which
@@ -84,29 +102,15 @@ pub(crate) fn batch_with_records(
     last_offset_delta: i32,
     attributes: i16,
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(61 + records.len());
-    out.extend_from_slice(&0i64.to_be_bytes());
-    out.extend_from_slice(&((49 + records.len()) as i32).to_be_bytes());
-    out.extend_from_slice(&(-1i32).to_be_bytes());
-    out.push(2);
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&attributes.to_be_bytes());
-    out.extend_from_slice(&last_offset_delta.to_be_bytes());
-    out.extend_from_slice(&0i64.to_be_bytes());
-    out.extend_from_slice(&0i64.to_be_bytes());
-    out.extend_from_slice(&(-1i64).to_be_bytes());
-    out.extend_from_slice(&(-1i16).to_be_bytes());
-    out.extend_from_slice(&(-1i32).to_be_bytes());
-    out.extend_from_slice(&count.to_be_bytes());
-    out.extend_from_slice(records);
-    stamp_crc(&mut out);
-    out
-}
-
-/// Recomputes the CRC of a whole batch in place.
-pub(crate) fn stamp_crc(batch: &mut [u8]) {
-    let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
-    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    write_batch(
+        &RecordBatchHeader {
+            attributes,
+            last_offset_delta,
+            records_count: count,
+            ..empty_header()
+        },
+        records,
+    )
 }
 
 /// One record of a records section, fields as given (lengths may lie).

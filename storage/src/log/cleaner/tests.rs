@@ -59,11 +59,6 @@ fn batch_of(records: &[NewRecord<'_>], ts: i64, codec: u8, producer: Option<(i64
     }
     let (producer_id, base_sequence) = producer.unwrap_or((-1, -1));
     let header = RecordBatchHeader {
-        base_offset: 0,
-        batch_length: 0,
-        partition_leader_epoch: -1,
-        magic: 2,
-        crc: 0,
         attributes: i16::from(codec),
         last_offset_delta: records.len() as i32 - 1,
         base_timestamp: ts,
@@ -72,6 +67,7 @@ fn batch_of(records: &[NewRecord<'_>], ts: i64, codec: u8, producer: Option<(i64
         producer_epoch: if producer_id >= 0 { 0 } else { -1 },
         base_sequence,
         records_count: records.len() as i32,
+        ..crate::testutil::empty_header()
     };
     let payload = compression::compress(codec, &section).unwrap();
     Bytes::from(batch::write_batch(&header, &payload))
