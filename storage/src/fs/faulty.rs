@@ -61,8 +61,9 @@ impl FaultKind {
 }
 
 /// A fault armed on writes ([`FileSystem::write_vectored_at`] and
-/// [`FileSystem::write_all_at`]) or on syncs ([`FileSystem::sync_data`] and
-/// [`FileSystem::sync_dir`]).
+/// [`FileSystem::write_all_at`]), on syncs ([`FileSystem::sync_data`] and
+/// [`FileSystem::sync_dir`]) or on renames ([`FileSystem::rename`], matched
+/// on the source path).
 #[derive(Clone, Debug)]
 pub struct Fault {
     /// The error returned.
@@ -70,6 +71,8 @@ pub struct Fault {
     /// How many matching calls fail; `None`: every one until
     /// [`FaultyFileSystem::disarm`].
     pub times: Option<usize>,
+    /// How many matching calls succeed before the first failure.
+    pub after: usize,
     /// Only calls on paths whose file name ends with this fail (`".log"`,
     /// `".index"`, ...); `None`: every path.
     pub path_suffix: Option<String>,
@@ -89,6 +92,7 @@ impl Fault {
         Fault {
             kind,
             times: None,
+            after: 0,
             path_suffix: None,
             torn_after: None,
             then_crash: false,
@@ -98,6 +102,12 @@ impl Fault {
     /// Fails only the next `n` matching calls (`0`: none).
     pub fn times(mut self, n: usize) -> Self {
         self.times = Some(n);
+        self
+    }
+
+    /// Lets the next `n` matching calls succeed first (fails the `n+1`-th).
+    pub fn after(mut self, n: usize) -> Self {
+        self.after = n;
         self
     }
 
@@ -135,6 +145,7 @@ type FileId = u64;
 struct State {
     write_fault: Option<Fault>,
     sync_fault: Option<Fault>,
+    rename_fault: Option<Fault>,
     crashed: bool,
     faults_fired: usize,
     next_id: FileId,
@@ -179,6 +190,7 @@ impl State {
         let slot = match which {
             Which::Write => &mut self.write_fault,
             Which::Sync => &mut self.sync_fault,
+            Which::Rename => &mut self.rename_fault,
             Which::None => return Ok(()),
         };
         if slot.as_ref().is_some_and(|f| f.times == Some(0)) {
@@ -187,6 +199,10 @@ impl State {
         let Some(fault) = slot.as_mut().filter(|f| f.matches(path)) else {
             return Ok(());
         };
+        if fault.after > 0 {
+            fault.after -= 1;
+            return Ok(());
+        }
         let fired = Fired {
             error: fault.kind.error(),
             torn_after: fault.torn_after,
@@ -226,6 +242,7 @@ impl State {
 enum Which {
     Write,
     Sync,
+    Rename,
     None,
 }
 
@@ -301,12 +318,19 @@ impl FaultyFileSystem {
         self.state().sync_fault = Some(fault);
     }
 
+    /// Arms `fault` on renames (matched on the source path), replacing any
+    /// armed rename fault (`torn_after` is ignored).
+    pub fn fail_renames(&self, fault: Fault) {
+        self.state().rename_fault = Some(fault);
+    }
+
     /// Disarms every fault (space came back, the disk recovered). Does not
     /// undo a crash: see [`FaultyFileSystem::restart`].
     pub fn disarm(&self) {
         let mut state = self.state();
         state.write_fault = None;
         state.sync_fault = None;
+        state.rename_fault = None;
     }
 
     /// How many injected faults have fired so far (crash-mode failures not
@@ -323,10 +347,8 @@ impl FaultyFileSystem {
     /// The process restarts after a crash without losing power: everything
     /// written so far stays (it is in the page cache), faults are disarmed.
     pub fn restart(&self) {
-        let mut state = self.state();
-        state.crashed = false;
-        state.write_fault = None;
-        state.sync_fault = None;
+        self.state().crashed = false;
+        self.disarm();
     }
 
     /// Power fails and the machine restarts: the tree under the root is
@@ -445,7 +467,9 @@ impl FileSystem for FaultyFileSystem {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.state().check(Which::None, from).map_err(|f| f.error)?;
+        self.state()
+            .check(Which::Rename, from)
+            .map_err(|f| f.error)?;
         self.real.rename(from, to)
     }
 

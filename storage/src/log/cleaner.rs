@@ -185,28 +185,6 @@ pub enum CleanerError {
     Storage(#[from] StorageError),
 }
 
-#[cfg(test)]
-thread_local! {
-    /// Fault point: the swap stops with an error after this many of its
-    /// steps (see [`Log::replace_segments`]), leaving the files as a crash
-    /// there would.
-    pub(crate) static CRASH_AFTER_SWAP_STEP: std::cell::Cell<Option<usize>> =
-        const { std::cell::Cell::new(None) };
-}
-
-/// Counts swap steps and fails at the injected one (tests only).
-fn swap_step(_step: usize) -> Result<(), StorageError> {
-    #[cfg(test)]
-    if CRASH_AFTER_SWAP_STEP.with(std::cell::Cell::get) == Some(_step) {
-        return Err(StorageError::io(
-            "swap",
-            PathBuf::new(),
-            std::io::Error::other("injected crash"),
-        ));
-    }
-    Ok(())
-}
-
 /// Finishes or discards a compaction swap a crash interrupted (Kafka's
 /// `LogLoader` handling of `.cleaned` and `.swap` files): removes every
 /// `.cleaned` file; for each `<base>.log.swap`, deletes the segments whose
@@ -361,11 +339,11 @@ impl Log {
     }
 
     /// Swaps a cleaned segment (files ending in `.cleaned`, synced) in for
-    /// the segments `old` it was written from. Steps, each a crash point
-    /// that [`finish_interrupted_swaps`] recovers from: (1) rename the
-    /// cleaned files to `.swap` and fsync the directory; (2..) rename each
-    /// old segment's files to `.deleted`; then rename the `.swap` files to
-    /// their final names and fsync the directory. Returns the `.deleted`
+    /// the segments `old` it was written from. Steps, each rename a crash
+    /// point that [`finish_interrupted_swaps`] recovers from: rename the
+    /// cleaned files to `.swap` and fsync the directory; rename each old
+    /// segment's files to `.deleted`; then rename the `.swap` files to their
+    /// final names and fsync the directory. Returns the `.deleted`
     /// files, for the caller to remove after releasing the lock.
     ///
     /// # Errors
@@ -395,17 +373,15 @@ impl Log {
         }
         cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)?;
         checkpoint::sync_dir(&*self.fs, &self.dir)?;
-        swap_step(1)?;
         // Rename every file first and change the segment map only once all
         // renames succeeded: on an error the running log keeps serving the
         // old segments through their open files, and the files on disk are
         // an interrupted swap that the next `Log::open` finishes.
         let mut deleted_files = Vec::new();
-        for (i, snapshot) in old.iter().enumerate() {
+        for snapshot in old {
             if let Some(segment) = self.segments.get(&snapshot.base_offset) {
                 deleted_files.extend(segment.rename_to_deleted()?);
             }
-            swap_step(2 + i)?;
         }
         cleaned.change_file_suffixes(SWAP_FILE_SUFFIX, "")?;
         for snapshot in old {
