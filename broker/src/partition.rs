@@ -466,6 +466,31 @@ mod tests {
         (partition, fs)
     }
 
+    /// Issue 3 point 6 at the broker: an append that hits ENOSPC (or EIO)
+    /// is answered KAFKA_STORAGE_ERROR (56), changes nothing a reader sees,
+    /// and appends resume once space returns.
+    #[test]
+    fn a_full_disk_answers_kafka_storage_error_and_writes_resume() {
+        let dir = tempfile::tempdir().unwrap();
+        let (partition, fs) = partition(dir.path());
+        let (first, _) = partition.append_records_as_leader(&batch("a"), 0).unwrap();
+        let before = partition.read(0, usize::MAX, true).unwrap();
+        let before = before.records.unwrap().read_to_bytes().unwrap();
+        for kind in [FaultKind::NoSpace, FaultKind::Io] {
+            fs.fail_writes(Fault::new(kind).on_suffix(".log"));
+            let error = partition
+                .append_records_as_leader(&batch("b"), 0)
+                .unwrap_err();
+            assert_eq!(crate::error::storage_error_code(&error), 56, "{kind:?}");
+            assert_eq!(partition.log_end_offset(), first.last_offset + 1);
+            let after = partition.read(0, usize::MAX, true).unwrap();
+            assert_eq!(after.records.unwrap().read_to_bytes().unwrap(), before);
+            fs.disarm();
+        }
+        let (resumed, _) = partition.append_records_as_leader(&batch("c"), 0).unwrap();
+        assert_eq!(resumed.first_offset, first.last_offset + 1);
+    }
+
     /// Regression: producers that append and wait in a loop (each append
     /// lands while the previous flush runs), stopping one after another, are
     /// never left waiting: a waiter woken by the end of a flush must find
