@@ -10,6 +10,7 @@ pub mod config;
 pub mod context;
 pub mod dispatch;
 pub mod error;
+pub mod group;
 pub mod handlers;
 pub mod metrics;
 pub mod network;

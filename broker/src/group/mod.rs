@@ -1,0 +1,61 @@
+//! Consumer groups: Kafka's classic group protocol (JoinGroup, SyncGroup,
+//! Heartbeat, LeaveGroup) and committed offsets, kept durable as records in
+//! the internal compacted topic `__consumer_offsets` (issue 4).
+//!
+//! The pieces:
+//! - [`store`]: what the coordinator persists and loads. [`GroupStore`] is
+//!   the seam between the coordinator's state machine and the log; the
+//!   production store writes Kafka's own `__consumer_offsets` key and value
+//!   schemas, so Kafka's tools decode Weir's offsets topic.
+//!
+//! Group ids map to a partition of `__consumer_offsets` as in Kafka:
+//! `abs(java_string_hash(group_id)) % offsets.topic.num.partitions`
+//! ([`offsets_partition_for`]).
+
+pub mod store;
+
+pub use store::{
+    GroupMetadataRecord, GroupStore, GroupStoreError, GroupWrite, LoadedGroup,
+    MemberMetadataRecord, MemoryGroupStore, OffsetAndMetadata,
+};
+
+/// The internal topic that holds group metadata and committed offsets.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Java's `String.hashCode` of `s` (UTF-16 code units, wrapping `i32`).
+pub fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
+}
+
+/// The `__consumer_offsets` partition that holds `group_id`, as Kafka's
+/// `GroupCoordinator.partitionFor`: `Utils.abs(groupId.hashCode) % partitions`,
+/// where `Utils.abs(i32::MIN)` is 0.
+///
+/// `partitions` is `offsets.topic.num.partitions` (at least 1).
+pub fn offsets_partition_for(group_id: &str, partitions: i32) -> i32 {
+    let hash = java_string_hash(group_id);
+    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
+    abs % partitions.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_string_hash_matches_java() {
+        // Values from Java's "...".hashCode().
+        assert_eq!(java_string_hash(""), 0);
+        assert_eq!(java_string_hash("a"), 97);
+        assert_eq!(java_string_hash("group"), 98_629_247);
+        assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
+    }
+
+    #[test]
+    fn the_minimum_hash_maps_to_partition_zero() {
+        assert_eq!(offsets_partition_for("polygenelubricants", 50), 0);
+        assert_eq!(offsets_partition_for("group", 50), 98_629_247 % 50);
+    }
+}
