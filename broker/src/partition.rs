@@ -455,6 +455,7 @@ mod tests {
             weir_storage::LogConfig::default(),
             0,
             0,
+            false,
         )
         .unwrap();
         let partition = Partition::new(

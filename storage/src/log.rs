@@ -287,6 +287,9 @@ pub struct Log {
     /// [`Log::prepare_flush`] collects every file past the recovery point.
     flush_failed: Arc<AtomicBool>,
     deleted: bool,
+    /// How many segments [`Log::open`] re-validated (recovery or a rebuilt
+    /// index).
+    recovered_segments: usize,
 }
 
 /// The directory name of a partition: `<topic>-<partition>`.
@@ -395,11 +398,19 @@ impl Log {
             config,
             recovery_point,
             log_start_offset,
+            false,
         )
     }
 
     /// [`Log::open`] with every write, truncation, sync, rename and removal
     /// going through `fs` (see [`crate::fs`]; tests inject faults there).
+    ///
+    /// `had_clean_shutdown` (the log dir held the clean-shutdown marker, see
+    /// [`crate::LogManager`]) skips recovery: segments are trusted as the
+    /// shutdown flushed them and the log end offset is read from the active
+    /// segment's last index entry on. A segment with a missing or corrupt
+    /// index, or an active segment that does not end on a batch boundary, is
+    /// still recovered. `Log::open` passes `false`.
     ///
     /// # Errors
     /// As [`Log::open`].
@@ -410,6 +421,7 @@ impl Log {
         config: LogConfig,
         recovery_point: i64,
         log_start_offset: i64,
+        had_clean_shutdown: bool,
     ) -> Result<Log, StorageError> {
         let dir = log_dir.join(partition_dir_name(&tp));
         fs.create_dir_all(&dir)
@@ -467,6 +479,8 @@ impl Log {
             .copied()
             .unwrap_or(0);
         let mut next_offset = bases.first().copied().unwrap_or(0);
+        let last_base = bases.last().copied();
+        let mut recovered_segments = 0;
         let mut remaining = bases.iter().copied();
         for base in remaining.by_ref() {
             let (mut segment, indexes_ok) = LogSegment::open(
@@ -477,10 +491,24 @@ impl Log {
                 config.segment_index_bytes,
                 false,
             )?;
-            let recovering = base >= recover_from;
+            let mut recovering = !had_clean_shutdown && base >= recover_from;
+            if had_clean_shutdown && indexes_ok && Some(base) == last_base {
+                // The active segment as a clean shutdown left it: its end
+                // is read from the last index entry on (Kafka skips
+                // recovery after a clean shutdown too).
+                match segment.read_next_offset()? {
+                    Some(next) => next_offset = next_offset.max(next),
+                    None => {
+                        tracing::warn!(segment = %segment.log_path().display(),
+                            "the active segment does not end as a clean shutdown left it; recovering it");
+                        recovering = true;
+                    }
+                }
+            }
             let mut truncated = 0;
             if recovering || !indexes_ok {
                 let (cut, next) = segment.recover(&mut leader_epoch_cache)?;
+                recovered_segments += 1;
                 truncated = cut;
                 next_offset = next.unwrap_or(base).max(next_offset);
             } else {
@@ -535,6 +563,7 @@ impl Log {
             last_flush_ms: crate::segment::wall_clock_ms(),
             flush_failed: Arc::new(AtomicBool::new(false)),
             deleted: false,
+            recovered_segments,
         };
         log.rebuild_producer_state()?;
         log.topic_id = log.read_partition_metadata()?;
@@ -1112,6 +1141,28 @@ impl Log {
         let pending = self.prepare_flush_with(true)?;
         pending.sync()?;
         Ok(self.complete_flush(&pending))
+    }
+
+    /// How many segments opening this log re-validated batch by batch
+    /// (crash recovery or a rebuilt index); 0 after a clean shutdown.
+    pub fn recovered_segments(&self) -> usize {
+        self.recovered_segments
+    }
+
+    /// Readies the log for a clean shutdown (Kafka's `LogSegment.close`):
+    /// cuts back a torn tail a failed append left, ends the active segment's
+    /// time index with its largest timestamp (which a log opened without
+    /// recovery reads back), then [`Log::flush`]es everything, indexes
+    /// included.
+    ///
+    /// # Errors
+    /// As [`Log::flush`].
+    pub fn flush_for_shutdown(&mut self) -> Result<i64, StorageError> {
+        if let Some(active) = self.segments.values_mut().next_back() {
+            active.on_become_inactive()?;
+            active.mark_dirty();
+        }
+        self.flush()
     }
 
     /// The leader epoch cache.

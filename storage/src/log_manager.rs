@@ -29,6 +29,12 @@ pub const LOG_START_OFFSET_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint"
 pub const CLEANER_OFFSET_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 /// Lock file held (flock) while the directory is open.
 pub const LOCK_FILE: &str = ".lock";
+/// Written by a clean [`LogManager::shutdown`] after every log is flushed and
+/// checkpointed, removed when the next start has loaded the logs; while it
+/// exists logs are opened without recovery (Kafka's `CleanShutdownFileHandler`,
+/// same name and content).
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+const CLEAN_SHUTDOWN_CONTENT: &str = "{\"version\":0,\"brokerEpoch\":-1}";
 
 type SharedLog = Arc<Mutex<Log>>;
 
@@ -208,6 +214,9 @@ impl LogManager {
         let log_start_offsets = read_offsets(&log_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))?;
         let cleaner_checkpoints = read_offsets(&log_dir.join(CLEANER_OFFSET_CHECKPOINT_FILE))?;
 
+        let clean_shutdown_path = log_dir.join(CLEAN_SHUTDOWN_FILE);
+        let had_clean_shutdown = clean_shutdown_path.exists();
+        let loading_started = std::time::Instant::now();
         let mut logs = BTreeMap::new();
         let entries =
             std::fs::read_dir(&log_dir).map_err(|e| StorageError::io("read_dir", &log_dir, e))?;
@@ -245,8 +254,24 @@ impl LogManager {
                 default_config.clone(),
                 recovery_point,
                 log_start_offset,
+                had_clean_shutdown,
             )?;
             logs.insert(tp, Arc::new(Mutex::new(log)));
+        }
+        tracing::info!(
+            dir = %log_dir.display(),
+            logs = logs.len(),
+            had_clean_shutdown,
+            recovered_segments = logs.values().map(|l| lock(l).recovered_segments()).sum::<usize>(),
+            elapsed_ms = loading_started.elapsed().as_millis() as u64,
+            "loaded logs"
+        );
+        if had_clean_shutdown {
+            // From here on the logs change; a crash must recover them.
+            fs.remove_file(&clean_shutdown_path)
+                .map_err(|e| StorageError::io("remove", &clean_shutdown_path, e))?;
+            fs.sync_dir(&log_dir)
+                .map_err(|e| StorageError::io("fsync", &log_dir, e))?;
         }
         Ok(LogManager {
             fs,
@@ -375,6 +400,7 @@ impl LogManager {
             config,
             0,
             0,
+            false,
         )?));
         logs.insert(tp.clone(), log.clone());
         Ok(log)
@@ -534,10 +560,17 @@ impl LogManager {
     pub fn shutdown(&self) -> Result<(), StorageError> {
         for (_, log) in self.logs() {
             let mut log = lock(&log);
-            log.flush()?;
+            log.flush_for_shutdown()?;
             log.write_producer_snapshot()?;
         }
-        self.checkpoint()
+        self.checkpoint()?;
+        // Written last and durably: its presence at the next start means
+        // every log is exactly as flushed above.
+        checkpoint::write_atomically(
+            &*self.fs,
+            &self.log_dir.join(CLEAN_SHUTDOWN_FILE),
+            CLEAN_SHUTDOWN_CONTENT.as_bytes(),
+        )
     }
 }
 
@@ -549,6 +582,7 @@ pub fn partition_dir(log_dir: &Path, tp: &TopicPartition) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::RecordBatchHeader;
     use crate::log::log_delete_dir_name;
     use crate::testutil::simple_batch;
     use bytes::Bytes;
@@ -599,6 +633,127 @@ mod tests {
         let log = manager.get(&tp).unwrap();
         assert_eq!(lock(&log).log_end_offset(), 5);
         assert_eq!(lock(&log).recovery_point(), 5);
+    }
+
+    fn active_segment_path(dir: &Path, tp: &TopicPartition) -> PathBuf {
+        let partition = partition_dir(dir, tp);
+        let mut logs: Vec<PathBuf> = std::fs::read_dir(&partition)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .collect();
+        logs.sort();
+        logs.pop().unwrap()
+    }
+
+    fn append_junk(path: &Path, junk: &[u8]) {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        file.write_all(junk).unwrap();
+    }
+
+    /// Writes batches whose largest timestamp is in the middle of the
+    /// active segment, under leader epoch 3; returns the log end offset.
+    fn fill_for_shutdown(manager: &LogManager, tp: &TopicPartition) -> i64 {
+        use crate::testutil::{build_batch, BatchSpec};
+        let log = manager.get_or_create(tp, LogConfig::default()).unwrap();
+        let mut log = lock(&log);
+        // An inactive segment whose largest timestamp (600) is below the
+        // active segment's (900).
+        let batch = build_batch(&BatchSpec::new(&[600], 10));
+        log.append_as_leader(&Bytes::from(batch), 3, 0).unwrap();
+        log.roll().unwrap();
+        for timestamps in [&[100, 900, 300][..], &[200], &[400, 500]] {
+            let batch = build_batch(&BatchSpec::new(timestamps, 10));
+            log.append_as_leader(&Bytes::from(batch), 3, 0).unwrap();
+        }
+        log.log_end_offset()
+    }
+
+    #[test]
+    fn a_clean_shutdown_reopens_the_same_log_without_recovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let open = || LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()).unwrap();
+        let manager = open();
+        let end = fill_for_shutdown(&manager, &tp);
+        let max_timestamp_batch = lock(&manager.get(&tp).unwrap())
+            .read_batch_with_max_timestamp()
+            .unwrap();
+        manager.shutdown().unwrap();
+        drop(manager);
+        let marker = dir.path().join(CLEAN_SHUTDOWN_FILE);
+        assert_eq!(
+            std::fs::read_to_string(&marker).unwrap(),
+            CLEAN_SHUTDOWN_CONTENT
+        );
+
+        let manager = open();
+        assert!(!marker.exists(), "the marker is consumed by the start");
+        let log = manager.get(&tp).unwrap();
+        let log = lock(&log);
+        assert_eq!(log.recovered_segments(), 0);
+        assert_eq!(log.log_end_offset(), end);
+        assert_eq!(log.recovery_point(), end);
+        assert_eq!(log.latest_epoch(), Some(3));
+        // The active segment's largest timestamp is known without a scan:
+        // the shutdown ended its time index with it.
+        assert_eq!(
+            log.read_batch_with_max_timestamp().unwrap(),
+            max_timestamp_batch
+        );
+        let max_timestamp_batch = max_timestamp_batch.unwrap();
+        assert_eq!(
+            RecordBatchHeader::parse(&max_timestamp_batch)
+                .unwrap()
+                .max_timestamp,
+            900
+        );
+    }
+
+    #[test]
+    fn a_start_after_a_clean_shutdown_still_recovers_the_next_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let open = || LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()).unwrap();
+        let manager = open();
+        fill_for_shutdown(&manager, &tp);
+        manager.shutdown().unwrap();
+        drop(manager);
+
+        let manager = open();
+        let log = manager.get(&tp).unwrap();
+        append(&log, 2);
+        let end = lock(&log).log_end_offset();
+        drop((log, manager)); // a crash: no shutdown
+        append_junk(&active_segment_path(dir.path(), &tp), &[0xff; 40]);
+
+        let manager = open();
+        let log = manager.get(&tp).unwrap();
+        assert_eq!(lock(&log).recovered_segments(), 1);
+        assert_eq!(lock(&log).log_end_offset(), end);
+        append(&log, 1);
+        assert_eq!(lock(&log).log_end_offset(), end + 1);
+    }
+
+    #[test]
+    fn a_marker_over_an_active_segment_with_a_torn_tail_recovers_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let open = || LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()).unwrap();
+        let manager = open();
+        let end = fill_for_shutdown(&manager, &tp);
+        manager.shutdown().unwrap();
+        drop(manager);
+        let segment = active_segment_path(dir.path(), &tp);
+        let size = std::fs::metadata(&segment).unwrap().len();
+        append_junk(&segment, &[0; 7]);
+
+        let manager = open();
+        let log = manager.get(&tp).unwrap();
+        assert_eq!(lock(&log).recovered_segments(), 1);
+        assert_eq!(lock(&log).log_end_offset(), end);
+        assert_eq!(std::fs::metadata(&segment).unwrap().len(), size);
     }
 
     #[test]

@@ -403,6 +403,36 @@ impl LogSegment {
         Ok(())
     }
 
+    /// The offset after the segment's last batch (Kafka's
+    /// `LogSegment.readNextOffset`), for a segment loaded without recovery:
+    /// batch headers are read from the offset index's last entry to the end
+    /// of the file. The base offset when the segment holds no batch.
+    ///
+    /// `Ok(None)` when the headers do not end exactly at the end of the file
+    /// or one does not parse (the file is not as a clean shutdown left it;
+    /// the caller recovers the segment instead).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] on read errors.
+    pub(crate) fn read_next_offset(&self) -> Result<Option<i64>, StorageError> {
+        let (_, start) = self.offset_index.lookup(i64::MAX);
+        let mut scanner = self.scanner();
+        let mut position = u64::from(start);
+        let mut next_offset = self.base_offset;
+        loop {
+            match scanner.header_at(position) {
+                Ok(Some(header)) => {
+                    next_offset = header.next_offset();
+                    position += header.size_in_bytes() as u64;
+                }
+                Ok(None) => break,
+                Err(StorageError::CorruptRecord { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((position == self.size).then_some(next_offset))
+    }
+
     /// Finds the batch holding `offset` (the first batch whose last offset is
     /// `>= offset`), starting from the offset index. Returns its position and
     /// header, or `None` if the segment ends first.

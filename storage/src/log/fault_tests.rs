@@ -19,7 +19,16 @@ fn setup() -> (tempfile::TempDir, Arc<FaultyFileSystem>) {
 
 fn open_log(fs: &Arc<FaultyFileSystem>, dir: &Path, config: LogConfig, recovery_point: i64) -> Log {
     let fs: Arc<dyn FileSystem> = fs.clone();
-    Log::open_with_file_system(fs, dir.to_path_buf(), tp(), config, recovery_point, 0).unwrap()
+    Log::open_with_file_system(
+        fs,
+        dir.to_path_buf(),
+        tp(),
+        config,
+        recovery_point,
+        0,
+        false,
+    )
+    .unwrap()
 }
 
 fn small_segments() -> LogConfig {

@@ -772,6 +772,9 @@ mod model {
         Flush,
         /// Reopen with the current recovery point.
         Reopen,
+        /// A clean shutdown, then a reopen without recovery (as after the
+        /// clean-shutdown marker).
+        CleanReopen,
         /// Reopen after cutting `n` bytes off the last segment (a crash that
         /// lost unflushed bytes).
         Crash(usize),
@@ -788,6 +791,7 @@ mod model {
             3 => (0u16..=1000, 1usize..2000).prop_map(|(f, m)| Op::Read(f, m)),
             1 => Just(Op::Flush),
             1 => Just(Op::Reopen),
+            1 => Just(Op::CleanReopen),
             1 => (1usize..400).prop_map(Op::Crash),
             1 => (0u16..=1000).prop_map(Op::DeleteRecords),
             1 => (0u64..6000).prop_map(Op::RetentionBytes),
@@ -873,6 +877,23 @@ mod model {
                         let rp = log.recovery_point();
                         drop(log);
                         log = open_at(dir.path(), config.clone(), rp, start);
+                    }
+                    Op::CleanReopen => {
+                        prop_assert_eq!(log.flush_for_shutdown().unwrap(), end);
+                        log.write_producer_snapshot().unwrap();
+                        drop(log);
+                        log = Log::open_with_file_system(
+                            crate::fs::RealFileSystem::shared(),
+                            dir.path().to_path_buf(),
+                            tp(),
+                            config.clone(),
+                            end,
+                            start,
+                            true,
+                        )
+                        .unwrap();
+                        prop_assert_eq!(log.recovered_segments(), 0);
+                        prop_assert_eq!(log.log_end_offset(), end);
                     }
                     Op::Crash(cut) => {
                         let rp = log.recovery_point();

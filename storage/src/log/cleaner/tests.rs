@@ -486,6 +486,7 @@ fn every_rename_of_the_swap_can_fail_or_crash() {
                         merged.clone(),
                         end,
                         0,
+                        false,
                     )
                     .unwrap(),
                 )
