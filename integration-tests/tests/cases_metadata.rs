@@ -297,3 +297,72 @@ fn c10_list_offsets_special_timestamps() {
         }
     }
 }
+
+/// Metadata v8+ and DescribeCluster answer the authorized operations when
+/// asked, as Kafka without an authorizer does: every operation the resource
+/// type supports (`AclEntry.supportedOperations`) as a bit field of ACL
+/// operation codes; Int.MIN when not asked. kafka-python's admin client
+/// decodes the field and failed on Int.MIN's bit 31 (found by its own
+/// integration tests, issue 5).
+#[test]
+fn authorized_operations_are_every_supported_operation_when_requested() {
+    use kafka_protocol::messages::DescribeClusterRequest;
+    // READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
+    const TOPIC_OPERATIONS: i32 =
+        1 << 3 | 1 << 4 | 1 << 5 | 1 << 6 | 1 << 7 | 1 << 8 | 1 << 10 | 1 << 11;
+    // CREATE ALTER DESCRIBE CLUSTER_ACTION DESCRIBE_CONFIGS ALTER_CONFIGS
+    // IDEMPOTENT_WRITE
+    const CLUSTER_OPERATIONS: i32 = 1 << 5 | 1 << 7 | 1 << 8 | 1 << 9 | 1 << 10 | 1 << 11 | 1 << 12;
+    let broker = support::start_broker();
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    support::ensure_topic(&mut client, &versions, "authorized-operations");
+    for version in 8..=12 {
+        for include in [false, true] {
+            let mut request = MetadataRequest::default()
+                .with_topics(Some(vec![by_name("authorized-operations")]))
+                .with_include_topic_authorized_operations(include);
+            if version <= 10 {
+                request = request.with_include_cluster_authorized_operations(include);
+            }
+            let response = metadata(&mut client, version, &request);
+            let expected = if include { TOPIC_OPERATIONS } else { i32::MIN };
+            assert_eq!(
+                response.topics[0].topic_authorized_operations, expected,
+                "topic, v{version}, include {include}"
+            );
+            if version <= 10 {
+                let expected = if include {
+                    CLUSTER_OPERATIONS
+                } else {
+                    i32::MIN
+                };
+                assert_eq!(
+                    response.cluster_authorized_operations, expected,
+                    "cluster, v{version}, include {include}"
+                );
+            }
+        }
+    }
+    for version in 0..=1 {
+        for include in [false, true] {
+            let response: kafka_protocol::messages::DescribeClusterResponse = client
+                .send(
+                    &DescribeClusterRequest::default()
+                        .with_include_cluster_authorized_operations(include)
+                        .with_endpoint_type(1),
+                    version,
+                )
+                .unwrap();
+            let expected = if include {
+                CLUSTER_OPERATIONS
+            } else {
+                i32::MIN
+            };
+            assert_eq!(
+                response.cluster_authorized_operations, expected,
+                "DescribeCluster v{version}, include {include}"
+            );
+        }
+    }
+}

@@ -4,11 +4,9 @@
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
+use super::authorized_operations::{authorized_operations, AclResourceType};
 use super::str_bytes;
 use crate::context::BrokerContext;
-
-/// `cluster_authorized_operations` when not requested (Kafka: Int.MIN).
-pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
 /// Answers from the current image. v1 `endpoint_type` 1 (brokers) is the
 /// only endpoint type served; 2 (controllers) gets UNSUPPORTED_ENDPOINT_TYPE.
@@ -27,7 +25,10 @@ pub fn handle(
     }
     response.cluster_id = str_bytes(image.cluster_id.clone());
     response.controller_id = BrokerId(image.controller_id.unwrap_or(-1));
-    response.cluster_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    response.cluster_authorized_operations = authorized_operations(
+        AclResourceType::Cluster,
+        request.include_cluster_authorized_operations,
+    );
     for b in image.brokers.values() {
         if b.fenced && !request.include_fenced_brokers {
             continue;

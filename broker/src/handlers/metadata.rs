@@ -16,7 +16,9 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 use weir_controller::{CreatableTopic, MetadataImage, TopicImage};
 
-use super::describe_cluster::AUTHORIZED_OPERATIONS_OMITTED;
+use super::authorized_operations::{
+    authorized_operations, AclResourceType, AUTHORIZED_OPERATIONS_OMITTED,
+};
 use super::str_bytes;
 use crate::context::BrokerContext;
 use crate::error::controller_error_code;
@@ -74,7 +76,11 @@ pub async fn handle(
     response.brokers = brokers(&image);
     response.cluster_id = Some(str_bytes(image.cluster_id.clone()));
     response.controller_id = BrokerId(image.controller_id.unwrap_or(-1));
-    response.cluster_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    // v8-10 only; later versions have no such field (KIP-700).
+    response.cluster_authorized_operations = authorized_operations(
+        AclResourceType::Cluster,
+        (8..=10).contains(&version) && request.include_cluster_authorized_operations,
+    );
     let include_ops = request.include_topic_authorized_operations;
 
     if all_topics {
@@ -147,13 +153,13 @@ pub fn is_internal(name: &str) -> bool {
 fn topic_metadata(
     image: &MetadataImage,
     topic: &TopicImage,
-    _include_ops: bool,
+    include_ops: bool,
 ) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
     t.name = Some(TopicName(str_bytes(topic.name.clone())));
     t.topic_id = topic.topic_id;
     t.is_internal = is_internal(&topic.name);
-    t.topic_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    t.topic_authorized_operations = authorized_operations(AclResourceType::Topic, include_ops);
     for (&index, p) in &topic.partitions {
         let live = |id: &i32| image.brokers.get(id).map(|b| !b.fenced).unwrap_or(false);
         let mut part = MetadataResponsePartition::default();

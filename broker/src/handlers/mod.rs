@@ -2,6 +2,7 @@
 //! logic lives in `ReplicaManager`, `Partition` and the controller).
 
 pub mod api_versions;
+pub mod authorized_operations;
 pub mod create_topics;
 pub mod delete_records;
 pub mod delete_topics;
