@@ -692,9 +692,15 @@ impl<S: GroupStore> GroupCoordinator<S> {
             (results, write)
         };
         if !write.offsets.is_empty() {
-            self.apply_write(group_id, write, |_| {})
-                .await
-                .map_err(|e| offset_commit_store_error(&e))?;
+            let deleted: Vec<TopicPartition> =
+                write.offsets.iter().map(|(p, _)| p.clone()).collect();
+            self.apply_write(group_id, write, move |group| {
+                for p in &deleted {
+                    group.offsets.remove(p);
+                }
+            })
+            .await
+            .map_err(|e| offset_commit_store_error(&e))?;
         }
         Ok(results)
     }
@@ -1983,3 +1989,7 @@ fn propagate_assignment(group: &mut ClassicGroup, error: Option<ResponseError>) 
         }
     }
 }
+
+#[cfg(test)]
+#[path = "coordinator_tests.rs"]
+mod tests;
