@@ -327,9 +327,28 @@ impl<S: GroupStore> GroupCoordinator<S> {
                 _ = interval.tick() => self.expire_offsets().await,
             }
         }
-        // Parked responses are dropped with the groups at shutdown.
+        self.shutdown();
+    }
+
+    /// Stops the timers and answers every parked JoinGroup and SyncGroup
+    /// with NOT_COORDINATOR (what Kafka answers when a coordinator
+    /// unloads), so that connections can close.
+    pub fn shutdown(&self) {
         let mut state = self.inner.lock();
         state.timers.clear();
+        for group in state.groups.values_mut() {
+            for member in group.members.values_mut() {
+                if let Some(sender) = member.awaiting_join.take() {
+                    let _ = sender.send(JoinGroupResult::error(
+                        ResponseError::NotCoordinator,
+                        member.member_id.clone(),
+                    ));
+                }
+                if let Some(sender) = member.awaiting_sync.take() {
+                    let _ = sender.send(SyncGroupResult::error(ResponseError::NotCoordinator));
+                }
+            }
+        }
     }
 
     /// Loads the store now (what [`Self::run`] does first); for tests and

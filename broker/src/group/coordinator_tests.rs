@@ -651,3 +651,16 @@ async fn offset_delete_refuses_subscribed_topics() {
         Err(ResponseError::GroupIdNotFound)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_answers_parked_joins_with_not_coordinator() {
+    let (c, _store) = coordinator(GroupCoordinatorConfig::default()).await;
+    let parked = spawn_join(&c, join_params(""));
+    settle().await;
+    assert!(!parked.is_finished(), "waiting for the initial delay");
+    c.shutdown();
+    assert_eq!(
+        parked.await.unwrap().error,
+        Some(ResponseError::NotCoordinator)
+    );
+}
