@@ -588,7 +588,24 @@ async fn requests_before_the_load_get_coordinator_load_in_progress() {
         c.fetch_offsets("g", None),
         Err(ResponseError::CoordinatorLoadInProgress)
     );
+    assert_eq!(c.heartbeat("g", 1, "m", None), None, "answered blindly");
     c.load().await.unwrap();
+    assert_eq!(
+        c.heartbeat("g", 1, "m", None),
+        Some(ResponseError::UnknownMemberId)
+    );
+    // The empty group id: refused where Kafka refuses it, a plain unknown
+    // group where Kafka accepts it for backwards compatibility.
+    assert_eq!(
+        c.heartbeat("", 1, "m", None),
+        Some(ResponseError::InvalidGroupId)
+    );
+    assert_eq!(c.describe_group("").unwrap().state, "Dead");
+    assert_eq!(c.fetch_offsets("", None), Ok(Vec::new()));
+    assert_eq!(
+        c.delete_groups(vec![String::new()]).await[0].1,
+        Some(ResponseError::GroupIdNotFound)
+    );
     assert_eq!(c.fetch_offsets("g", None), Ok(Vec::new()));
 }
 
