@@ -41,6 +41,9 @@ use crate::error::{group_metadata_store_error, offset_commit_store_error};
 /// member added by JoinGroup may take to complete its first join, ms.
 pub const NEW_MEMBER_JOIN_TIMEOUT_MS: u64 = 5 * 60 * 1000;
 
+/// Longest timer the coordinator schedules: 100 years, ms.
+const MAX_TIMER_MS: u64 = 100 * 365 * 86_400_000;
+
 /// The coordinator's settings (the broker's `group.*` and `offsets.*` keys).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupCoordinatorConfig {
@@ -316,7 +319,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
             self.inner
                 .config
                 .offsets_retention_check_interval_ms
-                .clamp(1, 100 * 365 * 86_400_000),
+                .clamp(1, MAX_TIMER_MS),
         );
         let mut interval = tokio::time::interval(period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -1062,7 +1065,10 @@ impl<S: GroupStore> Ctx<'_, S> {
     // ---- timers ----
 
     fn schedule(&mut self, key: TimerKey, delay_ms: u64, action: TimerAction) {
-        let deadline = Instant::now() + Duration::from_millis(delay_ms);
+        // Configured delays may be absurdly large; cap them at 100 years so
+        // the deadline cannot overflow the clock.
+        let delay = Duration::from_millis(delay_ms.min(MAX_TIMER_MS));
+        let deadline = Instant::now() + delay;
         if let Some(entry) = self.state.timers.get_mut(&key) {
             if entry.wake <= deadline {
                 // The running task wakes first and sleeps on to the new deadline.

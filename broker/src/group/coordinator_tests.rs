@@ -681,3 +681,20 @@ async fn shutdown_answers_parked_joins_with_not_coordinator() {
         Some(ResponseError::NotCoordinator)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_huge_initial_delay_does_not_overflow_the_clock() {
+    let config = GroupCoordinatorConfig {
+        initial_rebalance_delay_ms: u64::MAX,
+        ..GroupCoordinatorConfig::default()
+    };
+    let (c, _store) = coordinator(config).await;
+    let parked = spawn_join(&c, join_params(""));
+    settle().await;
+    assert_eq!(state(&c), "PreparingRebalance");
+    c.shutdown();
+    assert_eq!(
+        parked.await.unwrap().error,
+        Some(ResponseError::NotCoordinator)
+    );
+}
