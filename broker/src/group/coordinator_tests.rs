@@ -698,3 +698,26 @@ async fn a_huge_initial_delay_does_not_overflow_the_clock() {
         Some(ResponseError::NotCoordinator)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_static_rejoin_whose_write_fails_keeps_the_old_member_id() {
+    let (c, store) = coordinator(no_delay()).await;
+    let mut params = join_params("");
+    params.group_instance_id = Some("instance-1".to_string());
+    let joined = c.join_group(params.clone()).await;
+    let old = joined.member_id.clone();
+    let mut sync = sync_params(&old, 1, &[(&old, "mine")]);
+    sync.group_instance_id = Some("instance-1".to_string());
+    c.sync_group(sync).await;
+
+    store.fail_next_append(|| GroupStoreError::NotCoordinator { partition: 3 });
+    let rejoined = c.join_group(params).await;
+    assert_eq!(rejoined.error, Some(ResponseError::NotCoordinator));
+    assert_eq!(rejoined.member_id, "");
+    // The old incarnation is still the member.
+    assert_eq!(c.heartbeat("g", 1, &old, Some("instance-1")), None);
+    let members = c.describe_group("g").unwrap().members;
+    assert_eq!(members.len(), 1);
+    assert_eq!(members[0].member_id, old);
+    assert_eq!(state(&c), "Stable");
+}
