@@ -986,6 +986,45 @@ impl<S: GroupStore> GroupCoordinator<S> {
         }
     }
 
+    /// Deletes the committed offsets of deleted topics, writing their
+    /// tombstones (Kafka's `onPartitionsDeleted`), so that a topic created
+    /// again under the same name starts without stale offsets. Failures are
+    /// logged; the offsets then stay until their retention passes.
+    pub async fn on_topics_deleted(&self, topics: &[String]) {
+        let plans: Vec<(String, Vec<TopicPartition>)> = {
+            let state = self.inner.lock();
+            state
+                .groups
+                .values()
+                .filter_map(|g| {
+                    let doomed: Vec<TopicPartition> = g
+                        .offsets
+                        .keys()
+                        .filter(|p| topics.contains(&p.topic))
+                        .cloned()
+                        .collect();
+                    (!doomed.is_empty()).then(|| (g.group_id.clone(), doomed))
+                })
+                .collect()
+        };
+        for (group_id, doomed) in plans {
+            let write = GroupWrite {
+                metadata: None,
+                offsets: doomed.iter().map(|p| (p.clone(), None)).collect(),
+            };
+            let outcome = self
+                .apply_write(&group_id, write, move |group| {
+                    for p in &doomed {
+                        group.offsets.remove(p);
+                    }
+                })
+                .await;
+            if let Err(e) = outcome {
+                warn!(group = %group_id, error = %e, "deleting offsets of deleted topics failed");
+            }
+        }
+    }
+
     /// Appends `write` under the group's write lock and applies `apply` to
     /// the group once it is durable.
     async fn apply_write(

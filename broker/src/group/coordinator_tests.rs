@@ -721,3 +721,30 @@ async fn a_static_rejoin_whose_write_fails_keeps_the_old_member_id() {
     assert_eq!(members[0].member_id, old);
     assert_eq!(state(&c), "Stable");
 }
+
+#[tokio::test(start_paused = true)]
+async fn offsets_of_deleted_topics_are_deleted() {
+    let (c, store) = coordinator(no_delay()).await;
+    let mut params = commit(&c, -1, "", 1);
+    params.offsets.push(OffsetCommitEntry {
+        partition: TopicPartition::new("kept", 0),
+        committed_offset: 2,
+        committed_leader_epoch: -1,
+        metadata: None,
+    });
+    c.commit_offsets(params).await.unwrap();
+    c.on_topics_deleted(&["t".to_string()]).await;
+    let left: Vec<String> = c
+        .fetch_offsets("g", None)
+        .unwrap()
+        .into_iter()
+        .map(|(p, _)| p.topic)
+        .collect();
+    assert_eq!(left, vec!["kept".to_string()]);
+    let stored = store.load().await.unwrap();
+    assert_eq!(
+        stored[0].offsets.len(),
+        1,
+        "the tombstone reached the store"
+    );
+}
