@@ -7,17 +7,25 @@
 //!   the seam between the coordinator's state machine and the log; the
 //!   production store writes Kafka's own `__consumer_offsets` key and value
 //!   schemas, so Kafka's tools decode Weir's offsets topic.
+//! - [`records`]: the codec of those keys and values (no I/O).
+//! - [`offsets_topic`]: the production store, [`BrokerGroupStore`], over
+//!   `__consumer_offsets`.
 //!
 //! Group ids map to a partition of `__consumer_offsets` as in Kafka:
 //! `abs(java_string_hash(group_id)) % offsets.topic.num.partitions`
 //! ([`offsets_partition_for`]).
 
+pub mod offsets_topic;
+pub mod records;
 pub mod store;
 
 pub use store::{
     GroupMetadataRecord, GroupStore, GroupStoreError, GroupWrite, LoadedGroup,
     MemberMetadataRecord, MemoryGroupStore, OffsetAndMetadata,
 };
+
+/// The [`GroupStore`] the broker runs with: `__consumer_offsets`.
+pub type BrokerGroupStore = offsets_topic::OffsetsTopicStore;
 
 /// The internal topic that holds group metadata and committed offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
