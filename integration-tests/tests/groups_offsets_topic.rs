@@ -1,0 +1,254 @@
+//! Kafka's own decoder reads Weir's `__consumer_offsets` (issue 4 point 3):
+//! group metadata and committed offsets written by Weir's production group
+//! store ([`weir_broker::group::BrokerGroupStore`], on a broker's storage and
+//! metadata quorum in a temp dir) are decoded by `kafka.tools.DumpLogSegments
+//! --offsets-decoder` (Kafka 4.1, `bin/kafka-dump-log.sh`) into exactly the
+//! groups, offsets, metadata, generations, protocols and members stored,
+//! with nothing on stderr.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use weir_broker::config::BrokerConfig;
+use weir_broker::group::{
+    offsets_partition_for, BrokerGroupStore, GroupMetadataRecord, GroupStore, GroupWrite,
+    MemberMetadataRecord, OffsetAndMetadata, OFFSETS_TOPIC,
+};
+use weir_broker::replica_manager::ReplicaManager;
+use weir_controller::{ControllerConfig, QuorumController};
+use weir_storage::{LogManager, TopicPartition};
+
+use crate::kafka_compat::dump_log_segments;
+
+const NODE: i32 = 1;
+const PARTITIONS: i32 = 3;
+const GROUP: &str = "dump-group";
+const T0: i64 = 1_700_000_000_000;
+
+/// Kafka's `ConsumerProtocolSubscription` v0: version, topics, null user data.
+fn subscription(topic: &str) -> Bytes {
+    let mut b = 0i16.to_be_bytes().to_vec();
+    b.extend(1i32.to_be_bytes());
+    b.extend((topic.len() as i16).to_be_bytes());
+    b.extend(topic.as_bytes());
+    b.extend((-1i32).to_be_bytes());
+    Bytes::from(b)
+}
+
+/// Kafka's `ConsumerProtocolAssignment` v0: version, one topic's
+/// partitions, null user data.
+fn assignment(topic: &str, partitions: &[i32]) -> Bytes {
+    let mut b = 0i16.to_be_bytes().to_vec();
+    b.extend(1i32.to_be_bytes());
+    b.extend((topic.len() as i16).to_be_bytes());
+    b.extend(topic.as_bytes());
+    b.extend((partitions.len() as i32).to_be_bytes());
+    for p in partitions {
+        b.extend(p.to_be_bytes());
+    }
+    b.extend((-1i32).to_be_bytes());
+    Bytes::from(b)
+}
+
+fn group_metadata() -> GroupMetadataRecord {
+    let member = |id: &str, instance: Option<&str>, partitions: &[i32]| MemberMetadataRecord {
+        member_id: id.into(),
+        group_instance_id: instance.map(str::to_string),
+        client_id: "dump-client".into(),
+        client_host: "/127.0.0.1".into(),
+        rebalance_timeout_ms: 300_000,
+        session_timeout_ms: 45_000,
+        subscription: subscription("orders"),
+        assignment: assignment("orders", partitions),
+    };
+    GroupMetadataRecord {
+        protocol_type: "consumer".into(),
+        generation: 5,
+        protocol: Some("range".into()),
+        leader: Some("member-1".into()),
+        current_state_timestamp_ms: T0 + 500,
+        members: vec![
+            member("member-1", Some("static-1"), &[0]),
+            member("member-2", None, &[1]),
+        ],
+    }
+}
+
+fn offset(value: i64, expire: Option<i64>) -> OffsetAndMetadata {
+    OffsetAndMetadata {
+        committed_offset: value,
+        committed_leader_epoch: 7,
+        metadata: format!("meta-{value}"),
+        commit_timestamp_ms: T0 + value,
+        expire_timestamp_ms: expire,
+    }
+}
+
+/// Writes the group's records through the store on a fresh broker data
+/// directory `dir`, then shuts the storage down cleanly.
+async fn write_group(dir: &Path) {
+    let config = BrokerConfig {
+        node_id: NODE,
+        log_dirs: vec![dir.to_path_buf()],
+        offsets_topic_num_partitions: PARTITIONS,
+        ..BrokerConfig::default()
+    };
+    let log_manager =
+        LogManager::open(dir.to_path_buf(), NODE, config.default_log_config()).unwrap();
+    let controller = QuorumController::start(ControllerConfig {
+        node_id: NODE,
+        metadata_dir: dir.join("__cluster_metadata-0"),
+        cluster_id: log_manager.cluster_id().to_string(),
+    })
+    .await
+    .unwrap();
+    controller
+        .register_broker(NODE, uuid::Uuid::new_v4(), vec![], None)
+        .await
+        .unwrap();
+    let replica_manager = Arc::new(ReplicaManager::new(NODE, config.clone(), log_manager));
+    replica_manager.apply_image(&controller.image()).unwrap();
+    let store = BrokerGroupStore::for_broker(&config, controller.clone(), replica_manager.clone());
+
+    store
+        .append(
+            GROUP,
+            GroupWrite {
+                metadata: Some(Some(group_metadata())),
+                offsets: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .append(
+            GROUP,
+            GroupWrite {
+                metadata: None,
+                offsets: vec![
+                    (TopicPartition::new("orders", 0), Some(offset(42, None))),
+                    (
+                        TopicPartition::new("orders", 1),
+                        Some(offset(43, Some(T0 + 86_400_000))),
+                    ),
+                ],
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .append(
+            GROUP,
+            GroupWrite {
+                metadata: None,
+                offsets: vec![(TopicPartition::new("orders", 1), None)],
+            },
+        )
+        .await
+        .unwrap();
+    drop(store);
+    replica_manager.shutdown().unwrap();
+    drop(replica_manager);
+    controller.shutdown().await.unwrap();
+}
+
+/// The `key: ... payload: ...` part of each record line DumpLogSegments
+/// printed, in log order.
+fn decoded_records(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("| offset:"))
+        .map(|l| {
+            let at = l
+                .find(" key: ")
+                .unwrap_or_else(|| panic!("no key in {l:?}"));
+            l[at + 1..].to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn groups_kafka_offsets_decoder_reads_weirs_offsets_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(write_group(dir.path()));
+
+    let partition = offsets_partition_for(GROUP, PARTITIONS);
+    let segment = dir
+        .path()
+        .join(format!("{OFFSETS_TOPIC}-{partition}"))
+        .join("00000000000000000000.log");
+    let stdout = dump_log_segments(&["--offsets-decoder"], &[segment]);
+
+    let members = |id: &str, instance: &str, partition: i32| {
+        format!(
+            concat!(
+                r#"{{"memberId":"{id}","groupInstanceId":{instance},"clientId":"dump-client","#,
+                r#""clientHost":"/127.0.0.1","rebalanceTimeout":300000,"sessionTimeout":45000,"#,
+                r#""subscription":{{"topics":["orders"],"userData":null}},"#,
+                r#""assignment":{{"assignedPartitions":[{{"topic":"orders","partitions":[{partition}]}}],"userData":null}}}}"#
+            ),
+            id = id,
+            instance = instance,
+            partition = partition
+        )
+    };
+    let expected = vec![
+        format!(
+            concat!(
+                r#"key: {{"type":"2","data":{{"group":"{group}"}}}} "#,
+                r#"payload: {{"version":"3","data":{{"protocolType":"consumer","generation":5,"#,
+                r#""protocol":"range","leader":"member-1","currentStateTimestamp":{ts},"#,
+                r#""members":[{m1},{m2}]}}}}"#
+            ),
+            group = GROUP,
+            ts = T0 + 500,
+            m1 = members("member-1", r#""static-1""#, 0),
+            m2 = members("member-2", "null", 1),
+        ),
+        format!(
+            concat!(
+                r#"key: {{"type":"1","data":{{"group":"{group}","topic":"orders","partition":0}}}} "#,
+                r#"payload: {{"version":"3","data":{{"offset":42,"leaderEpoch":7,"#,
+                r#""metadata":"meta-42","commitTimestamp":{ts}}}}}"#
+            ),
+            group = GROUP,
+            ts = T0 + 42,
+        ),
+        format!(
+            concat!(
+                r#"key: {{"type":"1","data":{{"group":"{group}","topic":"orders","partition":1}}}} "#,
+                r#"payload: {{"version":"1","data":{{"offset":43,"metadata":"meta-43","#,
+                r#""commitTimestamp":{ts},"expireTimestamp":{expire}}}}}"#
+            ),
+            group = GROUP,
+            ts = T0 + 43,
+            expire = T0 + 86_400_000,
+        ),
+        format!(
+            r#"key: {{"type":"1","data":{{"group":"{GROUP}","topic":"orders","partition":1}}}} payload: <DELETE>"#
+        ),
+    ];
+    // One uncompressed batch per append, valid, without a producer.
+    let batches: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("baseOffset:"))
+        .collect();
+    assert_eq!(batches.len(), 3, "stdout:\n{stdout}");
+    for batch in batches {
+        for field in [
+            "isvalid: true",
+            "compresscodec: none",
+            "producerId: -1",
+            "isControl: false",
+        ] {
+            assert!(batch.contains(field), "{field} in {batch}");
+        }
+    }
+    assert_eq!(decoded_records(&stdout), expected, "stdout:\n{stdout}");
+}
