@@ -252,3 +252,57 @@ fn groups_kafka_offsets_decoder_reads_weirs_offsets_topic() {
     }
     assert_eq!(decoded_records(&stdout), expected, "stdout:\n{stdout}");
 }
+
+/// Kafka (KRaft) treats `__consumer_offsets` in CreateTopics and
+/// DeleteTopics like any topic (only `__cluster_metadata` is refused,
+/// `ControllerApis`), and Metadata reports it `is_internal` (KafkaApis,
+/// `Topic.isInternal`) while other topics are not.
+#[test]
+fn groups_offsets_topic_is_internal_in_metadata_and_not_special_in_admin_apis() {
+    use kafka_protocol::messages::{
+        ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+
+    let broker = crate::support::start_broker();
+    let mut client = crate::support::connect(&broker);
+    let versions = crate::support::api_versions(&mut client);
+    crate::support::create_topic(&mut client, &versions, OFFSETS_TOPIC, &[]);
+    crate::support::create_topic(&mut client, &versions, "plain", &[]);
+
+    for version in crate::support::common_versions::<MetadataRequest>(&versions, ApiKey::Metadata) {
+        if version == 0 {
+            continue; // v0 cannot ask for all topics (an empty list means all)
+        }
+        let response = client
+            .send(&MetadataRequest::default().with_topics(None), version)
+            .expect("Metadata");
+        let internal: Vec<(String, bool)> = response
+            .topics
+            .iter()
+            .map(|t| (t.name.as_ref().unwrap().to_string(), t.is_internal))
+            .collect();
+        assert!(
+            internal.contains(&(OFFSETS_TOPIC.to_string(), true)),
+            "v{version}: {internal:?}"
+        );
+        assert!(
+            internal.contains(&("plain".to_string(), false)),
+            "v{version}: {internal:?}"
+        );
+    }
+
+    let version = crate::support::newest::<DeleteTopicsRequest>(&versions, ApiKey::DeleteTopics);
+    let request = if version >= 6 {
+        DeleteTopicsRequest::default().with_topics(vec![
+            kafka_protocol::messages::delete_topics_request::DeleteTopicState::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str(OFFSETS_TOPIC)))),
+        ])
+    } else {
+        DeleteTopicsRequest::default()
+            .with_topic_names(vec![TopicName(StrBytes::from_static_str(OFFSETS_TOPIC))])
+    }
+    .with_timeout_ms(30_000);
+    let deleted: DeleteTopicsResponse = client.send(&request, version).expect("DeleteTopics");
+    assert_eq!(deleted.responses[0].error_code, 0, "{deleted:?}");
+}
