@@ -99,7 +99,18 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     replica_manager.delete_stray_logs(&image)?;
     replica_manager.apply_image(&image)?;
 
+    // The group coordinator's store: `__consumer_offsets`, created through
+    // the controller on the first group write (issue 4).
+    let group_store = Arc::new(crate::group::BrokerGroupStore::for_broker(
+        &config,
+        controller.clone(),
+        replica_manager.clone(),
+    ));
+    let group_coordinator =
+        crate::group::GroupCoordinator::new(group_store, config.group_coordinator.clone());
+
     let ctx = Arc::new(BrokerContext {
+        group_coordinator: group_coordinator.clone(),
         node_id: config.node_id,
         cluster_id: cluster_id.clone(),
         controller: controller.clone(),
@@ -116,6 +127,8 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
 
     let tracker = TaskTracker::new();
     tracker.spawn(follow_metadata(ctx.clone(), shutdown.clone()));
+    // Loads the groups, then expires offsets (Kafka's offsets retention).
+    tracker.spawn(group_coordinator.run(shutdown.clone()));
     // Recovery point checkpoints (Kafka's kafka-recovery-point-checkpoint).
     let rm = replica_manager.clone();
     tracker.spawn(run_periodically(
