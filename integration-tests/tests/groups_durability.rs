@@ -1,0 +1,206 @@
+//! Committed offsets are durable (issue 4 point 3): offsets committed with
+//! raw OffsetCommit requests and acknowledged survive a graceful restart
+//! and a SIGKILL of the `weir` process, because the coordinator answers
+//! only after `__consumer_offsets` has them fsynced, and the coordinator
+//! loads them back from that topic at start.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, GroupId, OffsetCommitRequest, OffsetFetchRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use weir_integration_tests::{RawClient, TestBroker};
+
+use crate::support;
+
+const GROUP: &str = "durable-group";
+const TOPIC: &str = "durable-topic";
+const PARTITIONS: i32 = 3;
+
+/// Kafka error codes the coordinator answers while it is (re)loading.
+const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const NOT_COORDINATOR: i16 = 16;
+
+fn retriable(code: i16) -> bool {
+    matches!(
+        code,
+        COORDINATOR_LOAD_IN_PROGRESS | COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR
+    )
+}
+
+/// Commits `offsets` (partition -> offset) for [`GROUP`] as a consumer
+/// outside any generation (generation -1, no member id), as
+/// `kafka-consumer-groups --reset-offsets` and `assign()` consumers do.
+/// Returns the first error code (0 when every partition succeeded).
+fn commit(client: &mut RawClient, version: i16, offsets: &BTreeMap<i32, i64>) -> i16 {
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_member_id(StrBytes::from_static_str(""))
+        .with_retention_time_ms(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partitions(
+                offsets
+                    .iter()
+                    .map(|(&p, &o)| {
+                        OffsetCommitRequestPartition::default()
+                            .with_partition_index(p)
+                            .with_committed_offset(o)
+                            .with_committed_leader_epoch(-1)
+                            .with_committed_metadata(Some(StrBytes::from_string(format!(
+                                "meta-{o}"
+                            ))))
+                    })
+                    .collect(),
+            )]);
+    let response = client.send(&request, version).expect("OffsetCommit");
+    response
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| p.error_code)
+        .find(|&c| c != 0)
+        .unwrap_or(0)
+}
+
+/// The committed offsets of [`TOPIC`] for [`GROUP`] (partition -> (offset,
+/// metadata)); `Err(code)` for a group-level or partition error.
+fn fetch(client: &mut RawClient, version: i16) -> Result<BTreeMap<i32, (i64, String)>, i16> {
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partition_indexes((0..PARTITIONS).collect())]));
+    let response = client.send(&request, version).expect("OffsetFetch");
+    if response.error_code != 0 {
+        return Err(response.error_code);
+    }
+    let mut out = BTreeMap::new();
+    for p in response.topics.iter().flat_map(|t| t.partitions.iter()) {
+        if p.error_code != 0 {
+            return Err(p.error_code);
+        }
+        if p.committed_offset >= 0 {
+            let metadata = p
+                .metadata
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            out.insert(p.partition_index, (p.committed_offset, metadata));
+        }
+    }
+    Ok(out)
+}
+
+struct Versions {
+    commit: i16,
+    fetch: i16,
+}
+
+/// OffsetCommit up to v9 and OffsetFetch up to v7 (one group per request),
+/// newest both sides support.
+fn versions(api: &ApiVersionsResponse) -> Versions {
+    let pick = |versions: Vec<i16>, max: i16| {
+        versions
+            .into_iter()
+            .filter(|&v| v <= max)
+            .max()
+            .expect("a common version")
+    };
+    Versions {
+        commit: pick(
+            support::common_versions::<OffsetCommitRequest>(api, ApiKey::OffsetCommit),
+            9,
+        ),
+        fetch: pick(
+            support::common_versions::<OffsetFetchRequest>(api, ApiKey::OffsetFetch),
+            7,
+        ),
+    }
+}
+
+/// Connects and waits until the coordinator answers OffsetFetch (it loads
+/// the offsets topic first); returns what it answers.
+fn connect_loaded(broker: &TestBroker) -> (RawClient, Versions, BTreeMap<i32, (i64, String)>) {
+    let mut client = support::connect(broker);
+    let api = support::api_versions(&mut client);
+    let versions = versions(&api);
+    let fetched = support::poll_until(
+        Duration::from_secs(60),
+        "the group coordinator to load",
+        || match fetch(&mut client, versions.fetch) {
+            Ok(offsets) => Some(offsets),
+            Err(code) if retriable(code) => None,
+            Err(code) => panic!("OffsetFetch error {code}"),
+        },
+    );
+    (client, versions, fetched)
+}
+
+fn expected(offsets: &BTreeMap<i32, i64>) -> BTreeMap<i32, (i64, String)> {
+    offsets
+        .iter()
+        .map(|(&p, &o)| (p, (o, format!("meta-{o}"))))
+        .collect()
+}
+
+/// Commits until the coordinator accepts (it may still be loading).
+fn commit_ok(client: &mut RawClient, version: i16, offsets: &BTreeMap<i32, i64>) {
+    support::poll_until(
+        Duration::from_secs(60),
+        "OffsetCommit to succeed",
+        || match commit(client, version, offsets) {
+            0 => Some(()),
+            code if retriable(code) => None,
+            code => panic!("OffsetCommit error {code}"),
+        },
+    );
+}
+
+#[test]
+fn groups_committed_offsets_survive_a_restart_and_a_kill9() {
+    let mut broker = support::start_broker_with_partitions(PARTITIONS as u32);
+    {
+        // Kafka refuses commits for partitions that do not exist.
+        let mut client = support::connect(&broker);
+        let api = support::api_versions(&mut client);
+        support::ensure_topic(&mut client, &api, TOPIC);
+    }
+    let (mut client, versions, before) = connect_loaded(&broker);
+    assert!(before.is_empty(), "{before:?}");
+
+    let first: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 10 + i64::from(p))).collect();
+    commit_ok(&mut client, versions.commit, &first);
+    assert_eq!(fetch(&mut client, versions.fetch), Ok(expected(&first)));
+    drop(client);
+
+    broker.restart().expect("graceful restart");
+    let (mut client, versions, after_restart) = connect_loaded(&broker);
+    assert_eq!(after_restart, expected(&first));
+
+    // Commits acknowledged right before a SIGKILL are durable: the last of
+    // a run of commits, and a partial overwrite.
+    let mut latest = first.clone();
+    for round in 1..=20 {
+        latest.insert(round % PARTITIONS, 100 * round as i64);
+        commit_ok(&mut client, versions.commit, &latest);
+    }
+    drop(client);
+    broker.kill9().expect("SIGKILL");
+    broker.start_again().expect("start after SIGKILL");
+    let (mut client, versions, after_kill) = connect_loaded(&broker);
+    assert_eq!(after_kill, expected(&latest));
+
+    // And the coordinator keeps committing after the crash.
+    latest.insert(0, 5_000);
+    commit_ok(&mut client, versions.commit, &latest);
+    assert_eq!(fetch(&mut client, versions.fetch), Ok(expected(&latest)));
+}
