@@ -19,8 +19,8 @@ use weir_integration_tests::{RawClient, TestBroker};
 
 use crate::support;
 
-const GROUP: &str = "durable-group";
-const TOPIC: &str = "durable-topic";
+pub(crate) const GROUP: &str = "durable-group";
+pub(crate) const TOPIC: &str = "durable-topic";
 const PARTITIONS: i32 = 3;
 
 /// Kafka error codes the coordinator answers while it is (re)loading.
@@ -39,7 +39,7 @@ fn retriable(code: i16) -> bool {
 /// outside any generation (generation -1, no member id), as
 /// `kafka-consumer-groups --reset-offsets` and `assign()` consumers do.
 /// Returns the first error code (0 when every partition succeeded).
-fn commit(client: &mut RawClient, version: i16, offsets: &BTreeMap<i32, i64>) -> i16 {
+pub(crate) fn commit(client: &mut RawClient, version: i16, offsets: &BTreeMap<i32, i64>) -> i16 {
     let request = OffsetCommitRequest::default()
         .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
         .with_generation_id_or_member_epoch(-1)
@@ -73,7 +73,10 @@ fn commit(client: &mut RawClient, version: i16, offsets: &BTreeMap<i32, i64>) ->
 
 /// The committed offsets of [`TOPIC`] for [`GROUP`] (partition -> (offset,
 /// metadata)); `Err(code)` for a group-level or partition error.
-fn fetch(client: &mut RawClient, version: i16) -> Result<BTreeMap<i32, (i64, String)>, i16> {
+pub(crate) fn fetch(
+    client: &mut RawClient,
+    version: i16,
+) -> Result<BTreeMap<i32, (i64, String)>, i16> {
     let request = OffsetFetchRequest::default()
         .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
         .with_topics(Some(vec![OffsetFetchRequestTopic::default()
@@ -100,9 +103,9 @@ fn fetch(client: &mut RawClient, version: i16) -> Result<BTreeMap<i32, (i64, Str
     Ok(out)
 }
 
-struct Versions {
-    commit: i16,
-    fetch: i16,
+pub(crate) struct Versions {
+    pub(crate) commit: i16,
+    pub(crate) fetch: i16,
 }
 
 /// OffsetCommit up to v9 and OffsetFetch up to v7 (one group per request),
@@ -129,7 +132,9 @@ fn versions(api: &ApiVersionsResponse) -> Versions {
 
 /// Connects and waits until the coordinator answers OffsetFetch (it loads
 /// the offsets topic first); returns what it answers.
-fn connect_loaded(broker: &TestBroker) -> (RawClient, Versions, BTreeMap<i32, (i64, String)>) {
+pub(crate) fn connect_loaded(
+    broker: &TestBroker,
+) -> (RawClient, Versions, BTreeMap<i32, (i64, String)>) {
     let mut client = support::connect(broker);
     let api = support::api_versions(&mut client);
     let versions = versions(&api);
@@ -153,7 +158,7 @@ fn expected(offsets: &BTreeMap<i32, i64>) -> BTreeMap<i32, (i64, String)> {
 }
 
 /// Commits until the coordinator accepts (it may still be loading).
-fn commit_ok(client: &mut RawClient, version: i16, offsets: &BTreeMap<i32, i64>) {
+pub(crate) fn commit_ok(client: &mut RawClient, version: i16, offsets: &BTreeMap<i32, i64>) {
     support::poll_until(
         Duration::from_secs(60),
         "OffsetCommit to succeed",

@@ -306,3 +306,53 @@ fn groups_offsets_topic_is_internal_in_metadata_and_not_special_in_admin_apis() 
     let deleted: DeleteTopicsResponse = client.send(&request, version).expect("DeleteTopics");
     assert_eq!(deleted.responses[0].error_code, 0, "{deleted:?}");
 }
+
+/// End to end: offsets committed to the `weir` binary with raw
+/// OffsetCommit requests land in `__consumer_offsets` as Kafka's decoder
+/// expects them (OffsetCommitKey v1, OffsetCommitValue v3).
+#[test]
+fn groups_offsets_committed_to_weir_decode_with_kafkas_offsets_decoder() {
+    use std::collections::BTreeMap;
+
+    use crate::groups_durability::{self as durability, commit_ok, connect_loaded};
+
+    let mut broker = crate::support::start_broker_with_partitions(2);
+    {
+        let mut client = crate::support::connect(&broker);
+        let api = crate::support::api_versions(&mut client);
+        crate::support::ensure_topic(&mut client, &api, durability::TOPIC);
+    }
+    let (mut client, versions, _) = connect_loaded(&broker);
+    let offsets: BTreeMap<i32, i64> = [(0, 10), (1, 11)].into_iter().collect();
+    commit_ok(&mut client, versions.commit, &offsets);
+    drop(client);
+    broker.shutdown().expect("shutdown");
+
+    let partition = offsets_partition_for(durability::GROUP, 50);
+    let segment = broker
+        .data_dir()
+        .join(format!("{OFFSETS_TOPIC}-{partition}"))
+        .join("00000000000000000000.log");
+    let stdout = dump_log_segments(&["--offsets-decoder"], &[segment]);
+    let records = decoded_records(&stdout);
+    assert_eq!(records.len(), 2, "stdout:\n{stdout}");
+    for (record, (p, o)) in records.iter().zip(offsets) {
+        let prefix = format!(
+            concat!(
+                r#"key: {{"type":"1","data":{{"group":"{group}","topic":"{topic}","partition":{p}}}}} "#,
+                r#"payload: {{"version":"3","data":{{"offset":{o},"leaderEpoch":-1,"#,
+                r#""metadata":"meta-{o}","commitTimestamp":"#
+            ),
+            group = durability::GROUP,
+            topic = durability::TOPIC,
+            p = p,
+            o = o,
+        );
+        assert!(record.starts_with(&prefix), "{record}\nexpected {prefix}");
+        let timestamp: i64 = record[prefix.len()..]
+            .strip_suffix("}}")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("commitTimestamp in {record}"));
+        assert!(timestamp > T0, "{record}");
+    }
+}
