@@ -214,7 +214,7 @@ fn groups_kafka_offsets_decoder_reads_weirs_offsets_topic() {
         format!(
             concat!(
                 r#"key: {{"type":"1","data":{{"group":"{group}","topic":"orders","partition":0}}}} "#,
-                r#"payload: {{"version":"3","data":{{"offset":42,"leaderEpoch":7,"#,
+                r#"payload: {{"version":"4","data":{{"offset":42,"leaderEpoch":7,"#,
                 r#""metadata":"meta-42","commitTimestamp":{ts}}}}}"#
             ),
             group = GROUP,
@@ -309,7 +309,7 @@ fn groups_offsets_topic_is_internal_in_metadata_and_not_special_in_admin_apis() 
 
 /// End to end: offsets committed to the `weir` binary with raw
 /// OffsetCommit requests land in `__consumer_offsets` as Kafka's decoder
-/// expects them (OffsetCommitKey v1, OffsetCommitValue v3).
+/// expects them (OffsetCommitKey v1, OffsetCommitValue v4).
 #[test]
 fn groups_offsets_committed_to_weir_decode_with_kafkas_offsets_decoder() {
     use std::collections::BTreeMap;
@@ -340,7 +340,7 @@ fn groups_offsets_committed_to_weir_decode_with_kafkas_offsets_decoder() {
         let prefix = format!(
             concat!(
                 r#"key: {{"type":"1","data":{{"group":"{group}","topic":"{topic}","partition":{p}}}}} "#,
-                r#"payload: {{"version":"3","data":{{"offset":{o},"leaderEpoch":-1,"#,
+                r#"payload: {{"version":"4","data":{{"offset":{o},"leaderEpoch":-1,"#,
                 r#""metadata":"meta-{o}","commitTimestamp":"#
             ),
             group = durability::GROUP,
@@ -355,4 +355,155 @@ fn groups_offsets_committed_to_weir_decode_with_kafkas_offsets_decoder() {
             .unwrap_or_else(|| panic!("commitTimestamp in {record}"));
         assert!(timestamp > T0, "{record}");
     }
+}
+
+/// Weir's codec against Kafka's own serializers (kafka-group-coordinator
+/// 4.1, `integration-tests/java-kafka-tools/src/EncodeGroupRecords.java`):
+/// for every key and every value version, Weir encodes exactly Kafka's
+/// bytes and decodes Kafka's bytes into the same record (fields a version
+/// lacks read as the schema's defaults; a tagged field is skipped).
+#[test]
+fn groups_record_codec_matches_kafkas_serializers_for_every_version() {
+    use weir_broker::group::records::{
+        decode_group_metadata_value, decode_key, decode_offset_commit_value,
+        encode_group_metadata_key, encode_group_metadata_value, encode_offset_commit_key,
+        encode_offset_commit_value, GroupRecordKey,
+    };
+    use weir_integration_tests::clients;
+
+    let java = clients::kafka_tool(
+        &clients::repo_root()
+            .join("integration-tests/java-kafka-tools/src/EncodeGroupRecords.java")
+            .display()
+            .to_string(),
+    )
+    .expect("Kafka tools classpath");
+    let output =
+        clients::run(java, None, crate::support::CLIENT_TIMEOUT).expect("EncodeGroupRecords");
+    output.assert_success();
+    let stdout = output.stdout_text();
+
+    let hex = |s: &str| -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+            .collect()
+    };
+    let tp = TopicPartition::new("orders", 5);
+    let offset = |version: i16| OffsetAndMetadata {
+        committed_offset: 42,
+        committed_leader_epoch: if version >= 3 { 7 } else { -1 },
+        metadata: "meta".into(),
+        commit_timestamp_ms: 1_700_000_000_000,
+        expire_timestamp_ms: (version == 1).then_some(1_700_000_900_000),
+    };
+    let group = |version: i16| {
+        let member = |id: &str, instance: Option<&str>| MemberMetadataRecord {
+            member_id: id.into(),
+            group_instance_id: instance.filter(|_| version >= 3).map(str::to_string),
+            client_id: "consumer-1".into(),
+            client_host: "/127.0.0.1".into(),
+            rebalance_timeout_ms: if version >= 1 { 300_000 } else { -1 },
+            session_timeout_ms: 45_000,
+            subscription: Bytes::from_static(&[0, 1, 2]),
+            assignment: Bytes::from_static(&[9, 8]),
+        };
+        GroupMetadataRecord {
+            protocol_type: "consumer".into(),
+            generation: 3,
+            protocol: Some("range".into()),
+            leader: Some("consumer-1-abc".into()),
+            current_state_timestamp_ms: if version >= 2 { 1_700_000_000_500 } else { -1 },
+            members: vec![
+                member("consumer-1-abc", Some("static-1")),
+                member("consumer-2-def", None),
+            ],
+        }
+    };
+    let empty = |version: i16| GroupMetadataRecord {
+        protocol_type: String::new(),
+        generation: 0,
+        protocol: None,
+        leader: None,
+        current_state_timestamp_ms: if version >= 2 { 5 } else { -1 },
+        members: Vec::new(),
+    };
+
+    let mut seen = Vec::new();
+    for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let [schema, version, bytes] = fields[..] else {
+            panic!("unexpected line {line:?}");
+        };
+        let version: i16 = version.parse().expect("version");
+        let kafka = hex(bytes);
+        let what = format!("{schema} v{version}");
+        match schema {
+            "OffsetCommitKey" | "LegacyOffsetCommitKey" => {
+                let expected = GroupRecordKey::OffsetCommit {
+                    group: "g1".into(),
+                    topic_partition: tp.clone(),
+                };
+                assert_eq!(decode_key(&kafka), Ok(expected), "{what}");
+                if version == 1 {
+                    assert_eq!(
+                        encode_offset_commit_key("g1", &tp).unwrap(),
+                        kafka,
+                        "{what}"
+                    );
+                }
+            }
+            "GroupMetadataKey" => {
+                let expected = GroupRecordKey::GroupMetadata { group: "g1".into() };
+                assert_eq!(decode_key(&kafka), Ok(expected), "{what}");
+                assert_eq!(encode_group_metadata_key("g1").unwrap(), kafka, "{what}");
+            }
+            "OffsetCommitValue" => {
+                assert_eq!(
+                    decode_offset_commit_value(&kafka),
+                    Ok(offset(version)),
+                    "{what}"
+                );
+                assert_eq!(
+                    encode_offset_commit_value(&offset(version), version).unwrap(),
+                    kafka,
+                    "{what}"
+                );
+            }
+            "OffsetCommitValueWithTopicId" => {
+                assert_eq!(
+                    decode_offset_commit_value(&kafka),
+                    Ok(offset(version)),
+                    "{what}"
+                );
+            }
+            "GroupMetadataValue" => {
+                assert_eq!(
+                    decode_group_metadata_value(&kafka),
+                    Ok(group(version)),
+                    "{what}"
+                );
+                assert_eq!(
+                    encode_group_metadata_value(&group(version), version).unwrap(),
+                    kafka,
+                    "{what}"
+                );
+            }
+            "EmptyGroupMetadataValue" => {
+                assert_eq!(
+                    decode_group_metadata_value(&kafka),
+                    Ok(empty(version)),
+                    "{what}"
+                );
+                assert_eq!(
+                    encode_group_metadata_value(&empty(version), version).unwrap(),
+                    kafka,
+                    "{what}"
+                );
+            }
+            other => panic!("unknown schema {other} in {line:?}"),
+        }
+        seen.push(what);
+    }
+    assert_eq!(seen.len(), 3 + 5 + 1 + 10, "{seen:?}");
 }

@@ -262,7 +262,7 @@ fn partition_count(image: &MetadataImage, config: &OffsetsTopicConfig) -> i32 {
 pub type EncodedRecord = (Vec<u8>, Option<Vec<u8>>);
 
 /// The key and value (`None`: tombstone) of every record of `write`, group
-/// metadata first, in the versions Kafka 4.x writes.
+/// metadata first, in the versions Kafka 4.1 writes.
 ///
 /// # Errors
 /// A string too long for its schema.

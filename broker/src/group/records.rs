@@ -19,6 +19,7 @@
 //!   metadata          string
 //!   commitTimestamp   int64
 //!   expireTimestamp   int64   v1 only (default -1)
+//!   topicId           uuid    v4+ tagged field 0 (Kafka 4.1, KIP-848 commits by topic id; skipped)
 //!
 //! GroupMetadataValue v0-4 (v4 flexible)
 //!   protocolType           string
@@ -43,27 +44,30 @@
 //! fields (read and skipped; none are written). A deleted key's value is
 //! null (a tombstone), which is not a value this module encodes.
 //!
-//! What Kafka 4.x writes, and so what Weir writes
-//! (`GroupCoordinatorRecordHelpers`, `MetadataVersion`): OffsetCommitKey v1;
-//! OffsetCommitValue v3, or v1 when the commit carries an explicit expire
+//! What Kafka 4.1 writes, and so what Weir writes
+//! (`GroupCoordinatorRecordHelpers.offsetCommitValueVersion` and
+//! `newGroupMetadataRecord` in `kafka-group-coordinator` 4.1): OffsetCommitKey
+//! v1; OffsetCommitValue v4, or v1 when the commit carries an explicit expire
 //! timestamp (OffsetCommit v1); GroupMetadataKey v2; GroupMetadataValue v3.
+//! (Before 4.1 Kafka wrote OffsetCommitValue v3, which Weir reads too.)
 
 use bytes::Bytes;
 use weir_storage::TopicPartition;
 
 use super::store::{GroupMetadataRecord, MemberMetadataRecord, OffsetAndMetadata};
 
-/// The OffsetCommitKey version Kafka 4.x writes.
+/// The OffsetCommitKey version Kafka 4.1 writes.
 pub const OFFSET_COMMIT_KEY_VERSION: i16 = 1;
 /// The GroupMetadataKey version (its only version).
 pub const GROUP_METADATA_KEY_VERSION: i16 = 2;
-/// The OffsetCommitValue version Kafka 4.x writes for a commit without an
-/// explicit expire timestamp.
-pub const OFFSET_COMMIT_VALUE_VERSION: i16 = 3;
+/// The OffsetCommitValue version Kafka 4.1 writes for a commit without an
+/// explicit expire timestamp (flexible, no tagged fields for a commit by
+/// topic name).
+pub const OFFSET_COMMIT_VALUE_VERSION: i16 = 4;
 /// The OffsetCommitValue version that carries `expireTimestamp`
 /// (OffsetCommit v1 commits, KIP-211).
 pub const OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY: i16 = 1;
-/// The GroupMetadataValue version Kafka 4.x writes.
+/// The GroupMetadataValue version Kafka 4.1 writes.
 pub const GROUP_METADATA_VALUE_VERSION: i16 = 3;
 /// Highest value version this module reads (both value schemas).
 pub const MAX_VALUE_VERSION: i16 = 4;
@@ -246,7 +250,7 @@ impl Writer {
     }
 }
 
-/// Encodes an `OffsetCommitKey` (version 1, as Kafka 4.x writes it).
+/// Encodes an `OffsetCommitKey` (version 1, as Kafka 4.1 writes it).
 ///
 /// # Errors
 /// [`RecordEncodeError::StringTooLong`] for a group id or topic longer than
@@ -273,9 +277,9 @@ pub fn encode_group_metadata_key(group: &str) -> Result<Vec<u8>, RecordEncodeErr
     Ok(w.out)
 }
 
-/// The OffsetCommitValue version Kafka 4.x writes for `offset`: 1 when it
-/// has an explicit expire timestamp, else 3 (`MetadataVersion.
-/// offsetCommitValueVersion`).
+/// The OffsetCommitValue version Kafka 4.1 writes for `offset`: 1 when it
+/// has an explicit expire timestamp, else 4
+/// (`GroupCoordinatorRecordHelpers.offsetCommitValueVersion`).
 pub fn offset_commit_value_version(offset: &OffsetAndMetadata) -> i16 {
     if offset.expire_timestamp_ms.is_some() {
         OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
@@ -778,10 +782,10 @@ mod tests {
         }
     }
 
-    /// The versions Kafka 4.x writes.
+    /// The versions Kafka 4.1 writes.
     #[test]
     fn written_versions_are_kafkas() {
-        assert_eq!(offset_commit_value_version(&offset(None)), 3);
+        assert_eq!(offset_commit_value_version(&offset(None)), 4);
         assert_eq!(offset_commit_value_version(&offset(Some(1))), 1);
         assert_eq!(GROUP_METADATA_VALUE_VERSION, 3);
     }
