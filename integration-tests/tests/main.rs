@@ -23,6 +23,7 @@ mod dump_log;
 mod durability;
 mod groups_durability;
 mod groups_offsets_topic;
+mod groups_raw;
 mod idempotence;
 mod kafka_compat;
 mod lifecycle;

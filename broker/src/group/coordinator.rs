@@ -327,9 +327,28 @@ impl<S: GroupStore> GroupCoordinator<S> {
                 _ = interval.tick() => self.expire_offsets().await,
             }
         }
-        // Parked responses are dropped with the groups at shutdown.
+        self.shutdown();
+    }
+
+    /// Stops the timers and answers every parked JoinGroup and SyncGroup
+    /// with NOT_COORDINATOR (what Kafka answers when a coordinator
+    /// unloads), so that connections can close.
+    pub fn shutdown(&self) {
         let mut state = self.inner.lock();
         state.timers.clear();
+        for group in state.groups.values_mut() {
+            for member in group.members.values_mut() {
+                if let Some(sender) = member.awaiting_join.take() {
+                    let _ = sender.send(JoinGroupResult::error(
+                        ResponseError::NotCoordinator,
+                        member.member_id.clone(),
+                    ));
+                }
+                if let Some(sender) = member.awaiting_sync.take() {
+                    let _ = sender.send(SyncGroupResult::error(ResponseError::NotCoordinator));
+                }
+            }
+        }
     }
 
     /// Loads the store now (what [`Self::run`] does first); for tests and
@@ -467,7 +486,8 @@ impl<S: GroupStore> GroupCoordinator<S> {
             .unwrap_or_else(|_| SyncGroupResult::error(ResponseError::RebalanceInProgress))
     }
 
-    /// Heartbeat (Kafka's `classicGroupHeartbeat`); `None` is success.
+    /// Heartbeat (Kafka's `classicGroupHeartbeat`); `None` is success, and
+    /// the answer while the store is still loading.
     pub fn heartbeat(
         &self,
         group_id: &str,
@@ -476,8 +496,12 @@ impl<S: GroupStore> GroupCoordinator<S> {
         group_instance_id: Option<&str>,
     ) -> Option<ResponseError> {
         let mut ctx = self.inner.ctx();
-        if let Err(e) = ctx.check_loaded(group_id) {
-            return Some(e);
+        match ctx.check_loaded(group_id) {
+            // Kafka answers heartbeats blindly while the groups load, so
+            // that sessions survive a coordinator move.
+            Err(ResponseError::CoordinatorLoadInProgress) => return None,
+            Err(e) => return Some(e),
+            Ok(()) => {}
         }
         let Some(group) = ctx.state.groups.get(group_id) else {
             return Some(ResponseError::UnknownMemberId);
@@ -617,7 +641,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
         partitions: Option<Vec<TopicPartition>>,
     ) -> Result<Vec<(TopicPartition, Option<OffsetAndMetadata>)>, ResponseError> {
         let ctx = self.inner.ctx();
-        ctx.check_loaded(group_id)?;
+        ctx.check_loaded_any()?;
         let group = ctx
             .state
             .groups
@@ -692,9 +716,15 @@ impl<S: GroupStore> GroupCoordinator<S> {
             (results, write)
         };
         if !write.offsets.is_empty() {
-            self.apply_write(group_id, write, |_| {})
-                .await
-                .map_err(|e| offset_commit_store_error(&e))?;
+            let deleted: Vec<TopicPartition> =
+                write.offsets.iter().map(|(p, _)| p.clone()).collect();
+            self.apply_write(group_id, write, move |group| {
+                for p in &deleted {
+                    group.offsets.remove(p);
+                }
+            })
+            .await
+            .map_err(|e| offset_commit_store_error(&e))?;
         }
         Ok(results)
     }
@@ -716,7 +746,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
     async fn delete_group(&self, group_id: &str) -> Result<(), ResponseError> {
         let write = {
             let mut ctx = self.inner.ctx();
-            ctx.check_loaded(group_id)?;
+            ctx.check_loaded_any()?;
             let now_ms = ctx.now_ms;
             let group = ctx
                 .state
@@ -763,7 +793,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
     /// COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID.
     pub fn describe_group(&self, group_id: &str) -> Result<GroupDescription, ResponseError> {
         let ctx = self.inner.ctx();
-        ctx.check_loaded(group_id)?;
+        ctx.check_loaded_any()?;
         let Some(group) = ctx.state.groups.get(group_id) else {
             return Ok(GroupDescription {
                 group_id: group_id.to_string(),
@@ -1005,10 +1035,20 @@ impl<S: GroupStore> Ctx<'_, S> {
         self.effects
     }
 
+    /// INVALID_GROUP_ID for an empty group id, then [`Self::check_loaded_any`]
+    /// (the APIs that need a group id: JoinGroup, SyncGroup, Heartbeat,
+    /// LeaveGroup, OffsetCommit, OffsetDelete).
     fn check_loaded(&self, group_id: &str) -> Result<(), ResponseError> {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
+        self.check_loaded_any()
+    }
+
+    /// COORDINATOR_LOAD_IN_PROGRESS until the store was loaded. OffsetFetch,
+    /// DescribeGroups and DeleteGroups accept the empty group id, as Kafka
+    /// does for backwards compatibility.
+    fn check_loaded_any(&self) -> Result<(), ResponseError> {
         if !self.state.loaded {
             return Err(ResponseError::CoordinatorLoadInProgress);
         }
@@ -1983,3 +2023,7 @@ fn propagate_assignment(group: &mut ClassicGroup, error: Option<ResponseError>) 
         }
     }
 }
+
+#[cfg(test)]
+#[path = "coordinator_tests.rs"]
+mod tests;
