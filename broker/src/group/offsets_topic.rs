@@ -17,8 +17,13 @@
 //! the path Produce uses ([`Partition::append_records_as_leader`]) and
 //! resolves once it is durable as an acks=all produce
 //! ([`Partition::wait_durable`]). A load replays every partition this broker
-//! leads from its log start to its high watermark; batches and records it
-//! cannot decode are logged and skipped.
+//! leads from its log start to its high watermark (on a blocking thread);
+//! batches and records it cannot decode are logged and skipped.
+//!
+//! Durability follows the topic's `write.caching` (the broker default
+//! `log.write.caching`): off, as by default, an append resolves after the
+//! fsync that covers it; on, once it is in the page cache, as Apache Kafka
+//! answers commits.
 //!
 //! This module depends on the controller, the `ReplicaManager` and storage;
 //! it knows nothing of Kafka requests.
@@ -349,14 +354,23 @@ impl GroupStore for OffsetsTopicStore {
         let Some(topic) = image.topic(OFFSETS_TOPIC) else {
             return Ok(Vec::new());
         };
-        let mut groups = BTreeMap::new();
+        let mut partitions = Vec::new();
         for (&index, registration) in &topic.partitions {
-            if registration.leader != self.node_id {
-                continue;
+            if registration.leader == self.node_id {
+                partitions.push(self.leader_partition(index)?);
             }
-            let partition = self.leader_partition(index)?;
-            replay_partition(&partition, &mut groups)?;
         }
+        // Reading whole logs is blocking file I/O: off the async workers.
+        let replay = tokio::task::spawn_blocking(move || {
+            let mut groups = BTreeMap::new();
+            for partition in &partitions {
+                replay_partition(partition, &mut groups)?;
+            }
+            Ok::<_, GroupStoreError>(groups)
+        });
+        let groups = replay
+            .await
+            .map_err(|e| GroupStoreError::Storage(format!("loading {OFFSETS_TOPIC}: {e}")))??;
         Ok(groups
             .into_values()
             .filter(|g| g.metadata.is_some() || !g.offsets.is_empty())
