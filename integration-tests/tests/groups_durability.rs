@@ -325,3 +325,64 @@ fn groups_static_member_survives_a_restart_and_a_kill9() {
     let mut client = support::connect(&broker);
     check(&describe_loaded(&mut client), "after a SIGKILL");
 }
+
+/// A real client: a confluent-kafka (librdkafka) group member that commits
+/// after each run resumes exactly after its last commit, across a SIGKILL
+/// and a graceful restart of the broker.
+#[test]
+fn groups_confluent_consumer_resumes_after_its_commit_across_restarts() {
+    use weir_integration_tests::clients;
+
+    const RESUME_TOPIC: &str = "resume-topic";
+    let mut broker = TestBroker::builder()
+        .override_config("group.initial.rebalance.delay.ms", "0")
+        .start()
+        .expect("starting weir");
+    {
+        let mut client = support::connect(&broker);
+        let api = support::api_versions(&mut client);
+        support::ensure_topic(&mut client, &api, RESUME_TOPIC);
+    }
+    let values: Vec<String> = (0..20).map(|i| format!("v{i}")).collect();
+    support::kcat_produce(&broker.bootstrap(), RESUME_TOPIC, &values, &[]);
+
+    // Runs the member taking `take` records; returns the consumed offsets
+    // and the committed offset it read back.
+    let run = |broker: &TestBroker, take: usize| -> (Vec<i64>, i64) {
+        let mut command = clients::python_script("confluent_group_resume.py").expect("venv");
+        command
+            .arg(broker.bootstrap())
+            .arg(RESUME_TOPIC)
+            .arg("resume-group")
+            .arg(take.to_string());
+        let output = clients::run(command, None, support::CLIENT_TIMEOUT)
+            .expect("confluent_group_resume.py");
+        output.assert_success();
+        let stdout = output.stdout_text();
+        let mut consumed = Vec::new();
+        let mut committed = None;
+        for line in stdout.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            match fields[..] {
+                ["consumed", "0", offset, value] => {
+                    let offset: i64 = offset.parse().expect("offset");
+                    assert_eq!(value, format!("v{offset}"), "{stdout}");
+                    consumed.push(offset);
+                }
+                ["committed", "0", offset] => committed = Some(offset.parse().expect("offset")),
+                _ => {}
+            }
+        }
+        (
+            consumed,
+            committed.unwrap_or_else(|| panic!("no commit in {stdout}")),
+        )
+    };
+
+    assert_eq!(run(&broker, 8), ((0..8).collect(), 8));
+    broker.kill9().expect("SIGKILL");
+    broker.start_again().expect("start after SIGKILL");
+    assert_eq!(run(&broker, 8), ((8..16).collect(), 16));
+    broker.restart().expect("graceful restart");
+    assert_eq!(run(&broker, 4), ((16..20).collect(), 20));
+}
