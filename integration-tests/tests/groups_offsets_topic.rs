@@ -256,8 +256,8 @@ fn groups_kafka_offsets_decoder_reads_weirs_offsets_topic() {
 /// Kafka (KRaft) treats `__consumer_offsets` in CreateTopics and
 /// DeleteTopics like any topic (only `__cluster_metadata` is refused,
 /// `ControllerApis`), Metadata reports it `is_internal` (KafkaApis,
-/// `Topic.isInternal`) while other topics are not, and Produce to it is
-/// refused except for the admin client id.
+/// `Topic.isInternal`) while other topics are not, Produce to it is
+/// refused except for the admin client id, and DeleteRecords always.
 #[test]
 fn groups_offsets_topic_is_internal_in_metadata_and_admin_apis_and_closed_to_produce() {
     use kafka_protocol::messages::{
@@ -318,6 +318,16 @@ fn groups_offsets_topic_is_internal_in_metadata_and_admin_apis_and_closed_to_pro
         let mut admin = crate::support::connect(&broker);
         admin.set_client_id(Some("__admin_client"));
         crate::support::produce_ok(&mut admin, produce_version, &offsets_topic, 0, batch());
+
+        // Nor delete its records (ReplicaManager.deleteRecordsOnLocalLog).
+        let delete_version = crate::support::newest::<kafka_protocol::messages::DeleteRecordsRequest>(
+            &versions,
+            ApiKey::DeleteRecords,
+        );
+        let refused =
+            crate::retention::delete_records(&mut admin, delete_version, OFFSETS_TOPIC, -1);
+        assert_eq!(refused.error_code, 17, "{refused:?}");
+        assert_eq!(refused.low_watermark, -1, "{refused:?}");
     }
 
     let version = crate::support::newest::<DeleteTopicsRequest>(&versions, ApiKey::DeleteTopics);
