@@ -21,6 +21,8 @@ mod client_kcat;
 mod compaction;
 mod dump_log;
 mod durability;
+mod groups_durability;
+mod groups_offsets_topic;
 mod groups_raw;
 mod idempotence;
 mod kafka_compat;
