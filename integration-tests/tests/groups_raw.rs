@@ -543,6 +543,22 @@ fn classic_cycle_in_the_newest_flexible_versions() {
     assert_eq!(g.members[0].client_host.as_str(), "/127.0.0.1");
     assert_eq!(&g.members[0].member_assignment[..], b"plan");
     assert_eq!(described.groups[1].group_state.as_str(), "Dead");
+    // Not asked: Int.MIN. Asked (v3+, KIP-430): every operation a group
+    // supports (READ DELETE DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS), as
+    // Kafka without an authorizer.
+    assert_eq!(g.authorized_operations, i32::MIN);
+    let with_operations = client
+        .send(
+            &DescribeGroupsRequest::default()
+                .with_groups(vec![group("new-group")])
+                .with_include_authorized_operations(true),
+            5,
+        )
+        .expect("DescribeGroups v5");
+    assert_eq!(
+        with_operations.groups[0].authorized_operations,
+        1 << 3 | 1 << 6 | 1 << 8 | 1 << 10 | 1 << 11
+    );
 
     let listed = client
         .send(

@@ -447,8 +447,10 @@ impl<S: GroupStore> GroupCoordinator<S> {
                     .or_else(|| group.member_order.first().cloned());
                 if !group.members.is_empty() {
                     group.state = ClassicGroupState::Stable;
-                    rebalance = true;
                 }
+                // As Kafka's onLoaded: only a group over `group.max.size`
+                // (lowered since it was stored) rebalances.
+                rebalance = group.members.len() > self.inner.config.max_size;
             }
             let group_id = loaded.group_id.clone();
             let members: Vec<(String, i32)> = group
@@ -457,12 +459,12 @@ impl<S: GroupStore> GroupCoordinator<S> {
                 .map(|m| (m.member_id.clone(), m.session_timeout_ms))
                 .collect();
             ctx.state.groups.insert(group_id.clone(), group);
+            // Loaded members keep their generation and assignment and
+            // expire unless they heartbeat within their session timeout.
+            for (member_id, session) in members {
+                ctx.schedule_heartbeat(&group_id, &member_id, session.max(0) as u64);
+            }
             if rebalance {
-                // Kafka rebalances freshly loaded groups with members: they
-                // rejoin (or expire) before a new generation starts.
-                for (member_id, session) in members {
-                    ctx.schedule_heartbeat(&group_id, &member_id, session.max(0) as u64);
-                }
                 ctx.prepare_rebalance(&group_id);
             }
         }

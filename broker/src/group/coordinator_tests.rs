@@ -620,13 +620,37 @@ async fn loaded_offsets_and_groups_are_served_after_a_restart() {
     restarted.load().await.unwrap();
     let fetched = restarted.fetch_offsets("g", None).unwrap();
     assert_eq!(fetched[0].1.as_ref().unwrap().committed_offset, 9);
-    // The loaded member must rejoin: the group rebalances.
+    // As Kafka's onLoaded: the loaded group is Stable and its members keep
+    // their generation and assignment; no rebalance.
+    assert_eq!(state(&restarted), "Stable");
+    assert_eq!(restarted.heartbeat("g", 1, &ids[0], None), None);
+    // A loaded member that never comes back expires after its session
+    // timeout, and only then does the group rebalance.
+    tokio::time::sleep(Duration::from_millis(
+        join_params(&ids[0]).session_timeout_ms as u64 + 1,
+    ))
+    .await;
+    settle().await;
+    assert_ne!(state(&restarted), "Stable");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_loaded_group_over_group_max_size_rebalances() {
+    let store = Arc::new(MemoryGroupStore::new());
+    let c = GroupCoordinator::new(store.clone(), no_delay());
+    c.load().await.unwrap();
+    let ids = stable_group(&c, 2).await;
+    let smaller = GroupCoordinatorConfig {
+        max_size: 1,
+        ..no_delay()
+    };
+    let restarted = GroupCoordinator::new(store, smaller);
+    restarted.load().await.unwrap();
+    assert_eq!(state(&restarted), "PreparingRebalance");
     assert_eq!(
         restarted.heartbeat("g", 1, &ids[0], None),
         Some(ResponseError::RebalanceInProgress)
     );
-    let r = restarted.join_group(join_params(&ids[0])).await;
-    assert_eq!(r.generation_id, 2);
 }
 
 #[tokio::test(start_paused = true)]

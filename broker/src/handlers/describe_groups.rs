@@ -5,7 +5,7 @@
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
-use super::describe_cluster::AUTHORIZED_OPERATIONS_OMITTED;
+use super::authorized_operations::{authorized_operations, AclResourceType};
 use super::str_bytes;
 use crate::context::BrokerContext;
 
@@ -18,9 +18,13 @@ pub fn handle(
     let mut response = DescribeGroupsResponse::default();
     for group_id in request.groups {
         let mut g = DescribedGroup::default();
-        g.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
         match ctx.group_coordinator.describe_group(&group_id) {
             Ok(d) => {
+                // v3+ (KIP-430); the request field is false below v3.
+                g.authorized_operations = authorized_operations(
+                    AclResourceType::Group,
+                    request.include_authorized_operations,
+                );
                 g.group_state = str_bytes(d.state);
                 g.protocol_type = str_bytes(d.protocol_type);
                 g.protocol_data = str_bytes(d.protocol_data);
@@ -39,7 +43,10 @@ pub fn handle(
                     })
                     .collect();
             }
-            Err(e) => g.error_code = e.code(),
+            Err(e) => {
+                g.authorized_operations = authorized_operations(AclResourceType::Group, false);
+                g.error_code = e.code();
+            }
         }
         g.group_id = group_id;
         response.groups.push(g);
