@@ -21,6 +21,7 @@ mod client_kcat;
 mod compaction;
 mod dump_log;
 mod durability;
+mod groups_clients;
 mod idempotence;
 mod kafka_compat;
 mod lifecycle;
