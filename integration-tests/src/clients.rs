@@ -541,6 +541,18 @@ impl RunningClient {
     }
 }
 
+impl RunningClient {
+    /// Kills the process (SIGKILL) and returns everything it printed.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Io`] when it cannot be waited for.
+    pub fn kill(mut self) -> Result<CommandOutput, HarnessError> {
+        let _ = self.child.kill();
+        self.finish(Duration::from_secs(30))
+    }
+}
+
 impl Drop for RunningClient {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {

@@ -26,6 +26,10 @@ use weir_integration_tests::{RawClient, TestBroker, TestBrokerBuilder};
 
 use crate::support::{self, error_code, TopicInfo, CLIENT_TIMEOUT};
 
+/// Kafka's COORDINATOR_LOAD_IN_PROGRESS and COORDINATOR_NOT_AVAILABLE
+/// (protocol guide, "Error Codes"): retriable while a group loads.
+const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 /// How long a test waits for one group event (a join, a rebalance, a record).
 const EVENT_TIMEOUT: Duration = Duration::from_secs(60);
 /// `group.initial.rebalance.delay.ms` for the tests that are not about it
@@ -218,22 +222,38 @@ fn committed_offsets(client: &mut RawClient, group: &str, topic: &str) -> BTreeM
         .with_topics(Some(vec![OffsetFetchRequestTopic::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
             .with_partition_indexes(vec![0, 1, 2])]));
-    let response = client.send(&request, version).expect("OffsetFetch");
-    if version >= 2 {
-        assert_eq!(
-            response.error_code,
-            error_code::NONE,
-            "OffsetFetch v{version}"
-        );
-    }
-    let mut out = BTreeMap::new();
-    for t in &response.topics {
-        for p in &t.partitions {
-            assert_eq!(p.error_code, error_code::NONE, "OffsetFetch {p:?}");
-            out.insert(p.partition_index, p.committed_offset);
-        }
-    }
-    out
+    // Right after a start the coordinator may still be loading the group.
+    support::poll_until(
+        EVENT_TIMEOUT,
+        "OffsetFetch without a coordinator error",
+        || {
+            let response = client.send(&request, version).expect("OffsetFetch");
+            let codes = std::iter::once(if version >= 2 { response.error_code } else { 0 }).chain(
+                response
+                    .topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            );
+            let mut retry = false;
+            for code in codes {
+                match code {
+                    error_code::NONE => {}
+                    COORDINATOR_LOAD_IN_PROGRESS | COORDINATOR_NOT_AVAILABLE => retry = true,
+                    other => {
+                        panic!("OffsetFetch v{version} of {group}: error {other}: {response:?}")
+                    }
+                }
+            }
+            (!retry).then(|| {
+                response
+                    .topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter())
+                    .map(|p| (p.partition_index, p.committed_offset))
+                    .collect()
+            })
+        },
+    )
 }
 
 /// The latest `assigned` event in `lines`.
@@ -598,11 +618,10 @@ fn acknowledged_commits_survive_kill9() {
     stop.store(true, Ordering::SeqCst);
     let _ = producer.join();
     // Every commit acknowledged before the kill is in the pipe by now.
-    drop(consumer.send_line("stop"));
-    let output = match consumer.finish(Duration::from_secs(5)) {
-        Ok(output) => output.stdout_text(),
-        Err(e) => e.to_string(),
-    };
+    let output = consumer
+        .kill()
+        .expect("stopping the consumer")
+        .stdout_text();
     let mut acknowledged: BTreeMap<i32, i64> = BTreeMap::new();
     for line in output.lines() {
         if let Some(event) = Event::parse(line).filter(|e| e.kind == "committed") {
@@ -713,6 +732,13 @@ fn consumer_groups(bootstrap: &str, args: &[&str]) -> CommandOutput {
     command.arg("--bootstrap-server").arg(bootstrap).args(args);
     let output = clients::run(command, None, CLIENT_TIMEOUT).expect("kafka-consumer-groups");
     output.assert_success();
+    // The tool reports failures as "Error: ..." on stdout and still exits 0.
+    assert!(
+        !output.stdout_text().contains("Error:") && !output.stderr.contains("Exception"),
+        "kafka-consumer-groups {args:?} failed:\n{}\n{}",
+        output.stdout_text(),
+        output.stderr
+    );
     output
 }
 
@@ -790,8 +816,8 @@ fn kafka_consumer_groups_describe_reset_and_delete() {
         .collect();
     assert_eq!(member_rows.len(), 1, "one member:\n{text}");
     assert!(
-        member_rows[0].contains(&format!("{topic}(0,1,2)")),
-        "the member holds {topic}(0,1,2):\n{text}"
+        member_rows[0].contains(&format!(" {topic}:0,1,2 ")),
+        "the member holds {topic}:0,1,2:\n{text}"
     );
 
     member.send_line("stop").expect("stop");
