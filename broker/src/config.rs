@@ -204,6 +204,17 @@ pub struct BrokerConfig {
     /// `metrics.listener` (Weir): address of the Prometheus endpoint, or
     /// None when set to an empty value. Default: 127.0.0.1:9464.
     pub metrics_listener: Option<SocketAddr>,
+    // ---- Consumer groups: the group coordinator's `group.*` and
+    // `offsets.*` keys (issue 4). The offsets topic's `offsets.topic.*`
+    // keys are kept in their own block. ----
+    /// The group coordinator's settings: `group.initial.rebalance.delay.ms`
+    /// (ms, default 3000), `group.min.session.timeout.ms` (ms, default
+    /// 6000), `group.max.session.timeout.ms` (ms, default 1800000),
+    /// `group.max.size` (default 2147483647), `offset.metadata.max.bytes`
+    /// (default 4096), `offsets.retention.minutes` (default 10080, held in
+    /// ms) and `offsets.retention.check.interval.ms` (ms, default 600000).
+    pub group_coordinator: crate::group::GroupCoordinatorConfig,
+    // ---- end of the group coordinator's keys ----
     /// Every key set explicitly (file or override), for DescribeConfigs
     /// sources.
     pub explicit: BTreeMap<String, String>,
@@ -218,7 +229,6 @@ const ACCEPTED_KEYS: &[&str] = &[
     "offsets.topic.replication.factor",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
-    "group.initial.rebalance.delay.ms",
     "num.network.threads",
     "num.io.threads",
     "num.recovery.threads.per.data.dir",
@@ -271,6 +281,7 @@ impl Default for BrokerConfig {
             log_flush_offset_checkpoint_interval_ms: 60_000,
             log_write_caching: false,
             metrics_listener: Some(SocketAddr::from(([127, 0, 0, 1], 9464))),
+            group_coordinator: crate::group::GroupCoordinatorConfig::default(),
             explicit: BTreeMap::new(),
         }
     }
@@ -514,6 +525,31 @@ impl BrokerConfig {
                     )
                 }
             }
+            // ---- Consumer groups: the group coordinator's keys ----
+            "group.initial.rebalance.delay.ms" => {
+                self.group_coordinator.initial_rebalance_delay_ms = parse_num(key, value)?
+            }
+            "group.min.session.timeout.ms" => {
+                self.group_coordinator.min_session_timeout_ms = parse_num(key, value)?
+            }
+            "group.max.session.timeout.ms" => {
+                self.group_coordinator.max_session_timeout_ms = parse_num(key, value)?
+            }
+            "group.max.size" => {
+                self.group_coordinator.max_size = parse_at_least::<i32>(key, value, 1)? as usize
+            }
+            "offset.metadata.max.bytes" => {
+                self.group_coordinator.offset_metadata_max_bytes = parse_num(key, value)?
+            }
+            "offsets.retention.minutes" => {
+                self.group_coordinator.offsets_retention_ms =
+                    parse_at_least::<i64>(key, value, 1)?.saturating_mul(60_000)
+            }
+            "offsets.retention.check.interval.ms" => {
+                self.group_coordinator.offsets_retention_check_interval_ms =
+                    parse_at_least(key, value, 1)?
+            }
+            // ---- end of the group coordinator's keys ----
             k if ACCEPTED_KEYS.contains(&k) => {}
             _ => {
                 return Err(ConfigError::UnknownKey {
@@ -764,5 +800,45 @@ mod tests {
             let err = BrokerConfig::from_pairs(vec![(k.into(), v.into())]).unwrap_err();
             assert!(err.to_string().contains(k), "{err}");
         }
+    }
+    #[test]
+    fn group_coordinator_keys_follow_kafkas_names_and_defaults() {
+        let defaults = BrokerConfig::default().group_coordinator;
+        assert_eq!(defaults.initial_rebalance_delay_ms, 3_000);
+        assert_eq!(defaults.min_session_timeout_ms, 6_000);
+        assert_eq!(defaults.max_session_timeout_ms, 1_800_000);
+        assert_eq!(defaults.max_size, i32::MAX as usize);
+        assert_eq!(defaults.offset_metadata_max_bytes, 4_096);
+        assert_eq!(defaults.offsets_retention_ms, 10_080 * 60_000);
+        assert_eq!(defaults.offsets_retention_check_interval_ms, 600_000);
+        let c = BrokerConfig::from_pairs(
+            [
+                ("group.initial.rebalance.delay.ms", "0"),
+                ("group.min.session.timeout.ms", "100"),
+                ("group.max.session.timeout.ms", "200"),
+                ("group.max.size", "3"),
+                ("offset.metadata.max.bytes", "10"),
+                ("offsets.retention.minutes", "2"),
+                ("offsets.retention.check.interval.ms", "500"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        )
+        .unwrap()
+        .group_coordinator;
+        assert_eq!(
+            c,
+            crate::group::GroupCoordinatorConfig {
+                initial_rebalance_delay_ms: 0,
+                min_session_timeout_ms: 100,
+                max_session_timeout_ms: 200,
+                max_size: 3,
+                offset_metadata_max_bytes: 10,
+                offsets_retention_ms: 120_000,
+                offsets_retention_check_interval_ms: 500,
+            }
+        );
+        assert!(BrokerConfig::from_pairs(vec![("group.max.size".into(), "0".into())]).is_err());
     }
 }

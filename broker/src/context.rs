@@ -1,11 +1,12 @@
 //! The state every handler shares: configuration, the controller handle,
-//! the `ReplicaManager` and the producer id allocator.
+//! the `ReplicaManager`, the producer id allocator and the group coordinator.
 
 use std::sync::Arc;
 
 use weir_controller::{MetadataImage, QuorumController};
 
 use crate::config::{BrokerConfig, Listener};
+use crate::group::BrokerGroupCoordinator;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica_manager::ReplicaManager;
 
@@ -25,6 +26,9 @@ pub struct BrokerContext {
     pub producer_ids: ProducerIdManager,
     /// Advertised listeners with bound ports filled in.
     pub advertised_listeners: Vec<Listener>,
+    /// The classic consumer-group coordinator (every group is coordinated
+    /// by this broker).
+    pub group_coordinator: BrokerGroupCoordinator,
 }
 
 impl BrokerContext {

@@ -1,6 +1,7 @@
 //! Request dispatch: decodes a frame, routes it to its handler
 //! (`handlers/<api>.rs`) and encodes the response (DESIGN.md §2 steps 3-4).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,7 +33,7 @@ pub enum Response {
 /// Produce appends happen before the returned future's first await, so
 /// requests of one connection append in arrival order (see
 /// `network::connection`).
-pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes) -> Response {
+pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes, peer: SocketAddr) -> Response {
     let started = Instant::now();
     let request = match codec::decode_request(frame.clone()) {
         Ok(r) => r,
@@ -94,6 +95,42 @@ pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes) -> Response {
         ),
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(handlers::init_producer_id::handle(&ctx, version, r).await)
+        }
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(handlers::find_coordinator::handle(&ctx, version, r))
+        }
+        RequestKind::JoinGroup(r) => {
+            let client_id = request.header.client_id.as_deref();
+            ResponseKind::JoinGroup(
+                handlers::join_group::handle(&ctx, version, client_id, peer, r).await,
+            )
+        }
+        RequestKind::SyncGroup(r) => {
+            ResponseKind::SyncGroup(handlers::sync_group::handle(&ctx, version, r).await)
+        }
+        RequestKind::Heartbeat(r) => {
+            ResponseKind::Heartbeat(handlers::heartbeat::handle(&ctx, version, r))
+        }
+        RequestKind::LeaveGroup(r) => {
+            ResponseKind::LeaveGroup(handlers::leave_group::handle(&ctx, version, r))
+        }
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(handlers::offset_commit::handle(&ctx, version, r).await)
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(handlers::offset_fetch::handle(&ctx, version, r))
+        }
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(handlers::describe_groups::handle(&ctx, version, r))
+        }
+        RequestKind::ListGroups(r) => {
+            ResponseKind::ListGroups(handlers::list_groups::handle(&ctx, version, r))
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(handlers::delete_groups::handle(&ctx, version, r).await)
+        }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(handlers::offset_delete::handle(&ctx, version, r).await)
         }
         other => {
             // The supported-API table and this match must agree; a unit test
@@ -187,6 +224,17 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::DescribeCluster => "DescribeCluster",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         ApiKey::InitProducerId => "InitProducerId",
+        ApiKey::FindCoordinator => "FindCoordinator",
+        ApiKey::JoinGroup => "JoinGroup",
+        ApiKey::SyncGroup => "SyncGroup",
+        ApiKey::Heartbeat => "Heartbeat",
+        ApiKey::LeaveGroup => "LeaveGroup",
+        ApiKey::OffsetCommit => "OffsetCommit",
+        ApiKey::OffsetFetch => "OffsetFetch",
+        ApiKey::DescribeGroups => "DescribeGroups",
+        ApiKey::ListGroups => "ListGroups",
+        ApiKey::DeleteGroups => "DeleteGroups",
+        ApiKey::OffsetDelete => "OffsetDelete",
         _ => "Other",
     }
 }

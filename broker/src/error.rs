@@ -6,6 +6,8 @@ use kafka_protocol::ResponseError;
 use weir_controller::ControllerError;
 use weir_storage::StorageError;
 
+use crate::group::GroupStoreError;
+
 /// The Kafka error code a storage error is answered with.
 pub fn storage_error_code(error: &StorageError) -> i16 {
     match error {
@@ -52,6 +54,31 @@ pub fn controller_error_code(error: &ControllerError) -> i16 {
         | ControllerError::InvalidNodeId { .. }
         | ControllerError::Storage { .. }
         | ControllerError::Raft { .. } => ResponseError::UnknownServerError.code(),
+    }
+}
+
+/// The error a group-metadata write failure is answered with (SyncGroup,
+/// JoinGroup of a static member, DeleteGroups), following the contract of
+/// [`GroupStoreError`]'s variants (Kafka's
+/// `appendGroupMetadataErrorToResponseError`).
+pub fn group_metadata_store_error(error: &GroupStoreError) -> ResponseError {
+    match error {
+        GroupStoreError::NotAvailable { .. } => ResponseError::CoordinatorNotAvailable,
+        GroupStoreError::NotCoordinator { .. } => ResponseError::NotCoordinator,
+        GroupStoreError::RecordTooLarge { .. } | GroupStoreError::Storage(_) => {
+            ResponseError::UnknownServerError
+        }
+    }
+}
+
+/// The error an offset write failure is answered with (OffsetCommit,
+/// OffsetDelete), following the contract of [`GroupStoreError`]'s variants.
+pub fn offset_commit_store_error(error: &GroupStoreError) -> ResponseError {
+    match error {
+        GroupStoreError::NotAvailable { .. } => ResponseError::CoordinatorNotAvailable,
+        GroupStoreError::NotCoordinator { .. } => ResponseError::NotCoordinator,
+        GroupStoreError::RecordTooLarge { .. } => ResponseError::InvalidCommitOffsetSize,
+        GroupStoreError::Storage(_) => ResponseError::KafkaStorageError,
     }
 }
 
@@ -231,6 +258,30 @@ mod tests {
         ];
         for (error, code) in table {
             assert_eq!(controller_error_code(&error), code, "{error}");
+        }
+    }
+    #[test]
+    fn group_store_errors_map_to_kafka_codes() {
+        let table: Vec<(GroupStoreError, i16, i16)> = vec![
+            (
+                GroupStoreError::NotAvailable {
+                    partition: 1,
+                    reason: "x".into(),
+                },
+                15,
+                15,
+            ),
+            (GroupStoreError::NotCoordinator { partition: 1 }, 16, 16),
+            (GroupStoreError::RecordTooLarge { size: 9 }, -1, 28),
+            (GroupStoreError::Storage("eio".into()), -1, 56),
+        ];
+        for (error, metadata, commit) in table {
+            assert_eq!(
+                group_metadata_store_error(&error).code(),
+                metadata,
+                "{error}"
+            );
+            assert_eq!(offset_commit_store_error(&error).code(), commit, "{error}");
         }
     }
 }

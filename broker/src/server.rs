@@ -99,7 +99,14 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     replica_manager.delete_stray_logs(&image)?;
     replica_manager.apply_image(&image)?;
 
+    // The group coordinator's store: in memory until the
+    // `__consumer_offsets`-backed store replaces this line (issue 4).
+    let group_store = Arc::new(crate::group::BrokerGroupStore::new());
+    let group_coordinator =
+        crate::group::GroupCoordinator::new(group_store, config.group_coordinator.clone());
+
     let ctx = Arc::new(BrokerContext {
+        group_coordinator: group_coordinator.clone(),
         node_id: config.node_id,
         cluster_id: cluster_id.clone(),
         controller: controller.clone(),
@@ -116,6 +123,8 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
 
     let tracker = TaskTracker::new();
     tracker.spawn(follow_metadata(ctx.clone(), shutdown.clone()));
+    // Loads the groups, then expires offsets (Kafka's offsets retention).
+    tracker.spawn(group_coordinator.run(shutdown.clone()));
     // Recovery point checkpoints (Kafka's kafka-recovery-point-checkpoint).
     let rm = replica_manager.clone();
     tracker.spawn(run_periodically(

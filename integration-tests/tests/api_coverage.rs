@@ -6,9 +6,12 @@
 //! version it claims.
 
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest,
-    MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    ApiKey, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    SyncGroupRequest,
 };
 use kafka_protocol::protocol::Request;
 use weir_integration_tests::RawClient;
@@ -75,6 +78,23 @@ fn every_advertised_api_version_is_answered() {
             ApiKey::DescribeCluster => {
                 probe(&mut client, min, max, DescribeClusterRequest::default())
             }
+            // Group APIs with an empty group id are answered at once
+            // (INVALID_GROUP_ID and friends), never parked.
+            ApiKey::OffsetCommit => probe(&mut client, min, max, OffsetCommitRequest::default()),
+            ApiKey::OffsetFetch => probe(&mut client, min, max, OffsetFetchRequest::default()),
+            ApiKey::FindCoordinator => {
+                probe(&mut client, min, max, FindCoordinatorRequest::default())
+            }
+            ApiKey::JoinGroup => probe(&mut client, min, max, JoinGroupRequest::default()),
+            ApiKey::Heartbeat => probe(&mut client, min, max, HeartbeatRequest::default()),
+            ApiKey::LeaveGroup => probe(&mut client, min, max, LeaveGroupRequest::default()),
+            ApiKey::SyncGroup => probe(&mut client, min, max, SyncGroupRequest::default()),
+            ApiKey::DescribeGroups => {
+                probe(&mut client, min, max, DescribeGroupsRequest::default())
+            }
+            ApiKey::ListGroups => probe(&mut client, min, max, ListGroupsRequest::default()),
+            ApiKey::DeleteGroups => probe(&mut client, min, max, DeleteGroupsRequest::default()),
+            ApiKey::OffsetDelete => probe(&mut client, min, max, OffsetDeleteRequest::default()),
             other => panic!("the broker advertises {other:?}, which this test does not know yet"),
         };
         assert!(

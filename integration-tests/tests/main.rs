@@ -22,6 +22,7 @@ mod compaction;
 mod dump_log;
 mod durability;
 mod groups_clients;
+mod groups_raw;
 mod idempotence;
 mod kafka_compat;
 mod lifecycle;

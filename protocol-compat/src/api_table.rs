@@ -49,6 +49,9 @@ const fn api(api_key: ApiKey, min_version: i16, max_version: i16) -> SupportedAp
 
 /// Every API the broker implements, ordered by API key.
 ///
+/// The group APIs keep their non-flexible versions (librdkafka uses them)
+/// and JoinGroup keeps v0-1 (older librdkafka; DESIGN.md §3).
+///
 /// Produce is advertised from v0 but served from v3 (DESIGN.md §3; the
 /// `kafka-protocol` crate cannot decode v0-2 either). ListOffsets starts at
 /// v1 because `kafka-protocol` 0.18 has no v0.
@@ -62,6 +65,15 @@ pub static SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::Fetch, 4, 17),
     api(ApiKey::ListOffsets, 1, 9),
     api(ApiKey::Metadata, 0, 12),
+    api(ApiKey::OffsetCommit, 2, 9),
+    api(ApiKey::OffsetFetch, 1, 9),
+    api(ApiKey::FindCoordinator, 0, 6),
+    api(ApiKey::JoinGroup, 0, 9),
+    api(ApiKey::Heartbeat, 0, 4),
+    api(ApiKey::LeaveGroup, 0, 5),
+    api(ApiKey::SyncGroup, 0, 5),
+    api(ApiKey::DescribeGroups, 0, 5),
+    api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),
@@ -69,6 +81,8 @@ pub static SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::DeleteGroups, 0, 2),
+    api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::DescribeCluster, 0, 1),
 ];
 
@@ -167,7 +181,7 @@ mod tests {
     #[test]
     fn lookup_misses_unknown_and_unimplemented_keys() {
         assert!(supported_api(-1).is_none());
-        assert!(supported_api(ApiKey::JoinGroup as i16).is_none());
+        assert!(supported_api(ApiKey::AlterConfigs as i16).is_none());
         assert_eq!(
             supported_api(ApiKey::Metadata as i16).unwrap().max_version,
             12

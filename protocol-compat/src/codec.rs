@@ -725,11 +725,11 @@ mod tests {
                 correlation_id: 9
             })
         );
-        // JoinGroup exists in Kafka but is not in the table (yet).
+        // AlterConfigs exists in Kafka but is not in the table (yet).
         assert_eq!(
-            decode_request(Bytes::from_static(&[0, 11, 0, 0, 0, 0, 0, 9])),
+            decode_request(Bytes::from_static(&[0, 33, 0, 0, 0, 0, 0, 9])),
             Err(DecodeError::UnknownApiKey {
-                api_key: 11,
+                api_key: 33,
                 correlation_id: 9
             })
         );

@@ -11,16 +11,25 @@
 use bytes::Bytes;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
+use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+};
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
@@ -33,6 +42,13 @@ use kafka_protocol::messages::{
     MetadataResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest,
     ProduceResponse, RequestKind, ResponseKind, TopicName,
 };
+use kafka_protocol::messages::{
+    DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchRequest,
+    OffsetFetchResponse, SyncGroupResponse,
+};
+use kafka_protocol::protocol::StrBytes;
 
 use crate::api_table::api_versions_entry;
 use crate::UNSUPPORTED_VERSION;
@@ -87,9 +103,183 @@ pub fn error_response(
             response.error_message = None;
             response.into()
         }
+        RequestKind::OffsetCommit(request) => offset_commit(request, error_code).into(),
+        RequestKind::OffsetFetch(request) => offset_fetch(request, api_version, error_code).into(),
+        RequestKind::FindCoordinator(request) => {
+            find_coordinator(request, api_version, error_code).into()
+        }
+        RequestKind::JoinGroup(_) => {
+            let mut response = JoinGroupResponse::default();
+            response.error_code = error_code;
+            response.generation_id = -1;
+            response.protocol_name = (api_version < 7).then(|| StrBytes::from_static_str(""));
+            response.into()
+        }
+        RequestKind::Heartbeat(_) => {
+            let mut response = HeartbeatResponse::default();
+            response.error_code = error_code;
+            response.into()
+        }
+        RequestKind::LeaveGroup(_) => {
+            let mut response = LeaveGroupResponse::default();
+            response.error_code = error_code;
+            response.into()
+        }
+        RequestKind::SyncGroup(_) => {
+            let mut response = SyncGroupResponse::default();
+            response.error_code = error_code;
+            response.into()
+        }
+        RequestKind::DescribeGroups(request) => {
+            let mut response = DescribeGroupsResponse::default();
+            response.groups = request
+                .groups
+                .iter()
+                .map(|group_id| {
+                    let mut group = DescribedGroup::default();
+                    group.group_id = group_id.clone();
+                    group.error_code = error_code;
+                    group.authorized_operations = i32::MIN;
+                    group
+                })
+                .collect();
+            response.into()
+        }
+        RequestKind::ListGroups(_) => {
+            let mut response = ListGroupsResponse::default();
+            response.error_code = error_code;
+            response.into()
+        }
+        RequestKind::DeleteGroups(request) => {
+            let mut response = DeleteGroupsResponse::default();
+            response.results = request
+                .groups_names
+                .iter()
+                .map(|group_id| {
+                    let mut result = DeletableGroupResult::default();
+                    result.group_id = group_id.clone();
+                    result.error_code = error_code;
+                    result
+                })
+                .collect();
+            response.into()
+        }
+        RequestKind::OffsetDelete(_) => {
+            let mut response = OffsetDeleteResponse::default();
+            response.error_code = error_code;
+            response.into()
+        }
         _ => return None,
     };
     Some(response)
+}
+
+/// OffsetCommit: every partition carries the error
+/// (`OffsetCommitRequest.getErrorResponse`).
+fn offset_commit(request: &OffsetCommitRequest, error_code: i16) -> OffsetCommitResponse {
+    let mut response = OffsetCommitResponse::default();
+    response.topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let mut t = OffsetCommitResponseTopic::default();
+            t.name = topic.name.clone();
+            t.topic_id = topic.topic_id;
+            t.partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut partition = OffsetCommitResponsePartition::default();
+                    partition.partition_index = p.partition_index;
+                    partition.error_code = error_code;
+                    partition
+                })
+                .collect();
+            t
+        })
+        .collect();
+    response
+}
+
+/// OffsetFetch: v0-1 put the error on every partition (offset -1), v2-7
+/// in the top-level error, v8+ on every group
+/// (`OffsetFetchRequest.getErrorResponse`).
+fn offset_fetch(
+    request: &OffsetFetchRequest,
+    api_version: i16,
+    error_code: i16,
+) -> OffsetFetchResponse {
+    let mut response = OffsetFetchResponse::default();
+    if api_version >= 8 {
+        response.groups = request
+            .groups
+            .iter()
+            .map(|g| {
+                let mut group = OffsetFetchResponseGroup::default();
+                group.group_id = g.group_id.clone();
+                group.error_code = error_code;
+                group
+            })
+            .collect();
+        return response;
+    }
+    if api_version >= 2 {
+        response.error_code = error_code;
+        return response;
+    }
+    response.topics = request
+        .topics
+        .iter()
+        .flatten()
+        .map(|topic| {
+            let mut t = OffsetFetchResponseTopic::default();
+            t.name = topic.name.clone();
+            t.partitions = topic
+                .partition_indexes
+                .iter()
+                .map(|&index| {
+                    let mut p = OffsetFetchResponsePartition::default();
+                    p.partition_index = index;
+                    p.committed_offset = -1;
+                    p.committed_leader_epoch = -1;
+                    p.metadata = Some(StrBytes::from_static_str(""));
+                    p.error_code = error_code;
+                    p
+                })
+                .collect();
+            t
+        })
+        .collect();
+    response
+}
+
+/// FindCoordinator: the top-level error before v4, one coordinator per key
+/// from v4 (`FindCoordinatorRequest.getErrorResponse`).
+fn find_coordinator(
+    request: &FindCoordinatorRequest,
+    api_version: i16,
+    error_code: i16,
+) -> FindCoordinatorResponse {
+    let mut response = FindCoordinatorResponse::default();
+    if api_version >= 4 {
+        response.coordinators = request
+            .coordinator_keys
+            .iter()
+            .map(|key| {
+                let mut c = Coordinator::default();
+                c.key = key.clone();
+                c.node_id = (-1).into();
+                c.port = -1;
+                c.error_code = error_code;
+                c
+            })
+            .collect();
+    } else {
+        response.error_code = error_code;
+        response.node_id = (-1).into();
+        response.port = -1;
+    }
+    response
 }
 
 /// The API a request body belongs to, for the APIs [`error_response`]
@@ -108,6 +298,17 @@ pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
         RequestKind::DescribeConfigs(_) => ApiKey::DescribeConfigs,
         RequestKind::DescribeCluster(_) => ApiKey::DescribeCluster,
+        RequestKind::OffsetCommit(_) => ApiKey::OffsetCommit,
+        RequestKind::OffsetFetch(_) => ApiKey::OffsetFetch,
+        RequestKind::FindCoordinator(_) => ApiKey::FindCoordinator,
+        RequestKind::JoinGroup(_) => ApiKey::JoinGroup,
+        RequestKind::Heartbeat(_) => ApiKey::Heartbeat,
+        RequestKind::LeaveGroup(_) => ApiKey::LeaveGroup,
+        RequestKind::SyncGroup(_) => ApiKey::SyncGroup,
+        RequestKind::DescribeGroups(_) => ApiKey::DescribeGroups,
+        RequestKind::ListGroups(_) => ApiKey::ListGroups,
+        RequestKind::DeleteGroups(_) => ApiKey::DeleteGroups,
+        RequestKind::OffsetDelete(_) => ApiKey::OffsetDelete,
         _ => return None,
     })
 }
@@ -397,6 +598,22 @@ mod tests {
                 .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
                 .collect(),
             ResponseKind::DescribeConfigs(r) => r.results.iter().map(|t| t.error_code).collect(),
+            ResponseKind::OffsetCommit(r) => r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect(),
+            ResponseKind::OffsetFetch(r) => r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .chain(r.groups.iter().map(|g| g.error_code))
+                .collect(),
+            ResponseKind::FindCoordinator(r) => {
+                r.coordinators.iter().map(|c| c.error_code).collect()
+            }
+            ResponseKind::DescribeGroups(r) => r.groups.iter().map(|g| g.error_code).collect(),
+            ResponseKind::DeleteGroups(r) => r.results.iter().map(|g| g.error_code).collect(),
             _ => Vec::new(),
         }
     }
@@ -416,6 +633,17 @@ mod tests {
                 r.topics.iter().map(|t| t.partitions.len()).sum()
             }
             RequestKind::DescribeConfigs(r) => r.resources.len(),
+            RequestKind::OffsetCommit(r) => r.topics.iter().map(|t| t.partitions.len()).sum(),
+            RequestKind::OffsetFetch(r) if v < 2 => r
+                .topics
+                .iter()
+                .flatten()
+                .map(|t| t.partition_indexes.len())
+                .sum(),
+            RequestKind::OffsetFetch(r) if v >= 8 => r.groups.len(),
+            RequestKind::FindCoordinator(r) if v >= 4 => r.coordinator_keys.len(),
+            RequestKind::DescribeGroups(r) => r.groups.len(),
+            RequestKind::DeleteGroups(r) => r.groups_names.len(),
             _ => 0,
         }
     }
@@ -426,6 +654,14 @@ mod tests {
             ResponseKind::Fetch(r) if v >= 7 => Some(r.error_code),
             ResponseKind::InitProducerId(r) => Some(r.error_code),
             ResponseKind::DescribeCluster(r) => Some(r.error_code),
+            ResponseKind::OffsetFetch(r) if (2..8).contains(&v) => Some(r.error_code),
+            ResponseKind::FindCoordinator(r) if v < 4 => Some(r.error_code),
+            ResponseKind::JoinGroup(r) => Some(r.error_code),
+            ResponseKind::Heartbeat(r) => Some(r.error_code),
+            ResponseKind::LeaveGroup(r) => Some(r.error_code),
+            ResponseKind::SyncGroup(r) => Some(r.error_code),
+            ResponseKind::ListGroups(r) => Some(r.error_code),
+            ResponseKind::OffsetDelete(r) => Some(r.error_code),
             _ => None,
         }
     }
@@ -521,8 +757,8 @@ mod tests {
 
     #[test]
     fn apis_outside_the_table_get_none() {
-        let request = RequestKind::Heartbeat(Default::default());
-        assert_eq!(error_response(&request, 4, 35), None);
+        let request = RequestKind::AlterConfigs(Default::default());
+        assert_eq!(error_response(&request, 2, 35), None);
         assert_eq!(request_api_key(&request), None);
     }
 }

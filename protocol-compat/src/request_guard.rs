@@ -194,6 +194,18 @@ fn first_flexible_version(api_key: ApiKey) -> Option<i16> {
         ApiKey::OffsetForLeaderEpoch => 4,
         ApiKey::DescribeConfigs => 4,
         ApiKey::DescribeCluster => 0,
+        ApiKey::OffsetCommit => 8,
+        ApiKey::OffsetFetch => 6,
+        ApiKey::FindCoordinator => 3,
+        ApiKey::JoinGroup => 6,
+        ApiKey::Heartbeat => 4,
+        ApiKey::LeaveGroup => 4,
+        ApiKey::SyncGroup => 4,
+        ApiKey::DescribeGroups => 5,
+        ApiKey::ListGroups => 3,
+        ApiKey::DeleteGroups => 2,
+        // OffsetDelete has no flexible version.
+        ApiKey::OffsetDelete => i16::MAX,
         _ => return None,
     })
 }
@@ -426,6 +438,166 @@ pub(crate) fn check_request_body(
                 c.int8()?; // include_fenced_brokers
             }
         }
+        ApiKey::OffsetCommit => {
+            c.string()?; // group_id
+            if v >= 1 {
+                c.int32()?; // generation_id_or_member_epoch
+                c.string()?; // member_id
+            }
+            if v >= 7 {
+                c.string()?; // group_instance_id
+            }
+            if (2..=4).contains(&v) {
+                c.int64()?; // retention_time_ms
+            }
+            c.array(2, |c| {
+                if v <= 9 {
+                    c.string()?; // name
+                } else {
+                    c.uuid()?; // topic_id
+                }
+                c.array(14, |c| {
+                    c.int32()?; // partition_index
+                    c.int64()?; // committed_offset
+                    if v >= 6 {
+                        c.int32()?; // committed_leader_epoch
+                    }
+                    if v == 1 {
+                        c.int64()?; // commit_timestamp
+                    }
+                    c.string()?; // committed_metadata
+                    c.tagged_fields()
+                })?;
+                c.tagged_fields()
+            })?;
+        }
+        ApiKey::OffsetFetch => {
+            if v <= 7 {
+                c.string()?; // group_id
+                c.array(2, |c| {
+                    c.string()?; // name
+                    c.array(4, Cursor::int32)?; // partition_indexes
+                    c.tagged_fields()
+                })?;
+            } else {
+                c.array(2, |c| {
+                    c.string()?; // group_id
+                    if v >= 9 {
+                        c.string()?; // member_id
+                        c.int32()?; // member_epoch
+                    }
+                    c.array(2, |c| {
+                        if v <= 9 {
+                            c.string()?; // name
+                        } else {
+                            c.uuid()?; // topic_id
+                        }
+                        c.array(4, Cursor::int32)?; // partition_indexes
+                        c.tagged_fields()
+                    })?;
+                    c.tagged_fields()
+                })?;
+            }
+            if v >= 7 {
+                c.int8()?; // require_stable
+            }
+        }
+        ApiKey::FindCoordinator => {
+            if v <= 3 {
+                c.string()?; // key
+            }
+            if v >= 1 {
+                c.int8()?; // key_type
+            }
+            if v >= 4 {
+                c.array(1, Cursor::string)?; // coordinator_keys
+            }
+        }
+        ApiKey::JoinGroup => {
+            c.string()?; // group_id
+            c.int32()?; // session_timeout_ms
+            if v >= 1 {
+                c.int32()?; // rebalance_timeout_ms
+            }
+            c.string()?; // member_id
+            if v >= 5 {
+                c.string()?; // group_instance_id
+            }
+            c.string()?; // protocol_type
+            c.array(2, |c| {
+                c.string()?; // name
+                c.bytes()?; // metadata
+                c.tagged_fields()
+            })?;
+            if v >= 8 {
+                c.string()?; // reason
+            }
+        }
+        ApiKey::Heartbeat => {
+            c.string()?; // group_id
+            c.int32()?; // generation_id
+            c.string()?; // member_id
+            if v >= 3 {
+                c.string()?; // group_instance_id
+            }
+        }
+        ApiKey::LeaveGroup => {
+            c.string()?; // group_id
+            if v <= 2 {
+                c.string()?; // member_id
+            } else {
+                c.array(2, |c| {
+                    c.string()?; // member_id
+                    c.string()?; // group_instance_id
+                    if v >= 5 {
+                        c.string()?; // reason
+                    }
+                    c.tagged_fields()
+                })?;
+            }
+        }
+        ApiKey::SyncGroup => {
+            c.string()?; // group_id
+            c.int32()?; // generation_id
+            c.string()?; // member_id
+            if v >= 3 {
+                c.string()?; // group_instance_id
+            }
+            if v >= 5 {
+                c.string()?; // protocol_type
+                c.string()?; // protocol_name
+            }
+            c.array(2, |c| {
+                c.string()?; // member_id
+                c.bytes()?; // assignment
+                c.tagged_fields()
+            })?;
+        }
+        ApiKey::DescribeGroups => {
+            c.array(1, Cursor::string)?; // groups
+            if v >= 3 {
+                c.int8()?; // include_authorized_operations
+            }
+        }
+        ApiKey::ListGroups => {
+            if v >= 4 {
+                c.array(1, Cursor::string)?; // states_filter
+            }
+            if v >= 5 {
+                c.array(1, Cursor::string)?; // types_filter
+            }
+        }
+        ApiKey::DeleteGroups => {
+            c.array(1, Cursor::string)?; // groups_names
+        }
+        ApiKey::OffsetDelete => {
+            c.string()?; // group_id
+            c.array(2, |c| {
+                c.string()?; // name
+                c.array(4, Cursor::int32)?; // partitions
+                c.tagged_fields()
+            })?;
+        }
         _ => return Err(GuardError::NoGuard { api_key }),
     }
     c.tagged_fields()?;
@@ -502,9 +674,9 @@ mod tests {
             );
         }
         assert_eq!(
-            check_request_body(ApiKey::JoinGroup, 0, &[]),
+            check_request_body(ApiKey::AlterConfigs, 0, &[]),
             Err(GuardError::NoGuard {
-                api_key: ApiKey::JoinGroup
+                api_key: ApiKey::AlterConfigs
             })
         );
     }

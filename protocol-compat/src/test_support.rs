@@ -215,6 +215,231 @@ pub(crate) fn populated_request(api_key: ApiKey, v: i16) -> RequestKind {
             request.into()
         }
         ApiKey::DescribeCluster => DescribeClusterRequest::default().into(),
+        ApiKey::OffsetCommit => {
+            let mut request = OffsetCommitRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("group"));
+            request.generation_id_or_member_epoch = 3;
+            request.member_id = StrBytes::from_static_str("member-1");
+            if v >= 7 {
+                request.group_instance_id = Some(StrBytes::from_static_str("instance"));
+            }
+            request.retention_time_ms = -1;
+            request.topics = (0..2)
+                .map(|_| {
+                    let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+                    topic.name = name("orders");
+                    topic.partitions = (0..3)
+                        .map(|p| {
+                            let mut partition =
+                                offset_commit_request::OffsetCommitRequestPartition::default();
+                            partition.partition_index = p;
+                            partition.committed_offset = 100 + i64::from(p);
+                            partition.committed_leader_epoch = 4;
+                            partition.committed_metadata =
+                                (p != 1).then(|| StrBytes::from_static_str("meta"));
+                            partition.unknown_tagged_fields = tagged(flex);
+                            partition
+                        })
+                        .collect();
+                    topic.unknown_tagged_fields = tagged(flex);
+                    topic
+                })
+                .collect();
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::OffsetFetch => {
+            let mut request = OffsetFetchRequest::default();
+            let topics = |_: ()| {
+                (0..2)
+                    .map(|_| {
+                        let mut topic = offset_fetch_request::OffsetFetchRequestTopics::default();
+                        topic.name = name("orders");
+                        topic.partition_indexes = vec![0, 1, 2];
+                        topic.unknown_tagged_fields = tagged(flex);
+                        topic
+                    })
+                    .collect::<Vec<_>>()
+            };
+            if v <= 7 {
+                request.group_id = GroupId(StrBytes::from_static_str("group"));
+                request.topics = Some(
+                    (0..2)
+                        .map(|_| {
+                            let mut topic =
+                                offset_fetch_request::OffsetFetchRequestTopic::default();
+                            topic.name = name("orders");
+                            topic.partition_indexes = vec![0, 1, 2];
+                            topic.unknown_tagged_fields = tagged(flex);
+                            topic
+                        })
+                        .collect(),
+                );
+            } else {
+                request.groups = (0..2)
+                    .map(|g| {
+                        let mut group = offset_fetch_request::OffsetFetchRequestGroup::default();
+                        group.group_id = GroupId(StrBytes::from_static_str("group"));
+                        if v >= 9 {
+                            group.member_id = Some(StrBytes::from_static_str("member"));
+                            group.member_epoch = 2;
+                        }
+                        group.topics = (g == 0).then(|| topics(()));
+                        group.unknown_tagged_fields = tagged(flex);
+                        group
+                    })
+                    .collect();
+            }
+            request.require_stable = v >= 7;
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::FindCoordinator => {
+            let mut request = FindCoordinatorRequest::default();
+            if v <= 3 {
+                request.key = StrBytes::from_static_str("group");
+            } else {
+                request.coordinator_keys = vec![
+                    StrBytes::from_static_str("a"),
+                    StrBytes::from_static_str("bb"),
+                ];
+            }
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::JoinGroup => {
+            let mut request = JoinGroupRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("group"));
+            request.session_timeout_ms = 10_000;
+            request.rebalance_timeout_ms = 20_000;
+            request.member_id = StrBytes::from_static_str("member");
+            if v >= 5 {
+                request.group_instance_id = Some(StrBytes::from_static_str("instance"));
+            }
+            request.protocol_type = StrBytes::from_static_str("consumer");
+            request.protocols = ["range", "roundrobin"]
+                .iter()
+                .map(|p| {
+                    let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
+                    protocol.name = StrBytes::from_static_str(p);
+                    protocol.metadata = Bytes::from_static(b"subscription");
+                    protocol.unknown_tagged_fields = tagged(flex);
+                    protocol
+                })
+                .collect();
+            if v >= 8 {
+                request.reason = Some(StrBytes::from_static_str("why"));
+            }
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::Heartbeat => {
+            let mut request = HeartbeatRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("group"));
+            request.generation_id = 3;
+            request.member_id = StrBytes::from_static_str("member");
+            if v >= 3 {
+                request.group_instance_id = Some(StrBytes::from_static_str("instance"));
+            }
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::LeaveGroup => {
+            let mut request = LeaveGroupRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("group"));
+            if v <= 2 {
+                request.member_id = StrBytes::from_static_str("member");
+            } else {
+                request.members = (0..2)
+                    .map(|_| {
+                        let mut member = leave_group_request::MemberIdentity::default();
+                        member.member_id = StrBytes::from_static_str("member");
+                        member.group_instance_id = Some(StrBytes::from_static_str("instance"));
+                        if v >= 5 {
+                            member.reason = Some(StrBytes::from_static_str("why"));
+                        }
+                        member.unknown_tagged_fields = tagged(flex);
+                        member
+                    })
+                    .collect();
+            }
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::SyncGroup => {
+            let mut request = SyncGroupRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("group"));
+            request.generation_id = 3;
+            request.member_id = StrBytes::from_static_str("member");
+            if v >= 3 {
+                request.group_instance_id = Some(StrBytes::from_static_str("instance"));
+            }
+            if v >= 5 {
+                request.protocol_type = Some(StrBytes::from_static_str("consumer"));
+                request.protocol_name = Some(StrBytes::from_static_str("range"));
+            }
+            request.assignments = (0..2)
+                .map(|_| {
+                    let mut a = sync_group_request::SyncGroupRequestAssignment::default();
+                    a.member_id = StrBytes::from_static_str("member");
+                    a.assignment = Bytes::from_static(b"assignment");
+                    a.unknown_tagged_fields = tagged(flex);
+                    a
+                })
+                .collect();
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::DescribeGroups => {
+            let mut request = DescribeGroupsRequest::default();
+            request.groups = vec![
+                GroupId(StrBytes::from_static_str("a")),
+                GroupId(StrBytes::from_static_str("bb")),
+            ];
+            request.include_authorized_operations = v >= 3;
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::ListGroups => {
+            let mut request = ListGroupsRequest::default();
+            if v >= 4 {
+                request.states_filter = vec![StrBytes::from_static_str("Stable")];
+            }
+            if v >= 5 {
+                request.types_filter = vec![StrBytes::from_static_str("classic")];
+            }
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::DeleteGroups => {
+            let mut request = DeleteGroupsRequest::default();
+            request.groups_names = vec![
+                GroupId(StrBytes::from_static_str("a")),
+                GroupId(StrBytes::from_static_str("bb")),
+            ];
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::OffsetDelete => {
+            let mut request = OffsetDeleteRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("group"));
+            request.topics = (0..2)
+                .map(|_| {
+                    let mut topic = offset_delete_request::OffsetDeleteRequestTopic::default();
+                    topic.name = name("orders");
+                    topic.partitions = (0..3)
+                        .map(|p| {
+                            let mut partition =
+                                offset_delete_request::OffsetDeleteRequestPartition::default();
+                            partition.partition_index = p;
+                            partition
+                        })
+                        .collect();
+                    topic
+                })
+                .collect();
+            request.into()
+        }
         other => panic!("no populated request for {other:?}"),
     }
 }

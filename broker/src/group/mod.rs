@@ -3,6 +3,9 @@
 //! the internal compacted topic `__consumer_offsets` (issue 4).
 //!
 //! The pieces:
+//! - [`coordinator`]: [`GroupCoordinator`], Kafka's classic group state
+//!   machine and committed offsets, answering the group APIs.
+//! - [`classic_group`]: one group's state ([`ClassicGroup`]).
 //! - [`store`]: what the coordinator persists and loads. [`GroupStore`] is
 //!   the seam between the coordinator's state machine and the log; the
 //!   production store writes Kafka's own `__consumer_offsets` key and value
@@ -12,12 +15,24 @@
 //! `abs(java_string_hash(group_id)) % offsets.topic.num.partitions`
 //! ([`offsets_partition_for`]).
 
+pub mod classic_group;
+pub mod coordinator;
 pub mod store;
 
+pub use classic_group::{ClassicGroup, ClassicGroupState, JoinGroupResult, SyncGroupResult};
+pub use coordinator::{GroupCoordinator, GroupCoordinatorConfig};
 pub use store::{
     GroupMetadataRecord, GroupStore, GroupStoreError, GroupWrite, LoadedGroup,
     MemberMetadataRecord, MemoryGroupStore, OffsetAndMetadata,
 };
+
+/// The store the broker's group coordinator runs on. The
+/// `__consumer_offsets`-backed store replaces this alias (and the one line
+/// in `server.rs` that constructs it).
+pub type BrokerGroupStore = MemoryGroupStore;
+
+/// The broker's group coordinator.
+pub type BrokerGroupCoordinator = GroupCoordinator<BrokerGroupStore>;
 
 /// The internal topic that holds group metadata and committed offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";

@@ -86,7 +86,7 @@ pub async fn run(
                 Ok(Some(frame)) => {
                     in_flight_bytes += frame.len();
                     in_flight_sizes.push_back(frame.len());
-                    pending.push_back(dispatch::handle_frame(ctx.clone(), frame.freeze()));
+                    pending.push_back(dispatch::handle_frame(ctx.clone(), frame.freeze(), peer));
                 }
                 Ok(None) => break,
                 Err(e) => {

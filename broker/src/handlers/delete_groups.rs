@@ -1,0 +1,32 @@
+//! DeleteGroups (key 42), v0-2: deletes Empty groups with their offsets
+//! (tombstones written through the group store). Groups with members get
+//! NON_EMPTY_GROUP, unknown groups GROUP_ID_NOT_FOUND.
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
+
+use super::str_bytes;
+use crate::context::BrokerContext;
+
+/// Deletes the groups; results in request order.
+pub async fn handle(
+    ctx: &BrokerContext,
+    _version: i16,
+    request: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
+    let ids = request.groups_names.iter().map(|g| g.to_string()).collect();
+    let mut response = DeleteGroupsResponse::default();
+    response.results = ctx
+        .group_coordinator
+        .delete_groups(ids)
+        .await
+        .into_iter()
+        .map(|(group_id, error)| {
+            let mut r = DeletableGroupResult::default();
+            r.group_id = GroupId(str_bytes(group_id));
+            r.error_code = error.map(|e| e.code()).unwrap_or(0);
+            r
+        })
+        .collect();
+    response
+}
