@@ -66,6 +66,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 final class GroupTool {
     static final Duration DEADLINE = Duration.ofSeconds(120);
     private static final Object OUT = new Object();
+    /** The highest acknowledged commit per partition, over every member of this JVM. */
+    static final Map<Integer, Long> COMMITTED = new ConcurrentHashMap<>();
 
     private GroupTool() {}
 
@@ -121,7 +123,6 @@ final class GroupTool {
         final AtomicInteger generation = new AtomicInteger(-1);
         final AtomicInteger read = new AtomicInteger();
         final Map<Integer, Long> lastRead = new ConcurrentHashMap<>();
-        final Map<Integer, Long> lastReadEver = new ConcurrentHashMap<>();
         final Thread thread;
         volatile boolean closed;
 
@@ -188,6 +189,7 @@ final class GroupTool {
             for (TopicPartition tp : sorted) {
                 long offset = offsets.get(tp).offset();
                 lastRead.remove(tp.partition(), offset - 1);
+                COMMITTED.merge(tp.partition(), offset, Math::max);
                 emit("committed" + prefix + " partition=" + tp.partition() + " offset=" + offset);
             }
         }
@@ -231,7 +233,6 @@ final class GroupTool {
                         String v = r.value() == null ? "" : new String(r.value(), StandardCharsets.UTF_8);
                         emit("record" + prefix + " partition=" + r.partition() + " offset=" + r.offset() + " value=" + v);
                         lastRead.put(r.partition(), r.offset());
-                        lastReadEver.merge(r.partition(), r.offset(), Math::max);
                         read.incrementAndGet();
                     }
                     if (!records.isEmpty() && commitEachPoll) {
@@ -368,19 +369,18 @@ final class GroupTool {
         producer.join(DEADLINE.toMillis());
         int total = produced.get();
         Member last = members.get(0);
-        // a holds every partition now; it reads to the end of each.
-        await("member a to read to the end", () -> last.assigned.get().size() == 3 && endReached(last, total));
+        // a holds every partition now; it reads to the end of each and commits.
+        await("commits at the end of every partition", () -> endReached(total));
         last.stop.set(true);
         last.thread.join(DEADLINE.toMillis());
         emit("produced " + total);
     }
 
-    /** True when {@code m} has read the last record of each partition of a round-robin write of {@code total} records. */
-    static boolean endReached(Member m, int total) {
+    /** True when the commits of every partition reached the end of a round-robin write of {@code total} records. */
+    static boolean endReached(int total) {
         for (int p = 0; p < 3; p++) {
             long records = total / 3 + (p < total % 3 ? 1 : 0);
-            Long last = m.lastReadEver.get(p);
-            if (records > 0 && (last == null || last < records - 1)) {
+            if (COMMITTED.getOrDefault(p, 0L) < records) {
                 return false;
             }
         }
