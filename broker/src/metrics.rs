@@ -134,9 +134,67 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
             .collect(),
         ResponseKind::InitProducerId(r) => vec![r.error_code],
+        ResponseKind::FindCoordinator(r) => std::iter::once(r.error_code)
+            .chain(r.coordinators.iter().map(|c| c.error_code))
+            .collect(),
+        ResponseKind::JoinGroup(r) => vec![r.error_code],
+        ResponseKind::SyncGroup(r) => vec![r.error_code],
+        ResponseKind::Heartbeat(r) => vec![r.error_code],
+        ResponseKind::LeaveGroup(r) => std::iter::once(r.error_code)
+            .chain(r.members.iter().map(|m| m.error_code))
+            .collect(),
+        ResponseKind::OffsetCommit(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect(),
+        ResponseKind::OffsetFetch(r) => std::iter::once(r.error_code)
+            .chain(
+                r.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            )
+            .chain(r.groups.iter().flat_map(|g| {
+                std::iter::once(g.error_code).chain(
+                    g.topics
+                        .iter()
+                        .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+                )
+            }))
+            .collect(),
+        ResponseKind::DescribeGroups(r) => r.groups.iter().map(|g| g.error_code).collect(),
+        ResponseKind::ListGroups(r) => vec![r.error_code],
+        ResponseKind::DeleteGroups(r) => r.results.iter().map(|g| g.error_code).collect(),
+        ResponseKind::OffsetDelete(r) => std::iter::once(r.error_code)
+            .chain(
+                r.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            )
+            .collect(),
         _ => Vec::new(),
     }
     .into_iter()
     .filter(|c| *c != 0)
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::leave_group_response::MemberResponse;
+    use kafka_protocol::messages::{HeartbeatResponse, LeaveGroupResponse, ResponseKind};
+
+    use super::error_codes;
+
+    #[test]
+    fn group_responses_report_their_error_codes() {
+        let mut heartbeat = HeartbeatResponse::default();
+        heartbeat.error_code = 27;
+        assert_eq!(error_codes(&ResponseKind::Heartbeat(heartbeat)), vec![27]);
+        let mut leave = LeaveGroupResponse::default();
+        let mut member = MemberResponse::default();
+        member.error_code = 25;
+        leave.members = vec![member, MemberResponse::default()];
+        assert_eq!(error_codes(&ResponseKind::LeaveGroup(leave)), vec![25]);
+    }
 }

@@ -21,10 +21,10 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId,
-    HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest,
-    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetFetchResponse,
-    SyncGroupRequest, SyncGroupResponse, TopicName,
+    ApiKey, DeleteGroupsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
+    FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use weir_integration_tests::{RawClient, TestBroker};
@@ -712,4 +712,33 @@ fn two_members_rebalance_with_generations_going_up_by_one() {
     let b3 = join(&mut b, 5, &join_request("pair-group", &b_id, &["pair"]));
     assert_eq!(b3.generation_id, 3);
     assert_eq!(b3.leader.as_str(), b_id);
+}
+
+/// Deleting a topic deletes the groups' committed offsets of it (Kafka's
+/// `onPartitionsDeleted`): a topic created again under the same name
+/// starts without them.
+#[test]
+fn deleting_a_topic_deletes_its_committed_offsets() {
+    let broker = start_broker();
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    support::ensure_topic(&mut client, &versions, "doomed");
+    commit(
+        &mut client,
+        9,
+        &commit_request("doomed-group", -1, "", "doomed", &[(0, 8)]),
+    );
+    let before = fetch_v1_to_7(&mut client, 7, "doomed-group", None);
+    assert_eq!(fetched(&before), vec![(0, 8, 0, 0)]);
+    let deleted = client
+        .send(
+            &DeleteTopicsRequest::default()
+                .with_topic_names(vec![topic("doomed")])
+                .with_timeout_ms(30_000),
+            5,
+        )
+        .expect("DeleteTopics v5");
+    assert_eq!(deleted.responses[0].error_code, error_code::NONE);
+    let after = fetch_v1_to_7(&mut client, 7, "doomed-group", None);
+    assert!(after.topics.is_empty(), "{after:?}");
 }

@@ -321,6 +321,33 @@ impl ClassicGroup {
         Some(member)
     }
 
+    /// Gives the member `old` the id `new` (a static member's new
+    /// incarnation, KIP-345): membership, order, leadership, the static
+    /// mapping and a pending sync follow. Returns whether `old` existed.
+    pub fn replace_member_id(&mut self, old: &str, new: &str) -> bool {
+        let Some(mut member) = self.members.remove(old) else {
+            return false;
+        };
+        member.member_id = new.to_string();
+        if let Some(instance) = &member.group_instance_id {
+            self.static_members
+                .insert(instance.clone(), new.to_string());
+        }
+        self.members.insert(new.to_string(), member);
+        for id in self.member_order.iter_mut() {
+            if id == old {
+                *id = new.to_string();
+            }
+        }
+        if self.is_leader(old) {
+            self.leader_id = Some(new.to_string());
+        }
+        if self.pending_sync_members.remove(old) {
+            self.pending_sync_members.insert(new.to_string());
+        }
+        true
+    }
+
     /// Kafka's `validateMember`: FENCED_INSTANCE_ID when a static member's
     /// instance id maps to another member id, UNKNOWN_MEMBER_ID when the
     /// member is not in the group.

@@ -41,6 +41,9 @@ use crate::error::{group_metadata_store_error, offset_commit_store_error};
 /// member added by JoinGroup may take to complete its first join, ms.
 pub const NEW_MEMBER_JOIN_TIMEOUT_MS: u64 = 5 * 60 * 1000;
 
+/// Longest timer the coordinator schedules: 100 years, ms.
+const MAX_TIMER_MS: u64 = 100 * 365 * 86_400_000;
+
 /// The coordinator's settings (the broker's `group.*` and `offsets.*` keys).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupCoordinatorConfig {
@@ -256,7 +259,53 @@ impl<S: GroupStore> Clone for GroupCoordinator<S> {
 
 /// Work collected under the lock and done after releasing it.
 struct Effects {
+    /// Group metadata writes nobody waits for.
     writes: Vec<(String, GroupWrite)>,
+    /// Static members rejoining without a rebalance, answered after the
+    /// write.
+    static_rejoins: Vec<StaticRejoin>,
+}
+
+/// A member's settings before a static rejoin replaced them.
+struct MemberSettings {
+    protocols: Vec<(String, Bytes)>,
+    rebalance_timeout_ms: i32,
+    session_timeout_ms: i32,
+    client_id: String,
+    client_host: String,
+}
+
+impl MemberSettings {
+    fn of(member: &ClassicGroupMember) -> Self {
+        MemberSettings {
+            protocols: member.protocols.clone(),
+            rebalance_timeout_ms: member.rebalance_timeout_ms,
+            session_timeout_ms: member.session_timeout_ms,
+            client_id: member.client_id.clone(),
+            client_host: member.client_host.clone(),
+        }
+    }
+
+    fn restore(self, member: &mut ClassicGroupMember) {
+        member.protocols = self.protocols;
+        member.rebalance_timeout_ms = self.rebalance_timeout_ms;
+        member.session_timeout_ms = self.session_timeout_ms;
+        member.client_id = self.client_id;
+        member.client_host = self.client_host;
+    }
+}
+
+/// A static member's rejoin without rebalance, waiting for its write.
+struct StaticRejoin {
+    group_id: String,
+    instance: String,
+    old_member_id: String,
+    new_member_id: String,
+    previous: MemberSettings,
+    current_leader: String,
+    write: GroupWrite,
+    result: JoinGroupResult,
+    sender: oneshot::Sender<JoinGroupResult>,
 }
 
 /// The locked state plus what a transition needs to schedule timers.
@@ -316,7 +365,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
             self.inner
                 .config
                 .offsets_retention_check_interval_ms
-                .clamp(1, 100 * 365 * 86_400_000),
+                .clamp(1, MAX_TIMER_MS),
         );
         let mut interval = tokio::time::interval(period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -486,7 +535,8 @@ impl<S: GroupStore> GroupCoordinator<S> {
             .unwrap_or_else(|_| SyncGroupResult::error(ResponseError::RebalanceInProgress))
     }
 
-    /// Heartbeat (Kafka's `classicGroupHeartbeat`); `None` is success.
+    /// Heartbeat (Kafka's `classicGroupHeartbeat`); `None` is success, and
+    /// the answer while the store is still loading.
     pub fn heartbeat(
         &self,
         group_id: &str,
@@ -495,8 +545,12 @@ impl<S: GroupStore> GroupCoordinator<S> {
         group_instance_id: Option<&str>,
     ) -> Option<ResponseError> {
         let mut ctx = self.inner.ctx();
-        if let Err(e) = ctx.check_loaded(group_id) {
-            return Some(e);
+        match ctx.check_loaded(group_id) {
+            // Kafka answers heartbeats blindly while the groups load, so
+            // that sessions survive a coordinator move.
+            Err(ResponseError::CoordinatorLoadInProgress) => return None,
+            Err(e) => return Some(e),
+            Ok(()) => {}
         }
         let Some(group) = ctx.state.groups.get(group_id) else {
             return Some(ResponseError::UnknownMemberId);
@@ -636,7 +690,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
         partitions: Option<Vec<TopicPartition>>,
     ) -> Result<Vec<(TopicPartition, Option<OffsetAndMetadata>)>, ResponseError> {
         let ctx = self.inner.ctx();
-        ctx.check_loaded(group_id)?;
+        ctx.check_loaded_any()?;
         let group = ctx
             .state
             .groups
@@ -741,7 +795,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
     async fn delete_group(&self, group_id: &str) -> Result<(), ResponseError> {
         let write = {
             let mut ctx = self.inner.ctx();
-            ctx.check_loaded(group_id)?;
+            ctx.check_loaded_any()?;
             let now_ms = ctx.now_ms;
             let group = ctx
                 .state
@@ -788,7 +842,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
     /// COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID.
     pub fn describe_group(&self, group_id: &str) -> Result<GroupDescription, ResponseError> {
         let ctx = self.inner.ctx();
-        ctx.check_loaded(group_id)?;
+        ctx.check_loaded_any()?;
         let Some(group) = ctx.state.groups.get(group_id) else {
             return Ok(GroupDescription {
                 group_id: group_id.to_string(),
@@ -932,6 +986,45 @@ impl<S: GroupStore> GroupCoordinator<S> {
         }
     }
 
+    /// Deletes the committed offsets of deleted topics, writing their
+    /// tombstones (Kafka's `onPartitionsDeleted`), so that a topic created
+    /// again under the same name starts without stale offsets. Failures are
+    /// logged; the offsets then stay until their retention passes.
+    pub async fn on_topics_deleted(&self, topics: &[String]) {
+        let plans: Vec<(String, Vec<TopicPartition>)> = {
+            let state = self.inner.lock();
+            state
+                .groups
+                .values()
+                .filter_map(|g| {
+                    let doomed: Vec<TopicPartition> = g
+                        .offsets
+                        .keys()
+                        .filter(|p| topics.contains(&p.topic))
+                        .cloned()
+                        .collect();
+                    (!doomed.is_empty()).then(|| (g.group_id.clone(), doomed))
+                })
+                .collect()
+        };
+        for (group_id, doomed) in plans {
+            let write = GroupWrite {
+                metadata: None,
+                offsets: doomed.iter().map(|p| (p.clone(), None)).collect(),
+            };
+            let outcome = self
+                .apply_write(&group_id, write, move |group| {
+                    for p in &doomed {
+                        group.offsets.remove(p);
+                    }
+                })
+                .await;
+            if let Err(e) = outcome {
+                warn!(group = %group_id, error = %e, "deleting offsets of deleted topics failed");
+            }
+        }
+    }
+
     /// Appends `write` under the group's write lock and applies `apply` to
     /// the group once it is durable.
     async fn apply_write(
@@ -972,7 +1065,10 @@ impl<S: GroupStore> Inner<S> {
             inner: self,
             now_ms: self.now_ms(),
             state: self.lock(),
-            effects: Effects { writes: Vec::new() },
+            effects: Effects {
+                writes: Vec::new(),
+                static_rejoins: Vec::new(),
+            },
         }
     }
 
@@ -985,8 +1081,22 @@ impl<S: GroupStore> Inner<S> {
     }
 
     /// Writes group metadata that no request waits for (a group that
-    /// became Empty); failures are logged as Kafka does.
+    /// became Empty; failures are logged as Kafka does), and the writes of
+    /// static rejoins, whose answers wait for them.
     fn spawn_writes(self: &Arc<Self>, effects: Effects) {
+        for mut rejoin in effects.static_rejoins {
+            let inner = self.clone();
+            tokio::spawn(async move {
+                let lock = inner.write_lock(&rejoin.group_id);
+                let _guard = lock.lock().await;
+                let write = std::mem::take(&mut rejoin.write);
+                let result = inner.store.append(&rejoin.group_id, write).await;
+                let mut ctx = inner.ctx();
+                ctx.on_static_rejoin_stored(rejoin, result);
+                let effects = ctx.finish();
+                inner.spawn_writes(effects);
+            });
+        }
         for (group_id, write) in effects.writes {
             let inner = self.clone();
             tokio::spawn(async move {
@@ -1030,10 +1140,20 @@ impl<S: GroupStore> Ctx<'_, S> {
         self.effects
     }
 
+    /// INVALID_GROUP_ID for an empty group id, then [`Self::check_loaded_any`]
+    /// (the APIs that need a group id: JoinGroup, SyncGroup, Heartbeat,
+    /// LeaveGroup, OffsetCommit, OffsetDelete).
     fn check_loaded(&self, group_id: &str) -> Result<(), ResponseError> {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
+        self.check_loaded_any()
+    }
+
+    /// COORDINATOR_LOAD_IN_PROGRESS until the store was loaded. OffsetFetch,
+    /// DescribeGroups and DeleteGroups accept the empty group id, as Kafka
+    /// does for backwards compatibility.
+    fn check_loaded_any(&self) -> Result<(), ResponseError> {
         if !self.state.loaded {
             return Err(ResponseError::CoordinatorLoadInProgress);
         }
@@ -1047,7 +1167,10 @@ impl<S: GroupStore> Ctx<'_, S> {
     // ---- timers ----
 
     fn schedule(&mut self, key: TimerKey, delay_ms: u64, action: TimerAction) {
-        let deadline = Instant::now() + Duration::from_millis(delay_ms);
+        // Configured delays may be absurdly large; cap them at 100 years so
+        // the deadline cannot overflow the clock.
+        let delay = Duration::from_millis(delay_ms.min(MAX_TIMER_MS));
+        let deadline = Instant::now() + delay;
         if let Some(entry) = self.state.timers.get_mut(&key) {
             if entry.wake <= deadline {
                 // The running task wakes first and sleeps on to the new deadline.
@@ -1327,13 +1450,20 @@ impl<S: GroupStore> Ctx<'_, S> {
         sender: oneshot::Sender<JoinGroupResult>,
     ) {
         let group_id = params.group_id.clone();
-        let group = self.group(&group_id).expect("group exists");
-        let current_leader = group.leader_id.clone().unwrap_or_default();
-        let Some(mut member) = group.members.remove(&old_member_id) else {
-            let _ = sender.send(JoinGroupResult::error(ResponseError::UnknownMemberId, ""));
+        let Some(instance) = params.group_instance_id.clone() else {
             return;
         };
-        // The old member's pending requests are fenced.
+        let group = self.group(&group_id).expect("group exists");
+        let current_leader = group.leader_id.clone().unwrap_or_default();
+        if !group.replace_member_id(&old_member_id, &new_member_id) {
+            let _ = sender.send(JoinGroupResult::error(ResponseError::UnknownMemberId, ""));
+            return;
+        }
+        let member = group
+            .members
+            .get_mut(&new_member_id)
+            .expect("replaced above");
+        // The old incarnation's pending requests are fenced.
         if let Some(old) = member.awaiting_join.take() {
             let _ = old.send(JoinGroupResult::error(
                 ResponseError::FencedInstanceId,
@@ -1343,66 +1473,53 @@ impl<S: GroupStore> Ctx<'_, S> {
         if let Some(old) = member.awaiting_sync.take() {
             let _ = old.send(SyncGroupResult::error(ResponseError::FencedInstanceId));
         }
-        member.member_id = new_member_id.clone();
+        let previous = MemberSettings::of(member);
         member.protocols = params.protocols;
         member.rebalance_timeout_ms = params.rebalance_timeout_ms;
         member.session_timeout_ms = params.session_timeout_ms;
         member.client_id = params.client_id;
         member.client_host = params.client_host;
         let session = member.session_timeout_ms.max(0) as u64;
-        group.members.insert(new_member_id.clone(), member);
-        for id in group.member_order.iter_mut() {
-            if *id == old_member_id {
-                *id = new_member_id.clone();
-            }
-        }
-        if let Some(instance) = &params.group_instance_id {
-            group
-                .static_members
-                .insert(instance.clone(), new_member_id.clone());
-        }
-        if group.is_leader(&old_member_id) {
-            group.leader_id = Some(new_member_id.clone());
-        }
-        if group.pending_sync_members.remove(&old_member_id) {
-            group.pending_sync_members.insert(new_member_id.clone());
-        }
         self.cancel_heartbeat(&group_id, &old_member_id);
         self.schedule_heartbeat(&group_id, &new_member_id, session);
 
         let group = self.group(&group_id).expect("group exists");
         match group.state {
-            ClassicGroupState::Stable => {
-                if group.select_protocol() == group.protocol_name {
-                    // No rebalance. Kafka writes the new member id first;
-                    // that write is queued here and the answer given now,
-                    // since nothing else depends on it.
-                    let is_leader = group.is_leader(&new_member_id);
-                    let mut result = current_join_result(group, &new_member_id, false);
-                    if params.supports_skip_assignment && is_leader {
-                        result.members = group.join_members();
-                        result.skip_assignment = true;
-                    } else if !params.supports_skip_assignment {
-                        // Before v9 the old leader id is returned, so a
-                        // rejoining static leader acts as a follower and
-                        // keeps the current assignment (Kafka does the same).
-                        result.leader = current_leader;
-                    }
-                    let record = group.metadata_record(None);
-                    self.effects.writes.push((
-                        group_id,
-                        GroupWrite {
-                            metadata: Some(Some(record)),
-                            offsets: Vec::new(),
-                        },
-                    ));
-                    let _ = sender.send(result);
-                } else {
-                    if let Some(m) = group.members.get_mut(&new_member_id) {
-                        m.awaiting_join = Some(sender);
-                    }
-                    self.maybe_prepare_rebalance_or_complete_join(&group_id);
+            ClassicGroupState::Stable if group.select_protocol() == group.protocol_name => {
+                // No rebalance: the new member id is stored, then the member
+                // is answered (or, if the write fails, the old id restored).
+                let is_leader = group.is_leader(&new_member_id);
+                let mut result = current_join_result(group, &new_member_id, false);
+                if params.supports_skip_assignment && is_leader {
+                    result.members = group.join_members();
+                    result.skip_assignment = true;
+                } else if !params.supports_skip_assignment {
+                    // Before v9 the old leader id is returned, so a rejoining
+                    // static leader acts as a follower and keeps the current
+                    // assignment (Kafka does the same).
+                    result.leader = current_leader.clone();
                 }
+                let write = GroupWrite {
+                    metadata: Some(Some(group.metadata_record(None))),
+                    offsets: Vec::new(),
+                };
+                self.effects.static_rejoins.push(StaticRejoin {
+                    group_id,
+                    instance,
+                    old_member_id,
+                    new_member_id,
+                    previous,
+                    current_leader,
+                    write,
+                    result,
+                    sender,
+                });
+            }
+            ClassicGroupState::Stable => {
+                if let Some(m) = group.members.get_mut(&new_member_id) {
+                    m.awaiting_join = Some(sender);
+                }
+                self.maybe_prepare_rebalance_or_complete_join(&group_id);
             }
             ClassicGroupState::CompletingRebalance => {
                 if let Some(m) = group.members.get_mut(&new_member_id) {
@@ -1417,6 +1534,56 @@ impl<S: GroupStore> Ctx<'_, S> {
                 self.maybe_complete_join_phase(&group_id);
             }
         }
+    }
+
+    /// The outcome of a static member's rejoin without rebalance: on a
+    /// failed write the old member id and settings come back and the
+    /// member gets the store's error (Kafka's revert in
+    /// `updateStaticMemberThenRebalanceOrCompleteJoin`).
+    fn on_static_rejoin_stored(
+        &mut self,
+        rejoin: StaticRejoin,
+        result: Result<(), GroupStoreError>,
+    ) {
+        let StaticRejoin {
+            group_id,
+            instance,
+            old_member_id,
+            new_member_id,
+            previous,
+            current_leader,
+            result: answer,
+            sender,
+            ..
+        } = rejoin;
+        let error = match result {
+            Ok(()) => {
+                let _ = sender.send(answer);
+                return;
+            }
+            Err(e) => {
+                warn!(group = %group_id, error = %e, "storing a static member's new id failed");
+                group_metadata_store_error(&e)
+            }
+        };
+        let mut failure = JoinGroupResult::error(error, "");
+        if let Some(group) = self.group(&group_id) {
+            failure.generation_id = group.generation_id;
+            failure.protocol_type = group.protocol_type.clone();
+            failure.protocol_name = group.protocol_name.clone();
+            failure.leader = current_leader;
+            let still_current =
+                group.static_members.get(&instance).map(String::as_str) == Some(&new_member_id);
+            if still_current && group.replace_member_id(&new_member_id, &old_member_id) {
+                if let Some(member) = group.members.get_mut(&old_member_id) {
+                    previous.restore(member);
+                    let session = member.session_timeout_ms.max(0) as u64;
+                    self.cancel_heartbeat(&group_id, &new_member_id);
+                    self.schedule_heartbeat(&group_id, &old_member_id, session);
+                }
+            }
+        }
+        let _ = sender.send(failure);
     }
 
     fn maybe_prepare_rebalance_or_complete_join(&mut self, group_id: &str) {

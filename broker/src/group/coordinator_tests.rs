@@ -588,7 +588,24 @@ async fn requests_before_the_load_get_coordinator_load_in_progress() {
         c.fetch_offsets("g", None),
         Err(ResponseError::CoordinatorLoadInProgress)
     );
+    assert_eq!(c.heartbeat("g", 1, "m", None), None, "answered blindly");
     c.load().await.unwrap();
+    assert_eq!(
+        c.heartbeat("g", 1, "m", None),
+        Some(ResponseError::UnknownMemberId)
+    );
+    // The empty group id: refused where Kafka refuses it, a plain unknown
+    // group where Kafka accepts it for backwards compatibility.
+    assert_eq!(
+        c.heartbeat("", 1, "m", None),
+        Some(ResponseError::InvalidGroupId)
+    );
+    assert_eq!(c.describe_group("").unwrap().state, "Dead");
+    assert_eq!(c.fetch_offsets("", None), Ok(Vec::new()));
+    assert_eq!(
+        c.delete_groups(vec![String::new()]).await[0].1,
+        Some(ResponseError::GroupIdNotFound)
+    );
     assert_eq!(c.fetch_offsets("g", None), Ok(Vec::new()));
 }
 
@@ -662,5 +679,72 @@ async fn shutdown_answers_parked_joins_with_not_coordinator() {
     assert_eq!(
         parked.await.unwrap().error,
         Some(ResponseError::NotCoordinator)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_huge_initial_delay_does_not_overflow_the_clock() {
+    let config = GroupCoordinatorConfig {
+        initial_rebalance_delay_ms: u64::MAX,
+        ..GroupCoordinatorConfig::default()
+    };
+    let (c, _store) = coordinator(config).await;
+    let parked = spawn_join(&c, join_params(""));
+    settle().await;
+    assert_eq!(state(&c), "PreparingRebalance");
+    c.shutdown();
+    assert_eq!(
+        parked.await.unwrap().error,
+        Some(ResponseError::NotCoordinator)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_static_rejoin_whose_write_fails_keeps_the_old_member_id() {
+    let (c, store) = coordinator(no_delay()).await;
+    let mut params = join_params("");
+    params.group_instance_id = Some("instance-1".to_string());
+    let joined = c.join_group(params.clone()).await;
+    let old = joined.member_id.clone();
+    let mut sync = sync_params(&old, 1, &[(&old, "mine")]);
+    sync.group_instance_id = Some("instance-1".to_string());
+    c.sync_group(sync).await;
+
+    store.fail_next_append(|| GroupStoreError::NotCoordinator { partition: 3 });
+    let rejoined = c.join_group(params).await;
+    assert_eq!(rejoined.error, Some(ResponseError::NotCoordinator));
+    assert_eq!(rejoined.member_id, "");
+    // The old incarnation is still the member.
+    assert_eq!(c.heartbeat("g", 1, &old, Some("instance-1")), None);
+    let members = c.describe_group("g").unwrap().members;
+    assert_eq!(members.len(), 1);
+    assert_eq!(members[0].member_id, old);
+    assert_eq!(state(&c), "Stable");
+}
+
+#[tokio::test(start_paused = true)]
+async fn offsets_of_deleted_topics_are_deleted() {
+    let (c, store) = coordinator(no_delay()).await;
+    let mut params = commit(&c, -1, "", 1);
+    params.offsets.push(OffsetCommitEntry {
+        partition: TopicPartition::new("kept", 0),
+        committed_offset: 2,
+        committed_leader_epoch: -1,
+        metadata: None,
+    });
+    c.commit_offsets(params).await.unwrap();
+    c.on_topics_deleted(&["t".to_string()]).await;
+    let left: Vec<String> = c
+        .fetch_offsets("g", None)
+        .unwrap()
+        .into_iter()
+        .map(|(p, _)| p.topic)
+        .collect();
+    assert_eq!(left, vec!["kept".to_string()]);
+    let stored = store.load().await.unwrap();
+    assert_eq!(
+        stored[0].offsets.len(),
+        1,
+        "the tombstone reached the store"
     );
 }

@@ -1,6 +1,7 @@
 //! DeleteTopics (key 20), v1-6: by name (v0-5 `topic_names`) or by name or
-//! id (v6 `topics`, KIP-516). The controller removes the topic; the logs are
-//! deleted before the response.
+//! id (v6 `topics`, KIP-516). The controller removes the topic; the logs and
+//! the groups' committed offsets of the topic are deleted before the
+//! response.
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
@@ -65,6 +66,14 @@ pub async fn handle(
     .into_iter();
     if let Err(e) = ctx.replica_manager.apply_image(&ctx.metadata()) {
         tracing::error!(error = %e, "deleting logs of removed topics failed");
+    }
+    let deleted: Vec<String> = outcomes
+        .as_slice()
+        .iter()
+        .filter_map(|o| o.as_ref().ok().map(|(name, _)| name.clone()))
+        .collect();
+    if !deleted.is_empty() {
+        ctx.group_coordinator.on_topics_deleted(&deleted).await;
     }
     let mut response = DeleteTopicsResponse::default();
     for (name, id, request) in requested {
