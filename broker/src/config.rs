@@ -201,6 +201,19 @@ pub struct BrokerConfig {
     /// as Apache Kafka does, and data reaches disk by `flush.messages`,
     /// `flush.ms` or the operating system.
     pub log_write_caching: bool,
+    // ---- The offsets topic `__consumer_offsets` (group coordinator
+    // storage, Kafka's `GroupCoordinatorConfig` offsets.topic.* keys).
+    /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets`
+    /// when it is created. Default: 50.
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.replication.factor`: replication factor of
+    /// `__consumer_offsets` when it is created, capped (with a warning) at
+    /// the number of registered brokers. Default: 3.
+    pub offsets_topic_replication_factor: i16,
+    /// `offsets.topic.segment.bytes`: the `segment.bytes` of
+    /// `__consumer_offsets`, bytes (at least 14). Default: 104857600.
+    pub offsets_topic_segment_bytes: u64,
+    // ---- end of the offsets topic keys.
     /// `metrics.listener` (Weir): address of the Prometheus endpoint, or
     /// None when set to an empty value. Default: 127.0.0.1:9464.
     pub metrics_listener: Option<SocketAddr>,
@@ -226,7 +239,6 @@ const ACCEPTED_KEYS: &[&str] = &[
     "controller.listener.names",
     "inter.broker.listener.name",
     "listener.security.protocol.map",
-    "offsets.topic.replication.factor",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "num.network.threads",
@@ -264,6 +276,9 @@ impl Default for BrokerConfig {
             log_roll_ms: 168 * 3_600_000,
             log_retention_check_interval_ms: 300_000,
             log_cleanup_policy: weir_storage::CleanupPolicy::default(),
+            offsets_topic_num_partitions: 50,
+            offsets_topic_replication_factor: 3,
+            offsets_topic_segment_bytes: 104_857_600,
             log_cleaner_enable: true,
             log_cleaner_backoff_ms: 15_000,
             log_cleaner_dedupe_buffer_size: 128 << 20,
@@ -507,6 +522,19 @@ impl BrokerConfig {
                 self.log_flush_offset_checkpoint_interval_ms = parse_at_least(key, value, 1)?
             }
             "log.write.caching" => self.log_write_caching = parse_bool(key, value)?,
+            // ---- The offsets topic (Kafka's GroupCoordinatorConfig).
+            "offsets.topic.num.partitions" => {
+                self.offsets_topic_num_partitions = parse_at_least(key, value, 1)?
+            }
+            "offsets.topic.replication.factor" => {
+                self.offsets_topic_replication_factor = parse_at_least(key, value, 1)?
+            }
+            // Kafka's bound is 1, but the topic's `segment.bytes` must be
+            // at least 14, so a smaller value could never create the topic.
+            "offsets.topic.segment.bytes" => {
+                self.offsets_topic_segment_bytes = parse_at_least(key, value, 14)?
+            }
+            // ---- end of the offsets topic keys.
             "socket.request.max.bytes" => self.socket_request_max_bytes = parse_num(key, value)?,
             "connections.max.idle.ms" => self.connections_max_idle_ms = parse_num(key, value)?,
             "metrics.listener" => {
@@ -634,8 +662,31 @@ mod tests {
         assert_eq!(c.listeners[0].port, 9092);
         assert_eq!(c.socket_request_max_bytes, 104_857_600);
         assert_eq!(c.message_max_bytes, 1_048_588);
+        assert_eq!(c.offsets_topic_num_partitions, 50);
+        assert_eq!(c.offsets_topic_replication_factor, 3);
+        assert_eq!(c.offsets_topic_segment_bytes, 104_857_600);
         assert_eq!(c.log_segment_bytes, 1 << 30);
         assert_eq!(c.metrics_listener, Some("127.0.0.1:9464".parse().unwrap()));
+    }
+
+    #[test]
+    fn offsets_topic_keys_are_parsed_and_bounded_as_kafka() {
+        let pairs = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        let c = BrokerConfig::from_pairs(pairs("offsets.topic.num.partitions", "7")).unwrap();
+        assert_eq!(c.offsets_topic_num_partitions, 7);
+        let c = BrokerConfig::from_pairs(pairs("offsets.topic.replication.factor", "1")).unwrap();
+        assert_eq!(c.offsets_topic_replication_factor, 1);
+        let c = BrokerConfig::from_pairs(pairs("offsets.topic.segment.bytes", "4096")).unwrap();
+        assert_eq!(c.offsets_topic_segment_bytes, 4096);
+        for key in [
+            "offsets.topic.num.partitions",
+            "offsets.topic.replication.factor",
+            "offsets.topic.segment.bytes",
+        ] {
+            let err = BrokerConfig::from_pairs(pairs(key, "0")).unwrap_err();
+            assert!(err.to_string().contains(key), "{err}");
+        }
+        assert!(BrokerConfig::from_pairs(pairs("offsets.topic.segment.bytes", "13")).is_err());
     }
 
     #[test]

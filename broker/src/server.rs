@@ -99,9 +99,13 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     replica_manager.delete_stray_logs(&image)?;
     replica_manager.apply_image(&image)?;
 
-    // The group coordinator's store: in memory until the
-    // `__consumer_offsets`-backed store replaces this line (issue 4).
-    let group_store = Arc::new(crate::group::BrokerGroupStore::new());
+    // The group coordinator's store: `__consumer_offsets`, created through
+    // the controller on the first group write (issue 4).
+    let group_store = Arc::new(crate::group::BrokerGroupStore::for_broker(
+        &config,
+        controller.clone(),
+        replica_manager.clone(),
+    ));
     let group_coordinator =
         crate::group::GroupCoordinator::new(group_store, config.group_coordinator.clone());
 

@@ -21,6 +21,8 @@ pub enum ConfigType {
     String = 2,
     /// 32-bit integer.
     Int = 3,
+    /// 16-bit integer.
+    Short = 4,
     /// 64-bit integer.
     Long = 5,
     /// Floating point.
@@ -267,6 +269,7 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
     };
     let ok = match def.config_type {
         ConfigType::Boolean => matches!(value, "true" | "false"),
+        ConfigType::Short => value.parse::<i16>().is_ok(),
         ConfigType::Int => value.parse::<i32>().is_ok(),
         ConfigType::Long => value.parse::<i64>().is_ok(),
         ConfigType::Double => value.parse::<f64>().is_ok(),

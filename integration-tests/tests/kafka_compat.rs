@@ -173,7 +173,7 @@ fn files_with_suffix(dir: &Path, suffix: &str) -> Vec<PathBuf> {
 /// and an empty stderr (where the tool reports index mismatches,
 /// non-consecutive offsets and corrupt files), apart from the JVM's
 /// `Picked up JAVA_TOOL_OPTIONS` notice.
-fn dump_log_segments(args: &[&str], files: &[PathBuf]) -> String {
+pub(crate) fn dump_log_segments(args: &[&str], files: &[PathBuf]) -> String {
     let mut command = clients::kafka_tool(DUMP_LOG_SEGMENTS).expect("Kafka tools classpath");
     let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     command.args(args).arg("--files").arg(files.join(","));

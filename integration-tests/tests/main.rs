@@ -22,6 +22,8 @@ mod compaction;
 mod dump_log;
 mod durability;
 mod groups_clients;
+mod groups_durability;
+mod groups_offsets_topic;
 mod groups_raw;
 mod idempotence;
 mod kafka_compat;

@@ -600,6 +600,85 @@ fn read_record<'a>(reader: &mut Reader<'a>) -> Result<RecordView<'a>, RecordFaul
     })
 }
 
+/// A record's key and value, as [`write_key_value_batch`] writes them and
+/// [`read_key_values`] reads them back; `None` is a null key or value (a
+/// null value is a tombstone).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyValue<'a> {
+    /// The key bytes, `None` for a null key.
+    pub key: Option<&'a [u8]>,
+    /// The value bytes, `None` for a null value.
+    pub value: Option<&'a [u8]>,
+}
+
+/// Builds one uncompressed magic-2 batch holding `records` in order, as
+/// Kafka's `MemoryRecords.withRecords` does for a broker-internal writer
+/// (the group coordinator's `__consumer_offsets` records): base offset 0 and
+/// partition leader epoch -1 (the log stamps both on append), CreateTime
+/// `timestamp_ms` (ms since the epoch) for every record, no producer
+/// (producer id and epoch -1, base sequence -1), no record headers.
+///
+/// Returns `None` for an empty `records` (a batch holds at least one
+/// record) or more than `i32::MAX` records.
+pub fn write_key_value_batch(records: &[KeyValue<'_>], timestamp_ms: i64) -> Option<Vec<u8>> {
+    let count = i32::try_from(records.len()).ok().filter(|&n| n > 0)?;
+    let mut section = Vec::new();
+    let mut body = Vec::new();
+    for (offset_delta, record) in records.iter().enumerate() {
+        body.clear();
+        body.push(0); // attributes
+        put_varlong(&mut body, 0); // timestamp delta
+        put_varlong(&mut body, offset_delta as i64);
+        for field in [record.key, record.value] {
+            match field {
+                Some(bytes) => {
+                    put_varlong(&mut body, bytes.len() as i64);
+                    body.extend_from_slice(bytes);
+                }
+                None => put_varlong(&mut body, -1),
+            }
+        }
+        put_varlong(&mut body, 0); // no headers
+        put_varlong(&mut section, body.len() as i64);
+        section.extend_from_slice(&body);
+    }
+    Some(write_batch(
+        &RecordBatchHeader {
+            base_offset: 0,
+            batch_length: 0,
+            partition_leader_epoch: -1,
+            magic: MAGIC_V2,
+            crc: 0,
+            attributes: 0,
+            last_offset_delta: count - 1,
+            base_timestamp: timestamp_ms,
+            max_timestamp: timestamp_ms,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            records_count: count,
+        },
+        &section,
+    ))
+}
+
+/// The keys and values of every record of an uncompressed records section
+/// (for a compressed batch, the caller's
+/// [`decompress`](crate::compression::decompress) of [`records_section`]).
+///
+/// # Errors
+/// [`StorageError::CorruptRecord`] when the section does not parse.
+pub fn read_key_values(records: &[u8]) -> Result<Vec<KeyValue<'_>>, StorageError> {
+    record_views(records)
+        .map(|r| {
+            r.map(|r| KeyValue {
+                key: r.key,
+                value: r.value,
+            })
+        })
+        .collect()
+}
+
 /// Checks that every record of a (decompressed, already validated) records
 /// section has a key, as Kafka's `LogValidator.validateKey` does for topics
 /// whose `cleanup.policy` includes `compact`.
@@ -706,6 +785,43 @@ pub(crate) fn stamp_offset_and_epoch(
 mod tests {
     use super::*;
     use crate::testutil::{batch_with_records, build_batch, put_varint, BatchSpec, RawRecord};
+
+    /// A key/value batch is a valid v2 batch (as a produced batch is
+    /// checked) whose records read back as written, tombstones included,
+    /// with the given timestamp and no producer.
+    #[test]
+    fn key_value_batches_validate_and_read_back() {
+        let records = [
+            KeyValue {
+                key: Some(b"k1"),
+                value: Some(b"v1"),
+            },
+            KeyValue {
+                key: Some(b"k2"),
+                value: None,
+            },
+            KeyValue {
+                key: None,
+                value: Some(&[0u8; 300]),
+            },
+        ];
+        let batch = write_key_value_batch(&records, 1_700_000_000_123).unwrap();
+        let header = RecordBatchHeader::validate(&batch).unwrap();
+        assert_eq!(header.size_in_bytes(), batch.len());
+        assert_eq!(header.records_count, 3);
+        assert_eq!(header.last_offset_delta, 2);
+        assert_eq!(header.base_timestamp, 1_700_000_000_123);
+        assert_eq!(header.max_timestamp, 1_700_000_000_123);
+        assert_eq!((header.producer_id, header.producer_epoch), (-1, -1));
+        assert_eq!(header.base_sequence, -1);
+        assert_eq!(header.compression_codec(), 0);
+        validate_records(&header, records_section(&batch)).unwrap();
+        assert_eq!(
+            read_key_values(records_section(&batch)).unwrap(),
+            records.to_vec()
+        );
+        assert_eq!(write_key_value_batch(&[], 0), None);
+    }
 
     #[test]
     fn varlong_len_is_what_put_varlong_writes() {

@@ -10,6 +10,9 @@
 //!   the seam between the coordinator's state machine and the log; the
 //!   production store writes Kafka's own `__consumer_offsets` key and value
 //!   schemas, so Kafka's tools decode Weir's offsets topic.
+//! - [`records`]: the codec of those keys and values (no I/O).
+//! - [`offsets_topic`]: the production store, [`BrokerGroupStore`], over
+//!   `__consumer_offsets`.
 //!
 //! Group ids map to a partition of `__consumer_offsets` as in Kafka:
 //! `abs(java_string_hash(group_id)) % offsets.topic.num.partitions`
@@ -17,6 +20,8 @@
 
 pub mod classic_group;
 pub mod coordinator;
+pub mod offsets_topic;
+pub mod records;
 pub mod store;
 
 pub use classic_group::{ClassicGroup, ClassicGroupState, JoinGroupResult, SyncGroupResult};
@@ -26,10 +31,9 @@ pub use store::{
     MemberMetadataRecord, MemoryGroupStore, OffsetAndMetadata,
 };
 
-/// The store the broker's group coordinator runs on. The
-/// `__consumer_offsets`-backed store replaces this alias (and the one line
-/// in `server.rs` that constructs it).
-pub type BrokerGroupStore = MemoryGroupStore;
+/// The [`GroupStore`] the broker's group coordinator runs on:
+/// `__consumer_offsets` ([`offsets_topic::OffsetsTopicStore`]).
+pub type BrokerGroupStore = offsets_topic::OffsetsTopicStore;
 
 /// The broker's group coordinator.
 pub type BrokerGroupCoordinator = GroupCoordinator<BrokerGroupStore>;

@@ -224,6 +224,26 @@ pub fn broker_config_entries(
             ConfigType::Int,
             "replicas needed for acks=all",
         ),
+        // ---- The offsets topic (Kafka's GroupCoordinatorConfig).
+        (
+            "offsets.topic.num.partitions",
+            c.offsets_topic_num_partitions.to_string(),
+            ConfigType::Int,
+            "partitions of __consumer_offsets",
+        ),
+        (
+            "offsets.topic.replication.factor",
+            c.offsets_topic_replication_factor.to_string(),
+            ConfigType::Short,
+            "replication factor of __consumer_offsets",
+        ),
+        (
+            "offsets.topic.segment.bytes",
+            c.offsets_topic_segment_bytes.to_string(),
+            ConfigType::Int,
+            "segment file size of __consumer_offsets (bytes)",
+        ),
+        // ---- end of the offsets topic keys.
         (
             "auto.create.topics.enable",
             c.auto_create_topics_enable.to_string(),
