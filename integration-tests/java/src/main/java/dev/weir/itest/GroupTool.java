@@ -235,7 +235,8 @@ final class GroupTool {
                         lastRead.put(r.partition(), r.offset());
                         read.incrementAndGet();
                     }
-                    if (!records.isEmpty() && commitEachPoll) {
+                    // Also retries a commit refused during a rebalance.
+                    if (!lastRead.isEmpty() && commitEachPoll) {
                         commit(consumer, consumer.assignment());
                     }
                     if (stopAfter >= 0 && read.get() >= stopAfter) {
@@ -335,12 +336,14 @@ final class GroupTool {
             p.put(ProducerConfig.LINGER_MS_CONFIG, "0");
             try (KafkaProducer<byte[], byte[]> out = new KafkaProducer<>(p)) {
                 // One acknowledged record at a time, round-robin over the three
-                // partitions, until the churn is over (at least 300 records, at
-                // most 3000 to keep the test small).
-                for (int i = 0; (!churnDone.get() || i < 300) && i < 3000; i++) {
+                // partitions, at most about 200 a second (a rate, not a
+                // synchronisation), until the churn is over: at least 300
+                // records, at most 5000 to keep the test small.
+                for (int i = 0; (!churnDone.get() || i < 300) && i < 5000; i++) {
                     byte[] value = ("v-" + i).getBytes(StandardCharsets.UTF_8);
                     out.send(new ProducerRecord<>(topic, i % 3, null, value)).get();
                     produced.set(i + 1);
+                    Thread.sleep(5);
                 }
             } catch (Exception e) {
                 fail("producer: " + e);
@@ -353,7 +356,7 @@ final class GroupTool {
             Member m = new Member(name, bootstrap, topic, group, options);
             members.add(m);
             m.thread.start();
-            await(name + " joining " + members.size() + " members", () -> settled(members, before + 1) && m.read.get() > 0);
+            await(name + " joining " + members.size() + " members", () -> settled(members, before + 1));
         }
         for (String name : List.of("c", "b")) {
             Member m = members.remove(members.size() - 1);
