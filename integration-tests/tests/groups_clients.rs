@@ -127,6 +127,17 @@ enum Client {
 }
 
 impl Client {
+    /// A line the client logs on every successful JoinGroup, which shows
+    /// that its group logs reach stderr (so the UNKNOWN_MEMBER_ID check can
+    /// see them).
+    fn join_log_marker(self) -> &'static str {
+        match self {
+            Client::Confluent => "JoinGroup response: GenerationId",
+            Client::KafkaPython | Client::Java => "Successfully joined group",
+            Client::KafkaJs => "Consumer has joined the group",
+        }
+    }
+
     /// A command that runs this client's group consumer on `topic` in
     /// `group` with `options` (`key=value`, see the programs).
     fn consumer(self, bootstrap: &str, topic: &str, group: &str, options: &[&str]) -> Command {
@@ -335,6 +346,11 @@ fn c07_second_consumer_joins(client: Client) {
     let a_out = a.finish(CLIENT_TIMEOUT).expect("consumer A exits");
     for (name, out) in [("A", &a_out), ("B", &b_out)] {
         out.assert_success();
+        assert!(
+            out.stderr.contains(client.join_log_marker()),
+            "{name}'s group logs are on stderr:\n{}",
+            out.stderr
+        );
         assert_no_unknown_member(name, out);
         assert!(
             !output_events(out, "closed").is_empty(),
