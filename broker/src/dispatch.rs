@@ -52,7 +52,12 @@ pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes, peer: SocketAdd
         }
         RequestKind::Produce(r) => {
             let acks = r.acks;
-            let response = handlers::produce::handle(&ctx, version, r).await;
+            // Kafka's KafkaApis: only the admin client id may append to
+            // internal topics.
+            let internal_topics_allowed =
+                request.header.client_id.as_deref() == Some(handlers::produce::ADMIN_CLIENT_ID);
+            let response =
+                handlers::produce::handle(&ctx, version, internal_topics_allowed, r).await;
             if acks == 0 {
                 let body = ResponseKind::Produce(response);
                 crate::metrics::record_request(api, started.elapsed().as_secs_f64(), Some(&body));

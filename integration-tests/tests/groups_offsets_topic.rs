@@ -255,10 +255,11 @@ fn groups_kafka_offsets_decoder_reads_weirs_offsets_topic() {
 
 /// Kafka (KRaft) treats `__consumer_offsets` in CreateTopics and
 /// DeleteTopics like any topic (only `__cluster_metadata` is refused,
-/// `ControllerApis`), and Metadata reports it `is_internal` (KafkaApis,
-/// `Topic.isInternal`) while other topics are not.
+/// `ControllerApis`), Metadata reports it `is_internal` (KafkaApis,
+/// `Topic.isInternal`) while other topics are not, Produce to it is
+/// refused except for the admin client id, and DeleteRecords always.
 #[test]
-fn groups_offsets_topic_is_internal_in_metadata_and_not_special_in_admin_apis() {
+fn groups_offsets_topic_is_internal_in_metadata_and_admin_apis_and_closed_to_produce() {
     use kafka_protocol::messages::{
         ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest, TopicName,
     };
@@ -290,6 +291,43 @@ fn groups_offsets_topic_is_internal_in_metadata_and_not_special_in_admin_apis() 
             internal.contains(&("plain".to_string(), false)),
             "v{version}: {internal:?}"
         );
+    }
+
+    // Clients may not produce to it: Kafka's ReplicaManager answers
+    // INVALID_TOPIC_EXCEPTION unless the client id is "__admin_client"
+    // (KafkaApis' internalTopicsAllowed).
+    {
+        use kafka_protocol::messages::ProduceRequest;
+        use kafka_protocol::records::Compression;
+        use weir_integration_tests::records::{encode_batch, NewRecord};
+
+        let offsets_topic = crate::support::ensure_topic(&mut client, &versions, OFFSETS_TOPIC);
+        let produce_version = crate::support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
+        let batch = || {
+            let record = NewRecord {
+                key: Some(Bytes::from_static(b"key")),
+                ..NewRecord::value("garbage", T0)
+            };
+            encode_batch(&[record], Compression::None).unwrap()
+        };
+        let refused =
+            crate::support::produce(&mut client, produce_version, &offsets_topic, 0, batch());
+        assert_eq!(refused.error_code, 17, "{refused:?}");
+        let plain = crate::support::ensure_topic(&mut client, &versions, "plain");
+        crate::support::produce_ok(&mut client, produce_version, &plain, 0, batch());
+        let mut admin = crate::support::connect(&broker);
+        admin.set_client_id(Some("__admin_client"));
+        crate::support::produce_ok(&mut admin, produce_version, &offsets_topic, 0, batch());
+
+        // Nor delete its records (ReplicaManager.deleteRecordsOnLocalLog).
+        let delete_version = crate::support::newest::<kafka_protocol::messages::DeleteRecordsRequest>(
+            &versions,
+            ApiKey::DeleteRecords,
+        );
+        let refused =
+            crate::retention::delete_records(&mut admin, delete_version, OFFSETS_TOPIC, -1);
+        assert_eq!(refused.error_code, 17, "{refused:?}");
+        assert_eq!(refused.low_watermark, -1, "{refused:?}");
     }
 
     let version = crate::support::newest::<DeleteTopicsRequest>(&versions, ApiKey::DeleteTopics);

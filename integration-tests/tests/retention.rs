@@ -66,7 +66,7 @@ fn negotiate(client: &mut RawClient) -> (Versions, kafka_protocol::messages::Api
     )
 }
 
-fn delete_records(
+pub(crate) fn delete_records(
     client: &mut RawClient,
     version: i16,
     topic: &str,

@@ -3,6 +3,7 @@
 //!
 //! - `offset` -1 means the high watermark; any other offset below 0 or above
 //!   the high watermark is OFFSET_OUT_OF_RANGE.
+//! - Internal topics (`__consumer_offsets`) answer INVALID_TOPIC_EXCEPTION.
 //! - A topic whose `cleanup.policy` lacks `delete` answers POLICY_VIOLATION.
 //! - Success answers the new low watermark: the log start offset (on a
 //!   single node the leader is the only replica, so there is nothing to wait
@@ -38,6 +39,13 @@ pub async fn handle(
             let mut r = DeleteRecordsPartitionResult::default();
             r.partition_index = p.partition_index;
             r.low_watermark = -1;
+            // Kafka's ReplicaManager.deleteRecordsOnLocalLog refuses internal
+            // topics before looking the partition up.
+            if super::metadata::is_internal(&topic.name) {
+                r.error_code = ResponseError::InvalidTopicException.code();
+                t.partitions.push(r);
+                continue;
+            }
             match ctx
                 .replica_manager
                 .partition(&topic.name, p.partition_index)

@@ -23,6 +23,10 @@ use crate::context::BrokerContext;
 use crate::error::storage_error_code;
 use crate::partition::Partition;
 
+/// The client id allowed to produce to internal topics such as
+/// `__consumer_offsets` (Kafka's `AdminUtils.ADMIN_CLIENT_ID`).
+pub const ADMIN_CLIENT_ID: &str = "__admin_client";
+
 /// Compression codec id of zstd in batch attributes.
 const ZSTD: u8 = 4;
 
@@ -36,12 +40,23 @@ const RECORD_BATCH_OVERHEAD: usize = 61;
 /// [`Partition::ack_requires_flush`] says so (acks=-1 without
 /// `write.caching`, or `flush.messages` reached).
 ///
+/// Internal topics (`__consumer_offsets`, `__transaction_state`) refuse
+/// appends with INVALID_TOPIC_EXCEPTION unless `internal_topics_allowed`
+/// (the request's client id is [`ADMIN_CLIENT_ID`]), as Kafka's
+/// `ReplicaManager.appendToLocalLog`.
+///
 /// All appends happen before the first await (see `network::connection`).
-pub async fn handle(ctx: &BrokerContext, version: i16, request: ProduceRequest) -> ProduceResponse {
+pub async fn handle(
+    ctx: &BrokerContext,
+    version: i16,
+    internal_topics_allowed: bool,
+    request: ProduceRequest,
+) -> ProduceResponse {
     let acks = request.acks;
     let shared = ProduceContext {
         version,
         acks,
+        internal_topics_allowed,
         has_transactional_id: request.transactional_id.is_some(),
         now_ms: now_ms(),
     };
@@ -145,6 +160,7 @@ impl From<StorageError> for AppendFailure {
 struct ProduceContext {
     version: i16,
     acks: i16,
+    internal_topics_allowed: bool,
     has_transactional_id: bool,
     now_ms: i64,
 }
@@ -165,6 +181,12 @@ fn append(
     index: i32,
     records: Option<Bytes>,
 ) -> AppendResult {
+    if !request.internal_topics_allowed && super::metadata::is_internal(topic) {
+        return Err(AppendFailure::from((
+            ResponseError::InvalidTopicException.code(),
+            Some(format!("Cannot append to internal topic {topic}")),
+        )));
+    }
     let partition = ctx
         .replica_manager
         .partition(topic, index)
