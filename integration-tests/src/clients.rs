@@ -9,7 +9,8 @@
 //!   by `scripts/test` into `target/weir-itest-java.jar` plus
 //!   `target/classpath.txt` (or `WEIR_JAVA_JAR` / `WEIR_JAVA_CLASSPATH_FILE`).
 //! - Apache Kafka's own server-side tools (the `kafka_2.13` artifact, e.g.
-//!   `kafka.tools.DumpLogSegments`), whose classpath `scripts/test` resolves
+//!   `kafka.tools.DumpLogSegments`, and `kafka-tools`, e.g.
+//!   `ConsumerGroupCommand`), whose classpath `scripts/test` resolves
 //!   from `integration-tests/java-kafka-tools/pom.xml` into
 //!   `target/classpath.txt` there (or `WEIR_KAFKA_TOOLS_CLASSPATH_FILE`).
 //! - KafkaJS, pinned in `integration-tests/node/package-lock.json` and

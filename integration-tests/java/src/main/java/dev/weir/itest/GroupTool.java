@@ -58,9 +58,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *     commits and leaves. Members commit after every poll and in
  *     onPartitionsRevoked. Prints "produced N" at the end.
  * join-timing BOOTSTRAP TOPIC GROUP
- *     Members a, b, c join; once they share a generation, d subscribes and
- *     the time until all four hold partitions of a newer generation is
- *     printed as "rebalance members=4 ms=T".
+ *     Members a, b, c and d join one at a time; after each join the time from
+ *     the new member's start until every member holds one newer generation
+ *     (and together all 3 partitions) is printed as "rebalance members=N ms=T".
  * </pre>
  */
 final class GroupTool {
