@@ -9,9 +9,13 @@
 //!   by `scripts/test` into `target/weir-itest-java.jar` plus
 //!   `target/classpath.txt` (or `WEIR_JAVA_JAR` / `WEIR_JAVA_CLASSPATH_FILE`).
 //! - Apache Kafka's own server-side tools (the `kafka_2.13` artifact, e.g.
-//!   `kafka.tools.DumpLogSegments`), whose classpath `scripts/test` resolves
+//!   `kafka.tools.DumpLogSegments`, and `kafka-tools`, e.g.
+//!   `ConsumerGroupCommand`), whose classpath `scripts/test` resolves
 //!   from `integration-tests/java-kafka-tools/pom.xml` into
 //!   `target/classpath.txt` there (or `WEIR_KAFKA_TOOLS_CLASSPATH_FILE`).
+//! - KafkaJS, pinned in `integration-tests/node/package-lock.json` and
+//!   installed there by `scripts/test` with `npm ci`; `node` from `PATH` (or
+//!   `WEIR_NODE`).
 //!
 //! All of them are installed by `scripts/test`; a missing one is a setup
 //! error reported with that hint.
@@ -345,4 +349,216 @@ pub fn kcat_command(bootstrap: &str, args: &[&str]) -> Result<Command, HarnessEr
     let mut command = Command::new(kcat()?);
     command.arg("-b").arg(bootstrap).args(args);
     Ok(command)
+}
+
+/// A `node` command running `integration-tests/node/<script>` with the
+/// KafkaJS package that `scripts/test` installs there with `npm ci`.
+///
+/// # Errors
+///
+/// [`HarnessError::Missing`] when `node`, the script or
+/// `integration-tests/node/node_modules/kafkajs` is missing.
+pub fn node_script(script: &str) -> Result<Command, HarnessError> {
+    let node_dir = repo_root().join("integration-tests/node");
+    let node = match std::env::var_os("WEIR_NODE") {
+        Some(path) => existing("node", PathBuf::from(path))?,
+        None => which("node").ok_or(HarnessError::Missing {
+            what: "node",
+            path: PathBuf::from("$PATH"),
+            hint: SETUP_HINT,
+        })?,
+    };
+    existing(
+        "KafkaJS (npm ci in integration-tests/node)",
+        node_dir.join("node_modules/kafkajs/package.json"),
+    )?;
+    let script = existing("a node test script", node_dir.join(script))?;
+    let mut command = Command::new(node);
+    command.arg(script).current_dir(node_dir);
+    Ok(command)
+}
+
+/// A client subprocess that runs alongside the test: its stdout lines arrive
+/// as they are printed, its stdin takes commands, and it is killed when
+/// dropped.
+///
+/// The group tests use it for consumers that must stay members while the
+/// test starts others or restarts the broker.
+pub struct RunningClient {
+    description: String,
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    stdout: Vec<String>,
+    stderr: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl std::fmt::Debug for RunningClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningClient")
+            .field("command", &self.description)
+            .field("pid", &self.child.id())
+            .finish()
+    }
+}
+
+impl RunningClient {
+    /// Spawns `command` with piped stdin, stdout and stderr.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Io`] when it cannot be spawned.
+    pub fn spawn(mut command: Command) -> Result<Self, HarnessError> {
+        let description = describe(&command);
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command
+            .spawn()
+            .map_err(|e| HarnessError::io(format!("spawning {description}"), e))?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = drain(child.stderr.take().expect("stderr is piped"));
+        Ok(Self {
+            description,
+            child,
+            stdin,
+            lines,
+            stdout: Vec::new(),
+            stderr,
+        })
+    }
+
+    /// Every stdout line received so far, in order.
+    pub fn lines(&mut self) -> &[String] {
+        while let Ok(line) = self.lines.try_recv() {
+            self.stdout.push(line);
+        }
+        &self.stdout
+    }
+
+    /// Waits until a stdout line (received before or during the call)
+    /// satisfies `matches`, and returns the first such line.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Timeout`] when none does within `timeout` or the
+    /// process closed stdout first.
+    pub fn wait_for_line(
+        &mut self,
+        timeout: Duration,
+        what: &str,
+        mut matches: impl FnMut(&str) -> bool,
+    ) -> Result<String, HarnessError> {
+        if let Some(line) = self.lines().iter().find(|l| matches(l)) {
+            return Ok(line.clone());
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.stdout.push(line.clone());
+                    if matches(&line) {
+                        return Ok(line);
+                    }
+                }
+                Err(_) => {
+                    return Err(HarnessError::Timeout {
+                        what: format!(
+                            "{what} from {}\n--- stdout (last 40 lines) ---\n{}",
+                            self.description,
+                            self.stdout[self.stdout.len().saturating_sub(40)..].join("\n")
+                        ),
+                        timeout,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Writes `line` and a newline to the process's stdin.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Io`] when the pipe is closed.
+    pub fn send_line(&mut self, line: &str) -> Result<(), HarnessError> {
+        let stdin = self.stdin.as_mut().ok_or_else(|| {
+            HarnessError::io("writing stdin", std::io::Error::other("stdin is closed"))
+        })?;
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .and_then(|()| stdin.flush())
+            .map_err(|e| HarnessError::io(format!("writing to {}", self.description), e))
+    }
+
+    /// Closes stdin, waits up to `timeout` for the exit and returns
+    /// everything the process printed.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Timeout`] (the process is then killed) or
+    /// [`HarnessError::Io`].
+    pub fn finish(mut self, timeout: Duration) -> Result<CommandOutput, HarnessError> {
+        self.stdin = None;
+        let status = wait_or_kill(&mut self.child, timeout, &self.description);
+        let stderr = std::mem::replace(&mut self.stderr, std::thread::spawn(Vec::new));
+        let stderr = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
+        // The reader thread ends when the process's stdout closes.
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.stdout.push(line);
+        }
+        let mut stdout = self.stdout.join("\n").into_bytes();
+        stdout.push(b'\n');
+        match status {
+            Ok(status) => Ok(CommandOutput {
+                command: self.description.clone(),
+                status,
+                stdout,
+                stderr,
+            }),
+            Err(HarnessError::Timeout { timeout, .. }) => Err(HarnessError::Timeout {
+                what: format!(
+                    "{}\n--- stdout (last 4000 bytes) ---\n{}\n--- stderr ---\n{}",
+                    self.description,
+                    tail(&String::from_utf8_lossy(&stdout), 4000),
+                    tail(&stderr, 8000)
+                ),
+                timeout,
+            }),
+            Err(other) => Err(other),
+        }
+    }
+}
+
+impl RunningClient {
+    /// Kills the process (SIGKILL) and returns everything it printed.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Io`] when it cannot be waited for.
+    pub fn kill(mut self) -> Result<CommandOutput, HarnessError> {
+        let _ = self.child.kill();
+        self.finish(Duration::from_secs(30))
+    }
+}
+
+impl Drop for RunningClient {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }

@@ -21,6 +21,7 @@ mod client_kcat;
 mod compaction;
 mod dump_log;
 mod durability;
+mod groups_clients;
 mod groups_durability;
 mod groups_offsets_topic;
 mod groups_raw;

@@ -63,6 +63,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *     describeCluster (CLUSTER_ID, one node 1 on PORT), listOffsets
  *     earliest/latest/max-timestamp after the producer wrote five records to
  *     partition 0, deleteTopics. Prints "admin ok".
+ * group-consume | assignor-churn | join-timing ...
+ *     Consumer-group programs, see {@link GroupTool}.
  * </pre>
  */
 public final class ClientTool {
@@ -73,7 +75,7 @@ public final class ClientTool {
 
     public static void main(String[] args) throws Exception {
         if (args.length == 0) {
-            fail("usage: ClientTool produce-consume|consume-from|admin ...");
+            fail("usage: ClientTool produce-consume|consume-from|admin|group-consume|assignor-churn|join-timing ...");
         }
         switch (args[0]) {
             case "produce-consume" -> {
@@ -88,8 +90,33 @@ public final class ClientTool {
                 requireArgs(args, 5);
                 admin(args[1], args[2], args[3], Integer.parseInt(args[4]));
             }
+            case "group-consume" -> {
+                if (args.length < 4) {
+                    fail("group-consume BOOTSTRAP TOPIC GROUP [KEY=VALUE ...]");
+                }
+                groupLogsAtInfo();
+                GroupTool.groupConsume(args);
+            }
+            case "assignor-churn" -> {
+                requireArgs(args, 5);
+                groupLogsAtInfo();
+                GroupTool.assignorChurn(args);
+            }
+            case "join-timing" -> {
+                requireArgs(args, 4);
+                groupLogsAtInfo();
+                GroupTool.joinTiming(args);
+            }
             default -> fail("unknown subcommand " + args[0]);
         }
+    }
+
+    /**
+     * Logs the consumer's group coordination at INFO on stderr, where the
+     * tests look for UNKNOWN_MEMBER_ID (set before the first logger exists).
+     */
+    private static void groupLogsAtInfo() {
+        System.setProperty("org.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer.internals", "info");
     }
 
     private static void requireArgs(String[] args, int n) {
