@@ -64,22 +64,19 @@ pub fn controller_error_code(error: &ControllerError) -> i16 {
 pub fn group_metadata_store_error(error: &GroupStoreError) -> ResponseError {
     match error {
         GroupStoreError::NotAvailable { .. } => ResponseError::CoordinatorNotAvailable,
-        GroupStoreError::NotCoordinator { .. } => ResponseError::NotCoordinator,
-        GroupStoreError::RecordTooLarge { .. } | GroupStoreError::Storage(_) => {
-            ResponseError::UnknownServerError
+        // A failed disk makes the client look for the coordinator again.
+        GroupStoreError::NotCoordinator { .. } | GroupStoreError::Storage(_) => {
+            ResponseError::NotCoordinator
         }
+        GroupStoreError::RecordTooLarge { .. } => ResponseError::UnknownServerError,
     }
 }
 
 /// The error an offset write failure is answered with (OffsetCommit,
-/// OffsetDelete), following the contract of [`GroupStoreError`]'s variants.
+/// OffsetDelete): as for group metadata, Kafka 4's
+/// `CoordinatorOperationExceptionHelper.handleOperationException`.
 pub fn offset_commit_store_error(error: &GroupStoreError) -> ResponseError {
-    match error {
-        GroupStoreError::NotAvailable { .. } => ResponseError::CoordinatorNotAvailable,
-        GroupStoreError::NotCoordinator { .. } => ResponseError::NotCoordinator,
-        GroupStoreError::RecordTooLarge { .. } => ResponseError::InvalidCommitOffsetSize,
-        GroupStoreError::Storage(_) => ResponseError::KafkaStorageError,
-    }
+    group_metadata_store_error(error)
 }
 
 #[cfg(test)]
@@ -272,8 +269,8 @@ mod tests {
                 15,
             ),
             (GroupStoreError::NotCoordinator { partition: 1 }, 16, 16),
-            (GroupStoreError::RecordTooLarge { size: 9 }, -1, 28),
-            (GroupStoreError::Storage("eio".into()), -1, 56),
+            (GroupStoreError::RecordTooLarge { size: 9 }, -1, -1),
+            (GroupStoreError::Storage("eio".into()), 16, 16),
         ];
         for (error, metadata, commit) in table {
             assert_eq!(

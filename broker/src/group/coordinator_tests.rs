@@ -435,7 +435,7 @@ async fn a_failed_offset_write_fails_the_commit_and_changes_nothing() {
     let (c, store) = coordinator(no_delay()).await;
     store.fail_next_append(|| GroupStoreError::Storage("eio".into()));
     let failed = c.commit_offsets(commit(&c, -1, "", 42)).await;
-    assert_eq!(failed, Err(ResponseError::KafkaStorageError));
+    assert_eq!(failed, Err(ResponseError::NotCoordinator));
     let fetched = c
         .fetch_offsets("g", Some(vec![TopicPartition::new("t", 0)]))
         .unwrap();

@@ -116,16 +116,15 @@ pub enum GroupStoreError {
         /// `__consumer_offsets` partition.
         partition: i32,
     },
-    /// The records exceed `offsets.load.buffer.size`/`max.message.bytes`:
-    /// INVALID_COMMIT_OFFSET_SIZE for commits, UNKNOWN_SERVER_ERROR for
-    /// group metadata.
+    /// The records exceed the offsets topic's `max.message.bytes`:
+    /// UNKNOWN_SERVER_ERROR (Kafka 4's coordinator runtime).
     #[error("the group's records are too large: {size} bytes")]
     RecordTooLarge {
         /// Encoded size in bytes.
         size: usize,
     },
-    /// The log failed (I/O): KAFKA_STORAGE_ERROR for commits,
-    /// UNKNOWN_SERVER_ERROR otherwise.
+    /// The log failed (I/O): NOT_COORDINATOR, so that clients look the
+    /// coordinator up again and retry (Kafka 4's coordinator runtime).
     #[error("offsets topic storage failed: {0}")]
     Storage(String),
 }
