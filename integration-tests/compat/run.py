@@ -1,22 +1,22 @@
 #!/usr/bin/env python3
 """Weir's client compatibility matrix (issue 5): starts one Weir broker on a
-free port with a temporary data directory, runs every check against it,
-prints one row per check (client, version, check, result, seconds), writes
-the same rows as CSV, ends with "N passed, N failed" and exits non-zero if
-any check failed.
+free port with a temporary data directory, runs every check of every area
+(areas/<area>.py) against it, prints one row per check (client, version,
+check, result, seconds), writes the same rows to <out>/compat.csv, ends with
+"N passed, N failed" and exits non-zero if any check failed.
 
-Usage: run.py --weir PATH --csv PATH [--only SUBSTRING]
-              [--librdkafka-tests DIR --librdkafka-version V [--try-all-librdkafka]]
+Usage: run.py --weir PATH --out DIR [--only SUBSTRING] [--try-all]
 
-Checks are subprocesses; each one's output goes to <csv dir>/logs/<name>.log
-and the tail of a failing one is printed. Installation is done by
-scripts/compat, which calls this.
+<out>/env holds what scripts/compat installed (KEY=VALUE lines). Each
+check's output goes to <out>/logs/<client>-<check>.log; the tail of a
+failing one is printed.
 """
 
 import argparse
 import csv
+import importlib
 import os
-import re
+import pkgutil
 import shutil
 import signal
 import socket
@@ -24,30 +24,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-LIBRDKAFKA_PASS_LIST = HERE / "librdkafka-tests.txt"
+sys.path.insert(0, str(HERE))
 
-# Broker settings every check runs with. num.partitions=4 is what
-# librdkafka's own test clusters (trivup) configure; its tests that rely on
-# auto-created topics assume it.
+from areas.common import Check, Context  # noqa: E402
+
+# Broker settings every check runs with:
+# - num.partitions=4: what librdkafka's test clusters (trivup) and
+#   kafka-python's fixtures configure; their tests of auto-created topics
+#   assume it.
+# - node.id=0: kafka-python's admin tests address broker 0, the id of its
+#   fixture's broker.
 BROKER_OVERRIDES = [
     "num.partitions=4",
-    "group.initial.rebalance.delay.ms=0",
+    "node.id=0",
 ]
-
-
-@dataclass
-class Check:
-    client: str
-    version: str
-    name: str
-    argv: list
-    env: dict = field(default_factory=dict)
-    cwd: Path | None = None
-    timeout: float = 300.0
 
 
 def free_port() -> int:
@@ -95,31 +88,14 @@ class Broker:
         self.log.close()
 
 
-def librdkafka_checks(tests_dir: Path, version: str, bootstrap: str, work: Path,
-                      try_all: bool) -> list:
-    """librdkafka's own test suite (tests/test-runner), one check per test:
-    the tests in librdkafka-tests.txt, or every test with try_all (to find
-    tests to add to the list)."""
-    conf = work / "librdkafka-test.conf"
-    conf.write_text(f"metadata.broker.list={bootstrap}\ntest.timeout.multiplier=2\n")
-    if try_all:
-        numbers = sorted({m.group(1) for p in tests_dir.glob("0[0-9][0-9][0-9]-*.c*")
-                          if (m := re.match(r"(\d{4})-", p.name))})
-    else:
-        numbers = [line.split()[0] for line in LIBRDKAFKA_PASS_LIST.read_text().splitlines()
-                   if line.strip() and not line.startswith("#")]
-    lib = f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}"
-    checks = []
-    for number in numbers:
-        names = sorted(tests_dir.glob(f"{number}-*.c*"))
-        name = names[0].stem if names else number
-        checks.append(Check(
-            client="librdkafka-testsuite", version=version, name=name,
-            argv=["./test-runner"], cwd=tests_dir,
-            env={"TESTS": number, "TEST_KAFKA_VERSION": "3.9.0", "RDKAFKA_TEST_CONF": str(conf),
-                 "LD_LIBRARY_PATH": lib},
-        ))
-    return checks
+def read_env(path: Path) -> dict:
+    installed = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key:
+                installed[key] = value
+    return installed
 
 
 def run_check(check: Check, logs: Path) -> tuple[bool, float]:
@@ -134,6 +110,8 @@ def run_check(check: Check, logs: Path) -> tuple[bool, float]:
             note = f"exit {completed.returncode}"
         except subprocess.TimeoutExpired:
             ok, note = False, f"timed out after {check.timeout:.0f} s"
+        except OSError as e:
+            ok, note = False, f"cannot run {check.argv[0]}: {e}"
     seconds = time.monotonic() - started
     if not ok:
         tail = log_path.read_bytes()[-3000:].decode(errors="replace")
@@ -145,37 +123,37 @@ def run_check(check: Check, logs: Path) -> tuple[bool, float]:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--weir", type=Path, required=True)
-    parser.add_argument("--csv", type=Path, required=True)
-    parser.add_argument("--librdkafka-tests", type=Path,
-                        help="the tests/ directory of a built librdkafka source tree")
-    parser.add_argument("--librdkafka-version", default="?")
-    parser.add_argument("--try-all-librdkafka", action="store_true")
-    parser.add_argument("--only", default="")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--only", default="", help="run the checks whose client or name contains this")
+    parser.add_argument("--try-all", action="store_true",
+                        help="also run checks not on a pass list (to grow the lists)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="weir-compat-"))
-    logs = args.csv.parent / "logs"
+    logs = args.out / "logs"
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
     broker = Broker(args.weir, work)
+    ctx = Context(bootstrap=broker.bootstrap, work=work, repo=HERE.parent.parent,
+                  installed=read_env(args.out / "env"), try_all=args.try_all)
     rows = []
     try:
         checks = []
-        if args.librdkafka_tests:
-            checks += librdkafka_checks(args.librdkafka_tests, args.librdkafka_version,
-                                        broker.bootstrap, work, args.try_all_librdkafka)
+        for area in sorted(m.name for m in pkgutil.iter_modules([str(HERE / "areas")])):
+            if area != "common":
+                checks += importlib.import_module(f"areas.{area}").checks(ctx)
         checks = [c for c in checks if args.only in f"{c.client} {c.name}"]
-        print(f"{'client':<22} {'version':<8} {'check':<40} {'result':<6} {'seconds':>7}", flush=True)
+        print(f"{'client':<22} {'version':<9} {'check':<44} {'result':<6} {'seconds':>7}", flush=True)
         for check in checks:
             ok, seconds = run_check(check, logs)
             row = (check.client, check.version, check.name, "pass" if ok else "FAIL", f"{seconds:.1f}")
             rows.append(row)
-            print(f"{row[0]:<22} {row[1]:<8} {row[2]:<40} {row[3]:<6} {row[4]:>7}", flush=True)
+            print(f"{row[0]:<22} {row[1]:<9} {row[2]:<44} {row[3]:<6} {row[4]:>7}", flush=True)
     finally:
         broker.stop()
         shutil.copy(broker.log_path, logs / "weir.log")
         shutil.rmtree(work, ignore_errors=True)
-    with open(args.csv, "w", newline="") as f:
+    with open(args.out / "compat.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["client", "version", "check", "result", "seconds"])
         writer.writerows(rows)

@@ -228,7 +228,72 @@ struct State {
     groups: HashMap<String, ClassicGroup>,
     timers: HashMap<TimerKey, TimerEntry>,
     next_timer_id: u64,
-    write_locks: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
+    /// Per group, the signal that its last planned store write finished
+    /// (see [`WriteTurn`]).
+    write_tails: HashMap<String, oneshot::Receiver<()>>,
+}
+
+impl State {
+    /// The next place in `group_id`'s queue of store writes. Taken under the
+    /// state lock when a write is planned, so that writes reach the log, and
+    /// then the group in memory, in the order they were planned (for a
+    /// connection's pipelined commits: arrival order), whatever order their
+    /// tasks happen to run in.
+    fn write_turn(&mut self, group_id: &str) -> WriteTurn {
+        let (done, tail) = oneshot::channel();
+        let previous = self.write_tails.insert(group_id.to_string(), tail);
+        WriteTurn {
+            previous,
+            done: Some(done),
+        }
+    }
+}
+
+/// A store write's place in its group's queue (see [`State::write_turn`]).
+struct WriteTurn {
+    /// Resolves (or errs) when the previous write of the group finished.
+    previous: Option<oneshot::Receiver<()>>,
+    /// Dropped when this write finished, which lets the next one start.
+    done: Option<oneshot::Sender<()>>,
+}
+
+impl State {
+    /// Ends a write's turn (`done` from [`WriteTurn::wait`]) and forgets
+    /// the group's queue when no write is left in it.
+    fn end_turn(&mut self, group_id: &str, done: oneshot::Sender<()>) {
+        drop(done);
+        if let Some(tail) = self.write_tails.get_mut(group_id) {
+            if matches!(tail.try_recv(), Err(oneshot::error::TryRecvError::Closed)) {
+                self.write_tails.remove(group_id);
+            }
+        }
+    }
+}
+
+impl WriteTurn {
+    /// Waits until every earlier write of the group finished. The returned
+    /// guard ends this write's turn when dropped.
+    async fn wait(mut self) -> oneshot::Sender<()> {
+        if let Some(previous) = self.previous.take() {
+            let _ = previous.await;
+        }
+        self.done.take().expect("a turn is waited for once")
+    }
+}
+
+impl Drop for WriteTurn {
+    /// A turn given up before its write ran still passes on in order: the
+    /// next write starts only after the earlier ones finished.
+    fn drop(&mut self) {
+        if let (Some(previous), Some(done)) = (self.previous.take(), self.done.take()) {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = previous.await;
+                    drop(done);
+                });
+            }
+        }
+    }
 }
 
 struct Inner<S> {
@@ -264,6 +329,12 @@ struct Effects {
     /// Static members rejoining without a rebalance, answered after the
     /// write.
     static_rejoins: Vec<StaticRejoin>,
+}
+
+/// [`Effects`] with each write's [`WriteTurn`].
+struct PlannedEffects {
+    writes: Vec<(String, GroupWrite, WriteTurn)>,
+    static_rejoins: Vec<(StaticRejoin, WriteTurn)>,
 }
 
 /// A member's settings before a static rejoin replaced them.
@@ -511,22 +582,24 @@ impl<S: GroupStore> GroupCoordinator<S> {
                 return SyncGroupResult::error(e);
             }
             let (sender, receiver) = oneshot::channel();
-            let write = ctx.sync(&params, sender);
+            let write = ctx.sync(&params, sender).map(|(assignment, write)| {
+                (assignment, write, ctx.state.write_turn(&params.group_id))
+            });
             let effects = ctx.finish();
             self.inner.spawn_writes(effects);
             (receiver, write)
         };
-        if let Some((assignment, write)) = store_write {
+        if let Some((assignment, write, turn)) = store_write {
             let inner = self.inner.clone();
             let group_id = params.group_id.clone();
             let generation_id = params.generation_id;
             // Spawned so that a dropped connection cannot stop the outcome
             // of a durable write from being applied.
             tokio::spawn(async move {
-                let lock = inner.write_lock(&group_id);
-                let _guard = lock.lock().await;
+                let done = turn.wait().await;
                 let result = inner.store.append(&group_id, write).await;
                 let mut ctx = inner.ctx();
+                ctx.state.end_turn(&group_id, done);
                 ctx.on_assignment_stored(&group_id, generation_id, assignment, result);
                 let effects = ctx.finish();
                 inner.spawn_writes(effects);
@@ -611,7 +684,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
         &self,
         params: OffsetCommitParams,
     ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
-        let (results, write) = {
+        let (results, write, turn) = {
             let mut ctx = self.inner.ctx();
             ctx.check_loaded(&params.group_id)?;
             ctx.validate_commit(&params)?;
@@ -642,19 +715,21 @@ impl<S: GroupStore> GroupCoordinator<S> {
                     }),
                 ));
             }
-            (results, write)
+            if write.offsets.is_empty() {
+                return Ok(results);
+            }
+            let turn = ctx.state.write_turn(&params.group_id);
+            (results, write, turn)
         };
-        if write.offsets.is_empty() {
-            return Ok(results);
-        }
         let inner = self.inner.clone();
         let group_id = params.group_id.clone();
         let task = tokio::spawn(async move {
-            let lock = inner.write_lock(&group_id);
-            let _guard = lock.lock().await;
+            let done = turn.wait().await;
             let offsets = write.offsets.clone();
-            inner.store.append(&group_id, write).await?;
+            let result = inner.store.append(&group_id, write).await;
             let mut ctx = inner.ctx();
+            ctx.state.end_turn(&group_id, done);
+            result?;
             let now_ms = ctx.now_ms;
             let group = ctx
                 .state
@@ -730,8 +805,8 @@ impl<S: GroupStore> GroupCoordinator<S> {
         group_id: &str,
         partitions: Vec<TopicPartition>,
     ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
-        let (results, write) = {
-            let ctx = self.inner.ctx();
+        let (results, write, turn) = {
+            let mut ctx = self.inner.ctx();
             ctx.check_loaded(group_id)?;
             let group = ctx
                 .state
@@ -764,12 +839,13 @@ impl<S: GroupStore> GroupCoordinator<S> {
                     results.push((p, None));
                 }
             }
-            (results, write)
+            let turn = (!write.offsets.is_empty()).then(|| ctx.state.write_turn(group_id));
+            (results, write, turn)
         };
-        if !write.offsets.is_empty() {
+        if let Some(turn) = turn {
             let deleted: Vec<TopicPartition> =
                 write.offsets.iter().map(|(p, _)| p.clone()).collect();
-            self.apply_write(group_id, write, move |group| {
+            self.apply_write(group_id, write, turn, move |group| {
                 for p in &deleted {
                     group.offsets.remove(p);
                 }
@@ -812,30 +888,37 @@ impl<S: GroupStore> GroupCoordinator<S> {
             // Dead while the tombstones are written: joins and commits are
             // refused meanwhile; a failed write makes it Empty again.
             group.transition_to(ClassicGroupState::Dead, now_ms);
-            GroupWrite {
+            let write = GroupWrite {
                 metadata: Some(None),
                 offsets: group.offsets.keys().map(|p| (p.clone(), None)).collect(),
-            }
+            };
+            (write, ctx.state.write_turn(group_id))
         };
-        let lock = self.inner.write_lock(group_id);
-        let _guard = lock.lock().await;
-        let result = self.inner.store.append(group_id, write).await;
-        let mut ctx = self.inner.ctx();
-        let now_ms = ctx.now_ms;
-        match result {
-            Ok(()) => {
-                ctx.state.groups.remove(group_id);
-                ctx.state.write_locks.remove(group_id);
-                Ok(())
-            }
-            Err(e) => {
-                warn!(group = %group_id, error = %e, "writing group tombstones failed");
-                if let Some(group) = ctx.state.groups.get_mut(group_id) {
-                    group.transition_to(ClassicGroupState::Empty, now_ms);
+        let (write, turn) = write;
+        let inner = self.inner.clone();
+        let group_id = group_id.to_string();
+        // Spawned so that a dropped connection cannot leave the group Dead.
+        let task = tokio::spawn(async move {
+            let done = turn.wait().await;
+            let result = inner.store.append(&group_id, write).await;
+            let mut ctx = inner.ctx();
+            let now_ms = ctx.now_ms;
+            ctx.state.end_turn(&group_id, done);
+            match result {
+                Ok(()) => {
+                    ctx.state.groups.remove(&group_id);
+                    Ok(())
                 }
-                Err(group_metadata_store_error(&e))
+                Err(e) => {
+                    warn!(group = %group_id, error = %e, "writing group tombstones failed");
+                    if let Some(group) = ctx.state.groups.get_mut(&group_id) {
+                        group.transition_to(ClassicGroupState::Empty, now_ms);
+                    }
+                    Err(group_metadata_store_error(&e))
+                }
             }
-        }
+        });
+        task.await.unwrap_or(Err(ResponseError::UnknownServerError))
     }
 
     /// DescribeGroups for one group (unknown groups are reported Dead).
@@ -917,8 +1000,8 @@ impl<S: GroupStore> GroupCoordinator<S> {
     /// group left with no offsets and no members is deleted with its
     /// metadata tombstone.
     pub async fn expire_offsets(&self) {
-        let plans: Vec<(String, GroupWrite)> = {
-            let ctx = self.inner.ctx();
+        let plans: Vec<(String, GroupWrite, WriteTurn)> = {
+            let mut ctx = self.inner.ctx();
             if !ctx.state.loaded {
                 return;
             }
@@ -957,14 +1040,20 @@ impl<S: GroupStore> GroupCoordinator<S> {
                 }
             }
             plans
+                .into_iter()
+                .map(|(group_id, write)| {
+                    let turn = ctx.state.write_turn(&group_id);
+                    (group_id, write, turn)
+                })
+                .collect()
         };
-        for (group_id, write) in plans {
+        for (group_id, write, turn) in plans {
             let expired: Vec<TopicPartition> =
                 write.offsets.iter().map(|(p, _)| p.clone()).collect();
             let delete_group = write.metadata.is_some();
             let count = expired.len();
             let outcome = self
-                .apply_write(&group_id, write, move |group| {
+                .apply_write(&group_id, write, turn, move |group| {
                     for p in &expired {
                         group.offsets.remove(p);
                     }
@@ -993,9 +1082,9 @@ impl<S: GroupStore> GroupCoordinator<S> {
     /// again under the same name starts without stale offsets. Failures are
     /// logged; the offsets then stay until their retention passes.
     pub async fn on_topics_deleted(&self, topics: &[String]) {
-        let plans: Vec<(String, Vec<TopicPartition>)> = {
-            let state = self.inner.lock();
-            state
+        let plans: Vec<(String, Vec<TopicPartition>, WriteTurn)> = {
+            let mut state = self.inner.lock();
+            let plans: Vec<(String, Vec<TopicPartition>)> = state
                 .groups
                 .values()
                 .filter_map(|g| {
@@ -1007,15 +1096,22 @@ impl<S: GroupStore> GroupCoordinator<S> {
                         .collect();
                     (!doomed.is_empty()).then(|| (g.group_id.clone(), doomed))
                 })
+                .collect();
+            plans
+                .into_iter()
+                .map(|(group_id, doomed)| {
+                    let turn = state.write_turn(&group_id);
+                    (group_id, doomed, turn)
+                })
                 .collect()
         };
-        for (group_id, doomed) in plans {
+        for (group_id, doomed, turn) in plans {
             let write = GroupWrite {
                 metadata: None,
                 offsets: doomed.iter().map(|p| (p.clone(), None)).collect(),
             };
             let outcome = self
-                .apply_write(&group_id, write, move |group| {
+                .apply_write(&group_id, write, turn, move |group| {
                     for p in &doomed {
                         group.offsets.remove(p);
                     }
@@ -1027,21 +1123,24 @@ impl<S: GroupStore> GroupCoordinator<S> {
         }
     }
 
-    /// Appends `write` under the group's write lock and applies `apply` to
-    /// the group once it is durable.
+    /// Appends `write` in its `turn` and applies `apply` to the group once
+    /// it is durable.
     async fn apply_write(
         &self,
         group_id: &str,
         write: GroupWrite,
+        turn: WriteTurn,
         apply: impl FnOnce(&mut ClassicGroup) + Send + 'static,
     ) -> Result<(), GroupStoreError> {
         let inner = self.inner.clone();
         let group_id = group_id.to_string();
         let task = tokio::spawn(async move {
-            let lock = inner.write_lock(&group_id);
-            let _guard = lock.lock().await;
-            inner.store.append(&group_id, write).await?;
-            if let Some(group) = inner.lock().groups.get_mut(&group_id) {
+            let done = turn.wait().await;
+            let result = inner.store.append(&group_id, write).await;
+            let mut state = inner.lock();
+            state.end_turn(&group_id, done);
+            result?;
+            if let Some(group) = state.groups.get_mut(&group_id) {
                 apply(group);
             }
             Ok(())
@@ -1074,37 +1173,30 @@ impl<S: GroupStore> Inner<S> {
         }
     }
 
-    fn write_lock(&self, group_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.lock()
-            .write_locks
-            .entry(group_id.to_string())
-            .or_default()
-            .clone()
-    }
-
     /// Writes group metadata that no request waits for (a group that
     /// became Empty; failures are logged as Kafka does), and the writes of
     /// static rejoins, whose answers wait for them.
-    fn spawn_writes(self: &Arc<Self>, effects: Effects) {
-        for mut rejoin in effects.static_rejoins {
+    fn spawn_writes(self: &Arc<Self>, effects: PlannedEffects) {
+        for (mut rejoin, turn) in effects.static_rejoins {
             let inner = self.clone();
             tokio::spawn(async move {
-                let lock = inner.write_lock(&rejoin.group_id);
-                let _guard = lock.lock().await;
+                let done = turn.wait().await;
                 let write = std::mem::take(&mut rejoin.write);
                 let result = inner.store.append(&rejoin.group_id, write).await;
                 let mut ctx = inner.ctx();
+                ctx.state.end_turn(&rejoin.group_id, done);
                 ctx.on_static_rejoin_stored(rejoin, result);
                 let effects = ctx.finish();
                 inner.spawn_writes(effects);
             });
         }
-        for (group_id, write) in effects.writes {
+        for (group_id, write, turn) in effects.writes {
             let inner = self.clone();
             tokio::spawn(async move {
-                let lock = inner.write_lock(&group_id);
-                let _guard = lock.lock().await;
-                if let Err(e) = inner.store.append(&group_id, write).await {
+                let done = turn.wait().await;
+                let result = inner.store.append(&group_id, write).await;
+                inner.lock().end_turn(&group_id, done);
+                if let Err(e) = result {
                     warn!(group = %group_id, error = %e, "storing group metadata failed");
                 }
             });
@@ -1138,8 +1230,27 @@ impl<S: GroupStore> Inner<S> {
 }
 
 impl<S: GroupStore> Ctx<'_, S> {
-    fn finish(self) -> Effects {
-        self.effects
+    /// The collected effects, each write with its place in its group's
+    /// queue, taken while the state lock is still held.
+    fn finish(mut self) -> PlannedEffects {
+        let writes = std::mem::take(&mut self.effects.writes)
+            .into_iter()
+            .map(|(group_id, write)| {
+                let turn = self.state.write_turn(&group_id);
+                (group_id, write, turn)
+            })
+            .collect();
+        let static_rejoins = std::mem::take(&mut self.effects.static_rejoins)
+            .into_iter()
+            .map(|rejoin| {
+                let turn = self.state.write_turn(&rejoin.group_id);
+                (rejoin, turn)
+            })
+            .collect();
+        PlannedEffects {
+            writes,
+            static_rejoins,
+        }
     }
 
     /// INVALID_GROUP_ID for an empty group id, then [`Self::check_loaded_any`]
