@@ -89,6 +89,9 @@ pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes, peer: SocketAdd
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(handlers::delete_records::handle(&ctx, version, r).await)
         }
+        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+            handlers::incremental_alter_configs::handle(&ctx, version, r).await,
+        ),
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(handlers::describe_configs::handle(&ctx, version, r))
         }
@@ -226,6 +229,7 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::DeleteTopics => "DeleteTopics",
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::DescribeConfigs => "DescribeConfigs",
+        ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         ApiKey::DescribeCluster => "DescribeCluster",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         ApiKey::InitProducerId => "InitProducerId",

@@ -127,6 +127,9 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
             .collect(),
         ResponseKind::DescribeConfigs(r) => r.results.iter().map(|t| t.error_code).collect(),
+        ResponseKind::IncrementalAlterConfigs(r) => {
+            r.responses.iter().map(|t| t.error_code).collect()
+        }
         ResponseKind::DescribeCluster(r) => vec![r.error_code],
         ResponseKind::OffsetForLeaderEpoch(r) => r
             .topics

@@ -77,6 +77,15 @@ impl Partition {
         }
     }
 
+    /// Applies a topic's changed configs to the log (IncrementalAlterConfigs);
+    /// they take effect at the next append, roll, retention or cleaner pass.
+    pub fn set_log_config(&self, config: weir_storage::LogConfig) {
+        let mut log = lock(&self.log);
+        if *log.config() != config {
+            log.set_config(config);
+        }
+    }
+
     /// Topic and partition index.
     pub fn topic_partition(&self) -> &TopicPartition {
         &self.topic_partition

@@ -82,6 +82,7 @@ impl ReplicaManager {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(self.config.min_insync_replicas);
             let write_caching = write_caching_for(&self.config, &topic.configs);
+            let log_config = log_config_for(&self.config, &topic.configs);
             for (&index, registration) in &topic.partitions {
                 if !registration.replicas.contains(&self.node_id) {
                     continue;
@@ -95,6 +96,7 @@ impl ReplicaManager {
                         p.set_leader_epoch(registration.leader_epoch);
                         p.set_replication_state(registration.isr.len(), min_isr);
                         p.set_write_caching(write_caching);
+                        p.set_log_config(log_config.clone());
                         next.insert(tp, p.clone());
                         continue;
                     }

@@ -95,6 +95,12 @@ fn every_advertised_api_version_is_answered() {
             ApiKey::ListGroups => probe(&mut client, min, max, ListGroupsRequest::default()),
             ApiKey::DeleteGroups => probe(&mut client, min, max, DeleteGroupsRequest::default()),
             ApiKey::OffsetDelete => probe(&mut client, min, max, OffsetDeleteRequest::default()),
+            ApiKey::IncrementalAlterConfigs => probe(
+                &mut client,
+                min,
+                max,
+                kafka_protocol::messages::IncrementalAlterConfigsRequest::default(),
+            ),
             other => panic!("the broker advertises {other:?}, which this test does not know yet"),
         };
         assert!(

@@ -9,6 +9,7 @@
 mod support;
 
 mod admin;
+mod alter_configs;
 mod api_coverage;
 mod bad_input;
 mod cases_fetch;

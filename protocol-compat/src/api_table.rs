@@ -82,6 +82,7 @@ pub static SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeConfigs, 1, 4),
     api(ApiKey::DeleteGroups, 0, 2),
+    api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::DescribeCluster, 0, 1),
 ];

@@ -20,6 +20,7 @@ use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -44,9 +45,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
-    HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
-    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchRequest,
-    OffsetFetchResponse, SyncGroupResponse,
+    HeartbeatResponse, IncrementalAlterConfigsResponse, JoinGroupResponse, LeaveGroupResponse,
+    ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -148,6 +149,21 @@ pub fn error_response(
         RequestKind::ListGroups(_) => {
             let mut response = ListGroupsResponse::default();
             response.error_code = error_code;
+            response.into()
+        }
+        RequestKind::IncrementalAlterConfigs(request) => {
+            let mut response = IncrementalAlterConfigsResponse::default();
+            response.responses = request
+                .resources
+                .iter()
+                .map(|resource| {
+                    let mut result = AlterConfigsResourceResponse::default();
+                    result.error_code = error_code;
+                    result.resource_type = resource.resource_type;
+                    result.resource_name = resource.resource_name.clone();
+                    result
+                })
+                .collect();
             response.into()
         }
         RequestKind::DeleteGroups(request) => {
@@ -308,6 +324,7 @@ pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::DescribeGroups(_) => ApiKey::DescribeGroups,
         RequestKind::ListGroups(_) => ApiKey::ListGroups,
         RequestKind::DeleteGroups(_) => ApiKey::DeleteGroups,
+        RequestKind::IncrementalAlterConfigs(_) => ApiKey::IncrementalAlterConfigs,
         RequestKind::OffsetDelete(_) => ApiKey::OffsetDelete,
         _ => return None,
     })
@@ -614,6 +631,9 @@ mod tests {
             }
             ResponseKind::DescribeGroups(r) => r.groups.iter().map(|g| g.error_code).collect(),
             ResponseKind::DeleteGroups(r) => r.results.iter().map(|g| g.error_code).collect(),
+            ResponseKind::IncrementalAlterConfigs(r) => {
+                r.responses.iter().map(|g| g.error_code).collect()
+            }
             _ => Vec::new(),
         }
     }
@@ -644,6 +664,7 @@ mod tests {
             RequestKind::FindCoordinator(r) if v >= 4 => r.coordinator_keys.len(),
             RequestKind::DescribeGroups(r) => r.groups.len(),
             RequestKind::DeleteGroups(r) => r.groups_names.len(),
+            RequestKind::IncrementalAlterConfigs(r) => r.resources.len(),
             _ => 0,
         }
     }

@@ -204,6 +204,7 @@ fn first_flexible_version(api_key: ApiKey) -> Option<i16> {
         ApiKey::DescribeGroups => 5,
         ApiKey::ListGroups => 3,
         ApiKey::DeleteGroups => 2,
+        ApiKey::IncrementalAlterConfigs => 1,
         // OffsetDelete has no flexible version.
         ApiKey::OffsetDelete => i16::MAX,
         _ => return None,
@@ -589,6 +590,20 @@ pub(crate) fn check_request_body(
         }
         ApiKey::DeleteGroups => {
             c.array(1, Cursor::string)?; // groups_names
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            c.array(2, |c| {
+                c.int8()?; // resource_type
+                c.string()?; // resource_name
+                c.array(3, |c| {
+                    c.string()?; // name
+                    c.int8()?; // config_operation
+                    c.string()?; // value
+                    c.tagged_fields()
+                })?;
+                c.tagged_fields()
+            })?;
+            c.int8()?; // validate_only
         }
         ApiKey::OffsetDelete => {
             c.string()?; // group_id

@@ -411,6 +411,33 @@ pub(crate) fn populated_request(api_key: ApiKey, v: i16) -> RequestKind {
             request.unknown_tagged_fields = tagged(flex);
             request.into()
         }
+        ApiKey::IncrementalAlterConfigs => {
+            let mut request = IncrementalAlterConfigsRequest::default();
+            request.resources = (0..2)
+                .map(|r| {
+                    let mut resource =
+                        incremental_alter_configs_request::AlterConfigsResource::default();
+                    resource.resource_type = 2;
+                    resource.resource_name = StrBytes::from_string(format!("topic-{r}"));
+                    resource.configs = (0..3)
+                        .map(|c| {
+                            let mut config =
+                                incremental_alter_configs_request::AlterableConfig::default();
+                            config.name = StrBytes::from_static_str("retention.ms");
+                            config.config_operation = c as i8;
+                            config.value = (c != 1).then(|| StrBytes::from_static_str("1000"));
+                            config.unknown_tagged_fields = tagged(flex);
+                            config
+                        })
+                        .collect();
+                    resource.unknown_tagged_fields = tagged(flex);
+                    resource
+                })
+                .collect();
+            request.validate_only = true;
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
         ApiKey::DeleteGroups => {
             let mut request = DeleteGroupsRequest::default();
             request.groups_names = vec![

@@ -1,0 +1,214 @@
+//! IncrementalAlterConfigs (key 44), v0-1 (KIP-339): changes topic configs
+//! key by key through the metadata quorum (`ConfigRecord`s), then applies
+//! them to the hosted logs before answering.
+//!
+//! Per resource, as Kafka's `ConfigAdminManager` and controller answer:
+//! - TOPIC (2): an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION; an unknown
+//!   key or a bad value INVALID_CONFIG; SET (0) sets, DELETE (1) removes the
+//!   topic's own value (back to the broker default), APPEND (2) and SUBTRACT
+//!   (3) add or remove items of a list config (`cleanup.policy`; other keys
+//!   get INVALID_CONFIG), starting from the current value or the default;
+//!   another operation, a null SET value, or the same key twice is
+//!   INVALID_REQUEST. `validate_only` checks without changing anything.
+//! - BROKER (4): Weir has no dynamically updatable broker configs
+//!   (DescribeConfigs reports them read-only), so any change gets
+//!   INVALID_CONFIG naming the keys, as Kafka answers for a static key.
+//! - anything else (BROKER_LOGGER, CLIENT_METRICS, GROUP, ...):
+//!   INVALID_REQUEST.
+//!
+//! The same resource twice in one request: INVALID_REQUEST for each.
+
+use std::collections::{BTreeMap, HashMap};
+
+use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
+use kafka_protocol::ResponseError;
+
+use super::str_bytes;
+use crate::context::BrokerContext;
+use crate::error::controller_error_code;
+use crate::topic_config::{self, ConfigType};
+
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
+
+/// An error code and message for one resource.
+type Failure = (ResponseError, String);
+
+/// Applies the requested changes; one result per resource, in request order.
+pub async fn handle(
+    ctx: &BrokerContext,
+    _version: i16,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut seen: HashMap<(i8, String), usize> = HashMap::new();
+    for resource in &request.resources {
+        *seen
+            .entry((resource.resource_type, resource.resource_name.to_string()))
+            .or_default() += 1;
+    }
+    let mut response = IncrementalAlterConfigsResponse::default();
+    let mut changed = false;
+    for resource in &request.resources {
+        let key = (resource.resource_type, resource.resource_name.to_string());
+        let outcome = if seen[&key] > 1 {
+            Err((
+                ResponseError::InvalidRequest,
+                format!("resource {} appears more than once", key.1),
+            ))
+        } else {
+            match resource.resource_type {
+                TOPIC => alter_topic(ctx, resource, request.validate_only).await,
+                BROKER if resource.configs.is_empty() => Ok(false),
+                BROKER => Err((
+                    ResponseError::InvalidConfig,
+                    format!(
+                        "Cannot update these configs dynamically: {}",
+                        resource
+                            .configs
+                            .iter()
+                            .map(|c| c.name.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )),
+                other => Err((
+                    ResponseError::InvalidRequest,
+                    format!("unsupported resource type {other}"),
+                )),
+            }
+        };
+        let mut result = AlterConfigsResourceResponse::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        match outcome {
+            Ok(c) => changed |= c,
+            Err((error, message)) => {
+                result.error_code = error.code();
+                result.error_message = Some(str_bytes(message));
+            }
+        }
+        response.responses.push(result);
+    }
+    if changed {
+        if let Err(e) = ctx.replica_manager.apply_image(&ctx.metadata()) {
+            tracing::error!(error = %e, "applying changed topic configs failed");
+        }
+    }
+    response
+}
+
+/// Validates and (unless `validate_only`) commits one topic's changes;
+/// `Ok(true)` when configs were committed.
+async fn alter_topic(
+    ctx: &BrokerContext,
+    resource: &AlterConfigsResource,
+    validate_only: bool,
+) -> Result<bool, Failure> {
+    let name = resource.resource_name.to_string();
+    let image = ctx.metadata();
+    let Some(topic) = image.topic(&name) else {
+        return Err((
+            ResponseError::UnknownTopicOrPartition,
+            format!("topic {name} does not exist"),
+        ));
+    };
+    let changes = plan_changes(ctx, &topic.configs, resource)?;
+    if validate_only || changes.is_empty() {
+        return Ok(false);
+    }
+    ctx.controller
+        .alter_topic_configs(&name, changes)
+        .await
+        .map_err(|e| {
+            let code = controller_error_code(&e);
+            (
+                ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError),
+                e.to_string(),
+            )
+        })?;
+    Ok(true)
+}
+
+/// The `(key, new value or None to delete)` list a resource's operations
+/// amount to, given the topic's current configs.
+fn plan_changes(
+    ctx: &BrokerContext,
+    current: &BTreeMap<String, String>,
+    resource: &AlterConfigsResource,
+) -> Result<Vec<(String, Option<String>)>, Failure> {
+    let invalid_config = |message: String| (ResponseError::InvalidConfig, message);
+    let mut keys = Vec::new();
+    let mut changes = Vec::new();
+    for op in &resource.configs {
+        let key = op.name.to_string();
+        if keys.contains(&key) {
+            return Err((
+                ResponseError::InvalidRequest,
+                format!("Error due to duplicate config keys: {key}"),
+            ));
+        }
+        keys.push(key.clone());
+        let def = topic_config::topic_config_def(&key)
+            .ok_or_else(|| invalid_config(format!("Unknown topic config name: {key}")))?;
+        let value = op.value.as_ref().map(|v| v.to_string());
+        let new_value = match op.config_operation {
+            SET => Some(value.ok_or_else(|| {
+                (
+                    ResponseError::InvalidRequest,
+                    format!("Null value not supported for SET of {key}"),
+                )
+            })?),
+            DELETE => None,
+            APPEND | SUBTRACT => {
+                if def.config_type != ConfigType::List {
+                    return Err(invalid_config(format!(
+                        "Config value append or subtract is not allowed for config key {key}"
+                    )));
+                }
+                let base = current
+                    .get(&key)
+                    .cloned()
+                    .unwrap_or_else(|| topic_config::default_value(&ctx.config, &key));
+                let mut items: Vec<String> = split_list(&base);
+                let operand = split_list(value.as_deref().unwrap_or(""));
+                if op.config_operation == APPEND {
+                    for item in operand {
+                        if !items.contains(&item) {
+                            items.push(item);
+                        }
+                    }
+                } else {
+                    items.retain(|item| !operand.contains(item));
+                }
+                Some(items.join(","))
+            }
+            other => {
+                return Err((
+                    ResponseError::InvalidRequest,
+                    format!("unknown config operation {other} for {key}"),
+                ))
+            }
+        };
+        if let Some(v) = &new_value {
+            topic_config::validate(&key, v).map_err(|e| invalid_config(e.to_string()))?;
+        }
+        changes.push((key, new_value));
+    }
+    Ok(changes)
+}
+
+fn split_list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
