@@ -9,7 +9,11 @@ JAVA_CLIENT_VERSIONS="3.9.2 4.1.2"
 # Kafka's CLI tools, as pinned in integration-tests/java-kafka-tools/pom.xml.
 JAVA_CLI_VERSION="4.1.2"
 
-apt_install_missing maven default-jdk-headless
+# Any JDK 17+ will do; Debian's default one only when there is none.
+java_missing=()
+command -v mvn >/dev/null 2>&1 || java_missing+=(maven)
+command -v javac >/dev/null 2>&1 || java_missing+=(default-jdk-headless)
+((${#java_missing[@]} == 0)) || apt_install_missing "${java_missing[@]}"
 
 JAVA_CLIENT_DIR="$REPO/integration-tests/compat/java/client"
 for v in $JAVA_CLIENT_VERSIONS; do
