@@ -231,6 +231,52 @@ struct State {
     /// Per group, the signal that its last planned store write finished
     /// (see [`WriteTurn`]).
     write_tails: HashMap<String, oneshot::Receiver<()>>,
+    /// Per group, the partitions with commits planned but not yet stored
+    /// (how many each): an expiry pass spares them and DeleteGroups
+    /// tombstones them, as Kafka's coordinator sees uncommitted writes.
+    pending_commits: HashMap<String, HashMap<TopicPartition, u32>>,
+}
+
+impl State {
+    fn add_pending_commits<'a>(
+        &mut self,
+        group_id: &str,
+        partitions: impl Iterator<Item = &'a TopicPartition>,
+    ) {
+        let pending = self
+            .pending_commits
+            .entry(group_id.to_string())
+            .or_default();
+        for p in partitions {
+            *pending.entry(p.clone()).or_default() += 1;
+        }
+    }
+
+    fn remove_pending_commits<'a>(
+        &mut self,
+        group_id: &str,
+        partitions: impl Iterator<Item = &'a TopicPartition>,
+    ) {
+        if let Some(pending) = self.pending_commits.get_mut(group_id) {
+            for p in partitions {
+                if let Some(n) = pending.get_mut(p) {
+                    *n -= 1;
+                    if *n == 0 {
+                        pending.remove(p);
+                    }
+                }
+            }
+            if pending.is_empty() {
+                self.pending_commits.remove(group_id);
+            }
+        }
+    }
+
+    fn has_pending_commit(&self, group_id: &str, partition: &TopicPartition) -> bool {
+        self.pending_commits
+            .get(group_id)
+            .is_some_and(|p| p.contains_key(partition))
+    }
 }
 
 impl State {
@@ -718,6 +764,8 @@ impl<S: GroupStore> GroupCoordinator<S> {
             if write.offsets.is_empty() {
                 return Ok(results);
             }
+            ctx.state
+                .add_pending_commits(&params.group_id, write.offsets.iter().map(|(p, _)| p));
             let turn = ctx.state.write_turn(&params.group_id);
             (results, write, turn)
         };
@@ -729,6 +777,8 @@ impl<S: GroupStore> GroupCoordinator<S> {
             let result = inner.store.append(&group_id, write).await;
             let mut ctx = inner.ctx();
             ctx.state.end_turn(&group_id, done);
+            ctx.state
+                .remove_pending_commits(&group_id, offsets.iter().map(|(p, _)| p));
             result?;
             let now_ms = ctx.now_ms;
             let group = ctx
@@ -888,9 +938,15 @@ impl<S: GroupStore> GroupCoordinator<S> {
             // Dead while the tombstones are written: joins and commits are
             // refused meanwhile; a failed write makes it Empty again.
             group.transition_to(ClassicGroupState::Dead, now_ms);
+            let mut doomed: std::collections::BTreeSet<TopicPartition> =
+                group.offsets.keys().cloned().collect();
+            // Commits still being written land before these tombstones.
+            if let Some(pending) = ctx.state.pending_commits.get(group_id) {
+                doomed.extend(pending.keys().cloned());
+            }
             let write = GroupWrite {
                 metadata: Some(None),
-                offsets: group.offsets.keys().map(|p| (p.clone(), None)).collect(),
+                offsets: doomed.into_iter().map(|p| (p, None)).collect(),
             };
             (write, ctx.state.write_turn(group_id))
         };
@@ -1017,8 +1073,13 @@ impl<S: GroupStore> GroupCoordinator<S> {
                     _ => continue,
                 };
                 let mut write = GroupWrite::default();
-                let mut all_expired = true;
+                let mut all_expired = !ctx.state.pending_commits.contains_key(&group.group_id);
                 for (p, o) in &group.offsets {
+                    if ctx.state.has_pending_commit(&group.group_id, p) {
+                        // A newer commit is being written: it decides.
+                        all_expired = false;
+                        continue;
+                    }
                     let expired = match o.expire_timestamp_ms {
                         Some(at) => now_ms >= at,
                         None => {

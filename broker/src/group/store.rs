@@ -147,10 +147,22 @@ pub trait GroupStore: Send + Sync + 'static {
     fn load(&self) -> impl Future<Output = Result<Vec<LoadedGroup>, GroupStoreError>> + Send;
 }
 
-/// An in-memory [`GroupStore`] for tests. It can be told to fail appends.
-#[derive(Debug, Default)]
+/// An in-memory [`GroupStore`] for tests. It can be told to fail appends,
+/// or to hold them (as a slow fsync would) until released.
+#[derive(Debug)]
 pub struct MemoryGroupStore {
     state: Mutex<MemoryState>,
+    /// `true` while appends wait.
+    held: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for MemoryGroupStore {
+    fn default() -> Self {
+        MemoryGroupStore {
+            state: Mutex::default(),
+            held: tokio::sync::watch::Sender::new(false),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -171,6 +183,16 @@ impl MemoryGroupStore {
         self.state.lock().expect("store lock").fail_next = Some(error);
     }
 
+    /// Makes appends wait (in flight) until [`Self::release_appends`].
+    pub fn hold_appends(&self) {
+        self.held.send_replace(true);
+    }
+
+    /// Lets held and later appends complete.
+    pub fn release_appends(&self) {
+        self.held.send_replace(false);
+    }
+
     /// How many appends succeeded.
     pub fn appends(&self) -> usize {
         self.state.lock().expect("store lock").appends
@@ -179,6 +201,8 @@ impl MemoryGroupStore {
 
 impl GroupStore for MemoryGroupStore {
     async fn append(&self, group_id: &str, write: GroupWrite) -> Result<(), GroupStoreError> {
+        let mut held = self.held.subscribe();
+        let _ = held.wait_for(|held| !held).await;
         let mut state = self.state.lock().expect("store lock");
         if let Some(error) = state.fail_next.take() {
             return Err(error());
