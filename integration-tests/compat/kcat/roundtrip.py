@@ -8,7 +8,9 @@ interpreter, which has kafka-python)
 1. `kcat -P -z CODEC -p P` produces PER_CALL records to each of the
    PARTITIONS partitions of a new topic (auto-created with the broker's
    num.partitions=4), once per codec (none, gzip, snappy, lz4, zstd).
-2. `kcat -L -J` lists the topic: PARTITIONS partitions led by broker 0.
+2. `kcat -L -J` lists the topic: PARTITIONS partitions led by broker 0; a
+   Fetch v4 sent from here shows one batch per codec on every partition,
+   with that codec in its attributes (kcat really compressed).
 3. `kcat -G GROUP -c N` consumes all N records; the exact set of
    (partition, offset, key, value) must come back. On exit kcat closes the
    consumer, which commits the offsets it consumed.
@@ -20,11 +22,15 @@ Exits 1 with a message on the first mismatch; every kcat call has a timeout.
 """
 
 import json
+import socket
+import struct
 import subprocess
 import sys
 import uuid
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+# The codec id in a record batch's attributes (bits 0-2), by kcat -z name.
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 PARTITIONS = 4
 PER_CALL = 5
 TIMEOUT_S = 60
@@ -69,6 +75,54 @@ def consume(kcat_bin, bootstrap, topic, group, count):
     return records
 
 
+def batch_codecs(bootstrap, topic, partition):
+    """The (base offset, record count, codec id) of every record batch that a
+    Fetch v4 from offset 0 returns for topic/partition: what the broker
+    stored, independent of any client's decoding."""
+    host, port = bootstrap.rsplit(":", 1)
+    name = topic.encode()
+    body = struct.pack(">iiiib", -1, 100, 1, 16 << 20, 0)  # replica, max_wait, min/max bytes, isolation
+    body += struct.pack(">ih", 1, len(name)) + name
+    body += struct.pack(">iiqi", 1, partition, 0, 16 << 20)
+    client_id = b"compat-kcat-check"
+    header = struct.pack(">hhih", 1, 4, 7, len(client_id)) + client_id  # Fetch v4, correlation 7
+    frame = header + body
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+        data = recv_exactly(sock, size)
+    pos = 4 + 4 + 4  # correlation id, throttle_time_ms, topics count
+    (name_len,) = struct.unpack_from(">h", data, pos)
+    pos += 2 + name_len + 4  # topic name, partitions count
+    part, error, _hw, _lso, aborted = struct.unpack_from(">ihqqi", data, pos)
+    if error != 0:
+        fail(f"Fetch v4 {topic}/{partition}: error code {error}")
+    pos += 4 + 2 + 8 + 8 + 4 + 16 * max(aborted, 0)
+    (records_len,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    end = pos + records_len
+    batches = []
+    while pos + 61 <= end:
+        base_offset, batch_len = struct.unpack_from(">qi", data, pos)
+        if pos + 12 + batch_len > end:
+            break  # a partial batch at the end of the response
+        (attributes,) = struct.unpack_from(">h", data, pos + 21)
+        (count,) = struct.unpack_from(">i", data, pos + 57)
+        batches.append((base_offset, count, attributes & 7))
+        pos += 12 + batch_len
+    return batches
+
+
+def recv_exactly(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            fail("broker closed the connection mid-response")
+        buf += chunk
+    return buf
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(f"usage: {sys.argv[0]} KCAT BOOTSTRAP")
@@ -94,6 +148,11 @@ def main():
             for t in listing["topics"] if t["topic"] == topic
             for p in sorted(t["partitions"], key=lambda p: p["partition"])],
            [(p, 0, [0]) for p in range(PARTITIONS)])
+
+    for p in range(PARTITIONS):
+        expect(f"stored batches of partition {p} (base offset, records, codec id)",
+               batch_codecs(bootstrap, topic, p),
+               [(i * PER_CALL, PER_CALL, CODEC_IDS[c]) for i, c in enumerate(CODECS)])
 
     total = len(CODECS) * PARTITIONS * PER_CALL
     expect("records consumed (partition, offset, key, value)",
