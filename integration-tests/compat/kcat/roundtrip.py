@@ -9,8 +9,9 @@ interpreter, which has kafka-python)
    PARTITIONS partitions of a new topic (auto-created with the broker's
    num.partitions=4), once per codec (none, gzip, snappy, lz4, zstd).
 2. `kcat -L -J` lists the topic: PARTITIONS partitions led by broker 0; a
-   Fetch v4 sent from here shows one batch per codec on every partition,
-   with that codec in its attributes (kcat really compressed).
+   Fetch v4 sent from here (stored_batches.py) shows, for each codec's
+   records on every partition, batches with that codec in their attributes
+   (kcat really compressed).
 3. `kcat -G GROUP -c N` consumes all N records; the exact set of
    (partition, offset, key, value) must come back. On exit kcat closes the
    consumer, which commits the offsets it consumed.
@@ -22,15 +23,15 @@ Exits 1 with a message on the first mismatch; every kcat call has a timeout.
 """
 
 import json
-import socket
-import struct
 import subprocess
 import sys
 import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from stored_batches import CODEC_IDS, stored_batches  # noqa: E402
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-# The codec id in a record batch's attributes (bits 0-2), by kcat -z name.
-CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 PARTITIONS = 4
 PER_CALL = 5
 TIMEOUT_S = 60
@@ -46,6 +47,12 @@ def expect(what, got, want):
         fail(f"{what}: got {got!r}, want {want!r}")
     shown = sorted(got) if isinstance(got, set) else got
     print(f"ok: {what} = {shown!r}", flush=True)
+
+
+def value(codec, partition, i):
+    """A record value that every codec shrinks even alone: librdkafka sends a
+    batch uncompressed when compressing does not make it smaller."""
+    return f"value-{codec}-{partition}-{i}-" + "x" * 200
 
 
 def kcat(kcat_bin, args, stdin=None):
@@ -75,54 +82,6 @@ def consume(kcat_bin, bootstrap, topic, group, count):
     return records
 
 
-def batch_codecs(bootstrap, topic, partition):
-    """The (base offset, record count, codec id) of every record batch that a
-    Fetch v4 from offset 0 returns for topic/partition: what the broker
-    stored, independent of any client's decoding."""
-    host, port = bootstrap.rsplit(":", 1)
-    name = topic.encode()
-    body = struct.pack(">iiiib", -1, 100, 1, 16 << 20, 0)  # replica, max_wait, min/max bytes, isolation
-    body += struct.pack(">ih", 1, len(name)) + name
-    body += struct.pack(">iiqi", 1, partition, 0, 16 << 20)
-    client_id = b"compat-kcat-check"
-    header = struct.pack(">hhih", 1, 4, 7, len(client_id)) + client_id  # Fetch v4, correlation 7
-    frame = header + body
-    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
-        sock.sendall(struct.pack(">i", len(frame)) + frame)
-        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
-        data = recv_exactly(sock, size)
-    pos = 4 + 4 + 4  # correlation id, throttle_time_ms, topics count
-    (name_len,) = struct.unpack_from(">h", data, pos)
-    pos += 2 + name_len + 4  # topic name, partitions count
-    part, error, _hw, _lso, aborted = struct.unpack_from(">ihqqi", data, pos)
-    if error != 0:
-        fail(f"Fetch v4 {topic}/{partition}: error code {error}")
-    pos += 4 + 2 + 8 + 8 + 4 + 16 * max(aborted, 0)
-    (records_len,) = struct.unpack_from(">i", data, pos)
-    pos += 4
-    end = pos + records_len
-    batches = []
-    while pos + 61 <= end:
-        base_offset, batch_len = struct.unpack_from(">qi", data, pos)
-        if pos + 12 + batch_len > end:
-            break  # a partial batch at the end of the response
-        (attributes,) = struct.unpack_from(">h", data, pos + 21)
-        (count,) = struct.unpack_from(">i", data, pos + 57)
-        batches.append((base_offset, count, attributes & 7))
-        pos += 12 + batch_len
-    return batches
-
-
-def recv_exactly(sock, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            fail("broker closed the connection mid-response")
-        buf += chunk
-    return buf
-
-
 def main():
     if len(sys.argv) != 3:
         sys.exit(f"usage: {sys.argv[0]} KCAT BOOTSTRAP")
@@ -135,11 +94,11 @@ def main():
     next_offset = {p: 0 for p in range(PARTITIONS)}
     for codec in CODECS:
         for p in range(PARTITIONS):
-            lines = [f"{codec}-p{p}-{i}:value-{codec}-{p}-{i}" for i in range(PER_CALL)]
+            lines = [f"{codec}-p{p}-{i}:{value(codec, p, i)}" for i in range(PER_CALL)]
             kcat(kcat_bin, ["-b", bootstrap, "-P", "-t", topic, "-p", str(p), "-z", codec,
                             "-K", ":", "-X", "acks=all"], stdin="\n".join(lines) + "\n")
             for i in range(PER_CALL):
-                want.add((p, next_offset[p], f"{codec}-p{p}-{i}", f"value-{codec}-{p}-{i}"))
+                want.add((p, next_offset[p], f"{codec}-p{p}-{i}", value(codec, p, i)))
                 next_offset[p] += 1
 
     listing = json.loads(kcat(kcat_bin, ["-b", bootstrap, "-L", "-J", "-t", topic]))
@@ -150,9 +109,14 @@ def main():
            [(p, 0, [0]) for p in range(PARTITIONS)])
 
     for p in range(PARTITIONS):
-        expect(f"stored batches of partition {p} (base offset, records, codec id)",
-               batch_codecs(bootstrap, topic, p),
-               [(i * PER_CALL, PER_CALL, CODEC_IDS[c]) for i, c in enumerate(CODECS)])
+        # librdkafka may split one call's records into several batches
+        # (the first record often goes alone); each is compressed.
+        batches = stored_batches(bootstrap, topic, p)
+        expect(f"stored batches of partition {p}: (records, codec ids) per kcat call",
+               [(sum(n for base, n, _ in batches if i * PER_CALL <= base < (i + 1) * PER_CALL),
+                 {c for base, _, c in batches if i * PER_CALL <= base < (i + 1) * PER_CALL})
+                for i in range(len(CODECS))],
+               [(PER_CALL, {CODEC_IDS[c]}) for c in CODECS])
 
     total = len(CODECS) * PARTITIONS * PER_CALL
     expect("records consumed (partition, offset, key, value)",

@@ -4,7 +4,9 @@ Python client against a broker (the python area's checks).
 Usage: roundtrip.py kafka-python|aiokafka|confluent-kafka BOOTSTRAP
 
 Creates a topic of PARTITIONS partitions (unique name), produces
-PER_PARTITION records to each partition explicitly, consumes them all in a
+PER_PARTITION records to each partition explicitly (kafka-python and
+aiokafka gzip-compressed, confluent-kafka zstd-compressed and idempotent;
+the stored batches are read back raw to show the codec), consumes them all in a
 new group from the earliest offset, commits, and reads the group's committed
 offsets back. Asserts the exact records (partition, offset, key, value) and
 committed offsets (PER_PARTITION on every partition). Exits 1 with a message
@@ -15,6 +17,10 @@ import asyncio
 import sys
 import time
 import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from stored_batches import CODEC_IDS, stored_batches  # noqa: E402
 
 PARTITIONS = 3
 PER_PARTITION = 10
@@ -35,17 +41,34 @@ def expect(what, got, want):
 
 def records():
     """The records to produce: (partition, key, value), in order per partition."""
-    return [(p, f"k{p}-{i}".encode(), f"v{p}-{i}".encode())
+    return [(p, f"k{p}-{i}".encode(), value(p, i))
             for p in range(PARTITIONS) for i in range(PER_PARTITION)]
 
 
+def value(p, i):
+    """A record value that gzip and zstd shrink even alone: kafka-python and
+    librdkafka send a batch uncompressed when compressing does not make it
+    smaller."""
+    return f"v{p}-{i}-".encode() + b"x" * 200
+
+
 def expected_consumed():
-    return {(p, i, f"k{p}-{i}".encode(), f"v{p}-{i}".encode())
+    return {(p, i, f"k{p}-{i}".encode(), value(p, i))
             for p in range(PARTITIONS) for i in range(PER_PARTITION)}
 
 
 def expected_committed():
     return {p: PER_PARTITION for p in range(PARTITIONS)}
+
+
+def check_stored_codec(bootstrap, topic, codec):
+    """Every batch the broker stored is compressed with codec and they hold
+    PER_PARTITION records on each partition."""
+    for p in range(PARTITIONS):
+        batches = stored_batches(bootstrap, topic, p)
+        expect(f"partition {p}: stored batches' codecs, records",
+               ({c for _, _, c in batches}, sum(n for _, n, _ in batches)),
+               ({CODEC_IDS[codec]}, PER_PARTITION))
 
 
 def check_consumed(consumed):
@@ -72,13 +95,14 @@ def run_kafka_python(bootstrap, topic, group):
     expect("describe_cluster (controller, brokers)",
            (cluster["controller_id"], [b["broker_id"] for b in cluster["brokers"]]), (0, [0]))
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", compression_type="gzip")
     offsets = [producer.send(topic, key=k, value=v, partition=p).get(timeout=DEADLINE_S)
                for p, k, v in records()]
     producer.flush(timeout=DEADLINE_S)
     producer.close()
     expect("produced (partition, offset)", [(m.partition, m.offset) for m in offsets],
            [(p, i) for p in range(PARTITIONS) for i in range(PER_PARTITION)])
+    check_stored_codec(bootstrap, topic, "gzip")
 
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                              auto_offset_reset="earliest", enable_auto_commit=False)
@@ -116,7 +140,8 @@ def run_aiokafka(bootstrap, topic, group):
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
         await admin.start()
         await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
+                                    compression_type="gzip")
         await producer.start()
         produced = []
         for p, k, v in records():
@@ -126,6 +151,7 @@ def run_aiokafka(bootstrap, topic, group):
         await producer.stop()
         expect("produced (partition, offset)", produced,
                [(p, i) for p in range(PARTITIONS) for i in range(PER_PARTITION)])
+        check_stored_codec(bootstrap, topic, "gzip")
 
         consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                                     auto_offset_reset="earliest", enable_auto_commit=False)
@@ -162,7 +188,8 @@ def run_confluent_kafka(bootstrap, topic, group):
     md = admin.list_topics(topic, timeout=DEADLINE_S)
     expect("metadata partitions", sorted(md.topics[topic].partitions), list(range(PARTITIONS)))
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "compression.type": "zstd"})
     produced, errors = [], []
 
     def on_delivery(err, msg):
@@ -178,6 +205,7 @@ def run_confluent_kafka(bootstrap, topic, group):
     expect("delivery errors", errors, [])
     expect("produced (partition, offset)", sorted(produced),
            [(p, i) for p in range(PARTITIONS) for i in range(PER_PARTITION)])
+    check_stored_codec(bootstrap, topic, "zstd")
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
