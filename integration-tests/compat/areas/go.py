@@ -1,7 +1,7 @@
 """franz-go (go.sh builds go/main.go with franz-go and kadm pinned in
-go.mod): a smoke check that creates a topic, produces, lists end offsets,
-consumes in a group, commits, and reads the committed offsets back and
-describes the group with kadm."""
+go.mod): a smoke check that creates a topic, produces lz4 batches, lists
+end offsets, consumes in a group (the batches come back lz4), commits, and
+reads the committed offsets back and describes the group with kadm."""
 
 from .common import Check, Context
 

@@ -1,8 +1,9 @@
 // Command franzgo is the go area's smoke check with franz-go: it creates a
 // topic of partitions partitions, produces perPartition records to each
-// (franz-go's default producer: idempotent, acks=all, snappy batches),
-// consumes them all in a new group from the start, commits, and reads the
-// committed offsets back with kadm. It asserts exact records and offsets
+// (franz-go's default idempotent acks=all producer, with lz4 batches),
+// consumes them all in a new group from the start (asserting the batches
+// came back lz4-compressed), commits, and reads the committed offsets back
+// with kadm. It asserts exact records and offsets
 // and exits 1 with a message on the first mismatch; every wait has a
 // deadline.
 //
@@ -17,6 +18,7 @@ import (
 	"os"
 	"reflect"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -75,13 +77,16 @@ func main() {
 	must("CreateTopics "+topic, created[topic].Err)
 
 	producer, err := kgo.NewClient(kgo.SeedBrokers(bootstrap),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.Lz4Compression()))
 	must("producer client", err)
 	var recs []*kgo.Record
 	var want []record
 	for p := int32(0); p < partitions; p++ {
 		for i := int64(0); i < perPartition; i++ {
-			key, value := fmt.Sprintf("k%d-%d", p, i), fmt.Sprintf("v%d-%d", p, i)
+			// A value that lz4 shrinks even alone, so that every batch is
+			// sent compressed.
+			key, value := fmt.Sprintf("k%d-%d", p, i), fmt.Sprintf("v%d-%d-", p, i)+strings.Repeat("x", 200)
 			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: []byte(key), Value: []byte(value)})
 			want = append(want, record{p, i, key, value})
 		}
@@ -107,6 +112,7 @@ func main() {
 		kgo.DisableAutoCommit())
 	must("consumer client", err)
 	var consumed []record
+	codecs := map[uint8]int{}
 	pollCtx, pollCancel := context.WithTimeout(ctx, deadline)
 	for len(consumed) < partitions*perPartition {
 		fetches := consumer.PollFetches(pollCtx)
@@ -116,11 +122,13 @@ func main() {
 		fetches.EachError(func(t string, p int32, err error) { fail("fetch %s/%d: %v", t, p, err) })
 		fetches.EachRecord(func(r *kgo.Record) {
 			consumed = append(consumed, record{r.Partition, r.Offset, string(r.Key), string(r.Value)})
+			codecs[r.Attrs.CompressionType()]++
 		})
 	}
 	pollCancel()
 	sortRecords(consumed)
 	expect("consumed (partition, offset, key, value)", consumed, want)
+	expect("consumed records by batch codec id (3 = lz4)", codecs, map[uint8]int{3: partitions * perPartition})
 	must("CommitUncommittedOffsets", consumer.CommitUncommittedOffsets(ctx))
 
 	fetched, err := adm.FetchOffsets(ctx, group)
