@@ -298,6 +298,12 @@ fn c10_list_offsets_special_timestamps() {
     }
 }
 
+/// A topic's authorized operations as Kafka without an authorizer answers
+/// them: READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS
+/// ALTER_CONFIGS.
+const TOPIC_OPERATIONS: i32 =
+    1 << 3 | 1 << 4 | 1 << 5 | 1 << 6 | 1 << 7 | 1 << 8 | 1 << 10 | 1 << 11;
+
 /// Metadata v8+ and DescribeCluster answer the authorized operations when
 /// asked, as Kafka without an authorizer does: every operation the resource
 /// type supports (`AclEntry.supportedOperations`) as a bit field of ACL
@@ -307,9 +313,6 @@ fn c10_list_offsets_special_timestamps() {
 #[test]
 fn authorized_operations_are_every_supported_operation_when_requested() {
     use kafka_protocol::messages::DescribeClusterRequest;
-    // READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
-    const TOPIC_OPERATIONS: i32 =
-        1 << 3 | 1 << 4 | 1 << 5 | 1 << 6 | 1 << 7 | 1 << 8 | 1 << 10 | 1 << 11;
     // CREATE ALTER DESCRIBE CLUSTER_ACTION DESCRIBE_CONFIGS ALTER_CONFIGS
     // IDEMPOTENT_WRITE
     const CLUSTER_OPERATIONS: i32 = 1 << 5 | 1 << 7 | 1 << 8 | 1 << 9 | 1 << 10 | 1 << 11 | 1 << 12;
@@ -365,4 +368,45 @@ fn authorized_operations_are_every_supported_operation_when_requested() {
             );
         }
     }
+}
+
+/// Metadata v8+ answers the requested authorized operations also for a topic
+/// named in the request that does not exist (UNKNOWN_TOPIC_OR_PARTITION), as
+/// Kafka's handleTopicMetadataRequest sets them on every topic looked up by
+/// name; only an unknown topic id keeps Int.MIN. kafka-python's
+/// delete_records on a missing topic failed on Int.MIN's bit 31 (its
+/// test_delete_records_with_errors, issue 5).
+#[test]
+fn authorized_operations_of_unknown_topics_when_requested() {
+    let broker = support::start_broker();
+    let mut client = support::connect(&broker);
+    for version in 8..=12 {
+        for include in [false, true] {
+            let request = MetadataRequest::default()
+                .with_topics(Some(vec![by_name("no-such-topic-authorized-operations")]))
+                .with_allow_auto_topic_creation(false)
+                .with_include_topic_authorized_operations(include);
+            let response = metadata(&mut client, version, &request);
+            assert_eq!(
+                response.topics[0].error_code,
+                error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                "v{version}"
+            );
+            let expected = if include { TOPIC_OPERATIONS } else { i32::MIN };
+            assert_eq!(
+                response.topics[0].topic_authorized_operations, expected,
+                "unknown topic, v{version}, include {include}"
+            );
+        }
+    }
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(None)
+            .with_topic_id(Uuid::from_u128(
+                0x5eed_0000_0000_0000_0000_0000_0000_0001,
+            ))]))
+        .with_include_topic_authorized_operations(true);
+    let response = metadata(&mut client, 12, &request);
+    assert_eq!(response.topics[0].error_code, error_code::UNKNOWN_TOPIC_ID);
+    assert_eq!(response.topics[0].topic_authorized_operations, i32::MIN);
 }

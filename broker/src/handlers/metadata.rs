@@ -106,12 +106,26 @@ pub async fn handle(
                                 ResponseError::UnknownTopicOrPartition.code()
                             }
                         });
-                    error_topic(Some(name.clone()), t.topic_id, code)
+                    // Kafka sets the requested bit field on every topic
+                    // looked up by name, existing or not (KafkaApis
+                    // handleTopicMetadataRequest); only unknown topic ids
+                    // keep Int.MIN.
+                    error_topic(
+                        Some(name.clone()),
+                        t.topic_id,
+                        code,
+                        authorized_operations(AclResourceType::Topic, include_ops),
+                    )
                 }
             },
             None => match image.topic_by_id(&t.topic_id) {
                 Some(topic) if !t.topic_id.is_nil() => topic_metadata(&image, topic, include_ops),
-                _ => error_topic(None, t.topic_id, ResponseError::UnknownTopicId.code()),
+                _ => error_topic(
+                    None,
+                    t.topic_id,
+                    ResponseError::UnknownTopicId.code(),
+                    AUTHORIZED_OPERATIONS_OMITTED,
+                ),
             },
         };
         response.topics.push(entry);
@@ -136,12 +150,17 @@ fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
         .collect()
 }
 
-fn error_topic(name: Option<TopicName>, topic_id: Uuid, code: i16) -> MetadataResponseTopic {
+fn error_topic(
+    name: Option<TopicName>,
+    topic_id: Uuid,
+    code: i16,
+    authorized_operations: i32,
+) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
     t.error_code = code;
     t.name = name;
     t.topic_id = topic_id;
-    t.topic_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    t.topic_authorized_operations = authorized_operations;
     t
 }
 
