@@ -623,24 +623,33 @@ pub struct KeyValue<'a> {
 pub fn write_key_value_batch(records: &[KeyValue<'_>], timestamp_ms: i64) -> Option<Vec<u8>> {
     let count = i32::try_from(records.len()).ok().filter(|&n| n > 0)?;
     let mut section = Vec::new();
-    let mut body = Vec::new();
     for (offset_delta, record) in records.iter().enumerate() {
-        body.clear();
-        body.push(0); // attributes
-        put_varlong(&mut body, 0); // timestamp delta
-        put_varlong(&mut body, offset_delta as i64);
+        let offset_delta = offset_delta as i64;
+        let field_len = |f: Option<&[u8]>| match f {
+            Some(bytes) => varlong_len(bytes.len() as i64) + bytes.len(),
+            None => varlong_len(-1),
+        };
+        // attributes, timestamp delta 0, offset delta, key, value, 0 headers
+        let body_len = 1
+            + varlong_len(0)
+            + varlong_len(offset_delta)
+            + field_len(record.key)
+            + field_len(record.value)
+            + varlong_len(0);
+        put_varlong(&mut section, body_len as i64);
+        section.push(0);
+        put_varlong(&mut section, 0);
+        put_varlong(&mut section, offset_delta);
         for field in [record.key, record.value] {
             match field {
                 Some(bytes) => {
-                    put_varlong(&mut body, bytes.len() as i64);
-                    body.extend_from_slice(bytes);
+                    put_varlong(&mut section, bytes.len() as i64);
+                    section.extend_from_slice(bytes);
                 }
-                None => put_varlong(&mut body, -1),
+                None => put_varlong(&mut section, -1),
             }
         }
-        put_varlong(&mut body, 0); // no headers
-        put_varlong(&mut section, body.len() as i64);
-        section.extend_from_slice(&body);
+        put_varlong(&mut section, 0);
     }
     Some(write_batch(
         &RecordBatchHeader {

@@ -544,6 +544,23 @@ pub fn decode_key(buf: &[u8]) -> Result<GroupRecordKey, RecordDecodeError> {
     }
 }
 
+/// The version of a value record (0-4) and a reader over the fields after
+/// it, flexible from [`FIRST_FLEXIBLE_VERSION`].
+fn value_reader<'a>(
+    buf: &'a [u8],
+    schema: &'static str,
+) -> Result<(i16, Reader<'a>), RecordDecodeError> {
+    let (version, rest) = version_of(buf)?;
+    if !(0..=MAX_VALUE_VERSION).contains(&version) {
+        return Err(RecordDecodeError::UnknownVersion { schema, version });
+    }
+    let reader = Reader {
+        buf: rest,
+        flexible: version >= FIRST_FLEXIBLE_VERSION,
+    };
+    Ok((version, reader))
+}
+
 /// Decodes an `OffsetCommitValue` of any version 0-4. Versions before 3
 /// have no leader epoch (-1); only version 1 has an expire timestamp, and
 /// -1 there means none.
@@ -552,17 +569,7 @@ pub fn decode_key(buf: &[u8]) -> Result<GroupRecordKey, RecordDecodeError> {
 /// [`RecordDecodeError::UnknownVersion`] outside 0-4; the other variants
 /// for malformed bytes.
 pub fn decode_offset_commit_value(buf: &[u8]) -> Result<OffsetAndMetadata, RecordDecodeError> {
-    let (version, rest) = version_of(buf)?;
-    if !(0..=MAX_VALUE_VERSION).contains(&version) {
-        return Err(RecordDecodeError::UnknownVersion {
-            schema: "OffsetCommitValue",
-            version,
-        });
-    }
-    let mut r = Reader {
-        buf: rest,
-        flexible: version >= FIRST_FLEXIBLE_VERSION,
-    };
+    let (version, mut r) = value_reader(buf, "OffsetCommitValue")?;
     let committed_offset = r.i64("offset")?;
     let committed_leader_epoch = if version >= 3 {
         r.i32("leaderEpoch")?
@@ -595,17 +602,7 @@ pub fn decode_offset_commit_value(buf: &[u8]) -> Result<OffsetAndMetadata, Recor
 /// [`RecordDecodeError::UnknownVersion`] outside 0-4; the other variants
 /// for malformed bytes.
 pub fn decode_group_metadata_value(buf: &[u8]) -> Result<GroupMetadataRecord, RecordDecodeError> {
-    let (version, rest) = version_of(buf)?;
-    if !(0..=MAX_VALUE_VERSION).contains(&version) {
-        return Err(RecordDecodeError::UnknownVersion {
-            schema: "GroupMetadataValue",
-            version,
-        });
-    }
-    let mut r = Reader {
-        buf: rest,
-        flexible: version >= FIRST_FLEXIBLE_VERSION,
-    };
+    let (version, mut r) = value_reader(buf, "GroupMetadataValue")?;
     let protocol_type = r.string("protocolType")?;
     let generation = r.i32("generation")?;
     let protocol = r.nullable_string("protocol")?;
