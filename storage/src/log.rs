@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::IoSlice;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -209,7 +209,13 @@ pub struct PendingFlush {
     fs: Arc<dyn FileSystem>,
     files: Vec<(Arc<File>, PathBuf)>,
     dir: Option<PathBuf>,
-    recovery_point: i64,
+    /// The active segment's `.log` when it is among `files` (its index
+    /// there) and its written end (see [`LogSegment::written_end`]), read
+    /// just before that file's fdatasync.
+    active: Option<(usize, Arc<AtomicI64>)>,
+    /// The log end offset when the flush was prepared; raised to the active
+    /// segment's written end read before its sync.
+    recovery_point: AtomicI64,
     /// Shared with the log: set when this flush fails, or is dropped without
     /// a successful [`PendingFlush::sync`], so that the log syncs everything
     /// past its recovery point again (see [`Log::prepare_flush`]).
@@ -228,9 +234,11 @@ impl Drop for PendingFlush {
 
 impl PendingFlush {
     /// The recovery point this flush makes durable: the log end offset when it
-    /// was prepared.
+    /// was prepared, or after a successful [`PendingFlush::sync`] the end of
+    /// the batches written to the active segment before its fdatasync began
+    /// if that is more (appends that landed while the sync was on its way).
     pub fn recovery_point(&self) -> i64 {
-        self.recovery_point
+        self.recovery_point.load(Ordering::Acquire)
     }
 
     /// fdatasyncs every file (and fsyncs the partition directory if segments
@@ -251,7 +259,13 @@ impl PendingFlush {
     }
 
     fn sync_all_files(&self) -> Result<(), StorageError> {
-        for (file, path) in &self.files {
+        for (i, (file, path)) in self.files.iter().enumerate() {
+            if let Some((_, written_end)) = self.active.as_ref().filter(|(at, _)| *at == i) {
+                // Everything written before this load is in the page cache
+                // before the fdatasync below starts, so the sync covers it.
+                self.recovery_point
+                    .fetch_max(written_end.load(Ordering::Acquire), Ordering::AcqRel);
+            }
             self.fs
                 .sync_data(file, path)
                 .map_err(|e| StorageError::io("fdatasync", path, e))?;
@@ -1090,11 +1104,21 @@ impl Log {
             self.dir_dirty = true;
         }
         let mut files = Vec::new();
+        let mut active = None;
         let active_base = self.segments.keys().next_back().copied();
         for (base, segment) in self.segments.iter_mut() {
-            let with_indexes = active_indexes || Some(*base) != active_base;
+            let is_active = Some(*base) == active_base;
+            let with_indexes = active_indexes || !is_active;
             match segment.take_dirty_files(with_indexes) {
-                Ok(taken) => files.extend(taken),
+                Ok(taken) => {
+                    let log_taken = taken
+                        .first()
+                        .is_some_and(|(_, path)| path == segment.log_path());
+                    if is_active && log_taken {
+                        active = Some((files.len(), segment.written_end()));
+                    }
+                    files.extend(taken);
+                }
                 Err(e) => {
                     // Segments already taken are no longer marked dirty.
                     self.flush_failed.store(true, Ordering::Release);
@@ -1107,7 +1131,8 @@ impl Log {
             fs: self.fs.clone(),
             files,
             dir,
-            recovery_point: self.log_end_offset,
+            active,
+            recovery_point: AtomicI64::new(self.log_end_offset),
             failed: self.flush_failed.clone(),
             synced: AtomicBool::new(false),
         })
@@ -1121,7 +1146,7 @@ impl Log {
         if self.flush_failed.load(Ordering::Acquire) {
             return self.recovery_point;
         }
-        let target = flushed.recovery_point.min(self.log_end_offset);
+        let target = flushed.recovery_point().min(self.log_end_offset);
         self.recovery_point = self.recovery_point.max(target);
         self.last_flush_ms = crate::segment::wall_clock_ms();
         metrics::counter!("weir_storage_flushes_total").increment(1);

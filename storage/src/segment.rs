@@ -9,6 +9,7 @@ use std::fs::File;
 use std::io::IoSlice;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -77,6 +78,11 @@ pub struct LogSegment {
     offset_of_max_timestamp: i64,
     /// The `.log` file changed since the last flush.
     dirty: bool,
+    /// The offset after the last batch whose bytes this process has written
+    /// to the `.log` file (the segment's base offset before any append). A
+    /// [`crate::PendingFlush`] reads it just before its fdatasync, which
+    /// then covers every offset below it (see [`LogSegment::written_end`]).
+    written_end: Arc<AtomicI64>,
     /// The indexes changed since they were last synced (lags `dirty` for
     /// the active segment, whose indexes are synced once it is inactive).
     indexes_dirty: bool,
@@ -190,6 +196,7 @@ impl LogSegment {
             max_timestamp,
             offset_of_max_timestamp,
             dirty: create,
+            written_end: Arc::new(AtomicI64::new(base_offset)),
             indexes_dirty: create,
             created_ms: wall_clock_ms(),
             first_batch_timestamp: (size == 0).then_some(-1),
@@ -317,6 +324,12 @@ impl LogSegment {
         }
         debug_assert_eq!(position, start + total as u64);
         self.size = start + total as u64;
+        if let Some(last) = batches.last() {
+            // After the write: a flush that reads this value and then
+            // fdatasyncs the file covers these batches.
+            self.written_end
+                .fetch_max(last.last_offset + 1, Ordering::Release);
+        }
         Ok(())
     }
 
@@ -643,6 +656,15 @@ impl LogSegment {
         self.offset_index.persist()?;
         self.time_index.persist()?;
         Ok(())
+    }
+
+    /// The shared end of the batches written to the `.log` file so far: an
+    /// fdatasync of the file that starts after a load of this value makes
+    /// every offset below it durable. Group commit reads it as late as
+    /// possible, so that one fdatasync also covers the appends that landed
+    /// between preparing the flush and starting the sync.
+    pub(crate) fn written_end(&self) -> Arc<AtomicI64> {
+        self.written_end.clone()
     }
 
     /// Marks the segment (and its indexes) as changed since the last

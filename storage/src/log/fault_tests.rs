@@ -587,3 +587,59 @@ fn an_append_whose_epoch_checkpoint_cannot_be_written_appends_nothing() {
     let text = std::fs::read_to_string(log.dir().join("leader-epoch-checkpoint")).unwrap();
     assert_eq!(text, format!("0\n2\n1 0\n2 {}\n", before.log_end_offset));
 }
+
+#[test]
+fn a_flush_covers_appends_written_before_its_fdatasync_began() {
+    // Group commit: appends that land between preparing a flush and its
+    // fdatasync are in the page cache when the sync starts, so the sync
+    // makes them durable and the recovery point covers them.
+    let (dir, fs) = setup();
+    let mut log = open_log(&fs, dir.path(), LogConfig::default(), 0);
+    log.append_as_leader(&batch(0), 0, 0).unwrap();
+    let prepared_at = log.log_end_offset();
+    let pending = log.prepare_flush().unwrap();
+    log.append_as_leader(&batch(1), 0, 0).unwrap();
+    log.append_as_leader(&batch(2), 0, 0).unwrap();
+    assert!(log.log_end_offset() > prepared_at);
+    pending.sync().unwrap();
+    let recovery_point = log.complete_flush(&pending);
+    assert_eq!(recovery_point, log.log_end_offset());
+
+    let bytes = read_all(&log);
+    drop(log);
+    fs.simulate_power_loss().unwrap();
+    let log = open_log(&fs, dir.path(), LogConfig::default(), recovery_point);
+    assert_eq!(log.log_end_offset(), recovery_point);
+    assert_eq!(read_all(&log), bytes);
+}
+
+#[test]
+fn a_flush_prepared_before_a_roll_covers_only_its_own_segment() {
+    // The segment that was active when the flush was prepared is the one it
+    // syncs: batches that went to a segment rolled after that stay owed to
+    // the next flush.
+    let (dir, fs) = setup();
+    let mut log = open_log(&fs, dir.path(), small_segments(), 0);
+    log.append_as_leader(&batch(0), 0, 0).unwrap();
+    let pending = log.prepare_flush().unwrap();
+    let mut i = 1;
+    let (first_segment_end, first_segment_bytes) = loop {
+        let before = (log.log_end_offset(), read_all(&log));
+        log.append_as_leader(&batch(i), 0, 0).unwrap();
+        i += 1;
+        if log.segment_base_offsets().len() > 1 {
+            break before;
+        }
+    };
+    log.append_as_leader(&batch(i), 0, 0).unwrap();
+    pending.sync().unwrap();
+    let recovery_point = log.complete_flush(&pending);
+    assert_eq!(recovery_point, first_segment_end);
+    assert!(recovery_point < log.log_end_offset());
+
+    drop(log);
+    fs.simulate_power_loss().unwrap();
+    let log = open_log(&fs, dir.path(), small_segments(), recovery_point);
+    assert!(log.log_end_offset() >= recovery_point);
+    assert!(read_all(&log).starts_with(&first_segment_bytes));
+}
