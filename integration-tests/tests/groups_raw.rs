@@ -758,3 +758,29 @@ fn deleting_a_topic_deletes_its_committed_offsets() {
     let after = fetch_v1_to_7(&mut client, 7, "doomed-group", None);
     assert!(after.topics.is_empty(), "{after:?}");
 }
+
+/// Kafka accepts OffsetCommit and OffsetFetch for the empty group id
+/// (backwards compatibility, `GroupCoordinatorService.commitOffsets`):
+/// a standalone consumer's generation -1 commit with group "" succeeds in
+/// the oldest and the newest versions and is read back.
+#[test]
+fn offset_commit_and_fetch_accept_the_empty_group_id() {
+    let broker = start_broker();
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    support::ensure_topic(&mut client, &versions, "anon");
+    commit(
+        &mut client,
+        2,
+        &commit_request("", -1, "", "anon", &[(0, 3)]),
+    );
+    let v1 = fetch_v1_to_7(&mut client, 1, "", Some(("anon", &[0])));
+    assert_eq!(fetched(&v1), vec![(0, 3, -1, 0)]);
+    commit(
+        &mut client,
+        9,
+        &commit_request("", -1, "", "anon", &[(1, 4)]),
+    );
+    let all = fetch_v1_to_7(&mut client, 7, "", None);
+    assert_eq!(fetched(&all), vec![(0, 3, -1, 0), (1, 4, 0, 0)]);
+}

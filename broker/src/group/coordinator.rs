@@ -722,7 +722,9 @@ impl<S: GroupStore> GroupCoordinator<S> {
 
     /// OffsetCommit (Kafka's `commitOffset`): validates the member, stores
     /// the offsets and answers once the store resolved. Per-partition
-    /// outcomes in request order.
+    /// outcomes in request order. The empty group id is accepted, as Kafka's
+    /// `GroupCoordinatorService.commitOffsets` accepts it for backwards
+    /// compatibility (a generation -1 commit founds a simple group "").
     ///
     /// # Errors
     /// A request-level error applied to every partition by the handler.
@@ -732,7 +734,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
     ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
         let (results, write, turn) = {
             let mut ctx = self.inner.ctx();
-            ctx.check_loaded(&params.group_id)?;
+            ctx.check_loaded_any()?;
             ctx.validate_commit(&params)?;
             let now_ms = ctx.now_ms;
             let max = self.inner.config.offset_metadata_max_bytes;
@@ -1315,8 +1317,8 @@ impl<S: GroupStore> Ctx<'_, S> {
     }
 
     /// INVALID_GROUP_ID for an empty group id, then [`Self::check_loaded_any`]
-    /// (the APIs that need a group id: JoinGroup, SyncGroup, Heartbeat,
-    /// LeaveGroup, OffsetCommit, OffsetDelete).
+    /// (the APIs Kafka's `isGroupIdNotEmpty` guards: JoinGroup, SyncGroup,
+    /// Heartbeat, LeaveGroup, OffsetDelete).
     fn check_loaded(&self, group_id: &str) -> Result<(), ResponseError> {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
@@ -1324,9 +1326,9 @@ impl<S: GroupStore> Ctx<'_, S> {
         self.check_loaded_any()
     }
 
-    /// COORDINATOR_LOAD_IN_PROGRESS until the store was loaded. OffsetFetch,
-    /// DescribeGroups and DeleteGroups accept the empty group id, as Kafka
-    /// does for backwards compatibility.
+    /// COORDINATOR_LOAD_IN_PROGRESS until the store was loaded. OffsetCommit,
+    /// OffsetFetch, DescribeGroups and DeleteGroups accept the empty group
+    /// id, as Kafka does for backwards compatibility.
     fn check_loaded_any(&self) -> Result<(), ResponseError> {
         if !self.state.loaded {
             return Err(ResponseError::CoordinatorLoadInProgress);

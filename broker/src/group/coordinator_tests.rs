@@ -865,3 +865,39 @@ async fn delete_groups_tombstones_a_commit_in_flight() {
     assert!(c.fetch_offsets("g", None).unwrap().is_empty());
     assert!(store.load().await.unwrap().is_empty());
 }
+
+/// Kafka's `GroupCoordinatorService.commitOffsets` accepts the empty group
+/// id for backwards compatibility (only a null one is INVALID_GROUP_ID):
+/// a standalone consumer's generation -1 commit creates a simple group
+/// that OffsetFetch, also accepting "", reads back. OffsetDelete and the
+/// membership APIs still refuse it (`isGroupIdNotEmpty`).
+#[tokio::test(start_paused = true)]
+async fn offset_commit_and_fetch_accept_the_empty_group_id() {
+    let (c, store) = coordinator(no_delay()).await;
+    let mut params = commit(&c, -1, "", 5);
+    params.group_id = String::new();
+    let results = c.commit_offsets(params).await.unwrap();
+    assert_eq!(results, vec![(TopicPartition::new("t", 0), None)]);
+    let fetched = c.fetch_offsets("", None).unwrap();
+    assert_eq!(fetched.len(), 1);
+    assert_eq!(fetched[0].1.as_ref().unwrap().committed_offset, 5);
+    assert_eq!(store.load().await.unwrap()[0].group_id, "");
+    // A generation of a group that does not exist is still refused.
+    let mut member = commit(&c, 1, "m", 6);
+    member.group_id = String::new();
+    assert_eq!(
+        c.commit_offsets(member).await,
+        Err(ResponseError::UnknownMemberId)
+    );
+    assert_eq!(
+        c.delete_offsets("", vec![TopicPartition::new("t", 0)])
+            .await,
+        Err(ResponseError::InvalidGroupId)
+    );
+    let mut join = join_params("");
+    join.group_id = String::new();
+    assert_eq!(
+        c.join_group(join).await.error,
+        Some(ResponseError::InvalidGroupId)
+    );
+}
