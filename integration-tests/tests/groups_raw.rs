@@ -784,3 +784,33 @@ fn offset_commit_and_fetch_accept_the_empty_group_id() {
     let all = fetch_v1_to_7(&mut client, 7, "", None);
     assert_eq!(fetched(&all), vec![(0, 3, -1, 0), (1, 4, 0, 0)]);
 }
+
+/// A JoinGroup listing one protocol name twice gets
+/// INCONSISTENT_GROUP_PROTOCOL (Kafka 4.1.2 leaves such a join without an
+/// answer, then refuses the group's joins with that code), never a success
+/// with an empty protocol name; the group stays usable.
+#[test]
+fn join_group_with_a_protocol_listed_twice_is_inconsistent() {
+    const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+    let broker = start_broker();
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    support::ensure_topic(&mut client, &versions, "twice");
+    let mut request = join_request("twice-group", "", &["twice"]);
+    let protocol = request.protocols[0].clone();
+    request.protocols.push(protocol);
+    for version in [0, 5, 9] {
+        let response = client
+            .send(&request, version)
+            .unwrap_or_else(|e| panic!("JoinGroup v{version}: {e}"));
+        assert_eq!(
+            response.error_code, INCONSISTENT_GROUP_PROTOCOL,
+            "JoinGroup v{version}: {response:?}"
+        );
+    }
+    let joined = join_new_member(&mut client, 5, &join_request("twice-group", "", &["twice"]));
+    assert_eq!(
+        joined.protocol_name.as_ref().map(|p| p.as_str()),
+        Some("range")
+    );
+}

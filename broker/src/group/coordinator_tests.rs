@@ -901,3 +901,37 @@ async fn offset_commit_and_fetch_accept_the_empty_group_id() {
         Some(ResponseError::InvalidGroupId)
     );
 }
+
+/// A member listing one protocol name twice can never be voted for:
+/// Kafka's `ClassicGroup` counts each listed name per member, so no name is
+/// supported by "all" members and `selectProtocol` throws (Kafka 4.1.2
+/// never answers such a join, and answers every later join of the group
+/// INCONSISTENT_GROUP_PROTOCOL). Weir refuses the member at once with
+/// INCONSISTENT_GROUP_PROTOCOL instead of completing with no protocol.
+#[tokio::test(start_paused = true)]
+async fn join_refuses_a_protocol_listed_twice() {
+    let (c, _store) = coordinator(no_delay()).await;
+    let mut twice = join_params("");
+    twice.protocols = vec![
+        ("range".to_string(), Bytes::from_static(b"a")),
+        ("range".to_string(), Bytes::from_static(b"b")),
+    ];
+    assert_eq!(
+        c.join_group(twice.clone()).await.error,
+        Some(ResponseError::InconsistentGroupProtocol)
+    );
+    assert!(
+        c.describe_group("g").unwrap().members.is_empty(),
+        "the member was not added"
+    );
+    // Also when joining a group that supports the protocol.
+    let ids = stable_group(&c, 1).await;
+    assert_eq!(
+        c.join_group(twice).await.error,
+        Some(ResponseError::InconsistentGroupProtocol)
+    );
+    let members = c.describe_group("g").unwrap().members;
+    assert_eq!(members.len(), 1);
+    assert_eq!(members[0].member_id, ids[0]);
+    assert_eq!(state(&c), "Stable");
+}
