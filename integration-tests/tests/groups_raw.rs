@@ -814,3 +814,33 @@ fn join_group_with_a_protocol_listed_twice_is_inconsistent() {
         Some("range")
     );
 }
+
+/// OffsetFetch `topics` is nullable only from v2 (the request schema's
+/// `nullableVersions: "2-7"`): Kafka cannot decode a v1 request with null
+/// topics and closes the connection. v2 null still means every partition.
+#[test]
+fn offset_fetch_v1_with_null_topics_closes_the_connection() {
+    let broker = start_broker();
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    support::ensure_topic(&mut client, &versions, "nulls");
+    commit(
+        &mut client,
+        2,
+        &commit_request("nulls-group", -1, "", "nulls", &[(0, 1)]),
+    );
+    let all = fetch_v1_to_7(&mut client, 2, "nulls-group", None);
+    assert_eq!(fetched(&all), vec![(0, 1, -1, 0)]);
+    let refused = client.send(
+        &OffsetFetchRequest::default()
+            .with_group_id(group("nulls-group"))
+            .with_topics(None),
+        1,
+    );
+    assert!(
+        refused.is_err(),
+        "v1 with null topics answered: {refused:?}"
+    );
+    let mut fresh = support::connect(&broker);
+    support::api_versions(&mut fresh);
+}
