@@ -844,3 +844,30 @@ fn offset_fetch_v1_with_null_topics_closes_the_connection() {
     let mut fresh = support::connect(&broker);
     support::api_versions(&mut fresh);
 }
+
+/// A client-supplied group id is logged bounded: a 70 KB group id whose
+/// commit cannot be stored gives a warning line of a bounded length that
+/// says how much was cut.
+#[test]
+fn a_huge_group_id_is_logged_bounded() {
+    let broker = start_broker();
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    support::ensure_topic(&mut client, &versions, "huge");
+    let huge = "g".repeat(70_000);
+    let response = client
+        .send(&commit_request(&huge, -1, "", "huge", &[(0, 1)]), 9)
+        .expect("OffsetCommit v9");
+    let code = response.topics[0].partitions[0].error_code;
+    assert_ne!(code, error_code::NONE, "a 70 KB group id cannot be stored");
+    let line = support::poll_until(Duration::from_secs(30), "the warning", || {
+        std::fs::read_to_string(broker.log_path())
+            .ok()?
+            .lines()
+            .find(|l| l.contains("storing committed offsets failed"))
+            .map(str::to_owned)
+    });
+    let start: String = line.chars().take(300).collect();
+    assert!(line.len() < 2_000, "{} bytes: {start}", line.len());
+    assert!(line.contains("more bytes)"), "{start}");
+}

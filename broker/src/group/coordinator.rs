@@ -36,6 +36,7 @@ use super::classic_group::{
 };
 use super::store::{GroupStore, GroupStoreError, GroupWrite, LoadedGroup, OffsetAndMetadata};
 use crate::error::{group_metadata_store_error, offset_commit_store_error};
+use crate::log_value::bounded;
 
 /// Kafka's `CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS` (KIP-394): how long a
 /// member added by JoinGroup may take to complete its first join, ms.
@@ -798,7 +799,11 @@ impl<S: GroupStore> GroupCoordinator<S> {
         match task.await {
             Ok(Ok(())) => Ok(results),
             Ok(Err(e)) => {
-                warn!(group = %params.group_id, error = %e, "storing committed offsets failed");
+                warn!(
+                    group = %bounded(&params.group_id),
+                    error = %e,
+                    "storing committed offsets failed"
+                );
                 Err(offset_commit_store_error(&e))
             }
             Err(_) => Err(ResponseError::UnknownServerError),
@@ -968,7 +973,11 @@ impl<S: GroupStore> GroupCoordinator<S> {
                     Ok(())
                 }
                 Err(e) => {
-                    warn!(group = %group_id, error = %e, "writing group tombstones failed");
+                    warn!(
+                        group = %bounded(&group_id),
+                        error = %e,
+                        "writing group tombstones failed"
+                    );
                     if let Some(group) = ctx.state.groups.get_mut(&group_id) {
                         group.transition_to(ClassicGroupState::Empty, now_ms);
                     }
@@ -1124,7 +1133,11 @@ impl<S: GroupStore> GroupCoordinator<S> {
                 .await;
             match outcome {
                 Ok(()) => {
-                    info!(group = %group_id, partitions = count, "expired committed offsets");
+                    info!(
+                        group = %bounded(&group_id),
+                        partitions = count,
+                        "expired committed offsets"
+                    );
                     if delete_group {
                         let mut state = self.inner.lock();
                         let remove = state.groups.get(&group_id).is_some_and(|g| {
@@ -1135,7 +1148,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
                         }
                     }
                 }
-                Err(e) => warn!(group = %group_id, error = %e, "expiring offsets failed"),
+                Err(e) => warn!(group = %bounded(&group_id), error = %e, "expiring offsets failed"),
             }
         }
     }
@@ -1181,7 +1194,11 @@ impl<S: GroupStore> GroupCoordinator<S> {
                 })
                 .await;
             if let Err(e) = outcome {
-                warn!(group = %group_id, error = %e, "deleting offsets of deleted topics failed");
+                warn!(
+                    group = %bounded(&group_id),
+                    error = %e,
+                    "deleting offsets of deleted topics failed"
+                );
             }
         }
     }
@@ -1260,7 +1277,7 @@ impl<S: GroupStore> Inner<S> {
                 let result = inner.store.append(&group_id, write).await;
                 inner.lock().end_turn(&group_id, done);
                 if let Err(e) = result {
-                    warn!(group = %group_id, error = %e, "storing group metadata failed");
+                    warn!(group = %bounded(&group_id), error = %e, "storing group metadata failed");
                 }
             });
         }
@@ -1738,7 +1755,11 @@ impl<S: GroupStore> Ctx<'_, S> {
                 return;
             }
             Err(e) => {
-                warn!(group = %group_id, error = %e, "storing a static member's new id failed");
+                warn!(
+                    group = %bounded(&group_id),
+                    error = %e,
+                    "storing a static member's new id failed"
+                );
                 group_metadata_store_error(&e)
             }
         };
@@ -1980,7 +2001,11 @@ impl<S: GroupStore> Ctx<'_, S> {
         for member_id in &pending {
             self.cancel_heartbeat(group_id, member_id);
         }
-        info!(group = %group_id, members = ?pending, "removing members that did not sync in time");
+        info!(
+            group = %bounded(group_id),
+            members = %bounded(&format!("{pending:?}")),
+            "removing members that did not sync in time"
+        );
         self.prepare_rebalance(group_id);
     }
 
@@ -2003,7 +2028,7 @@ impl<S: GroupStore> Ctx<'_, S> {
         if satisfied {
             return;
         }
-        info!(group = %group_id, member = %member_id, "member's session expired");
+        info!(group = %bounded(group_id), member = %bounded(member_id), "member's session expired");
         self.remove_member_and_update(group_id, member_id);
     }
 
@@ -2173,7 +2198,11 @@ impl<S: GroupStore> Ctx<'_, S> {
                 }
             }
             Err(e) => {
-                warn!(group = %group_id, error = %e, "storing the group's assignment failed");
+                warn!(
+                    group = %bounded(group_id),
+                    error = %e,
+                    "storing the group's assignment failed"
+                );
                 reset_and_propagate_assignment_error(group, group_metadata_store_error(&e));
                 self.maybe_prepare_rebalance_or_complete_join(group_id);
             }
