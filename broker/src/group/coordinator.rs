@@ -35,6 +35,7 @@ use super::classic_group::{
     ClassicGroup, ClassicGroupMember, ClassicGroupState, JoinGroupResult, SyncGroupResult,
 };
 use super::store::{GroupStore, GroupStoreError, GroupWrite, LoadedGroup, OffsetAndMetadata};
+use super::OFFSETS_TOPIC;
 use crate::error::{group_metadata_store_error, offset_commit_store_error};
 use crate::log_value::bounded;
 
@@ -504,18 +505,29 @@ impl<S: GroupStore> GroupCoordinator<S> {
         let mut state = self.inner.lock();
         state.timers.clear();
         for group in state.groups.values_mut() {
-            for member in group.members.values_mut() {
-                if let Some(sender) = member.awaiting_join.take() {
-                    let _ = sender.send(JoinGroupResult::error(
-                        ResponseError::NotCoordinator,
-                        member.member_id.clone(),
-                    ));
-                }
-                if let Some(sender) = member.awaiting_sync.take() {
-                    let _ = sender.send(SyncGroupResult::error(ResponseError::NotCoordinator));
-                }
-            }
+            answer_parked_with_not_coordinator(group);
         }
+    }
+
+    /// Forgets every group, as Kafka's coordinator unloads the groups of
+    /// an offsets partition that is gone (`onResignation`): called once
+    /// `__consumer_offsets` was deleted, which deleted every group's
+    /// records. Parked JoinGroup and SyncGroup requests get NOT_COORDINATOR
+    /// and the groups' timers stop; afterwards the coordinator answers as
+    /// after a restart (no groups, no offsets) and the next write creates
+    /// the topic again. Writes already under way still finish.
+    fn unload_all_groups(&self) {
+        let mut state = self.inner.lock();
+        state.timers.clear();
+        let mut groups = std::mem::take(&mut state.groups);
+        drop(state);
+        for group in groups.values_mut() {
+            answer_parked_with_not_coordinator(group);
+        }
+        warn!(
+            groups = groups.len(),
+            "{OFFSETS_TOPIC} was deleted; its groups and committed offsets are forgotten"
+        );
     }
 
     /// Loads the store now (what [`Self::run`] does first); for tests and
@@ -1157,7 +1169,15 @@ impl<S: GroupStore> GroupCoordinator<S> {
     /// tombstones (Kafka's `onPartitionsDeleted`), so that a topic created
     /// again under the same name starts without stale offsets. Failures are
     /// logged; the offsets then stay until their retention passes.
+    ///
+    /// When `topics` holds `__consumer_offsets` itself, every group's
+    /// records are gone with it and the coordinator forgets every group
+    /// instead (see [`Self::unload_all_groups`]).
     pub async fn on_topics_deleted(&self, topics: &[String]) {
+        if topics.iter().any(|t| t == OFFSETS_TOPIC) {
+            self.unload_all_groups();
+            return;
+        }
         let plans: Vec<(String, Vec<TopicPartition>, WriteTurn)> = {
             let mut state = self.inner.lock();
             let plans: Vec<(String, Vec<TopicPartition>)> = state
@@ -2325,6 +2345,22 @@ impl<S: GroupStore> Ctx<'_, S> {
             }
         }
         Ok(())
+    }
+}
+
+/// Answers the group's parked JoinGroup and SyncGroup requests with
+/// NOT_COORDINATOR (what Kafka answers when a coordinator unloads a group).
+fn answer_parked_with_not_coordinator(group: &mut ClassicGroup) {
+    for member in group.members.values_mut() {
+        if let Some(sender) = member.awaiting_join.take() {
+            let _ = sender.send(JoinGroupResult::error(
+                ResponseError::NotCoordinator,
+                member.member_id.clone(),
+            ));
+        }
+        if let Some(sender) = member.awaiting_sync.take() {
+            let _ = sender.send(SyncGroupResult::error(ResponseError::NotCoordinator));
+        }
     }
 }
 

@@ -935,3 +935,34 @@ async fn join_refuses_a_protocol_listed_twice() {
     assert_eq!(members[0].member_id, ids[0]);
     assert_eq!(state(&c), "Stable");
 }
+
+/// Deleting `__consumer_offsets` deletes every group's records, so the
+/// coordinator forgets its groups (Kafka unloads the groups of a deleted
+/// offsets partition): parked joins get NOT_COORDINATOR, OffsetFetch then
+/// answers as after a restart (no offsets), and the group starts over.
+#[tokio::test(start_paused = true)]
+async fn deleting_the_offsets_topic_unloads_every_group() {
+    let (c, _store) = coordinator(GroupCoordinatorConfig::default()).await;
+    let mut simple = commit(&c, -1, "", 7);
+    simple.group_id = "simple".to_string();
+    c.commit_offsets(simple).await.unwrap();
+    let parked = spawn_join(&c, join_params(""));
+    settle().await;
+    assert!(!parked.is_finished(), "waiting for the initial delay");
+    c.on_topics_deleted(&[crate::group::OFFSETS_TOPIC.to_string()])
+        .await;
+    assert_eq!(
+        parked.await.unwrap().error,
+        Some(ResponseError::NotCoordinator)
+    );
+    assert_eq!(c.fetch_offsets("simple", None), Ok(Vec::new()));
+    assert_eq!(
+        c.fetch_offsets("simple", Some(vec![TopicPartition::new("t", 0)])),
+        Ok(vec![(TopicPartition::new("t", 0), None)])
+    );
+    assert_eq!(c.list_groups(), Ok(Vec::new()));
+    assert_eq!(state(&c), "Dead");
+    // The group starts over: a new member founds generation 1.
+    let ids = stable_group(&c, 1).await;
+    assert_eq!(c.heartbeat("g", 1, &ids[0], None), None);
+}
