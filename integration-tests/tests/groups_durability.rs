@@ -12,7 +12,8 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, GroupId, OffsetCommitRequest, OffsetFetchRequest, TopicName,
+    ApiKey, ApiVersionsResponse, DeleteTopicsRequest, GroupId, OffsetCommitRequest,
+    OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use weir_integration_tests::{RawClient, TestBroker};
@@ -385,4 +386,54 @@ fn groups_confluent_consumer_resumes_after_its_commit_across_restarts() {
     assert_eq!(run(&broker, 8), ((8..16).collect(), 16));
     broker.restart().expect("graceful restart");
     assert_eq!(run(&broker, 4), ((16..20).collect(), 20));
+}
+
+/// DeleteTopics of `__consumer_offsets` is accepted (as Kafka KRaft
+/// accepts it) and deletes every group's records, so the coordinator
+/// forgets its groups at once (Kafka unloads the groups of deleted offsets
+/// partitions): OffsetFetch answers no offsets before a restart, the same
+/// as after one, and the next commit creates the topic again.
+#[test]
+fn groups_deleting_the_offsets_topic_forgets_the_offsets_before_and_after_a_restart() {
+    let mut broker = support::start_broker_with_partitions(PARTITIONS as u32);
+    {
+        let mut client = support::connect(&broker);
+        let api = support::api_versions(&mut client);
+        support::ensure_topic(&mut client, &api, TOPIC);
+    }
+    let (mut client, versions, _) = connect_loaded(&broker);
+    let first: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 10 + i64::from(p))).collect();
+    commit_ok(&mut client, versions.commit, &first);
+    assert_eq!(fetch(&mut client, versions.fetch), Ok(expected(&first)));
+
+    let deleted = client
+        .send(
+            &DeleteTopicsRequest::default()
+                .with_topic_names(vec![TopicName(StrBytes::from_static_str(
+                    "__consumer_offsets",
+                ))])
+                .with_timeout_ms(30_000),
+            5,
+        )
+        .expect("DeleteTopics v5");
+    assert_eq!(deleted.responses[0].error_code, 0, "{deleted:?}");
+    assert_eq!(
+        fetch(&mut client, versions.fetch),
+        Ok(BTreeMap::new()),
+        "the offsets of the deleted topic are not served"
+    );
+    drop(client);
+
+    broker.restart().expect("graceful restart");
+    let (mut client, versions, after_restart) = connect_loaded(&broker);
+    assert_eq!(after_restart, BTreeMap::new(), "the restart agrees");
+
+    // The next commit creates the offsets topic again and is durable.
+    let second: BTreeMap<i32, i64> = [(1, 77)].into_iter().collect();
+    commit_ok(&mut client, versions.commit, &second);
+    assert_eq!(fetch(&mut client, versions.fetch), Ok(expected(&second)));
+    drop(client);
+    broker.restart().expect("graceful restart");
+    let (_client, _versions, after_second) = connect_loaded(&broker);
+    assert_eq!(after_second, expected(&second));
 }

@@ -758,3 +758,116 @@ fn deleting_a_topic_deletes_its_committed_offsets() {
     let after = fetch_v1_to_7(&mut client, 7, "doomed-group", None);
     assert!(after.topics.is_empty(), "{after:?}");
 }
+
+/// Kafka accepts OffsetCommit and OffsetFetch for the empty group id
+/// (backwards compatibility, `GroupCoordinatorService.commitOffsets`):
+/// a standalone consumer's generation -1 commit with group "" succeeds in
+/// the oldest and the newest versions and is read back.
+#[test]
+fn offset_commit_and_fetch_accept_the_empty_group_id() {
+    let broker = start_broker();
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    support::ensure_topic(&mut client, &versions, "anon");
+    commit(
+        &mut client,
+        2,
+        &commit_request("", -1, "", "anon", &[(0, 3)]),
+    );
+    let v1 = fetch_v1_to_7(&mut client, 1, "", Some(("anon", &[0])));
+    assert_eq!(fetched(&v1), vec![(0, 3, -1, 0)]);
+    commit(
+        &mut client,
+        9,
+        &commit_request("", -1, "", "anon", &[(1, 4)]),
+    );
+    let all = fetch_v1_to_7(&mut client, 7, "", None);
+    assert_eq!(fetched(&all), vec![(0, 3, -1, 0), (1, 4, 0, 0)]);
+}
+
+/// A JoinGroup listing one protocol name twice gets
+/// INCONSISTENT_GROUP_PROTOCOL (Kafka 4.1.2 leaves such a join without an
+/// answer, then refuses the group's joins with that code), never a success
+/// with an empty protocol name; the group stays usable.
+#[test]
+fn join_group_with_a_protocol_listed_twice_is_inconsistent() {
+    const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+    let broker = start_broker();
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    support::ensure_topic(&mut client, &versions, "twice");
+    let mut request = join_request("twice-group", "", &["twice"]);
+    let protocol = request.protocols[0].clone();
+    request.protocols.push(protocol);
+    for version in [0, 5, 9] {
+        let response = client
+            .send(&request, version)
+            .unwrap_or_else(|e| panic!("JoinGroup v{version}: {e}"));
+        assert_eq!(
+            response.error_code, INCONSISTENT_GROUP_PROTOCOL,
+            "JoinGroup v{version}: {response:?}"
+        );
+    }
+    let joined = join_new_member(&mut client, 5, &join_request("twice-group", "", &["twice"]));
+    assert_eq!(
+        joined.protocol_name.as_ref().map(|p| p.as_str()),
+        Some("range")
+    );
+}
+
+/// OffsetFetch `topics` is nullable only from v2 (the request schema's
+/// `nullableVersions: "2-7"`): Kafka cannot decode a v1 request with null
+/// topics and closes the connection. v2 null still means every partition.
+#[test]
+fn offset_fetch_v1_with_null_topics_closes_the_connection() {
+    let broker = start_broker();
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    support::ensure_topic(&mut client, &versions, "nulls");
+    commit(
+        &mut client,
+        2,
+        &commit_request("nulls-group", -1, "", "nulls", &[(0, 1)]),
+    );
+    let all = fetch_v1_to_7(&mut client, 2, "nulls-group", None);
+    assert_eq!(fetched(&all), vec![(0, 1, -1, 0)]);
+    let refused = client.send(
+        &OffsetFetchRequest::default()
+            .with_group_id(group("nulls-group"))
+            .with_topics(None),
+        1,
+    );
+    assert!(
+        refused.is_err(),
+        "v1 with null topics answered: {refused:?}"
+    );
+    let mut fresh = support::connect(&broker);
+    support::api_versions(&mut fresh);
+}
+
+/// A client-supplied group id is logged bounded: a 70 KB group id whose
+/// commit cannot be stored gives a warning line of a bounded length that
+/// says how much was cut.
+#[test]
+fn a_huge_group_id_is_logged_bounded() {
+    let broker = start_broker();
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    support::ensure_topic(&mut client, &versions, "huge");
+    let huge = "g".repeat(70_000);
+    let response = client
+        .send(&commit_request(&huge, -1, "", "huge", &[(0, 1)]), 9)
+        .expect("OffsetCommit v9");
+    let code = response.topics[0].partitions[0].error_code;
+    assert_ne!(code, error_code::NONE, "a 70 KB group id cannot be stored");
+    let line = support::poll_until(Duration::from_secs(30), "the warning", || {
+        std::fs::read_to_string(broker.log_path())
+            .ok()?
+            .lines()
+            .find(|l| l.contains("storing committed offsets failed"))
+            .map(str::to_owned)
+    });
+    let start: String = line.chars().take(300).collect();
+    assert!(line.len() < 2_000, "{} bytes: {start}", line.len());
+    assert!(line.contains("more bytes)"), "{start}");
+}

@@ -12,6 +12,10 @@
 //! multiple of the frame size. Strings and byte fields need no check: the
 //! codec checks their lengths before copying.
 //!
+//! The walk also refuses null in the fields that the request schemas make
+//! nullable only from some version on (`nullableVersions`): kafka-protocol
+//! reads them as nullable in every version, where Kafka's parser fails.
+//!
 //! The walk only reads; a body it accepts is then decoded by `kafka-protocol`.
 
 use kafka_protocol::messages::ApiKey;
@@ -40,6 +44,14 @@ pub(crate) enum GuardError {
     #[error("invalid length at byte {position}")]
     InvalidLength {
         /// Offset into the body.
+        position: usize,
+    },
+    /// Null (-1, or 0 when flexible) in a field that the request schema
+    /// makes nullable only in later versions (`nullableVersions`): Kafka's
+    /// generated parser refuses it.
+    #[error("null at byte {position} in a field that is not nullable in this version")]
+    NullNotAllowed {
+        /// Offset of the length into the body.
         position: usize,
     },
     /// The API has no walk; add one before adding it to the table.
@@ -128,7 +140,19 @@ impl Cursor<'_> {
 
     /// A (nullable) string.
     fn string(&mut self) -> Result<(), GuardError> {
-        let len = self.length(true)?.unwrap_or(0);
+        self.string_nullable(true)
+    }
+
+    /// A string that may be null only when `nullable` (the schema's
+    /// `nullableVersions` include this version): kafka-protocol reads such
+    /// fields as nullable in every version.
+    fn string_nullable(&mut self, nullable: bool) -> Result<(), GuardError> {
+        let position = self.position;
+        let len = match self.length(true)? {
+            Some(len) => len,
+            None if nullable => 0,
+            None => return Err(GuardError::NullNotAllowed { position }),
+        };
         self.skip(usize::try_from(len).unwrap_or(usize::MAX))
     }
 
@@ -143,11 +167,25 @@ impl Cursor<'_> {
     fn array(
         &mut self,
         min_element: usize,
+        element: impl FnMut(&mut Self) -> Result<(), GuardError>,
+    ) -> Result<(), GuardError> {
+        self.array_nullable(true, min_element, element)
+    }
+
+    /// [`Self::array`] for an array that may be null only when `nullable`
+    /// (see [`Self::string_nullable`]).
+    fn array_nullable(
+        &mut self,
+        nullable: bool,
+        min_element: usize,
         mut element: impl FnMut(&mut Self) -> Result<(), GuardError>,
     ) -> Result<(), GuardError> {
         let position = self.position;
         let Some(count) = self.length(false)? else {
-            return Ok(());
+            if nullable {
+                return Ok(());
+            }
+            return Err(GuardError::NullNotAllowed { position });
         };
         let remaining = self.remaining();
         if count.saturating_mul(min_element.max(1) as u64) > remaining as u64 {
@@ -218,7 +256,9 @@ fn first_flexible_version(api_key: ApiKey) -> Option<i16> {
 ///
 /// [`GuardError::ArrayTooLong`] when an array count cannot fit the remaining
 /// bytes, [`GuardError::Truncated`] / [`GuardError::InvalidLength`] for
-/// bodies that end early or carry invalid lengths, and
+/// bodies that end early or carry invalid lengths,
+/// [`GuardError::NullNotAllowed`] for null in a field not nullable at
+/// `api_version`, and
 /// [`GuardError::NoGuard`] for APIs this module does not know.
 pub(crate) fn check_request_body(
     api_key: ApiKey,
@@ -328,11 +368,12 @@ pub(crate) fn check_request_body(
             }
         }
         ApiKey::Metadata => {
-            c.array(1, |c| {
+            // topics: nullable 1+; name: nullable 10+.
+            c.array_nullable(v >= 1, 1, |c| {
                 if v >= 10 {
                     c.uuid()?; // topic_id
                 }
-                c.string()?; // name
+                c.string_nullable(v >= 10)?; // name
                 c.tagged_fields()
             })?;
             if v >= 4 {
@@ -475,7 +516,8 @@ pub(crate) fn check_request_body(
         ApiKey::OffsetFetch => {
             if v <= 7 {
                 c.string()?; // group_id
-                c.array(2, |c| {
+                             // topics: nullable 2-7.
+                c.array_nullable(v >= 2, 2, |c| {
                     c.string()?; // name
                     c.array(4, Cursor::int32)?; // partition_indexes
                     c.tagged_fields()
@@ -677,6 +719,40 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Null where the request schema's `nullableVersions` does not allow
+    /// it: Kafka cannot decode the request (and closes the connection), but
+    /// kafka-protocol reads every sometimes-nullable field as nullable.
+    #[test]
+    fn null_before_a_fields_nullable_versions_is_refused() {
+        // OffsetFetch topics: nullable 2-7. group_id "g", topics null.
+        let body = [0, 1, b'g', 0xff, 0xff, 0xff, 0xff];
+        assert_eq!(
+            check_request_body(ApiKey::OffsetFetch, 1, &body),
+            Err(GuardError::NullNotAllowed { position: 3 })
+        );
+        assert_eq!(check_request_body(ApiKey::OffsetFetch, 2, &body), Ok(7));
+        // Metadata topics: nullable 1+.
+        let body = [0xff, 0xff, 0xff, 0xff];
+        assert_eq!(
+            check_request_body(ApiKey::Metadata, 0, &body),
+            Err(GuardError::NullNotAllowed { position: 0 })
+        );
+        assert_eq!(check_request_body(ApiKey::Metadata, 1, &body), Ok(4));
+        // Metadata topic name: nullable 10+ (v10 adds the topic id).
+        let v9 = [2, 0, 0, 1, 0, 0, 0];
+        assert_eq!(
+            check_request_body(ApiKey::Metadata, 9, &v9),
+            Err(GuardError::NullNotAllowed { position: 1 })
+        );
+        let mut v10 = vec![2];
+        v10.extend_from_slice(&[0u8; 16]);
+        v10.extend_from_slice(&[0, 0, 1, 0, 0, 0]);
+        assert_eq!(
+            check_request_body(ApiKey::Metadata, 10, &v10),
+            Ok(v10.len())
+        );
     }
 
     #[test]

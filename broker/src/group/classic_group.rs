@@ -389,7 +389,21 @@ impl ClassicGroup {
     /// Kafka's `supportsProtocols`: an Empty group accepts any non-empty
     /// protocol type and protocol list; otherwise the type must match and
     /// one of the protocols must be supported by every current member.
+    ///
+    /// A list naming one protocol twice is never supported. Kafka counts
+    /// each listed name once per listing, so with such a member no protocol
+    /// is supported by "all" members and its `selectProtocol` throws: Kafka
+    /// 4.1.2 leaves that join unanswered and refuses every later join of
+    /// the group with INCONSISTENT_GROUP_PROTOCOL. Refusing the member up
+    /// front gives the same answer without wedging the group.
     pub fn supports_protocols(&self, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
+        let mut names = HashSet::with_capacity(protocols.len());
+        if !protocols
+            .iter()
+            .all(|(name, _)| names.insert(name.as_str()))
+        {
+            return false;
+        }
         if self.state == ClassicGroupState::Empty {
             return !protocol_type.is_empty() && !protocols.is_empty();
         }

@@ -35,7 +35,9 @@ use super::classic_group::{
     ClassicGroup, ClassicGroupMember, ClassicGroupState, JoinGroupResult, SyncGroupResult,
 };
 use super::store::{GroupStore, GroupStoreError, GroupWrite, LoadedGroup, OffsetAndMetadata};
+use super::OFFSETS_TOPIC;
 use crate::error::{group_metadata_store_error, offset_commit_store_error};
+use crate::log_value::bounded;
 
 /// Kafka's `CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS` (KIP-394): how long a
 /// member added by JoinGroup may take to complete its first join, ms.
@@ -503,18 +505,29 @@ impl<S: GroupStore> GroupCoordinator<S> {
         let mut state = self.inner.lock();
         state.timers.clear();
         for group in state.groups.values_mut() {
-            for member in group.members.values_mut() {
-                if let Some(sender) = member.awaiting_join.take() {
-                    let _ = sender.send(JoinGroupResult::error(
-                        ResponseError::NotCoordinator,
-                        member.member_id.clone(),
-                    ));
-                }
-                if let Some(sender) = member.awaiting_sync.take() {
-                    let _ = sender.send(SyncGroupResult::error(ResponseError::NotCoordinator));
-                }
-            }
+            answer_parked_with_not_coordinator(group);
         }
+    }
+
+    /// Forgets every group, as Kafka's coordinator unloads the groups of
+    /// an offsets partition that is gone (`onResignation`): called once
+    /// `__consumer_offsets` was deleted, which deleted every group's
+    /// records. Parked JoinGroup and SyncGroup requests get NOT_COORDINATOR
+    /// and the groups' timers stop; afterwards the coordinator answers as
+    /// after a restart (no groups, no offsets) and the next write creates
+    /// the topic again. Writes already under way still finish.
+    fn unload_all_groups(&self) {
+        let mut state = self.inner.lock();
+        state.timers.clear();
+        let mut groups = std::mem::take(&mut state.groups);
+        drop(state);
+        for group in groups.values_mut() {
+            answer_parked_with_not_coordinator(group);
+        }
+        warn!(
+            groups = groups.len(),
+            "{OFFSETS_TOPIC} was deleted; its groups and committed offsets are forgotten"
+        );
     }
 
     /// Loads the store now (what [`Self::run`] does first); for tests and
@@ -722,7 +735,9 @@ impl<S: GroupStore> GroupCoordinator<S> {
 
     /// OffsetCommit (Kafka's `commitOffset`): validates the member, stores
     /// the offsets and answers once the store resolved. Per-partition
-    /// outcomes in request order.
+    /// outcomes in request order. The empty group id is accepted, as Kafka's
+    /// `GroupCoordinatorService.commitOffsets` accepts it for backwards
+    /// compatibility (a generation -1 commit founds a simple group "").
     ///
     /// # Errors
     /// A request-level error applied to every partition by the handler.
@@ -732,7 +747,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
     ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
         let (results, write, turn) = {
             let mut ctx = self.inner.ctx();
-            ctx.check_loaded(&params.group_id)?;
+            ctx.check_loaded_any()?;
             ctx.validate_commit(&params)?;
             let now_ms = ctx.now_ms;
             let max = self.inner.config.offset_metadata_max_bytes;
@@ -796,7 +811,11 @@ impl<S: GroupStore> GroupCoordinator<S> {
         match task.await {
             Ok(Ok(())) => Ok(results),
             Ok(Err(e)) => {
-                warn!(group = %params.group_id, error = %e, "storing committed offsets failed");
+                warn!(
+                    group = %bounded(&params.group_id),
+                    error = %e,
+                    "storing committed offsets failed"
+                );
                 Err(offset_commit_store_error(&e))
             }
             Err(_) => Err(ResponseError::UnknownServerError),
@@ -966,7 +985,11 @@ impl<S: GroupStore> GroupCoordinator<S> {
                     Ok(())
                 }
                 Err(e) => {
-                    warn!(group = %group_id, error = %e, "writing group tombstones failed");
+                    warn!(
+                        group = %bounded(&group_id),
+                        error = %e,
+                        "writing group tombstones failed"
+                    );
                     if let Some(group) = ctx.state.groups.get_mut(&group_id) {
                         group.transition_to(ClassicGroupState::Empty, now_ms);
                     }
@@ -1122,7 +1145,11 @@ impl<S: GroupStore> GroupCoordinator<S> {
                 .await;
             match outcome {
                 Ok(()) => {
-                    info!(group = %group_id, partitions = count, "expired committed offsets");
+                    info!(
+                        group = %bounded(&group_id),
+                        partitions = count,
+                        "expired committed offsets"
+                    );
                     if delete_group {
                         let mut state = self.inner.lock();
                         let remove = state.groups.get(&group_id).is_some_and(|g| {
@@ -1133,7 +1160,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
                         }
                     }
                 }
-                Err(e) => warn!(group = %group_id, error = %e, "expiring offsets failed"),
+                Err(e) => warn!(group = %bounded(&group_id), error = %e, "expiring offsets failed"),
             }
         }
     }
@@ -1142,7 +1169,15 @@ impl<S: GroupStore> GroupCoordinator<S> {
     /// tombstones (Kafka's `onPartitionsDeleted`), so that a topic created
     /// again under the same name starts without stale offsets. Failures are
     /// logged; the offsets then stay until their retention passes.
+    ///
+    /// When `topics` holds `__consumer_offsets` itself, every group's
+    /// records are gone with it and the coordinator forgets every group
+    /// instead (see [`Self::unload_all_groups`]).
     pub async fn on_topics_deleted(&self, topics: &[String]) {
+        if topics.iter().any(|t| t == OFFSETS_TOPIC) {
+            self.unload_all_groups();
+            return;
+        }
         let plans: Vec<(String, Vec<TopicPartition>, WriteTurn)> = {
             let mut state = self.inner.lock();
             let plans: Vec<(String, Vec<TopicPartition>)> = state
@@ -1179,7 +1214,11 @@ impl<S: GroupStore> GroupCoordinator<S> {
                 })
                 .await;
             if let Err(e) = outcome {
-                warn!(group = %group_id, error = %e, "deleting offsets of deleted topics failed");
+                warn!(
+                    group = %bounded(&group_id),
+                    error = %e,
+                    "deleting offsets of deleted topics failed"
+                );
             }
         }
     }
@@ -1258,7 +1297,7 @@ impl<S: GroupStore> Inner<S> {
                 let result = inner.store.append(&group_id, write).await;
                 inner.lock().end_turn(&group_id, done);
                 if let Err(e) = result {
-                    warn!(group = %group_id, error = %e, "storing group metadata failed");
+                    warn!(group = %bounded(&group_id), error = %e, "storing group metadata failed");
                 }
             });
         }
@@ -1315,8 +1354,8 @@ impl<S: GroupStore> Ctx<'_, S> {
     }
 
     /// INVALID_GROUP_ID for an empty group id, then [`Self::check_loaded_any`]
-    /// (the APIs that need a group id: JoinGroup, SyncGroup, Heartbeat,
-    /// LeaveGroup, OffsetCommit, OffsetDelete).
+    /// (the APIs Kafka's `isGroupIdNotEmpty` guards: JoinGroup, SyncGroup,
+    /// Heartbeat, LeaveGroup, OffsetDelete).
     fn check_loaded(&self, group_id: &str) -> Result<(), ResponseError> {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
@@ -1324,9 +1363,9 @@ impl<S: GroupStore> Ctx<'_, S> {
         self.check_loaded_any()
     }
 
-    /// COORDINATOR_LOAD_IN_PROGRESS until the store was loaded. OffsetFetch,
-    /// DescribeGroups and DeleteGroups accept the empty group id, as Kafka
-    /// does for backwards compatibility.
+    /// COORDINATOR_LOAD_IN_PROGRESS until the store was loaded. OffsetCommit,
+    /// OffsetFetch, DescribeGroups and DeleteGroups accept the empty group
+    /// id, as Kafka does for backwards compatibility.
     fn check_loaded_any(&self) -> Result<(), ResponseError> {
         if !self.state.loaded {
             return Err(ResponseError::CoordinatorLoadInProgress);
@@ -1736,7 +1775,11 @@ impl<S: GroupStore> Ctx<'_, S> {
                 return;
             }
             Err(e) => {
-                warn!(group = %group_id, error = %e, "storing a static member's new id failed");
+                warn!(
+                    group = %bounded(&group_id),
+                    error = %e,
+                    "storing a static member's new id failed"
+                );
                 group_metadata_store_error(&e)
             }
         };
@@ -1978,7 +2021,11 @@ impl<S: GroupStore> Ctx<'_, S> {
         for member_id in &pending {
             self.cancel_heartbeat(group_id, member_id);
         }
-        info!(group = %group_id, members = ?pending, "removing members that did not sync in time");
+        info!(
+            group = %bounded(group_id),
+            members = %bounded(&format!("{pending:?}")),
+            "removing members that did not sync in time"
+        );
         self.prepare_rebalance(group_id);
     }
 
@@ -2001,7 +2048,7 @@ impl<S: GroupStore> Ctx<'_, S> {
         if satisfied {
             return;
         }
-        info!(group = %group_id, member = %member_id, "member's session expired");
+        info!(group = %bounded(group_id), member = %bounded(member_id), "member's session expired");
         self.remove_member_and_update(group_id, member_id);
     }
 
@@ -2171,7 +2218,11 @@ impl<S: GroupStore> Ctx<'_, S> {
                 }
             }
             Err(e) => {
-                warn!(group = %group_id, error = %e, "storing the group's assignment failed");
+                warn!(
+                    group = %bounded(group_id),
+                    error = %e,
+                    "storing the group's assignment failed"
+                );
                 reset_and_propagate_assignment_error(group, group_metadata_store_error(&e));
                 self.maybe_prepare_rebalance_or_complete_join(group_id);
             }
@@ -2294,6 +2345,22 @@ impl<S: GroupStore> Ctx<'_, S> {
             }
         }
         Ok(())
+    }
+}
+
+/// Answers the group's parked JoinGroup and SyncGroup requests with
+/// NOT_COORDINATOR (what Kafka answers when a coordinator unloads a group).
+fn answer_parked_with_not_coordinator(group: &mut ClassicGroup) {
+    for member in group.members.values_mut() {
+        if let Some(sender) = member.awaiting_join.take() {
+            let _ = sender.send(JoinGroupResult::error(
+                ResponseError::NotCoordinator,
+                member.member_id.clone(),
+            ));
+        }
+        if let Some(sender) = member.awaiting_sync.take() {
+            let _ = sender.send(SyncGroupResult::error(ResponseError::NotCoordinator));
+        }
     }
 }
 

@@ -865,3 +865,104 @@ async fn delete_groups_tombstones_a_commit_in_flight() {
     assert!(c.fetch_offsets("g", None).unwrap().is_empty());
     assert!(store.load().await.unwrap().is_empty());
 }
+
+/// Kafka's `GroupCoordinatorService.commitOffsets` accepts the empty group
+/// id for backwards compatibility (only a null one is INVALID_GROUP_ID):
+/// a standalone consumer's generation -1 commit creates a simple group
+/// that OffsetFetch, also accepting "", reads back. OffsetDelete and the
+/// membership APIs still refuse it (`isGroupIdNotEmpty`).
+#[tokio::test(start_paused = true)]
+async fn offset_commit_and_fetch_accept_the_empty_group_id() {
+    let (c, store) = coordinator(no_delay()).await;
+    let mut params = commit(&c, -1, "", 5);
+    params.group_id = String::new();
+    let results = c.commit_offsets(params).await.unwrap();
+    assert_eq!(results, vec![(TopicPartition::new("t", 0), None)]);
+    let fetched = c.fetch_offsets("", None).unwrap();
+    assert_eq!(fetched.len(), 1);
+    assert_eq!(fetched[0].1.as_ref().unwrap().committed_offset, 5);
+    assert_eq!(store.load().await.unwrap()[0].group_id, "");
+    // A generation of a group that does not exist is still refused.
+    let mut member = commit(&c, 1, "m", 6);
+    member.group_id = String::new();
+    assert_eq!(
+        c.commit_offsets(member).await,
+        Err(ResponseError::UnknownMemberId)
+    );
+    assert_eq!(
+        c.delete_offsets("", vec![TopicPartition::new("t", 0)])
+            .await,
+        Err(ResponseError::InvalidGroupId)
+    );
+    let mut join = join_params("");
+    join.group_id = String::new();
+    assert_eq!(
+        c.join_group(join).await.error,
+        Some(ResponseError::InvalidGroupId)
+    );
+}
+
+/// A member listing one protocol name twice can never be voted for:
+/// Kafka's `ClassicGroup` counts each listed name per member, so no name is
+/// supported by "all" members and `selectProtocol` throws (Kafka 4.1.2
+/// never answers such a join, and answers every later join of the group
+/// INCONSISTENT_GROUP_PROTOCOL). Weir refuses the member at once with
+/// INCONSISTENT_GROUP_PROTOCOL instead of completing with no protocol.
+#[tokio::test(start_paused = true)]
+async fn join_refuses_a_protocol_listed_twice() {
+    let (c, _store) = coordinator(no_delay()).await;
+    let mut twice = join_params("");
+    twice.protocols = vec![
+        ("range".to_string(), Bytes::from_static(b"a")),
+        ("range".to_string(), Bytes::from_static(b"b")),
+    ];
+    assert_eq!(
+        c.join_group(twice.clone()).await.error,
+        Some(ResponseError::InconsistentGroupProtocol)
+    );
+    assert!(
+        c.describe_group("g").unwrap().members.is_empty(),
+        "the member was not added"
+    );
+    // Also when joining a group that supports the protocol.
+    let ids = stable_group(&c, 1).await;
+    assert_eq!(
+        c.join_group(twice).await.error,
+        Some(ResponseError::InconsistentGroupProtocol)
+    );
+    let members = c.describe_group("g").unwrap().members;
+    assert_eq!(members.len(), 1);
+    assert_eq!(members[0].member_id, ids[0]);
+    assert_eq!(state(&c), "Stable");
+}
+
+/// Deleting `__consumer_offsets` deletes every group's records, so the
+/// coordinator forgets its groups (Kafka unloads the groups of a deleted
+/// offsets partition): parked joins get NOT_COORDINATOR, OffsetFetch then
+/// answers as after a restart (no offsets), and the group starts over.
+#[tokio::test(start_paused = true)]
+async fn deleting_the_offsets_topic_unloads_every_group() {
+    let (c, _store) = coordinator(GroupCoordinatorConfig::default()).await;
+    let mut simple = commit(&c, -1, "", 7);
+    simple.group_id = "simple".to_string();
+    c.commit_offsets(simple).await.unwrap();
+    let parked = spawn_join(&c, join_params(""));
+    settle().await;
+    assert!(!parked.is_finished(), "waiting for the initial delay");
+    c.on_topics_deleted(&[crate::group::OFFSETS_TOPIC.to_string()])
+        .await;
+    assert_eq!(
+        parked.await.unwrap().error,
+        Some(ResponseError::NotCoordinator)
+    );
+    assert_eq!(c.fetch_offsets("simple", None), Ok(Vec::new()));
+    assert_eq!(
+        c.fetch_offsets("simple", Some(vec![TopicPartition::new("t", 0)])),
+        Ok(vec![(TopicPartition::new("t", 0), None)])
+    );
+    assert_eq!(c.list_groups(), Ok(Vec::new()));
+    assert_eq!(state(&c), "Dead");
+    // The group starts over: a new member founds generation 1.
+    let ids = stable_group(&c, 1).await;
+    assert_eq!(c.heartbeat("g", 1, &ids[0], None), None);
+}
