@@ -64,6 +64,8 @@ pub async fn handle(
         let mut result = AlterConfigsResourceResponse::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
+        // Kafka answers a success with a null message.
+        result.error_message = None;
         match outcome {
             Ok(c) => changed |= c,
             Err((error, message)) => {

@@ -107,6 +107,10 @@ pub async fn handle(
             result.error_message = match e {
                 // Kafka's UnknownTopicOrPartitionException carries no message.
                 ControllerError::UnknownTopic { .. } => None,
+                // Kafka's messages, without Weir's prefix.
+                ControllerError::InvalidReplicaAssignment { reason }
+                | ControllerError::InvalidRequest { reason }
+                | ControllerError::PolicyViolation { reason } => Some(str_bytes(reason)),
                 other => Some(str_bytes(other.to_string())),
             };
         }
