@@ -281,7 +281,11 @@ fn create_partitions_grows_topics_and_answers_errors_as_kafka() {
             let r = create_partitions(
                 &mut client,
                 version,
-                vec![grow(&name, 9, None), grow(&name, 9, None)],
+                vec![
+                    grow(&name, 9, None),
+                    grow(&name, 9, None),
+                    grow(&other, 9, None),
+                ],
                 timeout_ms,
                 false,
             );
@@ -289,13 +293,34 @@ fn create_partitions_grows_topics_and_answers_errors_as_kafka() {
                 outcomes(&r),
                 vec![
                     failed(&name, REQUEST_TIMED_OUT, None),
-                    failed(&name, REQUEST_TIMED_OUT, None)
+                    failed(&name, REQUEST_TIMED_OUT, None),
+                    failed(&other, REQUEST_TIMED_OUT, None),
                 ]
             );
         }
         assert_eq!(
+            support::ensure_topic(&mut client, &versions, &other).partitions,
+            2
+        );
+        assert_eq!(
             support::ensure_topic(&mut client, &versions, &name).partitions,
             5
+        );
+        // Only duplicates: Kafka queues nothing, so no deadline applies.
+        let r = create_partitions(
+            &mut client,
+            version,
+            vec![grow(&name, 9, None), grow(&name, 9, None)],
+            0,
+            false,
+        );
+        assert_eq!(
+            outcomes(&r),
+            vec![failed(
+                &name,
+                error_code::INVALID_REQUEST,
+                Some("Duplicate topic name.")
+            )]
         );
         let r = create_partitions(&mut client, version, vec![], 0, false);
         assert!(r.results.is_empty());

@@ -7,8 +7,10 @@
 //! `ReplicationControlManager.createPartitions`:
 //! - `timeout_ms` is the controller's deadline: Kafka queues the operation
 //!   with a deadline `timeout_ms` after arrival, so 0 or less answers every
-//!   topic REQUEST_TIMED_OUT (checked against Kafka 4.1.2), even with
-//!   `validate_only`. Otherwise Weir answers after the commit, as Kafka does.
+//!   topic REQUEST_TIMED_OUT and nothing changes (checked against Kafka
+//!   4.1.2), even with `validate_only`; duplicates too, unless the request
+//!   has only duplicates (then nothing is queued and they get
+//!   INVALID_REQUEST). Otherwise Weir answers after the commit, as Kafka.
 //! - a name given more than once: one INVALID_REQUEST result for it,
 //!   "Duplicate topic name.", and nothing done for it;
 //! - an unknown topic: UNKNOWN_TOPIC_OR_PARTITION with no message;
@@ -40,7 +42,13 @@ pub async fn handle(
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut response = CreatePartitionsResponse::default();
-    if request.timeout_ms <= 0 {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for topic in &request.topics {
+        *counts.entry(topic.name.0.as_str()).or_default() += 1;
+    }
+    // Kafka's controller only queues (with the deadline) a request that has
+    // a topic left after removing duplicates.
+    if request.timeout_ms <= 0 && counts.values().any(|&n| n == 1) {
         response.results = request
             .topics
             .iter()
@@ -52,10 +60,6 @@ pub async fn handle(
             })
             .collect();
         return response;
-    }
-    let mut counts: HashMap<&str, usize> = HashMap::new();
-    for topic in &request.topics {
-        *counts.entry(topic.name.0.as_str()).or_default() += 1;
     }
     let mut reported: HashSet<&str> = HashSet::new();
     let mut results: Vec<CreatePartitionsTopicResult> = Vec::with_capacity(counts.len());
