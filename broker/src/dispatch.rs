@@ -89,6 +89,12 @@ pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes, peer: SocketAdd
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(handlers::delete_records::handle(&ctx, version, r).await)
         }
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(handlers::alter_configs::handle(&ctx, version, r).await)
+        }
+        RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(
+            handlers::create_partitions::handle(&ctx, version, r).await,
+        ),
         RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
             handlers::incremental_alter_configs::handle(&ctx, version, r).await,
         ),
@@ -230,6 +236,8 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::DescribeConfigs => "DescribeConfigs",
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        ApiKey::AlterConfigs => "AlterConfigs",
+        ApiKey::CreatePartitions => "CreatePartitions",
         ApiKey::DescribeCluster => "DescribeCluster",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         ApiKey::InitProducerId => "InitProducerId",

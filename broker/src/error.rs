@@ -36,7 +36,10 @@ pub fn controller_error_code(error: &ControllerError) -> i16 {
     match error {
         ControllerError::TopicAlreadyExists { .. } => ResponseError::TopicAlreadyExists.code(),
         ControllerError::InvalidTopic { .. } => ResponseError::InvalidTopicException.code(),
-        ControllerError::InvalidPartitions { .. } => ResponseError::InvalidPartitions.code(),
+        ControllerError::InvalidPartitions { .. }
+        | ControllerError::PartitionCountNotIncreased { .. } => {
+            ResponseError::InvalidPartitions.code()
+        }
         ControllerError::InvalidReplicationFactor { .. } => {
             ResponseError::InvalidReplicationFactor.code()
         }
@@ -204,6 +207,14 @@ mod tests {
                 ControllerError::InvalidPartitions {
                     name: "t".into(),
                     requested: 0,
+                },
+                37,
+            ),
+            (
+                ControllerError::PartitionCountNotIncreased {
+                    name: "t".into(),
+                    current: 2,
+                    requested: 2,
                 },
                 37,
             ),

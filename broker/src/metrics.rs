@@ -130,6 +130,8 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
         ResponseKind::IncrementalAlterConfigs(r) => {
             r.responses.iter().map(|t| t.error_code).collect()
         }
+        ResponseKind::AlterConfigs(r) => r.responses.iter().map(|t| t.error_code).collect(),
+        ResponseKind::CreatePartitions(r) => r.results.iter().map(|t| t.error_code).collect(),
         ResponseKind::DescribeCluster(r) => vec![r.error_code],
         ResponseKind::OffsetForLeaderEpoch(r) => r
             .topics

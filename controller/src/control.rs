@@ -7,7 +7,7 @@
 //! the response; they never mutate anything. The quorum commits the records
 //! and replay applies them. No I/O, no raft, no Kafka request types.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 
 use crate::error::ControllerError;
@@ -582,6 +582,305 @@ pub fn alter_topic_configs(
         .collect();
     Ok(ControllerResult {
         records,
+        response: (),
+    })
+}
+
+/// One topic of a CreatePartitions request (Kafka's `CreatePartitionsTopic`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewPartitions {
+    /// Topic name.
+    pub name: String,
+    /// The partition count the topic should have afterwards (the new total,
+    /// not the number to add).
+    pub count: i32,
+    /// Replica broker ids of each added partition, in partition order
+    /// (`None`: placed by the [`ReplicaPlacer`]). When given there must be
+    /// exactly `count - current` lists.
+    pub assignments: Option<Vec<Vec<i32>>>,
+}
+
+/// Computes the records for a CreatePartitions request (Kafka's
+/// `ReplicationControlManager.createPartitions`); one result per topic, in
+/// request order.
+///
+/// For each topic: it must exist (`UnknownTopic`; internal topics such as
+/// `__consumer_offsets` may grow, as in Kafka); `count` must be above the
+/// current partition count (`PartitionCountNotIncreased`); a manual
+/// assignment must have one replica list per added partition, each
+/// non-empty, of registered brokers, without repeats, as long as the
+/// topic's replication factor (that of its first partition) and with at
+/// least one unfenced broker (`InvalidReplicaAssignment`); without one the
+/// placer places `count - current` partitions with the topic's replication
+/// factor. Each added partition is one `PartitionRecord` numbered from the
+/// current count, ISR = its unfenced replicas, leader = the first of them,
+/// epochs 0.
+///
+/// A name given more than once fails each occurrence with `InvalidRequest`
+/// (the broker answers such names once, as Kafka's `ControllerApis`). If
+/// the added partitions of the whole request exceed
+/// [`MAX_RECORDS_PER_USER_OP`], every topic fails with
+/// [`ControllerError::PolicyViolation`] and there are no records (counted
+/// before any placement). With `validate_only` the responses are the same
+/// but no records are returned.
+pub fn create_partitions(
+    image: &MetadataImage,
+    topics: &[NewPartitions],
+    validate_only: bool,
+    placer: &dyn ReplicaPlacer,
+) -> ControllerResult<Vec<Result<(), ControllerError>>> {
+    let mut name_counts: HashMap<&str, usize> = HashMap::new();
+    for t in topics {
+        *name_counts.entry(t.name.as_str()).or_default() += 1;
+    }
+    let mut records = Vec::new();
+    let mut planned_records: usize = 0;
+    let mut responses = Vec::with_capacity(topics.len());
+    for request in topics {
+        if name_counts[request.name.as_str()] > 1 {
+            responses.push(Err(ControllerError::InvalidRequest {
+                reason: "Duplicate topic name.".into(),
+            }));
+            continue;
+        }
+        let mut plan = match plan_new_partitions(image, request, placer) {
+            Ok(plan) => plan,
+            Err(e) => {
+                responses.push(Err(e));
+                continue;
+            }
+        };
+        planned_records = planned_records.saturating_add(plan.additional);
+        if planned_records > MAX_RECORDS_PER_USER_OP {
+            return ControllerResult {
+                records: Vec::new(),
+                response: vec![Err(excessively_large_batch()); topics.len()],
+            };
+        }
+        let placement = match plan.manual.take() {
+            Some(placement) => placement,
+            None => match placer.place(image, plan.additional as i32, plan.replication_factor) {
+                Ok(placement) => placement,
+                Err(e) => {
+                    responses.push(Err(e));
+                    continue;
+                }
+            },
+        };
+        match partition_records(image, &plan, placement) {
+            Ok(topic_records) => {
+                records.extend(topic_records);
+                responses.push(Ok(()));
+            }
+            Err(e) => responses.push(Err(e)),
+        }
+    }
+    if validate_only {
+        records.clear();
+    }
+    ControllerResult {
+        records,
+        response: responses,
+    }
+}
+
+/// A CreatePartitions topic that passed validation, before placement.
+struct PartitionsPlan {
+    topic_id: TopicId,
+    /// The first new partition's index (the current partition count).
+    first_partition_id: i32,
+    /// How many partitions are added (>= 1).
+    additional: usize,
+    /// The topic's replication factor.
+    replication_factor: i16,
+    /// A checked manual assignment of the added partitions.
+    manual: Option<Vec<Vec<i32>>>,
+}
+
+/// Validates one CreatePartitions topic without allocating anything in
+/// proportion to the requested count.
+fn plan_new_partitions(
+    image: &MetadataImage,
+    request: &NewPartitions,
+    placer: &dyn ReplicaPlacer,
+) -> Result<PartitionsPlan, ControllerError> {
+    let topic = image
+        .topic(&request.name)
+        .ok_or_else(|| ControllerError::UnknownTopic {
+            name: request.name.clone(),
+        })?;
+    let current = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+    if request.count <= current {
+        return Err(ControllerError::PartitionCountNotIncreased {
+            name: request.name.clone(),
+            current,
+            requested: request.count,
+        });
+    }
+    // count > current >= 0, so this is positive and fits.
+    let additional = (request.count - current) as usize;
+    let replication_factor = topic
+        .partitions
+        .values()
+        .next()
+        .map(|p| i16::try_from(p.replicas.len()).unwrap_or(i16::MAX))
+        .ok_or_else(|| ControllerError::Storage {
+            reason: format!("topic {} has no partitions", request.name),
+        })?;
+    let manual = match &request.assignments {
+        Some(assignments) => {
+            if assignments.len() != additional {
+                return Err(ControllerError::InvalidReplicaAssignment {
+                    reason: format!(
+                        "Attempted to add {additional} additional partition(s), but only {} \
+                         assignment(s) were specified.",
+                        assignments.len()
+                    ),
+                });
+            }
+            for (i, replicas) in assignments.iter().enumerate() {
+                validate_added_partition(image, replicas, replication_factor, current + i as i32)?;
+            }
+            Some(assignments.clone())
+        }
+        None => {
+            placer.check(image, request.count - current, replication_factor)?;
+            None
+        }
+    };
+    Ok(PartitionsPlan {
+        topic_id: topic.topic_id,
+        first_partition_id: current,
+        additional,
+        replication_factor,
+        manual,
+    })
+}
+
+/// Checks one manually assigned added partition as Kafka's
+/// `validateManualPartitionAssignment` (brokers in ascending order, so the
+/// same broker is reported first) and that one replica is unfenced.
+fn validate_added_partition(
+    image: &MetadataImage,
+    replicas: &[i32],
+    replication_factor: i16,
+    partition_id: i32,
+) -> Result<(), ControllerError> {
+    let bad = |reason: String| Err(ControllerError::InvalidReplicaAssignment { reason });
+    if replicas.is_empty() {
+        return bad("The manual partition assignment includes an empty replica list.".into());
+    }
+    let mut sorted = replicas.to_vec();
+    sorted.sort_unstable();
+    for (i, broker) in sorted.iter().enumerate() {
+        if !image.brokers.contains_key(broker) {
+            return bad(format!(
+                "The manual partition assignment includes broker {broker}, but no such broker \
+                 is registered."
+            ));
+        }
+        if i > 0 && sorted[i - 1] == *broker {
+            return bad(format!(
+                "The manual partition assignment includes the broker {broker} more than once."
+            ));
+        }
+    }
+    if sorted.len() != replication_factor as usize {
+        return bad(format!(
+            "The manual partition assignment includes a partition with {} replica(s), but this \
+             is not consistent with previous partitions, which have {replication_factor} \
+             replica(s).",
+            sorted.len()
+        ));
+    }
+    if !replicas
+        .iter()
+        .any(|b| image.brokers.get(b).is_some_and(|r| !r.fenced))
+    {
+        return bad(format!(
+            "All brokers specified in the manual partition assignment for partition \
+             {partition_id} are fenced or in controlled shutdown."
+        ));
+    }
+    Ok(())
+}
+
+/// The `PartitionRecord`s of a planned topic's added partitions: ISR = the
+/// unfenced replicas, leader = the first of them.
+fn partition_records(
+    image: &MetadataImage,
+    plan: &PartitionsPlan,
+    placement: Vec<Vec<i32>>,
+) -> Result<Vec<MetadataRecord>, ControllerError> {
+    placement
+        .into_iter()
+        .enumerate()
+        .map(|(i, replicas)| {
+            let isr: Vec<i32> = replicas
+                .iter()
+                .copied()
+                .filter(|b| image.brokers.get(b).is_some_and(|r| !r.fenced))
+                .collect();
+            let Some(&leader) = isr.first() else {
+                // Kafka: "All brokers are currently fenced or in controlled shutdown."
+                return Err(ControllerError::InvalidReplicationFactor {
+                    requested: plan.replication_factor,
+                    available: image.unfenced_broker_ids().len(),
+                });
+            };
+            Ok(MetadataRecord::Partition(PartitionRecord {
+                partition_id: plan.first_partition_id + i as i32,
+                topic_id: plan.topic_id,
+                replicas,
+                isr,
+                leader,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            }))
+        })
+        .collect()
+}
+
+/// Replaces ALL of a topic's dynamic configs with `configs` (legacy
+/// AlterConfigs, Kafka's `ConfigurationControlManager.legacyAlterConfigs`):
+/// one `ConfigRecord` per key whose value changes and one deleting
+/// `ConfigRecord` per current key not in `configs`. Keys and values are not
+/// checked here; the broker validates them before calling. Computed from
+/// the image at commit time, so a concurrent change cannot survive the
+/// replacement half-way.
+///
+/// # Errors
+///
+/// [`ControllerError::UnknownTopic`] when the topic does not exist.
+pub fn replace_topic_configs(
+    image: &MetadataImage,
+    topic: &str,
+    configs: &BTreeMap<String, String>,
+) -> Result<ControllerResult<()>, ControllerError> {
+    let current = &image
+        .topic(topic)
+        .ok_or_else(|| ControllerError::UnknownTopic {
+            name: topic.to_string(),
+        })?
+        .configs;
+    let record = |name: &str, value: Option<&String>| {
+        MetadataRecord::Config(ConfigRecord {
+            resource_type: ConfigResourceType::Topic,
+            resource_name: topic.to_string(),
+            name: name.to_string(),
+            value: value.cloned(),
+        })
+    };
+    let set = configs
+        .iter()
+        .filter(|(k, v)| current.get(*k) != Some(*v))
+        .map(|(k, v)| record(k, Some(v)));
+    let deleted = current
+        .keys()
+        .filter(|k| !configs.contains_key(*k))
+        .map(|k| record(k, None));
+    Ok(ControllerResult {
+        records: set.chain(deleted).collect(),
         response: (),
     })
 }
@@ -1178,5 +1477,205 @@ mod tests {
             alter_topic_configs(&image, "missing", vec![]),
             Err(ControllerError::UnknownTopic { .. })
         ));
+    }
+
+    fn grow(name: &str, count: i32, assignments: Option<Vec<Vec<i32>>>) -> NewPartitions {
+        NewPartitions {
+            name: name.into(),
+            count,
+            assignments,
+        }
+    }
+
+    fn created(image: &mut MetadataImage, topics: &[CreatableTopic]) {
+        let placer = StripedReplicaPlacer::default();
+        let result = create_topics(image, topics, false, &placer);
+        assert!(result.response.iter().all(Result::is_ok), "{result:?}");
+        replay(image, &result.records);
+    }
+
+    #[test]
+    fn create_partitions_adds_partitions_numbered_from_the_current_count() {
+        let mut image = image_with_brokers(3);
+        created(&mut image, &[topic("placed", 2, 2), topic("manual", 1, 2)]);
+        let placer = StripedReplicaPlacer::default();
+        let result = create_partitions(
+            &image,
+            &[
+                grow("placed", 5, None),
+                grow("manual", 3, Some(vec![vec![2, 0], vec![1, 2]])),
+            ],
+            false,
+            &placer,
+        );
+        assert_eq!(result.response, vec![Ok(()), Ok(())]);
+        assert_eq!(result.records.len(), 5);
+        replay(&mut image, &result.records);
+        let placed = image.topic("placed").unwrap();
+        assert_eq!(
+            placed.partitions.keys().copied().collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 4]
+        );
+        for p in placed.partitions.values() {
+            assert_eq!(p.replicas.len(), 2, "{p:?}");
+            assert_eq!(p.isr, p.replicas);
+            assert_eq!(p.leader, p.replicas[0]);
+        }
+        let manual = image.topic("manual").unwrap();
+        assert_eq!(manual.partitions[&1].replicas, vec![2, 0]);
+        assert_eq!(manual.partitions[&1].leader, 2);
+        assert_eq!(manual.partitions[&2].replicas, vec![1, 2]);
+        assert_eq!(manual.partitions[&2].leader_epoch, 0);
+    }
+
+    #[test]
+    fn create_partitions_errors_follow_kafka() {
+        let mut image = image_with_brokers(2);
+        created(&mut image, &[topic("t", 2, 2)]);
+        let placer = StripedReplicaPlacer::default();
+        let one = |request: NewPartitions| {
+            let result = create_partitions(&image, &[request], false, &placer);
+            assert!(result.records.is_empty());
+            result.response.into_iter().next().unwrap().unwrap_err()
+        };
+        assert_eq!(
+            one(grow("missing", 3, None)),
+            ControllerError::UnknownTopic {
+                name: "missing".into()
+            }
+        );
+        assert_eq!(
+            one(grow("t", 2, None)).to_string(),
+            "Topic already has 2 partition(s)."
+        );
+        assert_eq!(
+            one(grow("t", 1, None)).to_string(),
+            "The topic t currently has 2 partition(s); 1 would not be an increase."
+        );
+        assert!(matches!(
+            one(grow("t", -5, None)),
+            ControllerError::PartitionCountNotIncreased { requested: -5, .. }
+        ));
+        let assignment_error =
+            |assignments: Vec<Vec<i32>>| match one(grow("t", 3, Some(assignments))) {
+                ControllerError::InvalidReplicaAssignment { reason } => reason,
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(
+            assignment_error(vec![]),
+            "Attempted to add 1 additional partition(s), but only 0 assignment(s) were specified."
+        );
+        assert_eq!(
+            assignment_error(vec![vec![0, 1], vec![1, 0]]),
+            "Attempted to add 1 additional partition(s), but only 2 assignment(s) were specified."
+        );
+        assert_eq!(
+            assignment_error(vec![vec![]]),
+            "The manual partition assignment includes an empty replica list."
+        );
+        assert_eq!(
+            assignment_error(vec![vec![0, 7]]),
+            "The manual partition assignment includes broker 7, but no such broker is registered."
+        );
+        assert_eq!(
+            assignment_error(vec![vec![1, 1]]),
+            "The manual partition assignment includes the broker 1 more than once."
+        );
+        assert_eq!(
+            assignment_error(vec![vec![1]]),
+            "The manual partition assignment includes a partition with 1 replica(s), but this is \
+             not consistent with previous partitions, which have 2 replica(s)."
+        );
+    }
+
+    #[test]
+    fn create_partitions_duplicates_validate_only_and_internal_topics() {
+        let mut image = image_with_brokers(1);
+        created(
+            &mut image,
+            &[topic("t", 1, 1), topic("__consumer_offsets", 2, 1)],
+        );
+        let placer = StripedReplicaPlacer::default();
+        let result = create_partitions(
+            &image,
+            &[
+                grow("t", 2, None),
+                grow("__consumer_offsets", 3, None),
+                grow("t", 3, None),
+            ],
+            false,
+            &placer,
+        );
+        assert!(matches!(
+            &result.response[0],
+            Err(ControllerError::InvalidRequest { reason }) if reason == "Duplicate topic name."
+        ));
+        assert_eq!(result.response[1], Ok(()));
+        assert_eq!(result.response[0], result.response[2]);
+        assert_eq!(result.records.len(), 1);
+
+        let checked = create_partitions(&image, &[grow("t", 4, None)], true, &placer);
+        assert_eq!(checked.response, vec![Ok(())]);
+        assert!(checked.records.is_empty());
+    }
+
+    #[test]
+    fn create_partitions_over_the_record_cap_fail_every_topic_without_placing() {
+        let mut image = image_with_brokers(1);
+        created(&mut image, &[topic("a", 1, 1), topic("b", 1, 1)]);
+        let placer = StripedReplicaPlacer::default();
+        for validate_only in [false, true] {
+            let result = create_partitions(
+                &image,
+                &[
+                    grow("a", 2, None),
+                    grow("b", i32::MAX, None),
+                    grow("missing", 2, None),
+                ],
+                validate_only,
+                &placer,
+            );
+            assert!(result.records.is_empty());
+            assert!(result
+                .response
+                .iter()
+                .all(|r| matches!(r, Err(ControllerError::PolicyViolation { .. }))));
+        }
+        // Exactly at the cap is allowed.
+        let cap = MAX_RECORDS_PER_USER_OP as i32;
+        let result = create_partitions(&image, &[grow("a", cap + 1, None)], false, &placer);
+        assert_eq!(result.response, vec![Ok(())]);
+        assert_eq!(result.records.len(), MAX_RECORDS_PER_USER_OP);
+    }
+
+    #[test]
+    fn replace_topic_configs_sets_changed_keys_and_deletes_unlisted_ones() {
+        let mut image = image_with_brokers(1);
+        let mut t = topic("t", 1, 1);
+        t.configs = vec![
+            ("retention.ms".into(), "1000".into()),
+            ("cleanup.policy".into(), "compact".into()),
+        ];
+        created(&mut image, &[t]);
+        let wanted: BTreeMap<String, String> = [
+            ("retention.ms".to_string(), "1000".to_string()),
+            ("segment.ms".to_string(), "5000".to_string()),
+        ]
+        .into_iter()
+        .collect();
+        let result = replace_topic_configs(&image, "t", &wanted).unwrap();
+        // segment.ms set, cleanup.policy deleted; retention.ms unchanged.
+        assert_eq!(result.records.len(), 2);
+        replay(&mut image, &result.records);
+        assert_eq!(image.topic("t").unwrap().configs, wanted);
+        let cleared = replace_topic_configs(&image, "t", &BTreeMap::new()).unwrap();
+        replay(&mut image, &cleared.records);
+        assert!(image.topic("t").unwrap().configs.is_empty());
+        assert_eq!(
+            replace_topic_configs(&image, "missing", &BTreeMap::new()),
+            Err(ControllerError::UnknownTopic {
+                name: "missing".into()
+            })
+        );
     }
 }

@@ -28,6 +28,18 @@ pub enum ControllerError {
         /// The requested partition count.
         requested: i32,
     },
+    /// `INVALID_PARTITIONS` (37): a CreatePartitions count that is not above
+    /// the topic's current partition count. The message is Kafka's
+    /// (`ReplicationControlManager.createPartitions`).
+    #[error("{}", partitions_not_increased_message(name, *current, *requested))]
+    PartitionCountNotIncreased {
+        /// The topic name.
+        name: String,
+        /// The topic's current partition count.
+        current: i32,
+        /// The requested partition count.
+        requested: i32,
+    },
     /// `INVALID_REPLICATION_FACTOR` (38): below 1 or above the number of
     /// unfenced brokers.
     #[error("replication factor {requested} is invalid: {available} unfenced brokers available")]
@@ -121,4 +133,16 @@ pub enum ControllerError {
         /// How long it waited, in milliseconds.
         waited_ms: u64,
     },
+}
+
+/// Kafka's messages for a CreatePartitions count that is not an increase.
+fn partitions_not_increased_message(name: &str, current: i32, requested: i32) -> String {
+    if current == requested {
+        format!("Topic already has {current} partition(s).")
+    } else {
+        format!(
+            "The topic {name} currently has {current} partition(s); {requested} would not be \
+             an increase."
+        )
+    }
 }

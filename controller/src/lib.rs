@@ -19,7 +19,7 @@ mod raft;
 pub mod records;
 
 pub use control::{
-    validate_topic_name, ControllerResult, CreatableTopic, CreatedTopic, TopicRef,
+    validate_topic_name, ControllerResult, CreatableTopic, CreatedTopic, NewPartitions, TopicRef,
     CLUSTER_METADATA_TOPIC_NAME, MAX_RECORDS_PER_USER_OP, MAX_TOPIC_NAME_LENGTH,
     PRODUCER_ID_BLOCK_SIZE,
 };

@@ -23,7 +23,9 @@ use openraft::{BasicNode, Raft, ServerState, SnapshotPolicy};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::control::{self, ControllerResult, CreatableTopic, CreatedTopic, TopicRef};
+use crate::control::{
+    self, ControllerResult, CreatableTopic, CreatedTopic, NewPartitions, TopicRef,
+};
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
 use crate::placement::{ReplicaPlacer, StripedReplicaPlacer};
@@ -349,6 +351,46 @@ impl QuorumController {
         configs: Vec<(String, Option<String>)>,
     ) -> Result<(), ControllerError> {
         self.run(|image| control::alter_topic_configs(image, topic, configs))
+            .await
+    }
+
+    /// Adds partitions to existing topics (CreatePartitions); per-topic
+    /// results in request order. Validation and records as
+    /// [`control::create_partitions`]: all added partitions of one call are
+    /// committed as ONE atomic batch and the call returns once it is applied
+    /// to the published image. `validate_only` writes nothing. A commit
+    /// failure turns every would-be success into that error.
+    pub async fn create_partitions(
+        &self,
+        topics: Vec<NewPartitions>,
+        validate_only: bool,
+    ) -> Vec<Result<(), ControllerError>> {
+        let n = topics.len();
+        self.run(|image| {
+            Ok(control::create_partitions(
+                image,
+                &topics,
+                validate_only,
+                self.inner.placer.as_ref(),
+            ))
+        })
+        .await
+        .unwrap_or_else(|e| vec![Err(e); n])
+    }
+
+    /// Replaces all of a topic's dynamic configs with `configs` (legacy
+    /// AlterConfigs), as [`control::replace_topic_configs`]: keys not listed
+    /// go back to their defaults.
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::UnknownTopic`], or a commit error.
+    pub async fn replace_topic_configs(
+        &self,
+        topic: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        self.run(|image| control::replace_topic_configs(image, topic, &configs))
             .await
     }
 

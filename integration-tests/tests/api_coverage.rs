@@ -95,6 +95,18 @@ fn every_advertised_api_version_is_answered() {
             ApiKey::ListGroups => probe(&mut client, min, max, ListGroupsRequest::default()),
             ApiKey::DeleteGroups => probe(&mut client, min, max, DeleteGroupsRequest::default()),
             ApiKey::OffsetDelete => probe(&mut client, min, max, OffsetDeleteRequest::default()),
+            ApiKey::AlterConfigs => probe(
+                &mut client,
+                min,
+                max,
+                kafka_protocol::messages::AlterConfigsRequest::default(),
+            ),
+            ApiKey::CreatePartitions => probe(
+                &mut client,
+                min,
+                max,
+                kafka_protocol::messages::CreatePartitionsRequest::default(),
+            ),
             ApiKey::IncrementalAlterConfigs => probe(
                 &mut client,
                 min,

@@ -20,6 +20,7 @@ mod client_confluent;
 mod client_java;
 mod client_kcat;
 mod compaction;
+mod create_partitions;
 mod dump_log;
 mod durability;
 mod groups_clients;

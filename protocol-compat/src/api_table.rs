@@ -81,6 +81,8 @@ pub static SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::AlterConfigs, 0, 2),
+    api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::OffsetDelete, 0, 0),
@@ -182,7 +184,7 @@ mod tests {
     #[test]
     fn lookup_misses_unknown_and_unimplemented_keys() {
         assert!(supported_api(-1).is_none());
-        assert!(supported_api(ApiKey::AlterConfigs as i16).is_none());
+        assert!(supported_api(ApiKey::DescribeLogDirs as i16).is_none());
         assert_eq!(
             supported_api(ApiKey::Metadata as i16).unwrap().max_version,
             12

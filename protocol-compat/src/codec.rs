@@ -725,11 +725,11 @@ mod tests {
                 correlation_id: 9
             })
         );
-        // AlterConfigs exists in Kafka but is not in the table (yet).
+        // DescribeLogDirs exists in Kafka but is not in the table (yet).
         assert_eq!(
-            decode_request(Bytes::from_static(&[0, 33, 0, 0, 0, 0, 0, 9])),
+            decode_request(Bytes::from_static(&[0, 35, 0, 0, 0, 0, 0, 9])),
             Err(DecodeError::UnknownApiKey {
-                api_key: 33,
+                api_key: 35,
                 correlation_id: 9
             })
         );

@@ -9,7 +9,9 @@
 //! about the broker's state.
 
 use bytes::Bytes;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as LegacyAlterConfigsResourceResponse;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::delete_records_response::{
@@ -36,12 +38,13 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest,
-    DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, FetchRequest, FetchResponse,
-    InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
-    MetadataResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest,
-    ProduceResponse, RequestKind, ResponseKind, TopicName,
+    AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsRequest,
+    DescribeConfigsResponse, FetchRequest, FetchResponse, InitProducerIdResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
+    RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::messages::{
     DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -149,6 +152,35 @@ pub fn error_response(
         RequestKind::ListGroups(_) => {
             let mut response = ListGroupsResponse::default();
             response.error_code = error_code;
+            response.into()
+        }
+        RequestKind::AlterConfigs(request) => {
+            let mut response = AlterConfigsResponse::default();
+            response.responses = request
+                .resources
+                .iter()
+                .map(|resource| {
+                    let mut result = LegacyAlterConfigsResourceResponse::default();
+                    result.error_code = error_code;
+                    result.resource_type = resource.resource_type;
+                    result.resource_name = resource.resource_name.clone();
+                    result
+                })
+                .collect();
+            response.into()
+        }
+        RequestKind::CreatePartitions(request) => {
+            let mut response = CreatePartitionsResponse::default();
+            response.results = request
+                .topics
+                .iter()
+                .map(|topic| {
+                    let mut result = CreatePartitionsTopicResult::default();
+                    result.name = topic.name.clone();
+                    result.error_code = error_code;
+                    result
+                })
+                .collect();
             response.into()
         }
         RequestKind::IncrementalAlterConfigs(request) => {
@@ -325,6 +357,8 @@ pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::ListGroups(_) => ApiKey::ListGroups,
         RequestKind::DeleteGroups(_) => ApiKey::DeleteGroups,
         RequestKind::IncrementalAlterConfigs(_) => ApiKey::IncrementalAlterConfigs,
+        RequestKind::AlterConfigs(_) => ApiKey::AlterConfigs,
+        RequestKind::CreatePartitions(_) => ApiKey::CreatePartitions,
         RequestKind::OffsetDelete(_) => ApiKey::OffsetDelete,
         _ => return None,
     })
@@ -634,6 +668,8 @@ mod tests {
             ResponseKind::IncrementalAlterConfigs(r) => {
                 r.responses.iter().map(|g| g.error_code).collect()
             }
+            ResponseKind::AlterConfigs(r) => r.responses.iter().map(|g| g.error_code).collect(),
+            ResponseKind::CreatePartitions(r) => r.results.iter().map(|t| t.error_code).collect(),
             _ => Vec::new(),
         }
     }
@@ -665,6 +701,8 @@ mod tests {
             RequestKind::DescribeGroups(r) => r.groups.len(),
             RequestKind::DeleteGroups(r) => r.groups_names.len(),
             RequestKind::IncrementalAlterConfigs(r) => r.resources.len(),
+            RequestKind::AlterConfigs(r) => r.resources.len(),
+            RequestKind::CreatePartitions(r) => r.topics.len(),
             _ => 0,
         }
     }
@@ -778,7 +816,7 @@ mod tests {
 
     #[test]
     fn apis_outside_the_table_get_none() {
-        let request = RequestKind::AlterConfigs(Default::default());
+        let request = RequestKind::DescribeLogDirs(Default::default());
         assert_eq!(error_response(&request, 2, 35), None);
         assert_eq!(request_api_key(&request), None);
     }

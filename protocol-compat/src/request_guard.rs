@@ -243,6 +243,8 @@ fn first_flexible_version(api_key: ApiKey) -> Option<i16> {
         ApiKey::ListGroups => 3,
         ApiKey::DeleteGroups => 2,
         ApiKey::IncrementalAlterConfigs => 1,
+        ApiKey::AlterConfigs => 2,
+        ApiKey::CreatePartitions => 2,
         // OffsetDelete has no flexible version.
         ApiKey::OffsetDelete => i16::MAX,
         _ => return None,
@@ -647,6 +649,32 @@ pub(crate) fn check_request_body(
             })?;
             c.int8()?; // validate_only
         }
+        ApiKey::AlterConfigs => {
+            c.array(3, |c| {
+                c.int8()?; // resource_type
+                c.string()?; // resource_name
+                c.array(2, |c| {
+                    c.string()?; // name
+                    c.string()?; // value
+                    c.tagged_fields()
+                })?;
+                c.tagged_fields()
+            })?;
+            c.int8()?; // validate_only
+        }
+        ApiKey::CreatePartitions => {
+            c.array(6, |c| {
+                c.string()?; // name
+                c.int32()?; // count
+                c.array(2, |c| {
+                    c.array(4, Cursor::int32)?; // broker_ids
+                    c.tagged_fields()
+                })?; // assignments (nullable)
+                c.tagged_fields()
+            })?;
+            c.int32()?; // timeout_ms
+            c.int8()?; // validate_only
+        }
         ApiKey::OffsetDelete => {
             c.string()?; // group_id
             c.array(2, |c| {
@@ -765,9 +793,9 @@ mod tests {
             );
         }
         assert_eq!(
-            check_request_body(ApiKey::AlterConfigs, 0, &[]),
+            check_request_body(ApiKey::DescribeLogDirs, 0, &[]),
             Err(GuardError::NoGuard {
-                api_key: ApiKey::AlterConfigs
+                api_key: ApiKey::DescribeLogDirs
             })
         );
     }

@@ -411,6 +411,58 @@ pub(crate) fn populated_request(api_key: ApiKey, v: i16) -> RequestKind {
             request.unknown_tagged_fields = tagged(flex);
             request.into()
         }
+        ApiKey::AlterConfigs => {
+            let mut request = AlterConfigsRequest::default();
+            request.resources = (0..2)
+                .map(|r| {
+                    let mut resource = alter_configs_request::AlterConfigsResource::default();
+                    resource.resource_type = 2;
+                    resource.resource_name = StrBytes::from_string(format!("topic-{r}"));
+                    resource.configs = (0..2)
+                        .map(|c| {
+                            let mut config = alter_configs_request::AlterableConfig::default();
+                            config.name = StrBytes::from_static_str("retention.ms");
+                            config.value = (c == 0).then(|| StrBytes::from_static_str("1000"));
+                            config.unknown_tagged_fields = tagged(flex);
+                            config
+                        })
+                        .collect();
+                    resource.unknown_tagged_fields = tagged(flex);
+                    resource
+                })
+                .collect();
+            request.validate_only = true;
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::CreatePartitions => {
+            let mut request = CreatePartitionsRequest::default();
+            request.topics = (0..2)
+                .map(|t| {
+                    let mut topic = create_partitions_request::CreatePartitionsTopic::default();
+                    topic.name = name("orders");
+                    topic.count = 4;
+                    topic.assignments = (t == 0).then(|| {
+                        (0..2)
+                            .map(|_| {
+                                let mut assignment =
+                                    create_partitions_request::CreatePartitionsAssignment::default(
+                                    );
+                                assignment.broker_ids = vec![1.into(), 2.into()];
+                                assignment.unknown_tagged_fields = tagged(flex);
+                                assignment
+                            })
+                            .collect()
+                    });
+                    topic.unknown_tagged_fields = tagged(flex);
+                    topic
+                })
+                .collect();
+            request.timeout_ms = 30_000;
+            request.validate_only = true;
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
         ApiKey::IncrementalAlterConfigs => {
             let mut request = IncrementalAlterConfigsRequest::default();
             request.resources = (0..2)

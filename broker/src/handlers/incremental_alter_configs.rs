@@ -39,7 +39,42 @@ const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 
 /// An error code and message for one resource.
-type Failure = (ResponseError, String);
+pub(crate) type Failure = (ResponseError, String);
+
+/// The answer to a change of broker configs (`keys`, non-empty): Weir has
+/// no dynamically updatable broker config, so INVALID_CONFIG naming them.
+/// Shared with legacy AlterConfigs.
+pub(crate) fn broker_change_refused<'a>(keys: impl Iterator<Item = &'a str>) -> Failure {
+    (
+        ResponseError::InvalidConfig,
+        format!(
+            "Cannot update these configs dynamically: {}",
+            keys.collect::<Vec<_>>().join(", ")
+        ),
+    )
+}
+
+/// Checks a topic config key and value: INVALID_CONFIG with Kafka's
+/// "Unknown topic config name: <key>" or the value's problem. Shared with
+/// legacy AlterConfigs.
+pub(crate) fn check_topic_config(key: &str, value: &str) -> Result<(), Failure> {
+    if topic_config::topic_config_def(key).is_none() {
+        return Err((
+            ResponseError::InvalidConfig,
+            format!("Unknown topic config name: {key}"),
+        ));
+    }
+    topic_config::validate(key, value).map_err(|e| (ResponseError::InvalidConfig, e.to_string()))
+}
+
+/// A controller failure as a resource's answer.
+pub(crate) fn controller_failure(e: &weir_controller::ControllerError) -> Failure {
+    let code = controller_error_code(e);
+    (
+        ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError),
+        e.to_string(),
+    )
+}
 
 /// Applies the requested changes; one result per resource, in request order.
 pub async fn handle(
@@ -66,17 +101,8 @@ pub async fn handle(
             match resource.resource_type {
                 TOPIC => alter_topic(ctx, resource, request.validate_only).await,
                 BROKER if resource.configs.is_empty() => Ok(false),
-                BROKER => Err((
-                    ResponseError::InvalidConfig,
-                    format!(
-                        "Cannot update these configs dynamically: {}",
-                        resource
-                            .configs
-                            .iter()
-                            .map(|c| c.name.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
+                BROKER => Err(broker_change_refused(
+                    resource.configs.iter().map(|c| c.name.as_str()),
                 )),
                 other => Err((
                     ResponseError::InvalidRequest,
@@ -126,13 +152,7 @@ async fn alter_topic(
     ctx.controller
         .alter_topic_configs(&name, changes)
         .await
-        .map_err(|e| {
-            let code = controller_error_code(&e);
-            (
-                ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError),
-                e.to_string(),
-            )
-        })?;
+        .map_err(|e| controller_failure(&e))?;
     Ok(true)
 }
 
@@ -197,7 +217,7 @@ fn plan_changes(
             }
         };
         if let Some(v) = &new_value {
-            topic_config::validate(&key, v).map_err(|e| invalid_config(e.to_string()))?;
+            check_topic_config(&key, v)?;
         }
         changes.push((key, new_value));
     }

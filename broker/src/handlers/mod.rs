@@ -1,8 +1,10 @@
 //! One handler per Kafka API (STYLE.md: handler files stay small; shared
 //! logic lives in `ReplicaManager`, `Partition` and the controller).
 
+pub mod alter_configs;
 pub mod api_versions;
 pub mod authorized_operations;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_records;

@@ -7,8 +7,9 @@ Usage: kafka_cli.py CHECK BOOTSTRAP CLASSPATH_FILE SUFFIX
 
 Checks (SUFFIX makes topic and group names unique):
 - kafka-topics: --create (3 partitions, a topic config), --list, --describe
-  (partition count, leader/replicas/isr 0, the config), --delete, then the
-  topic leaves --list.
+  (partition count, leader/replicas/isr 0, the config), --alter --partitions
+  5 (CreatePartitions) and --describe of the 5, --delete, then the topic
+  leaves --list.
 - kafka-console-producer-consumer: the console producer writes keyed lines
   to a 1-partition topic; the console consumer in a group (--group,
   --from-beginning, --max-messages) prints exactly them; after two more
@@ -123,6 +124,16 @@ def check_topics(t: Tools, suffix: str):
         got = {k: fields.get(k) for k in ("Topic", "Partition", "Leader", "Replicas", "Isr")}
         expect_eq({"Topic": topic, "Partition": str(p), "Leader": "0", "Replicas": "0", "Isr": "0"},
                   got, f"--describe partition line {p}")
+    t.run(TOPICS, "--alter", "--topic", topic, "--partitions", "5")
+    out = t.run(TOPICS, "--describe", "--topic", topic).stdout.splitlines()
+    expect_eq(6, len(out), "--describe line count after --alter (topic line + 5 partitions)")
+    head = dict(re.findall(r"(\w+): (\S*)", out[0]))
+    expect_eq("5", head.get("PartitionCount"), "--describe PartitionCount after --alter")
+    for p, line in enumerate(out[1:]):
+        fields = dict(re.findall(r"(\w+): (\S*)", line))
+        got = {k: fields.get(k) for k in ("Partition", "Leader", "Replicas", "Isr")}
+        expect_eq({"Partition": str(p), "Leader": "0", "Replicas": "0", "Isr": "0"},
+                  got, f"--describe partition line {p} after --alter")
     t.run(TOPICS, "--delete", "--topic", topic)
     wait_until(f"{topic} gone from --list", lambda: topic not in list_topics(t))
 
