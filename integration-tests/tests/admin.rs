@@ -364,6 +364,8 @@ fn create_topics_defaults_explicit_partitions_and_config_echo() {
             "{:?}",
             result.error_message
         );
+        // Kafka answers a success with a null message (v1+ carry one).
+        assert_eq!(result.error_message, None, "v{version}");
         let info = assert_topic_ready(&mut client, &versions, &two, 2);
         if version >= 5 {
             assert_eq!(result.num_partitions, 2, "v{version}");
@@ -439,6 +441,45 @@ fn create_topics_validate_only_creates_nothing() {
             error_code::NONE
         );
         assert_topic_ready(&mut client, &versions, &name, 4);
+    }
+}
+
+/// CreateTopics with `timeout_ms` 0 or less, at every advertised version:
+/// Kafka 4's controller queues the request with a deadline that has
+/// already passed, so every topic gets REQUEST_TIMED_OUT (7) and nothing is
+/// created (checked against Kafka 4.1.2), validate_only or not; a request
+/// made only of a duplicated name is refused before it is queued
+/// (INVALID_REQUEST).
+#[test]
+fn create_topics_with_no_time_left_times_out_and_creates_nothing() {
+    let broker = support::start_broker();
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    for version in advertised_versions::<CreateTopicsRequest>(&versions, ApiKey::CreateTopics) {
+        for (timeout_ms, validate_only) in [(0, false), (-1, false), (0, true)] {
+            let name = format!("no-time-v{version}-{}-{validate_only}", -timeout_ms);
+            let request = CreateTopicsRequest::default()
+                .with_timeout_ms(timeout_ms)
+                .with_validate_only(validate_only)
+                .with_topics(vec![creatable(&name, 1, 1, &[])]);
+            let response = client.send(&request, version).expect("CreateTopics");
+            let result = result_for(&response, &name, version);
+            assert_eq!(
+                result.error_code,
+                error_code::REQUEST_TIMED_OUT,
+                "v{version} timeout {timeout_ms}"
+            );
+            assert_topic_absent(&mut client, &versions, &name);
+        }
+        let dup = format!("no-time-dup-v{version}");
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(0)
+            .with_topics(vec![creatable(&dup, 1, 1, &[]), creatable(&dup, 1, 1, &[])]);
+        let response = client.send(&request, version).expect("CreateTopics");
+        for result in results_for(&response, &dup) {
+            assert_eq!(result.error_code, error_code::INVALID_REQUEST, "v{version}");
+        }
+        assert_topic_absent(&mut client, &versions, &dup);
     }
 }
 

@@ -125,6 +125,8 @@ fn incremental_alter_configs_changes_topic_configs_as_kafka() {
             false,
         );
         assert_eq!(r.responses[0].error_code, error_code::NONE, "{r:?}");
+        // Kafka answers a success with a null message.
+        assert_eq!(r.responses[0].error_message, None);
         assert_eq!(r.responses[0].resource_name.as_str(), name);
         assert_eq!(
             dynamic_configs(&mut client, &name),

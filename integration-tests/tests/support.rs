@@ -31,6 +31,7 @@ pub mod error_code {
     pub const NONE: i16 = 0;
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub const LEADER_NOT_AVAILABLE: i16 = 5;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
     pub const UNSUPPORTED_VERSION: i16 = 35;
     pub const INVALID_REQUEST: i16 = 42;
     pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;

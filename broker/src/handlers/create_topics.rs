@@ -6,6 +6,16 @@
 //! (`num.partitions`, `default.replication.factor`, KIP-464). v5+ answers
 //! carry the topic's configs, partitions and replication factor; v7 the
 //! topic id (KIP-516).
+//!
+//! `timeout_ms` is the controller's deadline, as in Kafka 4's
+//! `ControllerApis.createTopics`: the request is queued with a deadline
+//! `timeout_ms` after arrival, so 0 or less answers every topic
+//! REQUEST_TIMED_OUT and creates nothing (checked against Kafka 4.1.2),
+//! unless the request names nothing but duplicates (not queued; they get
+//! INVALID_REQUEST). Weir otherwise answers once the topics are committed
+//! and their logs exist. A success carries a null error message, as Kafka's.
+
+use std::collections::HashMap;
 
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
@@ -27,6 +37,26 @@ pub async fn handle(
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let mut response = CreateTopicsResponse::default();
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for topic in &request.topics {
+        *counts.entry(topic.name.0.as_str()).or_default() += 1;
+    }
+    if request.timeout_ms <= 0 && counts.values().any(|&n| n == 1) {
+        response.topics = request
+            .topics
+            .iter()
+            .map(|topic| {
+                let mut result = CreatableTopicResult::default();
+                result.name = topic.name.clone();
+                result.num_partitions = -1;
+                result.replication_factor = -1;
+                result.error_code = ResponseError::RequestTimedOut.code();
+                result.error_message = None;
+                result
+            })
+            .collect();
+        return response;
+    }
     let mut results: Vec<Option<CreatableTopicResult>> = Vec::with_capacity(request.topics.len());
     let mut to_create = Vec::new();
     for topic in &request.topics {
@@ -111,6 +141,7 @@ pub async fn handle(
         result.replication_factor = -1;
         match outcome {
             Ok(created) => {
+                result.error_message = None;
                 result.topic_id = created.topic_id;
                 if version >= 5 {
                     result.num_partitions = created.num_partitions;

@@ -114,7 +114,11 @@ pub async fn handle(
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
         match outcome {
-            Ok(c) => changed |= c,
+            Ok(c) => {
+                // A success carries a null message, as Kafka's.
+                result.error_message = None;
+                changed |= c;
+            }
             Err((error, message)) => {
                 result.error_code = error.code();
                 result.error_message = Some(str_bytes(message));
