@@ -41,7 +41,8 @@ pub use leader_epoch::LeaderEpochCache;
 pub use log::cleaner::{CleanerConfig, CleanerError, CleanerStats};
 pub use log::retention::SegmentDeletion;
 pub use log::{
-    CleanupPolicy, FetchDataInfo, Log, LogAppendInfo, LogConfig, PendingFlush, TimestampType,
+    sync_filesystem, CleanupPolicy, FetchDataInfo, Log, LogAppendInfo, LogConfig, PendingFlush,
+    TimestampType,
 };
 pub use log_manager::LogManager;
 pub use producer_state::ProducerStateManager;

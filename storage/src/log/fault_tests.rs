@@ -643,3 +643,72 @@ fn a_flush_prepared_before_a_roll_covers_only_its_own_segment() {
     assert!(log.log_end_offset() >= recovery_point);
     assert!(read_all(&log).starts_with(&first_segment_bytes));
 }
+
+/// Opens `dir` for [`sync_filesystem`].
+fn dir_handle(dir: &Path) -> File {
+    File::open(dir).unwrap()
+}
+
+#[test]
+fn one_filesystem_sync_makes_every_log_durable_up_to_its_written_end() {
+    let (dir, fs) = setup();
+    let (a_dir, b_dir) = (dir.path().join("a-0"), dir.path().join("b-0"));
+    let open_in = |d: &Path, rp| {
+        let fs: Arc<dyn FileSystem> = fs.clone();
+        Log::open_with_file_system(fs, d.to_path_buf(), tp(), small_segments(), rp, 0, false)
+            .unwrap()
+    };
+    let (mut a, mut b) = (open_in(&a_dir, 0), open_in(&b_dir, 0));
+    for i in 0..4 {
+        a.append_as_leader(&batch(i), 0, 0).unwrap();
+        b.append_as_leader(&batch(i + 10), 0, 0).unwrap();
+    }
+    let pending = [a.prepare_flush().unwrap(), b.prepare_flush().unwrap()];
+    // Appended after the flushes were prepared, before the sync began.
+    a.append_as_leader(&batch(4), 0, 0).unwrap();
+    let handle = dir_handle(dir.path());
+    sync_filesystem(&*fs, &handle, dir.path(), &pending).unwrap();
+    let rp_a = a.complete_flush(&pending[0]);
+    let rp_b = b.complete_flush(&pending[1]);
+    assert_eq!(rp_a, a.log_end_offset());
+    assert_eq!(rp_b, b.log_end_offset());
+    let (bytes_a, bytes_b) = (read_all(&a), read_all(&b));
+    drop((a, b));
+
+    // No fdatasync and no directory fsync ran: only the syncfs.
+    fs.simulate_power_loss().unwrap();
+    let (a, b) = (open_in(&a_dir, rp_a), open_in(&b_dir, rp_b));
+    assert_eq!(read_all(&a), bytes_a);
+    assert_eq!(read_all(&b), bytes_b);
+}
+
+#[test]
+fn a_failed_filesystem_sync_keeps_every_recovery_point_and_the_next_sync_covers_all() {
+    let (dir, fs) = setup();
+    let log_dir = dir.path().join("a-0");
+    let open_in = |rp| {
+        let fs: Arc<dyn FileSystem> = fs.clone();
+        Log::open_with_file_system(fs, log_dir.clone(), tp(), small_segments(), rp, 0, false)
+            .unwrap()
+    };
+    let mut log = open_in(0);
+    for i in 0..3 {
+        log.append_as_leader(&batch(i), 0, 0).unwrap();
+    }
+    let handle = dir_handle(dir.path());
+    let failing = [log.prepare_flush().unwrap()];
+    fs.fail_syncs(Fault::new(FaultKind::Io).times(1));
+    let err = sync_filesystem(&*fs, &handle, dir.path(), &failing).unwrap_err();
+    assert_os_error(&err, rustix::io::Errno::IO);
+    assert_eq!(log.complete_flush(&failing[0]), 0);
+    assert_eq!(log.recovery_point(), 0);
+
+    let retry = [log.prepare_flush().unwrap()];
+    sync_filesystem(&*fs, &handle, dir.path(), &retry).unwrap();
+    let recovery_point = log.complete_flush(&retry[0]);
+    assert_eq!(recovery_point, log.log_end_offset());
+    let bytes = read_all(&log);
+    drop(log);
+    fs.simulate_power_loss().unwrap();
+    assert_eq!(read_all(&open_in(recovery_point)), bytes);
+}
