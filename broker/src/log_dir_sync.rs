@@ -110,7 +110,7 @@ impl LogDirSync {
             }
             generation.borrow_and_update();
             self.want(partition);
-            let Ok(guard) = self.sync_lock.try_lock() else {
+            let Ok(lock) = self.sync_lock.try_lock() else {
                 // A sync is running; it bumps the generation after releasing
                 // the lock, and a bump since the mark above already counts.
                 if generation.changed().await.is_err() {
@@ -118,13 +118,16 @@ impl LogDirSync {
                 }
                 continue;
             };
+            // Dropped however this ends (the produce request may be
+            // cancelled mid-sync): releases the lock, then wakes the others.
+            let _ended = SyncEnded {
+                lock: Some(lock),
+                generation: &self.generation,
+            };
             if *durable.borrow() >= end_offset {
                 return Ok(());
             }
-            let result = self.sync_wanted(partition).await;
-            drop(guard);
-            self.generation.send_modify(|g| *g += 1);
-            return result;
+            return self.sync_wanted(partition).await;
         }
     }
 
@@ -187,6 +190,22 @@ impl LogDirSync {
     }
 }
 
+/// The sync lock of the waiter running a sync. Dropping it first releases
+/// the lock and then bumps the generation, so that every woken waiter finds
+/// the lock free and can run the next sync, also when the runner was
+/// cancelled.
+struct SyncEnded<'a> {
+    lock: Option<tokio::sync::MutexGuard<'a, ()>>,
+    generation: &'a watch::Sender<u64>,
+}
+
+impl Drop for SyncEnded<'_> {
+    fn drop(&mut self) {
+        drop(self.lock.take());
+        self.generation.send_modify(|g| *g += 1);
+    }
+}
+
 /// Whether `path` is the root of a mounted file system: its device differs
 /// from its parent's (false when either cannot be read).
 fn is_mount_point(path: &Path) -> bool {
@@ -209,6 +228,8 @@ mod tests {
     use uuid::Uuid;
     use weir_storage::fs::faulty::{Fault, FaultKind, FaultyFileSystem};
     use weir_storage::{Log, LogConfig, TopicPartition};
+
+    use std::future::Future;
 
     use super::*;
     use crate::partition::tests::batch;
@@ -345,6 +366,46 @@ mod tests {
             let p = open_partition(&fs, dir.path(), i as i32, ends[i]);
             assert_eq!(all_bytes(&p), bytes);
         }
+    }
+
+    /// Regression: a produce request cancelled while its sync runs (the
+    /// client went away) must not leave the other waiters waiting for a
+    /// wake-up that never comes.
+    #[tokio::test]
+    async fn a_cancelled_sync_runner_does_not_strand_the_other_waiters() {
+        let dir = tempfile::tempdir().unwrap();
+        let (partitions, sync, _fs) = partitions(dir.path(), 2);
+        let (a, b) = (partitions[0].clone(), partitions[1].clone());
+        a.append_records_as_leader(&batch("a"), 0).unwrap();
+        b.append_records_as_leader(&batch("b"), 0).unwrap();
+
+        // A takes the sync lock and starts a sync, then is cancelled.
+        let mut runner = Box::pin(sync.wait_durable(&a, a.log_end_offset()));
+        let first =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(runner.as_mut().poll(cx))).await;
+        assert!(first.is_pending());
+        let waiter = tokio::spawn({
+            let (sync, b) = (sync.clone(), b.clone());
+            async move { sync.wait_durable(&b, b.log_end_offset()).await }
+        });
+        // B has registered and found the lock taken.
+        while !sync
+            .wanted
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| Arc::ptr_eq(p, &b))
+        {
+            tokio::task::yield_now().await;
+        }
+        tokio::task::yield_now().await;
+        drop(runner);
+        tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
+            .await
+            .expect("the waiter was stranded")
+            .unwrap()
+            .unwrap();
+        assert_eq!(*b.subscribe_durable().borrow(), b.log_end_offset());
     }
 
     #[test]
