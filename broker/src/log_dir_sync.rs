@@ -45,14 +45,14 @@ pub struct LogDirSync {
     path: PathBuf,
     /// Partitions whose waiters want the next sync.
     wanted: Mutex<Vec<Arc<Partition>>>,
-    /// Held by the waiter running a sync.
-    sync_lock: tokio::sync::Mutex<()>,
+    /// Held while a sync runs.
+    sync_lock: Arc<tokio::sync::Mutex<()>>,
     /// Syncs run so far (`weir_storage_syncfs_total`).
     syncs: AtomicU64,
     /// Bumped when a sync ends (successful or not), after `sync_lock` is
     /// released, so that a woken waiter never finds the lock still held by
     /// the sync that woke it.
-    generation: watch::Sender<u64>,
+    generation: Arc<watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for LogDirSync {
@@ -74,9 +74,9 @@ impl LogDirSync {
             dir: Arc::new(File::open(path)?),
             path: path.to_path_buf(),
             wanted: Mutex::new(Vec::new()),
-            sync_lock: tokio::sync::Mutex::new(()),
+            sync_lock: Arc::new(tokio::sync::Mutex::new(())),
             syncs: AtomicU64::new(0),
-            generation: watch::Sender::new(0),
+            generation: Arc::new(watch::Sender::new(0)),
         })
     }
 
@@ -98,7 +98,7 @@ impl LogDirSync {
     /// The sync this caller ran failed, or preparing its partition's flush
     /// did (reported as KAFKA_STORAGE_ERROR).
     pub(crate) async fn wait_durable(
-        &self,
+        self: &Arc<Self>,
         partition: &Arc<Partition>,
         end_offset: i64,
     ) -> Result<(), StorageError> {
@@ -110,7 +110,7 @@ impl LogDirSync {
             }
             generation.borrow_and_update();
             self.want(partition);
-            let Ok(lock) = self.sync_lock.try_lock() else {
+            let Ok(lock) = self.sync_lock.clone().try_lock_owned() else {
                 // A sync is running; it bumps the generation after releasing
                 // the lock, and a bump since the mark above already counts.
                 if generation.changed().await.is_err() {
@@ -118,16 +118,28 @@ impl LogDirSync {
                 }
                 continue;
             };
-            // Dropped however this ends (the produce request may be
-            // cancelled mid-sync): releases the lock, then wakes the others.
-            let _ended = SyncEnded {
+            // Releases the lock, then wakes the others, however this ends.
+            let ended = SyncEnded {
                 lock: Some(lock),
-                generation: &self.generation,
+                generation: self.generation.clone(),
             };
             if *durable.borrow() >= end_offset {
                 return Ok(());
             }
-            return self.sync_wanted(partition).await;
+            // The sync runs in a task of its own: if this waiter is cancelled
+            // (its client went away), the sync still completes and publishes
+            // for every partition it took, and the lock is held until then.
+            let (sync, caller) = (self.clone(), partition.clone());
+            return tokio::spawn(async move {
+                let _ended = ended;
+                sync.sync_wanted(&caller).await
+            })
+            .await
+            .map_err(|e| StorageError::Io {
+                op: "syncfs",
+                path: self.path.clone(),
+                source: io::Error::other(e.to_string()),
+            })?;
         }
     }
 
@@ -190,16 +202,15 @@ impl LogDirSync {
     }
 }
 
-/// The sync lock of the waiter running a sync. Dropping it first releases
-/// the lock and then bumps the generation, so that every woken waiter finds
-/// the lock free and can run the next sync, also when the runner was
-/// cancelled.
-struct SyncEnded<'a> {
-    lock: Option<tokio::sync::MutexGuard<'a, ()>>,
-    generation: &'a watch::Sender<u64>,
+/// The sync lock of a running sync. Dropping it first releases the lock
+/// and then bumps the generation, so that every woken waiter finds the lock
+/// free and can run the next sync.
+struct SyncEnded {
+    lock: Option<tokio::sync::OwnedMutexGuard<()>>,
+    generation: Arc<watch::Sender<u64>>,
 }
 
-impl Drop for SyncEnded<'_> {
+impl Drop for SyncEnded {
     fn drop(&mut self) {
         drop(self.lock.take());
         self.generation.send_modify(|g| *g += 1);
@@ -370,7 +381,7 @@ mod tests {
 
     /// Regression: a produce request cancelled while its sync runs (the
     /// client went away) must not leave the other waiters waiting for a
-    /// wake-up that never comes.
+    /// wake-up that never comes, nor abandon the sync half-way.
     #[tokio::test]
     async fn a_cancelled_sync_runner_does_not_strand_the_other_waiters() {
         let dir = tempfile::tempdir().unwrap();
@@ -406,6 +417,15 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(*b.subscribe_durable().borrow(), b.log_end_offset());
+        // The cancelled runner's sync completed on its own and published A.
+        let mut durable_a = a.subscribe_durable();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            durable_a.wait_for(|d| *d >= a.log_end_offset()),
+        )
+        .await
+        .expect("the cancelled sync never published")
+        .unwrap();
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub struct Partition {
     /// `weir_log_end_offset{topic, partition}`, registered once so appends
     /// allocate no labels.
     log_end_offset_gauge: metrics::Gauge,
-    flush_lock: tokio::sync::Mutex<()>,
+    flush_lock: Arc<tokio::sync::Mutex<()>>,
     /// The log directory's `syncfs` group commit, when it has one; then
     /// [`Partition::wait_durable`] goes through it instead of `flush_lock`.
     log_dir_sync: Option<Arc<LogDirSync>>,
@@ -78,7 +78,7 @@ impl Partition {
             durable_offset: watch::Sender::new(recovery),
             data_arrived: Notify::new(),
             log_end_offset_gauge,
-            flush_lock: tokio::sync::Mutex::new(()),
+            flush_lock: Arc::new(tokio::sync::Mutex::new(())),
             log_dir_sync: None,
         }
     }
@@ -321,7 +321,7 @@ impl Partition {
             if *durable.borrow_and_update() >= end_offset {
                 return Ok(());
             }
-            let Ok(lock) = self.flush_lock.try_lock() else {
+            let Ok(lock) = self.flush_lock.clone().try_lock_owned() else {
                 // Another caller holds the flush lock; it notifies after
                 // releasing it, and a notification since the check above has
                 // already marked `durable` changed.
@@ -330,15 +330,28 @@ impl Partition {
                 }
                 continue;
             };
-            let mut ended = FlushEnded {
-                lock: Some(lock),
-                durable_offset: &self.durable_offset,
-                recovery_point: None,
-            };
             if *self.durable_offset.borrow() >= end_offset {
                 return Ok(());
             }
-            return self.flush(&mut ended).await;
+            // The flush runs in a task of its own: if this waiter is
+            // cancelled (its client went away), the flush still completes
+            // and publishes, and the lock is held until it has, so no other
+            // flush can treat its files as synced while its fdatasync runs.
+            let partition = self.clone();
+            return tokio::spawn(async move {
+                let mut ended = FlushEnded {
+                    lock: Some(lock),
+                    durable_offset: &partition.durable_offset,
+                    recovery_point: None,
+                };
+                partition.flush(&mut ended).await
+            })
+            .await
+            .map_err(|e| StorageError::Io {
+                op: "fdatasync",
+                path: Default::default(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
         }
     }
 
@@ -433,7 +446,7 @@ impl Partition {
 /// and then wakes every waiter, so that a woken waiter never finds the lock
 /// still held by a flush that has ended.
 struct FlushEnded<'a> {
-    lock: Option<tokio::sync::MutexGuard<'a, ()>>,
+    lock: Option<tokio::sync::OwnedMutexGuard<()>>,
     durable_offset: &'a watch::Sender<i64>,
     /// The new recovery point after a successful flush.
     recovery_point: Option<i64>,
@@ -540,6 +553,33 @@ pub(crate) mod tests {
         }
         let (resumed, _) = partition.append_records_as_leader(&batch("c"), 0).unwrap();
         assert_eq!(resumed.first_offset, first.last_offset + 1);
+    }
+
+    /// Regression: a waiter cancelled while its flush runs (the client went
+    /// away) must not abandon the flush: the flush completes and publishes,
+    /// holding the flush lock until its fdatasync is done (otherwise the next
+    /// flush finds the files already taken and acknowledges their data while
+    /// that fdatasync may still be running).
+    #[tokio::test]
+    async fn a_cancelled_waiter_does_not_abandon_its_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let (partition, _fs) = partition(dir.path());
+        let partition = Arc::new(partition);
+        let (info, _) = partition.append_records_as_leader(&batch("a"), 0).unwrap();
+        let end = info.last_offset + 1;
+        let mut waiter = Box::pin(partition.wait_durable(end));
+        let first = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::future::Future::poll(waiter.as_mut(), cx))
+        })
+        .await;
+        assert!(first.is_pending());
+        drop(waiter);
+        let mut durable = partition.subscribe_durable();
+        tokio::time::timeout(Duration::from_secs(10), durable.wait_for(|d| *d >= end))
+            .await
+            .expect("the cancelled waiter's flush never published")
+            .unwrap();
+        assert_eq!(lock(&partition.log).recovery_point(), end);
     }
 
     /// Regression: producers that append and wait in a loop (each append
