@@ -50,18 +50,6 @@ pub enum ConfigError {
     },
 }
 
-/// `log.flush.syncfs`: whether a log directory's group commit uses one
-/// `syncfs(2)` (see [`crate::log_dir_sync`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SyncfsMode {
-    /// `auto`: when the log directory is the root of its own file system.
-    Auto,
-    /// `true`: always (other files on that file system are synced too).
-    Always,
-    /// `false`: never; one fdatasync per partition file.
-    Never,
-}
-
 /// One listener from `listeners` / `advertised.listeners`:
 /// `NAME://host:port`. Only PLAINTEXT is served for now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -213,13 +201,6 @@ pub struct BrokerConfig {
     /// as Apache Kafka does, and data reaches disk by `flush.messages`,
     /// `flush.ms` or the operating system.
     pub log_write_caching: bool,
-    /// `log.flush.syncfs` (Weir): how a log directory's group commit makes
-    /// data durable. `auto` (the default) uses one `syncfs(2)` for all the
-    /// partitions that wait when the log directory is the root of its own
-    /// file system (a dedicated data disk), and one fdatasync per partition
-    /// file otherwise; `true` and `false` force either. See
-    /// [`crate::log_dir_sync`].
-    pub log_flush_syncfs: SyncfsMode,
     // ---- The offsets topic `__consumer_offsets` (group coordinator
     // storage, Kafka's `GroupCoordinatorConfig` offsets.topic.* keys).
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets`
@@ -314,7 +295,6 @@ impl Default for BrokerConfig {
             log_flush_scheduler_interval_ms: i64::MAX,
             log_flush_offset_checkpoint_interval_ms: 60_000,
             log_write_caching: false,
-            log_flush_syncfs: SyncfsMode::Auto,
             metrics_listener: Some(SocketAddr::from(([127, 0, 0, 1], 9464))),
             group_coordinator: crate::group::GroupCoordinatorConfig::default(),
             explicit: BTreeMap::new(),
@@ -542,22 +522,6 @@ impl BrokerConfig {
                 self.log_flush_offset_checkpoint_interval_ms = parse_at_least(key, value, 1)?
             }
             "log.write.caching" => self.log_write_caching = parse_bool(key, value)?,
-            "log.flush.syncfs" => {
-                self.log_flush_syncfs = match value.trim() {
-                    "auto" => SyncfsMode::Auto,
-                    _ => match parse_bool(key, value) {
-                        Ok(true) => SyncfsMode::Always,
-                        Ok(false) => SyncfsMode::Never,
-                        Err(_) => {
-                            return Err(ConfigError::InvalidValue {
-                                key: key.to_string(),
-                                value: value.to_string(),
-                                reason: "expected auto, true or false".to_string(),
-                            })
-                        }
-                    },
-                }
-            }
             // ---- The offsets topic (Kafka's GroupCoordinatorConfig).
             "offsets.topic.num.partitions" => {
                 self.offsets_topic_num_partitions = parse_at_least(key, value, 1)?
@@ -852,15 +816,12 @@ mod tests {
         assert_eq!(c.log_flush_interval_ms_or_default(), i64::MAX);
         assert_eq!(c.log_flush_offset_checkpoint_interval_ms, 60_000);
         assert!(!c.log_write_caching);
-        assert_eq!(c.log_flush_syncfs, SyncfsMode::Auto);
         let c = BrokerConfig::from_pairs(vec![
             ("log.flush.scheduler.interval.ms".into(), "2000".into()),
             ("log.flush.interval.messages".into(), "10".into()),
             ("log.write.caching".into(), "true".into()),
-            ("log.flush.syncfs".into(), "true".into()),
         ])
         .unwrap();
-        assert_eq!(c.log_flush_syncfs, SyncfsMode::Always);
         // log.flush.interval.ms falls back to the scheduler interval.
         let log = c.default_log_config();
         assert_eq!((log.flush_messages, log.flush_ms), (10, 2000));
@@ -886,7 +847,6 @@ mod tests {
             ("log.flush.interval.ms", "-1"),
             ("log.flush.scheduler.interval.ms", "0"),
             ("log.write.caching", "maybe"),
-            ("log.flush.syncfs", "yes"),
         ] {
             let err = BrokerConfig::from_pairs(vec![(k.into(), v.into())]).unwrap_err();
             assert!(err.to_string().contains(k), "{err}");

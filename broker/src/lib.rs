@@ -12,7 +12,6 @@ pub mod dispatch;
 pub mod error;
 pub mod group;
 pub mod handlers;
-pub mod log_dir_sync;
 pub mod log_value;
 pub mod metrics;
 pub mod network;

@@ -12,9 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use tokio::sync::{watch, Notify};
 use uuid::Uuid;
-use weir_storage::{FetchDataInfo, Log, LogAppendInfo, PendingFlush, StorageError, TopicPartition};
-
-use crate::log_dir_sync::LogDirSync;
+use weir_storage::{FetchDataInfo, Log, LogAppendInfo, StorageError, TopicPartition};
 
 /// `current_leader_epoch` value meaning "not given" (Kafka's
 /// `RecordBatch.NO_PARTITION_LEADER_EPOCH`).
@@ -44,9 +42,6 @@ pub struct Partition {
     /// allocate no labels.
     log_end_offset_gauge: metrics::Gauge,
     flush_lock: Arc<tokio::sync::Mutex<()>>,
-    /// The log directory's `syncfs` group commit, when it has one; then
-    /// [`Partition::wait_durable`] goes through it instead of `flush_lock`.
-    log_dir_sync: Option<Arc<LogDirSync>>,
 }
 
 impl Partition {
@@ -79,15 +74,7 @@ impl Partition {
             data_arrived: Notify::new(),
             log_end_offset_gauge,
             flush_lock: Arc::new(tokio::sync::Mutex::new(())),
-            log_dir_sync: None,
         }
-    }
-
-    /// Makes [`Partition::wait_durable`] go through the log directory's
-    /// `syncfs` group commit (see [`crate::log_dir_sync`]).
-    pub fn with_log_dir_sync(mut self, log_dir_sync: Arc<LogDirSync>) -> Self {
-        self.log_dir_sync = Some(log_dir_sync);
-        self
     }
 
     /// Applies a topic's changed configs to the log (IncrementalAlterConfigs);
@@ -313,9 +300,6 @@ impl Partition {
     /// # Errors
     /// The fsync failed (reported as KAFKA_STORAGE_ERROR).
     pub async fn wait_durable(self: &Arc<Self>, end_offset: i64) -> Result<(), StorageError> {
-        if let Some(log_dir_sync) = &self.log_dir_sync {
-            return log_dir_sync.wait_durable(self, end_offset).await;
-        }
         let mut durable = self.durable_offset.subscribe();
         loop {
             if *durable.borrow_and_update() >= end_offset {
@@ -370,30 +354,6 @@ impl Partition {
             })??;
         ended.recovery_point = Some(lock(&self.log).complete_flush(&pending));
         Ok(())
-    }
-
-    /// The offset (exclusive) up to which the log is known to be durable,
-    /// as a watch that every completed flush updates.
-    pub(crate) fn subscribe_durable(&self) -> watch::Receiver<i64> {
-        self.durable_offset.subscribe()
-    }
-
-    /// Collects the files of one flush under the log's lock (see
-    /// [`Log::prepare_flush`]); for [`LogDirSync`], which runs one flush of
-    /// a partition at a time.
-    pub(crate) fn prepare_flush(&self) -> Result<PendingFlush, StorageError> {
-        lock(&self.log).prepare_flush()
-    }
-
-    /// Records a flush synced by [`LogDirSync`]: advances the recovery point
-    /// and publishes the new durable offset to the waiters.
-    pub(crate) fn complete_flush(&self, flush: &PendingFlush) {
-        let recovery_point = lock(&self.log).complete_flush(flush);
-        self.durable_offset.send_if_modified(|d| {
-            let advanced = recovery_point > *d;
-            *d = (*d).max(recovery_point);
-            advanced
-        });
     }
 
     /// Reads whole batches from `fetch_offset` up to the high watermark,
@@ -472,7 +432,7 @@ fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use std::time::Duration;
 
     use kafka_protocol::records::{
@@ -482,8 +442,7 @@ pub(crate) mod tests {
 
     use super::*;
 
-    /// A one-record batch holding `value`.
-    pub(crate) fn batch(value: &str) -> Bytes {
+    fn batch(value: &str) -> Bytes {
         let record = Record {
             transactional: false,
             control: false,
@@ -574,7 +533,7 @@ pub(crate) mod tests {
         .await;
         assert!(first.is_pending());
         drop(waiter);
-        let mut durable = partition.subscribe_durable();
+        let mut durable = partition.durable_offset.subscribe();
         tokio::time::timeout(Duration::from_secs(10), durable.wait_for(|d| *d >= end))
             .await
             .expect("the cancelled waiter's flush never published")

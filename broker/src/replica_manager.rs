@@ -10,7 +10,6 @@ use weir_controller::{MetadataImage, TopicImage};
 use weir_storage::{Log, LogManager, StorageError, TopicPartition};
 
 use crate::config::BrokerConfig;
-use crate::log_dir_sync::LogDirSync;
 use crate::partition::Partition;
 use crate::topic_config::{log_config_for, write_caching_for};
 
@@ -19,8 +18,6 @@ pub struct ReplicaManager {
     node_id: i32,
     config: BrokerConfig,
     log_manager: LogManager,
-    /// The log directory's `syncfs` group commit (`log.flush.syncfs`).
-    log_dir_sync: Option<Arc<LogDirSync>>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     apply_lock: Mutex<()>,
 }
@@ -28,29 +25,11 @@ pub struct ReplicaManager {
 impl ReplicaManager {
     /// A manager over the logs already opened by `log_manager`; partitions
     /// are attached by the first [`ReplicaManager::apply_image`].
-    /// With `log.flush.syncfs` asking for it (see [`LogDirSync::wanted_for`])
-    /// every partition's acks=all waits go through one `syncfs` group commit
-    /// of the log directory; if the directory cannot be opened for that, a
-    /// warning is logged and partitions fdatasync their own files.
     pub fn new(node_id: i32, config: BrokerConfig, log_manager: LogManager) -> Self {
-        let dir = log_manager.log_dir().to_path_buf();
-        let log_dir_sync = LogDirSync::wanted_for(config.log_flush_syncfs, &dir)
-            .then(|| match LogDirSync::open(log_manager.file_system(), &dir) {
-                Ok(sync) => {
-                    info!(log_dir = %dir.display(), "group commit through syncfs of the log directory");
-                    Some(Arc::new(sync))
-                }
-                Err(e) => {
-                    warn!(log_dir = %dir.display(), error = %e, "cannot open the log directory for syncfs; partitions fdatasync their files");
-                    None
-                }
-            })
-            .flatten();
         ReplicaManager {
             node_id,
             config,
             log_manager,
-            log_dir_sync,
             partitions: RwLock::new(HashMap::new()),
             apply_lock: Mutex::new(()),
         }
@@ -123,12 +102,12 @@ impl ReplicaManager {
                     }
                 }
                 let log = self.open_log(&tp, topic)?;
-                let mut p =
-                    Partition::new(tp.clone(), topic.topic_id, log, registration.leader_epoch);
-                if let Some(sync) = &self.log_dir_sync {
-                    p = p.with_log_dir_sync(sync.clone());
-                }
-                let p = Arc::new(p);
+                let p = Arc::new(Partition::new(
+                    tp.clone(),
+                    topic.topic_id,
+                    log,
+                    registration.leader_epoch,
+                ));
                 p.set_replication_state(registration.isr.len(), min_isr);
                 p.set_write_caching(write_caching);
                 next.insert(tp, p);

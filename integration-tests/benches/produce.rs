@@ -4,11 +4,9 @@
 //! side by side: `durable` (the default: each response waits for the
 //! group-committed fdatasync that covers it) and `write-caching`
 //! (`write.caching=true`: answered from the page cache, as Apache Kafka
-//! does), plus `durable-syncfs`: durable on a second broker whose log
-//! directory commits through one `syncfs` (`log.flush.syncfs=true`, what
-//! `auto` picks on a dedicated data disk). The ratio of durable to fsync-off
-//! throughput is what the storage issue's acceptance point asks for (durable
-//! >= 70% of fsync off); `scripts/bench` prints it.
+//! does). The ratio of the two throughputs is what the storage issue's
+//! acceptance point asks for (durable >= 70% of fsync off); `scripts/bench`
+//! prints it.
 //!
 //! Each case writes to a topic of its own, created before it and deleted
 //! after it, with no retention limit during the case: everything written
@@ -134,21 +132,9 @@ fn run(bootstrap: &str, topic: &str, partitions: usize, in_flight: u64, iters: u
 }
 
 fn bench_produce(c: &mut Criterion) {
-    let broker = TestBroker::builder()
-        .override_config("log.flush.syncfs", "false")
-        .start()
-        .expect("starting weir");
-    // The same, with the log directory's group commit through syncfs (what
-    // `log.flush.syncfs=auto` picks for a log directory on its own disk).
-    let syncfs_broker = TestBroker::builder()
-        .override_config("log.flush.syncfs", "true")
-        .start()
-        .expect("starting weir");
-    let mut admins = [
-        RawClient::connect(&broker.bootstrap()).expect("connect"),
-        RawClient::connect(&syncfs_broker.bootstrap()).expect("connect"),
-    ];
-    let bootstraps = [broker.bootstrap(), syncfs_broker.bootstrap()];
+    let broker = TestBroker::builder().start().expect("starting weir");
+    let bootstrap = broker.bootstrap();
+    let mut admin = RawClient::connect(&bootstrap).expect("connect");
 
     let mut group = c.benchmark_group("produce_acks_all_8_producers");
     group.sample_size(10);
@@ -156,19 +142,17 @@ fn bench_produce(c: &mut Criterion) {
     // One iteration = one batch from each of the 8 producers.
     group.throughput(Throughput::Bytes((PRODUCERS * batch().len()) as u64));
     for (partitions, in_flight) in [(1, 1), (PRODUCERS, 1), (1, 5), (PRODUCERS, 5)] {
-        for (mode, on, configs) in [
-            ("durable", 0, &[][..]),
-            ("durable-syncfs", 1, &[][..]),
-            ("write-caching", 0, &[("write.caching", "true")][..]),
+        for (mode, configs) in [
+            ("durable", &[][..]),
+            ("write-caching", &[("write.caching", "true")][..]),
         ] {
             let case = format!("{partitions}-partitions-{in_flight}-in-flight");
             let topic = format!("{mode}-{case}");
-            create_topic(&mut admins[on], &topic, configs);
-            let bootstrap = &bootstraps[on];
+            create_topic(&mut admin, &topic, configs);
             group.bench_function(BenchmarkId::new(mode, case), |b| {
-                b.iter_custom(|iters| run(bootstrap, &topic, partitions, in_flight, iters))
+                b.iter_custom(|iters| run(&bootstrap, &topic, partitions, in_flight, iters))
             });
-            delete_topic(&mut admins[on], &topic);
+            delete_topic(&mut admin, &topic);
         }
     }
     group.finish();

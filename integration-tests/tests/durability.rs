@@ -224,38 +224,6 @@ fn run_producer(
 /// and every record acknowledged in any round is at its offset unchanged.
 #[test]
 fn repeated_kill9_under_three_acks_all_producers_loses_no_acknowledged_record() {
-    kill9_loop(&[]);
-}
-
-/// The same with the log directory's group commit through `syncfs`
-/// (`log.flush.syncfs=true`), which the broker must really take: each
-/// sequential acks=all produce costs one syncfs.
-#[test]
-fn repeated_kill9_with_syncfs_group_commit_loses_no_acknowledged_record() {
-    let broker = TestBroker::builder()
-        .metrics(true)
-        .override_config("log.flush.syncfs", "true")
-        .start()
-        .expect("starting weir");
-    let mut client = support::connect(&broker);
-    let versions = support::api_versions(&mut client);
-    let version = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
-    support::create_topic(&mut client, &versions, "syncfs", &[]);
-    let before = counter(&broker, "weir_storage_syncfs_total");
-    for i in 0..5 {
-        assert_eq!(
-            produce(&mut client, version, "syncfs", -1, &format!("s{i}")),
-            (error_code::NONE, i)
-        );
-    }
-    assert_eq!(counter(&broker, "weir_storage_syncfs_total"), before + 5.0);
-    drop(broker);
-
-    kill9_loop(&[("log.flush.syncfs", "true")]);
-}
-
-/// The kill loop of the two tests above, on a broker with `overrides`.
-fn kill9_loop(overrides: &[(&str, &str)]) {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
@@ -263,11 +231,7 @@ fn kill9_loop(overrides: &[(&str, &str)]) {
         | 1;
     eprintln!("kill loop seed {seed}");
     let mut rng = Rng(seed);
-    let mut builder = TestBroker::builder().override_config("num.partitions", "3");
-    for (key, value) in overrides {
-        builder = builder.override_config(key, value);
-    }
-    let mut broker = builder.start().expect("starting weir");
+    let mut broker = support::start_broker_with_partitions(3);
     let acked: Acked = Arc::default();
     for round in 0..20 {
         let mut client = support::connect(&broker);

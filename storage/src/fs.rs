@@ -61,13 +61,6 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug {
     /// entries become durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 
-    /// `syncfs(2)` of the file system holding `dir` (an open directory,
-    /// `path` its name): the data and metadata of every file and directory
-    /// on that file system become durable, with one cache flush of the
-    /// device. A writeback error of any file since the last call on this
-    /// descriptor is reported (Linux 5.8+), so keep `dir` open between calls.
-    fn sync_filesystem(&self, dir: &File, path: &Path) -> io::Result<()>;
-
     /// Creates a directory and its missing parents (`mkdir -p`).
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
 
@@ -129,10 +122,6 @@ impl FileSystem for RealFileSystem {
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir)?.sync_all()
-    }
-
-    fn sync_filesystem(&self, dir: &File, _path: &Path) -> io::Result<()> {
-        Ok(rustix::fs::syncfs(dir)?)
     }
 
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {

@@ -41,8 +41,7 @@ pub use leader_epoch::LeaderEpochCache;
 pub use log::cleaner::{CleanerConfig, CleanerError, CleanerStats};
 pub use log::retention::SegmentDeletion;
 pub use log::{
-    sync_filesystem, CleanupPolicy, FetchDataInfo, Log, LogAppendInfo, LogConfig, PendingFlush,
-    TimestampType,
+    CleanupPolicy, FetchDataInfo, Log, LogAppendInfo, LogConfig, PendingFlush, TimestampType,
 };
 pub use log_manager::LogManager;
 pub use producer_state::ProducerStateManager;

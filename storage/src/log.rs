@@ -258,21 +258,13 @@ impl PendingFlush {
         result
     }
 
-    /// Raises the recovery point to the active segment's written end. Call
-    /// it just before the sync that covers the active segment's `.log`:
-    /// everything written before this load is in the page cache when that
-    /// sync starts, so the sync makes it durable.
-    fn cover_written_end(&self) {
-        if let Some((_, written_end)) = &self.active {
-            self.recovery_point
-                .fetch_max(written_end.load(Ordering::Acquire), Ordering::AcqRel);
-        }
-    }
-
     fn sync_all_files(&self) -> Result<(), StorageError> {
         for (i, (file, path)) in self.files.iter().enumerate() {
-            if self.active.as_ref().is_some_and(|(at, _)| *at == i) {
-                self.cover_written_end();
+            if let Some((_, written_end)) = self.active.as_ref().filter(|(at, _)| *at == i) {
+                // Everything written before this load is in the page cache
+                // before the fdatasync below starts, so the sync covers it.
+                self.recovery_point
+                    .fetch_max(written_end.load(Ordering::Acquire), Ordering::AcqRel);
             }
             self.fs
                 .sync_data(file, path)
@@ -283,43 +275,6 @@ impl PendingFlush {
         }
         Ok(())
     }
-}
-
-/// Makes the [`PendingFlush`]es of several logs durable at once with one
-/// `syncfs(2)` of the file system under `dir` (an open directory on it,
-/// `path` its name; see [`FileSystem::sync_filesystem`]) instead of one
-/// fdatasync per file: the group commit of a whole log directory, which
-/// costs one device cache flush however many partitions it covers. Each
-/// flush's recovery point covers the batches written to its active segment
-/// before the sync began. Call [`Log::complete_flush`] for each afterwards,
-/// as after [`PendingFlush::sync`]. Blocking.
-///
-/// Every log in `flushes` must live on that file system.
-///
-/// # Errors
-/// [`StorageError::Io`] when the sync fails (for example a writeback error
-/// of any file on the file system since the last call on `dir`): every
-/// flush counts as failed, so each log keeps its recovery point and its next
-/// flush syncs everything past it again.
-pub fn sync_filesystem(
-    fs: &dyn FileSystem,
-    dir: &File,
-    path: &Path,
-    flushes: &[PendingFlush],
-) -> Result<(), StorageError> {
-    for flush in flushes {
-        flush.cover_written_end();
-    }
-    let result = fs
-        .sync_filesystem(dir, path)
-        .map_err(|e| StorageError::io("syncfs", path, e));
-    for flush in flushes {
-        match result {
-            Ok(()) => flush.synced.store(true, Ordering::Release),
-            Err(_) => flush.failed.store(true, Ordering::Release),
-        }
-    }
-    result
 }
 
 /// One partition's log. See the module docs.

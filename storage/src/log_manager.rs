@@ -353,11 +353,6 @@ impl LogManager {
         self.node_id
     }
 
-    /// The file-system seam every log of this directory writes through.
-    pub fn file_system(&self) -> Arc<dyn FileSystem> {
-        self.fs.clone()
-    }
-
     /// The log directory.
     pub fn log_dir(&self) -> &Path {
         &self.log_dir

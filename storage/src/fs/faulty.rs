@@ -461,22 +461,6 @@ impl FileSystem for FaultyFileSystem {
         Ok(())
     }
 
-    fn sync_filesystem(&self, dir: &File, path: &Path) -> io::Result<()> {
-        let mut state = self.state();
-        state.check(Which::Sync, path).map_err(|f| f.error)?;
-        self.real.sync_filesystem(dir, path)?;
-        // Everything under the root, content and names, is now durable.
-        let mut durable = BTreeMap::new();
-        for file in walk_files(&self.root)? {
-            let id = state.id_of(&File::open(&file)?)?;
-            let content = std::fs::read(&file)?;
-            state.synced.insert(id, content);
-            durable.insert(file, id);
-        }
-        state.durable = durable;
-        Ok(())
-    }
-
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         self.state().check(Which::None, dir).map_err(|f| f.error)?;
         self.real.create_dir_all(dir)
