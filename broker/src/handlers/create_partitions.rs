@@ -31,7 +31,7 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use kafka_protocol::ResponseError;
 use weir_controller::{ControllerError, NewPartitions};
 
-use super::str_bytes;
+use super::{controller_deadline_passed, str_bytes};
 use crate::context::BrokerContext;
 use crate::error::controller_error_code;
 
@@ -46,9 +46,10 @@ pub async fn handle(
     for topic in &request.topics {
         *counts.entry(topic.name.0.as_str()).or_default() += 1;
     }
-    // Kafka's controller only queues (with the deadline) a request that has
-    // a topic left after removing duplicates.
-    if request.timeout_ms <= 0 && counts.values().any(|&n| n == 1) {
+    if controller_deadline_passed(
+        request.timeout_ms,
+        request.topics.iter().map(|t| t.name.0.as_str()),
+    ) {
         response.results = request
             .topics
             .iter()

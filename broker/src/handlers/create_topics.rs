@@ -15,8 +15,6 @@
 //! INVALID_REQUEST). Weir otherwise answers once the topics are committed
 //! and their logs exist. A success carries a null error message, as Kafka's.
 
-use std::collections::HashMap;
-
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -25,7 +23,7 @@ use kafka_protocol::ResponseError;
 use weir_controller::CreatableTopic;
 
 use super::describe_configs::topic_config_entries;
-use super::str_bytes;
+use super::{controller_deadline_passed, str_bytes};
 use crate::context::BrokerContext;
 use crate::error::controller_error_code;
 use crate::topic_config;
@@ -37,11 +35,10 @@ pub async fn handle(
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let mut response = CreateTopicsResponse::default();
-    let mut counts: HashMap<&str, usize> = HashMap::new();
-    for topic in &request.topics {
-        *counts.entry(topic.name.0.as_str()).or_default() += 1;
-    }
-    if request.timeout_ms <= 0 && counts.values().any(|&n| n == 1) {
+    if controller_deadline_passed(
+        request.timeout_ms,
+        request.topics.iter().map(|t| t.name.0.as_str()),
+    ) {
         response.topics = request
             .topics
             .iter()

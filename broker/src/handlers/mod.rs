@@ -36,6 +36,23 @@ pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
+/// Whether a topic-changing request (CreateTopics, CreatePartitions) has no
+/// time left: Kafka 4's controller queues it with a deadline `timeout_ms`
+/// after arrival (`ControllerApis`), so with 0 or less every topic gets
+/// REQUEST_TIMED_OUT and nothing changes; but a request naming nothing more
+/// than once is not queued (its duplicates get INVALID_REQUEST). `names` are
+/// the request's topic names in order.
+pub(crate) fn controller_deadline_passed<'a>(
+    timeout_ms: i32,
+    names: impl Iterator<Item = &'a str>,
+) -> bool {
+    let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for name in names {
+        *counts.entry(name).or_default() += 1;
+    }
+    timeout_ms <= 0 && counts.values().any(|&n| n == 1)
+}
+
 /// Milliseconds since the Unix epoch.
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
