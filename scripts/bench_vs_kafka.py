@@ -1,0 +1,463 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of Weir and Apache Kafka 4.1.2 on this machine (issue 6).
+
+Run by `scripts/bench kafka [--quick]`, which passes the Weir binary (WEIR_BIN)
+and the Kafka classpath file (KAFKA_CLASSPATH_FILE, resolved by Maven exactly as
+scripts/test does).
+
+Each round starts Weir, then Kafka (KRaft, broker+controller in one JVM), each
+fresh, on free 127.0.0.1 ports, with a log dir under $TMPDIR, and runs the same
+scenarios against it with the same load generators (Kafka's own
+ProducerPerformance and ConsumerPerformance from kafka-tools 4.1.2). The figures
+of all rounds are reduced to medians and printed as a table with the
+Weir/Kafka ratio; the table also goes to bench/results/latest.md with the
+machine, versions and settings.
+
+Broker settings, equal on both: one node, replication factor 1,
+num.partitions=1, offsets.topic.replication.factor=1,
+group.initial.rebalance.delay.ms=0; every other key at its default. Kafka runs
+with the JVM options of kafka-server-start.sh (-Xmx1G -Xms1G, G1).
+"""
+
+import argparse
+import base64
+import datetime
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+KAFKA_VERSION = "4.1.2"
+RECORD_SIZE = 1024
+LATENCY_RATE = 20000  # records/s of the fixed-rate latency scenario
+KAFKA_JVM_OPTS = [
+    # kafka-server-start.sh's KAFKA_HEAP_OPTS and kafka-run-class.sh's
+    # KAFKA_JVM_PERFORMANCE_OPTS.
+    "-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PP = "ProducerPerformance (kafka-tools 4.1.2)"
+CP_ = "ConsumerPerformance (kafka-tools 4.1.2)"
+PROBE = "raw Metadata v4 probe (this script)"
+PROC = "/proc/<pid>"
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- Kafka protocol frames (no client library: the same bytes to both) -------
+
+def _str(s):
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def _request(api_key, version, corr, body):
+    """A request frame with header v1 (non-flexible): size, key, version, id, client id."""
+    msg = struct.pack(">hhi", api_key, version, corr) + _str("weir-bench") + body
+    return struct.pack(">i", len(msg)) + msg
+
+
+def _roundtrip(port, frame, timeout):
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(frame)
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ConnectionError("connection closed before the answer")
+            buf += chunk
+        return buf[4:]
+
+
+def metadata_answered(port):
+    """True once a Metadata v4 request (all topics) gets an answer with a broker."""
+    body = struct.pack(">i?", -1, False)  # topics: null (all), allow_auto_topic_creation
+    try:
+        resp = _roundtrip(port, _request(3, 4, 1, body), timeout=1.0)
+    except OSError:
+        return False
+    # correlation id, throttle_time_ms, brokers array length
+    _corr, _throttle, brokers = struct.unpack(">iii", resp[:12])
+    return brokers >= 1
+
+
+def create_topic(port, name, partitions, configs=None):
+    """CreateTopics v4 for one topic, RF 1; raises on a non-zero error code."""
+    cfg = configs or {}
+    topic = _str(name) + struct.pack(">ih", partitions, 1) + struct.pack(">i", 0)
+    topic += struct.pack(">i", len(cfg)) + b"".join(_str(k) + _str(v) for k, v in cfg.items())
+    body = struct.pack(">i", 1) + topic + struct.pack(">i?", 30000, False)
+    resp = _roundtrip(port, _request(19, 4, 2, body), timeout=35.0)
+    off = 4 + 4 + 4  # correlation id, throttle, topics count
+    (nlen,) = struct.unpack(">h", resp[off:off + 2])
+    off += 2 + nlen
+    (err,) = struct.unpack(">h", resp[off:off + 2])
+    if err != 0:
+        raise RuntimeError(f"CreateTopics {name}: error code {err}")
+
+
+# --- /proc sampling ------------------------------------------------------------
+
+def cpu_seconds(pid):
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # fields[0] is state (field 3); utime/stime are fields 14/15.
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def status_kb(pid, key):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+# --- brokers -------------------------------------------------------------------
+
+COMMON_PROPS = {
+    "node.id": "1",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "offsets.topic.replication.factor": "1",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+class Broker:
+    def __init__(self, kind, args, workdir):
+        self.kind, self.args, self.workdir = kind, args, workdir
+        self.port = free_port()
+        self.logdir = workdir / "data"
+        self.proc = None
+        self.out = None
+
+    def write_props(self, props):
+        path = self.workdir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        return path
+
+    def start(self):
+        """Starts the broker; returns seconds from process start to the first Metadata answer."""
+        cmd = self.prepare()
+        self.out = open(self.workdir / "broker.log", "wb")
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = t0 + 120
+        while not metadata_answered(self.port):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.kind} exited with {self.proc.returncode}; "
+                                   f"see {self.workdir / 'broker.log'}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.kind} gave no Metadata answer in 120 s")
+            time.sleep(0.005)  # polling interval of the probe, not a synchronisation
+        return time.monotonic() - t0
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.out:
+            self.out.close()
+
+
+class Weir(Broker):
+    def prepare(self):
+        props = dict(COMMON_PROPS)
+        props.update({
+            "process.roles": "broker,controller",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.logdir),
+            "metrics.listener": "",
+        })
+        return [self.args.weir_bin, "--config", str(self.write_props(props))]
+
+
+def kafka_cluster_id():
+    # org.apache.kafka.common.Uuid: base64url of 16 random bytes, no padding,
+    # never starting with '-'.
+    while True:
+        s = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not s.startswith("-"):
+            return s
+
+
+class Kafka(Broker):
+    def prepare(self):
+        ctl = free_port()
+        props = dict(COMMON_PROPS)
+        props.update({
+            "process.roles": "broker,controller",
+            "controller.quorum.voters": f"1@127.0.0.1:{ctl}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{ctl}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "log.dirs": str(self.logdir),
+        })
+        path = self.write_props(props)
+        fmt = ["java", "-cp", self.args.classpath, "kafka.tools.StorageTool", "format",
+               "-t", kafka_cluster_id(), "-c", str(path)]
+        subprocess.run(fmt, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        return ["java", *KAFKA_JVM_OPTS, "-cp", self.args.classpath, "kafka.Kafka", str(path)]
+
+
+# --- load generators -----------------------------------------------------------
+
+PP_RE = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
+
+
+def producer_perf(args, port, topic, records, acks, throughput=-1):
+    cmd = ["java", "-cp", args.classpath, "org.apache.kafka.tools.ProducerPerformance",
+           "--topic", topic, "--num-records", str(records), "--record-size", str(RECORD_SIZE),
+           "--throughput", str(throughput), "--producer-props",
+           f"bootstrap.servers=127.0.0.1:{port}", f"acks={acks}"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800).stdout
+    m = None
+    for m in PP_RE.finditer(out):
+        pass  # the last match is the summary line
+    if m is None:
+        raise RuntimeError(f"no ProducerPerformance summary in:\n{out}")
+    return {"rec_s": float(m[2]), "mb_s": float(m[3]), "p50": float(m[6]),
+            "p99": float(m[8]), "p999": float(m[9])}
+
+
+def consumer_perf(args, port, topic, records):
+    cmd = ["java", "-cp", args.classpath, "org.apache.kafka.tools.ConsumerPerformance",
+           "--bootstrap-server", f"127.0.0.1:{port}", "--topic", topic,
+           "--messages", str(records), "--timeout", "30000", "--group", f"bench-{topic}"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800).stdout
+    lines = [line for line in out.splitlines() if line.count(",") >= 9]
+    header = [h.strip() for h in lines[0].split(",")]
+    row = dict(zip(header, (v.strip() for v in lines[-1].split(","))))
+    if int(row["data.consumed.in.nMsg"]) < records:
+        raise RuntimeError(f"consumed {row['data.consumed.in.nMsg']} of {records}")
+    return {"mb_s": float(row["fetch.MB.sec"]), "rec_s": float(row["fetch.nMsg.sec"])}
+
+
+# --- one broker run ------------------------------------------------------------
+
+def run_broker(kind, args, tmp, rnd):
+    """Starts one fresh broker, runs every scenario, returns {figure: value}."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"{kind}-r{rnd}-", dir=tmp))
+    broker = (Weir if kind == "weir" else Kafka)(kind, args, workdir)
+    res = {}
+    n = args.records
+    try:
+        res["start_to_metadata_ms"] = broker.start() * 1000
+        pid = broker.proc.pid
+        # Idle RSS once the broker has answered and sat idle for a moment.
+        time.sleep(args.idle_seconds)
+        res["rss_idle_mb"] = status_kb(pid, "VmRSS") / 1024
+        weir_cache = {"write.caching": "true"} if kind == "weir" else {}
+        produce = [
+            ("produce_acks1_p1", "acks1-p1", 1, "1", {}),
+            ("produce_acks1_p16", "acks1-p16", 16, "1", {}),
+            ("produce_acksall_p16_default", "acksall-p16", 16, "all", {}),
+            ("produce_acksall_p16_sameflush", "acksall-p16-cache", 16, "all", weir_cache),
+        ]
+        for _, topic, parts, _, cfg in produce:
+            create_topic(broker.port, topic, parts, cfg)
+        create_topic(broker.port, "latency", 16)
+        cpu0, produced = cpu_seconds(pid), 0
+        for fig, topic, _, acks, _ in produce:
+            r = producer_perf(args, broker.port, topic, n, acks)
+            res[fig + "_mb_s"] = r["mb_s"]
+            produced += n * RECORD_SIZE
+        res["cpu_s_per_gb_produced"] = (cpu_seconds(pid) - cpu0) / (produced / 1e9)
+        res["rss_after_produce_mb"] = status_kb(pid, "VmRSS") / 1024
+        cpu0 = cpu_seconds(pid)
+        r = consumer_perf(args, broker.port, "acks1-p16", n)
+        res["consume_p16_mb_s"] = r["mb_s"]
+        res["cpu_s_per_gb_consumed"] = (cpu_seconds(pid) - cpu0) / (n * RECORD_SIZE / 1e9)
+        lat_n = max(LATENCY_RATE * args.latency_seconds, 1000)
+        r = producer_perf(args, broker.port, "latency", lat_n, "1", throughput=LATENCY_RATE)
+        for q in ("p50", "p99", "p999"):
+            res[f"produce_latency_{q}_ms"] = r[q]
+        res["rss_peak_mb"] = status_kb(pid, "VmHWM") / 1024
+    finally:
+        broker.stop()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return res
+
+
+# (key, label, unit, better, load generator)
+FIGURES = [
+    ("produce_acks1_p1_mb_s", "produce acks=1, 1 partition", "MB/s", "higher", PP),
+    ("produce_acks1_p16_mb_s", "produce acks=1, 16 partitions", "MB/s", "higher", PP),
+    ("produce_acksall_p16_default_mb_s",
+     "produce acks=all, 16 partitions, defaults (Weir fsyncs, Kafka does not)", "MB/s", "higher", PP),
+    ("produce_acksall_p16_sameflush_mb_s",
+     "produce acks=all, 16 partitions, no fsync on both (Weir write.caching=true)", "MB/s",
+     "higher", PP),
+    ("consume_p16_mb_s", "consume 16 partitions from page cache (fetch.MB.sec)", "MB/s", "higher",
+     CP_),
+    ("produce_latency_p50_ms", f"send-to-ack latency p50 at {LATENCY_RATE} rec/s, acks=1", "ms",
+     "lower", PP),
+    ("produce_latency_p99_ms", f"send-to-ack latency p99 at {LATENCY_RATE} rec/s, acks=1", "ms",
+     "lower", PP),
+    ("produce_latency_p999_ms", f"send-to-ack latency p99.9 at {LATENCY_RATE} rec/s, acks=1", "ms",
+     "lower", PP),
+    ("cpu_s_per_gb_produced", "broker CPU per GB produced (4 produce scenarios)", "s/GB", "lower",
+     f"{PROC}/stat during {PP}"),
+    ("cpu_s_per_gb_consumed", "broker CPU per GB consumed", "s/GB", "lower",
+     f"{PROC}/stat during ConsumerPerformance"),
+    ("rss_idle_mb", "broker RSS idle (VmRSS)", "MB", "lower", f"{PROC}/status"),
+    ("rss_after_produce_mb", "broker RSS after the produce scenarios (VmRSS)", "MB", "lower",
+     f"{PROC}/status"),
+    ("rss_peak_mb", "broker peak RSS over the run (VmHWM)", "MB", "lower", f"{PROC}/status"),
+    ("start_to_metadata_ms", "process start to first Metadata answer", "ms", "lower", PROBE),
+]
+
+
+def fmt(v):
+    return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+
+
+def table(results):
+    rows = ["| figure | unit | Weir | Kafka | Weir/Kafka | better | load generator |",
+            "|---|---|---|---|---|---|---|"]
+    for key, label, unit, better, gen in FIGURES:
+        w = [r[key] for r in results["weir"] if key in r]
+        k = [r[key] for r in results["kafka"] if key in r]
+        if not w or not k:
+            continue
+        wm, km = statistics.median(w), statistics.median(k)
+        ratio = f"{wm / km:.2f}" if km else "n/a"
+        rows.append(f"| {label} | {unit} | {fmt(wm)} | {fmt(km)} | {ratio} | {better} | {gen} |")
+    return "\n".join(rows)
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def machine(tmp):
+    mem = sh("awk '/MemTotal/ {printf \"%.1f GiB\", $2/1048576}' /proc/meminfo")
+    cpu = sh("awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo")
+    return [
+        f"- CPUs: {os.cpu_count()} ({cpu}); RAM {mem}; kernel {platform.release()}",
+        f"- load average at start: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}",
+        f"- log dirs under {tmp}: `{sh(f'df -hT {tmp} | tail -1')}`",
+        f"- mount: `{sh(f'findmnt -n -T {tmp} -o SOURCE,FSTYPE,OPTIONS')}`",
+        f"- java: `{sh('java -version 2>&1 | head -1')}`",
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="1 round, 10k records per scenario (CI smoke run; figures not comparable)")
+    ap.add_argument("--rounds", type=int, help="rounds of Weir, Kafka (default 3; --quick 1)")
+    ap.add_argument("--records", type=int,
+                    help="1 KiB records per produce/consume scenario (default 1000000; --quick 10000)")
+    ap.add_argument("--keep", action="store_true", help="keep the brokers' temp dirs")
+    ap.add_argument("--out", default=str(REPO / "bench/results/latest.md"))
+    args = ap.parse_args()
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    args.records = args.records or (10_000 if args.quick else 1_000_000)
+    args.latency_seconds = 1 if args.quick else 30
+    args.idle_seconds = 1 if args.quick else 5
+    args.weir_bin = os.environ["WEIR_BIN"]
+    args.classpath = Path(os.environ["KAFKA_CLASSPATH_FILE"]).read_text().strip()
+    weir_build = os.environ.get("WEIR_BUILD", "release")
+
+    started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix="weir-bench-", dir=os.environ.get("TMPDIR", "/tmp")))
+    info = machine(tmp)
+    results = {"weir": [], "kafka": []}
+    try:
+        for rnd in range(1, args.rounds + 1):
+            for kind in ("weir", "kafka"):
+                log(f"round {rnd}/{args.rounds}: {kind}")
+                results[kind].append(run_broker(kind, args, tmp, rnd))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    elapsed = time.monotonic() - started
+
+    commit = sh(f"git -C {REPO} rev-parse --short HEAD") + (
+        " (dirty)" if sh(f"git -C {REPO} status --porcelain --untracked-files=no") else "")
+    mode = "QUICK (CI smoke run: tiny loads, 1 round; the figures are not comparable)" \
+        if args.quick else "full"
+    tbl = table(results)
+    doc = "\n".join([
+        "# Weir vs Apache Kafka: side-by-side benchmark",
+        "",
+        f"Mode: **{mode}**. Generated by `scripts/bench kafka{' --quick' if args.quick else ''}` "
+        f"on {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC} in {elapsed:.0f} s.",
+        "",
+        f"Medians of {args.rounds} round(s); each round starts Weir, then Kafka, fresh, and runs "
+        "every scenario against it. Ratio = Weir median / Kafka median.",
+        "",
+        tbl,
+        "",
+        "## Settings",
+        "",
+        f"- Weir {commit} ({weir_build} build, `{args.weir_bin}`); Apache Kafka {KAFKA_VERSION} "
+        f"(Maven Central jars, KRaft broker+controller in one JVM, {' '.join(KAFKA_JVM_OPTS[:2])}, G1)",
+        "- both: 1 node, RF 1, " + ", ".join(f"{k}={v}" for k, v in COMMON_PROPS.items()
+                                              if k != "node.id")
+        + "; everything else at its default (Weir: acks=all answered after fdatasync; "
+          "Kafka: no fsync before the answer)",
+        f"- {args.records} records of {RECORD_SIZE} B per produce and consume scenario; "
+        "producer: ProducerPerformance with client defaults except acks "
+        "(batch.size=16384, linger.ms=5); consumer: ConsumerPerformance defaults",
+        f"- latency: {LATENCY_RATE} rec/s for {args.latency_seconds} s, acks=1, 16 partitions; "
+        "ProducerPerformance's send-to-ack latency (not end-to-end produce-to-consume)",
+        "",
+        "## Machine",
+        "",
+        *info,
+        "",
+        "## Raw figures per round",
+        "",
+        "```",
+        *(f"{kind} round {i + 1}: " + ", ".join(f"{k}={fmt(v)}" for k, v in r.items())
+          for kind in ("weir", "kafka") for i, r in enumerate(results[kind])),
+        "```",
+        "",
+    ])
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(doc)
+    print()
+    print(tbl)
+    print(f"\n{mode}; {elapsed:.0f} s; written to {out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
