@@ -265,6 +265,56 @@ def consumer_perf(args, port, topic, records):
     return {"mb_s": float(row["fetch.MB.sec"]), "rec_s": float(row["fetch.nMsg.sec"])}
 
 
+RDK = "rdkafka_performance (librdkafka 2.0.2)"
+RDK_PRODUCE_RE = re.compile(r"messages produced .* in (\d+)ms: (\d+) msgs/s and ([\d.]+) MB/s")
+
+
+def rdkafka_produce(args, port, topic, records, acks):
+    """rdkafka_performance -P, unthrottled; returns MB/s as it prints it (10^6 bytes/s)."""
+    cmd = [args.rdkafka_perf, "-P", "-t", topic, "-b", f"127.0.0.1:{port}", "-s",
+           str(RECORD_SIZE), "-c", str(records), "-a", acks, "-q"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800).stdout
+    m = RDK_PRODUCE_RE.search(out)
+    if m is None:
+        raise RuntimeError(f"no rdkafka_performance summary in:\n{out}")
+    return float(m[3])
+
+
+def rdkafka_end_to_end(args, port, topic, records, workdir):
+    """Produce-to-consume latency at LATENCY_RATE rec/s, acks=1, one partition.
+
+    A rdkafka_performance consumer (-C -l) reads the partition from the beginning
+    while a rdkafka_performance producer (-P -l -r) writes records that carry their
+    send wall-clock time; the consumer logs now - send time per record (us). The
+    first second of records is left out as warm-up when the run is longer than 2 s.
+    Returns (p50, p99, p99.9) in ms.
+    """
+    lat_file = workdir / "e2e-latency.txt"
+    base = [args.rdkafka_perf, "-t", topic, "-p", "0", "-b", f"127.0.0.1:{port}", "-l", "-q"]
+    consumer = subprocess.Popen(
+        base + ["-C", "-o", "beginning", "-c", str(records), "-A", str(lat_file)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # The consumer has its fetch going before the first record is sent.
+        time.sleep(1)
+        subprocess.run(base + ["-P", "-s", str(RECORD_SIZE), "-c", str(records), "-a", "1",
+                               "-r", str(LATENCY_RATE)],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=records / LATENCY_RATE + 120)
+        consumer.wait(timeout=60)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+    lat = [int(x) for x in lat_file.read_text().split()]
+    if len(lat) < records * 0.99:
+        raise RuntimeError(f"end-to-end: {len(lat)} latencies for {records} records")
+    if len(lat) > 2 * LATENCY_RATE:
+        lat = lat[LATENCY_RATE:]
+    lat.sort()
+    return tuple(lat[min(len(lat) - 1, int(len(lat) * q))] / 1000 for q in (0.5, 0.99, 0.999))
+
+
 # --- one broker run ------------------------------------------------------------
 
 def run_broker(kind, args, tmp, rnd):
@@ -289,6 +339,9 @@ def run_broker(kind, args, tmp, rnd):
         for _, topic, parts, _, cfg in produce:
             create_topic(broker.port, topic, parts, cfg)
         create_topic(broker.port, "latency", 16)
+        if args.rdkafka_perf:
+            create_topic(broker.port, "rdk-acks1-p16", 16)
+            create_topic(broker.port, "e2e", 1)
         cpu0, produced = cpu_seconds(pid), 0
         for fig, topic, _, acks, _ in produce:
             r = producer_perf(args, broker.port, topic, n, acks)
@@ -296,6 +349,9 @@ def run_broker(kind, args, tmp, rnd):
             produced += n * RECORD_SIZE
         res["cpu_s_per_gb_produced"] = (cpu_seconds(pid) - cpu0) / (produced / 1e9)
         res["rss_after_produce_mb"] = status_kb(pid, "VmRSS") / 1024
+        if args.rdkafka_perf:
+            res["rdk_produce_acks1_p16_mb_s"] = rdkafka_produce(
+                args, broker.port, "rdk-acks1-p16", n, "1")
         cpu0 = cpu_seconds(pid)
         r = consumer_perf(args, broker.port, "acks1-p16", n)
         res["consume_p16_mb_s"] = r["mb_s"]
@@ -304,6 +360,10 @@ def run_broker(kind, args, tmp, rnd):
         r = producer_perf(args, broker.port, "latency", lat_n, "1", throughput=LATENCY_RATE)
         for q in ("p50", "p99", "p999"):
             res[f"produce_latency_{q}_ms"] = r[q]
+        if args.rdkafka_perf:
+            e2e = rdkafka_end_to_end(args, broker.port, "e2e", lat_n, workdir)
+            for q, v in zip(("p50", "p99", "p999"), e2e):
+                res[f"e2e_latency_{q}_ms"] = v
         res["rss_peak_mb"] = status_kb(pid, "VmHWM") / 1024
     finally:
         broker.stop()
@@ -321,6 +381,7 @@ FIGURES = [
     ("produce_acksall_p16_sameflush_mb_s",
      "produce acks=all, 16 partitions, no fsync on both (Weir write.caching=true)", "MB/s",
      "higher", PP),
+    ("rdk_produce_acks1_p16_mb_s", "produce acks=1, 16 partitions", "MB/s", "higher", RDK),
     ("consume_p16_mb_s", "consume 16 partitions from page cache (fetch.MB.sec)", "MB/s", "higher",
      CP_),
     ("produce_latency_p50_ms", f"send-to-ack latency p50 at {LATENCY_RATE} rec/s, acks=1", "ms",
@@ -329,6 +390,12 @@ FIGURES = [
      "lower", PP),
     ("produce_latency_p999_ms", f"send-to-ack latency p99.9 at {LATENCY_RATE} rec/s, acks=1", "ms",
      "lower", PP),
+    ("e2e_latency_p50_ms", f"end-to-end latency p50 at {LATENCY_RATE} rec/s, acks=1, 1 partition",
+     "ms", "lower", RDK),
+    ("e2e_latency_p99_ms", f"end-to-end latency p99 at {LATENCY_RATE} rec/s, acks=1, 1 partition",
+     "ms", "lower", RDK),
+    ("e2e_latency_p999_ms",
+     f"end-to-end latency p99.9 at {LATENCY_RATE} rec/s, acks=1, 1 partition", "ms", "lower", RDK),
     ("cpu_s_per_gb_produced", "broker CPU per GB produced (4 produce scenarios)", "s/GB", "lower",
      f"{PROC}/stat during {PP}"),
     ("cpu_s_per_gb_consumed", "broker CPU per GB consumed", "s/GB", "lower",
@@ -393,6 +460,7 @@ def main():
     args.latency_seconds = 1 if args.quick else 30
     args.idle_seconds = 1 if args.quick else 5
     args.weir_bin = os.environ["WEIR_BIN"]
+    args.rdkafka_perf = os.environ.get("RDKAFKA_PERFORMANCE") or None
     args.classpath = Path(os.environ["KAFKA_CLASSPATH_FILE"]).read_text().strip()
     weir_build = os.environ.get("WEIR_BUILD", "release")
 
@@ -437,7 +505,11 @@ def main():
         "producer: ProducerPerformance with client defaults except acks "
         "(batch.size=16384, linger.ms=5); consumer: ConsumerPerformance defaults",
         f"- latency: {LATENCY_RATE} rec/s for {args.latency_seconds} s, acks=1, 16 partitions; "
-        "ProducerPerformance's send-to-ack latency (not end-to-end produce-to-consume)",
+        "ProducerPerformance's send-to-ack latency; end-to-end: rdkafka_performance producer "
+        "(-l -r) and consumer (-C -l) on one partition, acks=1, first second left out as "
+        "warm-up when longer than 2 s"
+        + ("" if args.rdkafka_perf else " (SKIPPED: RDKAFKA_PERFORMANCE not set)"),
+        "- rdkafka_performance: librdkafka 2.0.2 defaults except acks (linger 5 ms)",
         "",
         "## Machine",
         "",
