@@ -116,6 +116,52 @@ def create_topic(port, name, partitions, configs=None):
         raise RuntimeError(f"CreateTopics {name}: error code {err}")
 
 
+def partitions_with_leader(port, topic):
+    """Metadata v4 for one topic: how many of its partitions have a leader (-1 on error)."""
+    body = struct.pack(">i", 1) + _str(topic) + struct.pack("?", False)
+    try:
+        r = _roundtrip(port, _request(3, 4, 3, body), timeout=30.0)
+    except OSError:
+        return -1
+    off = 8  # correlation id, throttle_time_ms
+
+    def i32():
+        nonlocal off
+        (v,) = struct.unpack(">i", r[off:off + 4])
+        off += 4
+        return v
+
+    def skip_str():
+        nonlocal off
+        (n,) = struct.unpack(">h", r[off:off + 2])
+        off += 2 + max(n, 0)
+
+    for _ in range(i32()):  # brokers: node_id, host, port, rack
+        i32()
+        skip_str()
+        i32()
+        skip_str()
+    skip_str()  # cluster_id
+    i32()  # controller_id
+    led = 0
+    for _ in range(i32()):  # topics
+        (err,) = struct.unpack(">h", r[off:off + 2])
+        off += 2
+        skip_str()
+        off += 1  # is_internal
+        if err != 0:
+            return -1
+        for _ in range(i32()):  # partitions: error, index, leader, replicas, isr
+            off += 2
+            i32()
+            if i32() >= 0:
+                led += 1
+            for _ in range(2):
+                n = i32()
+                off += 4 * n
+    return led
+
+
 # --- /proc sampling ------------------------------------------------------------
 
 def cpu_seconds(pid):
@@ -270,14 +316,14 @@ RDK_PRODUCE_RE = re.compile(r"messages produced .* in (\d+)ms: (\d+) msgs/s and 
 
 
 def rdkafka_produce(args, port, topic, records, acks):
-    """rdkafka_performance -P, unthrottled; returns MB/s as it prints it (10^6 bytes/s)."""
+    """rdkafka_performance -P, unthrottled; returns MiB/s of records (from its msgs/s)."""
     cmd = [args.rdkafka_perf, "-P", "-t", topic, "-b", f"127.0.0.1:{port}", "-s",
            str(RECORD_SIZE), "-c", str(records), "-a", acks, "-q"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800).stdout
     m = RDK_PRODUCE_RE.search(out)
     if m is None:
         raise RuntimeError(f"no rdkafka_performance summary in:\n{out}")
-    return float(m[3])
+    return int(m[2]) * RECORD_SIZE / 2**20
 
 
 def rdkafka_end_to_end(args, port, topic, records, workdir):
@@ -364,6 +410,20 @@ def run_broker(kind, args, tmp, rnd):
             e2e = rdkafka_end_to_end(args, broker.port, "e2e", lat_n, workdir)
             for q, v in zip(("p50", "p99", "p999"), e2e):
                 res[f"e2e_latency_{q}_ms"] = v
+        for parts in args.many_partitions:
+            topic = f"many-{parts}"
+            t0 = time.monotonic()
+            create_topic(broker.port, topic, parts)
+            deadline = t0 + 600
+            while partitions_with_leader(broker.port, topic) < parts:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{topic}: not every partition has a leader after 600 s")
+                time.sleep(0.05)  # polling interval
+            res[f"create_{parts}_s"] = time.monotonic() - t0
+            cpu0, t0 = cpu_seconds(pid), time.monotonic()
+            time.sleep(args.idle_seconds * 2)  # the idle window measured
+            res[f"idle_cpu_{parts}_pct"] = 100 * (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
+            res[f"rss_{parts}_mb"] = status_kb(pid, "VmRSS") / 1024
         res["rss_peak_mb"] = status_kb(pid, "VmHWM") / 1024
     finally:
         broker.stop()
@@ -374,15 +434,15 @@ def run_broker(kind, args, tmp, rnd):
 
 # (key, label, unit, better, load generator)
 FIGURES = [
-    ("produce_acks1_p1_mb_s", "produce acks=1, 1 partition", "MB/s", "higher", PP),
-    ("produce_acks1_p16_mb_s", "produce acks=1, 16 partitions", "MB/s", "higher", PP),
+    ("produce_acks1_p1_mb_s", "produce acks=1, 1 partition", "MiB/s", "higher", PP),
+    ("produce_acks1_p16_mb_s", "produce acks=1, 16 partitions", "MiB/s", "higher", PP),
     ("produce_acksall_p16_default_mb_s",
-     "produce acks=all, 16 partitions, defaults (Weir fsyncs, Kafka does not)", "MB/s", "higher", PP),
+     "produce acks=all, 16 partitions, defaults (Weir fsyncs, Kafka does not)", "MiB/s", "higher", PP),
     ("produce_acksall_p16_sameflush_mb_s",
-     "produce acks=all, 16 partitions, no fsync on both (Weir write.caching=true)", "MB/s",
+     "produce acks=all, 16 partitions, no fsync on both (Weir write.caching=true)", "MiB/s",
      "higher", PP),
-    ("rdk_produce_acks1_p16_mb_s", "produce acks=1, 16 partitions", "MB/s", "higher", RDK),
-    ("consume_p16_mb_s", "consume 16 partitions from page cache (fetch.MB.sec)", "MB/s", "higher",
+    ("rdk_produce_acks1_p16_mb_s", "produce acks=1, 16 partitions", "MiB/s", "higher", RDK),
+    ("consume_p16_mb_s", "consume 16 partitions from page cache (fetch.MB.sec)", "MiB/s", "higher",
      CP_),
     ("produce_latency_p50_ms", f"send-to-ack latency p50 at {LATENCY_RATE} rec/s, acks=1", "ms",
      "lower", PP),
@@ -400,10 +460,18 @@ FIGURES = [
      f"{PROC}/stat during {PP}"),
     ("cpu_s_per_gb_consumed", "broker CPU per GB consumed", "s/GB", "lower",
      f"{PROC}/stat during ConsumerPerformance"),
-    ("rss_idle_mb", "broker RSS idle (VmRSS)", "MB", "lower", f"{PROC}/status"),
-    ("rss_after_produce_mb", "broker RSS after the produce scenarios (VmRSS)", "MB", "lower",
+    ("rss_idle_mb", "broker RSS idle (VmRSS)", "MiB", "lower", f"{PROC}/status"),
+    ("rss_after_produce_mb", "broker RSS after the produce scenarios (VmRSS)", "MiB", "lower",
      f"{PROC}/status"),
-    ("rss_peak_mb", "broker peak RSS over the run (VmHWM)", "MB", "lower", f"{PROC}/status"),
+    ("rss_peak_mb", "broker peak RSS over the run (VmHWM)", "MiB", "lower", f"{PROC}/status"),
+    *(fig for parts in (100, 1000, 10000) for fig in (
+        (f"create_{parts}_s", f"create a {parts:,}-partition topic until every partition has a "
+         "leader", "s", "lower", PROBE.replace("Metadata v4", "CreateTopics v4 + Metadata v4")),
+        (f"idle_cpu_{parts}_pct", f"broker idle CPU with the {parts:,}-partition topic", "% of a core",
+         "lower", f"{PROC}/stat"),
+        (f"rss_{parts}_mb", f"broker RSS with the {parts:,}-partition topic (VmRSS)", "MiB", "lower",
+         f"{PROC}/status"),
+    )),
     ("start_to_metadata_ms", "process start to first Metadata answer", "ms", "lower", PROBE),
 ]
 
@@ -460,6 +528,7 @@ def main():
     args.latency_seconds = 1 if args.quick else 30
     args.idle_seconds = 1 if args.quick else 5
     args.weir_bin = os.environ["WEIR_BIN"]
+    args.many_partitions = [100] if args.quick else [1000, 10000]
     args.rdkafka_perf = os.environ.get("RDKAFKA_PERFORMANCE") or None
     args.classpath = Path(os.environ["KAFKA_CLASSPATH_FILE"]).read_text().strip()
     weir_build = os.environ.get("WEIR_BUILD", "release")
@@ -509,6 +578,10 @@ def main():
         "(-l -r) and consumer (-C -l) on one partition, acks=1, first second left out as "
         "warm-up when longer than 2 s"
         + ("" if args.rdkafka_perf else " (SKIPPED: RDKAFKA_PERFORMANCE not set)"),
+        f"- many partitions: topics of {' and '.join(f'{p:,}' for p in args.many_partitions)} "
+        "partitions created one after the other at the end of each broker run (so on top of "
+        "the earlier scenarios' ~90 partitions and __consumer_offsets' 50); idle CPU over "
+        f"{args.idle_seconds * 2} s after each",
         "- rdkafka_performance: librdkafka 2.0.2 defaults except acks (linger 5 ms)",
         "",
         "## Machine",
