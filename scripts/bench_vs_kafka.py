@@ -411,14 +411,19 @@ def run_broker(kind, args, tmp, rnd):
             for q, v in zip(("p50", "p99", "p999"), e2e):
                 res[f"e2e_latency_{q}_ms"] = v
         for parts in args.many_partitions:
-            topic = f"many-{parts}"
+            # Topics of at most 1,000 partitions: both controllers refuse an operation of
+            # more than 10,000 metadata records (Kafka's MAX_RECORDS_PER_USER_OP).
+            sizes = [min(1000, parts - i) for i in range(0, parts, 1000)]
+            topics = [(f"many-{parts}-{i}", size) for i, size in enumerate(sizes)]
             t0 = time.monotonic()
-            create_topic(broker.port, topic, parts)
+            for topic, size in topics:
+                create_topic(broker.port, topic, size)
             deadline = t0 + 600
-            while partitions_with_leader(broker.port, topic) < parts:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{topic}: not every partition has a leader after 600 s")
-                time.sleep(0.05)  # polling interval
+            for topic, size in topics:
+                while partitions_with_leader(broker.port, topic) < size:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"{topic}: not every partition has a leader in 600 s")
+                    time.sleep(0.05)  # polling interval
             res[f"create_{parts}_s"] = time.monotonic() - t0
             cpu0, t0 = cpu_seconds(pid), time.monotonic()
             time.sleep(args.idle_seconds * 2)  # the idle window measured
@@ -465,11 +470,11 @@ FIGURES = [
      f"{PROC}/status"),
     ("rss_peak_mb", "broker peak RSS over the run (VmHWM)", "MiB", "lower", f"{PROC}/status"),
     *(fig for parts in (100, 1000, 10000) for fig in (
-        (f"create_{parts}_s", f"create a {parts:,}-partition topic until every partition has a "
-         "leader", "s", "lower", PROBE.replace("Metadata v4", "CreateTopics v4 + Metadata v4")),
-        (f"idle_cpu_{parts}_pct", f"broker idle CPU with the {parts:,}-partition topic", "% of a core",
+        (f"create_{parts}_s", f"create {parts:,} partitions (topics of <= 1,000) until every one "
+         "has a leader", "s", "lower", PROBE.replace("Metadata v4", "CreateTopics v4 + Metadata v4")),
+        (f"idle_cpu_{parts}_pct", f"broker idle CPU with {parts:,} more partitions", "% of a core",
          "lower", f"{PROC}/stat"),
-        (f"rss_{parts}_mb", f"broker RSS with the {parts:,}-partition topic (VmRSS)", "MiB", "lower",
+        (f"rss_{parts}_mb", f"broker RSS with {parts:,} more partitions (VmRSS)", "MiB", "lower",
          f"{PROC}/status"),
     )),
     ("start_to_metadata_ms", "process start to first Metadata answer", "ms", "lower", PROBE),
@@ -520,15 +525,21 @@ def main():
     ap.add_argument("--rounds", type=int, help="rounds of Weir, Kafka (default 3; --quick 1)")
     ap.add_argument("--records", type=int,
                     help="1 KiB records per produce/consume scenario (default 1000000; --quick 10000)")
+    ap.add_argument("--latency-seconds", type=int,
+                    help="length in seconds of each fixed-rate latency run (default 30; --quick 1)")
+    ap.add_argument("--many-partitions", type=int, nargs="*",
+                    help="partition counts of the many-partitions scenario "
+                         "(default 1000 10000; --quick 100; none to skip)")
     ap.add_argument("--keep", action="store_true", help="keep the brokers' temp dirs")
     ap.add_argument("--out", default=str(REPO / "bench/results/latest.md"))
     args = ap.parse_args()
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.records = args.records or (10_000 if args.quick else 1_000_000)
-    args.latency_seconds = 1 if args.quick else 30
+    args.latency_seconds = args.latency_seconds or (1 if args.quick else 30)
     args.idle_seconds = 1 if args.quick else 5
     args.weir_bin = os.environ["WEIR_BIN"]
-    args.many_partitions = [100] if args.quick else [1000, 10000]
+    if args.many_partitions is None:
+        args.many_partitions = [100] if args.quick else [1000, 10000]
     args.rdkafka_perf = os.environ.get("RDKAFKA_PERFORMANCE") or None
     args.classpath = Path(os.environ["KAFKA_CLASSPATH_FILE"]).read_text().strip()
     weir_build = os.environ.get("WEIR_BUILD", "release")
@@ -578,8 +589,9 @@ def main():
         "(-l -r) and consumer (-C -l) on one partition, acks=1, first second left out as "
         "warm-up when longer than 2 s"
         + ("" if args.rdkafka_perf else " (SKIPPED: RDKAFKA_PERFORMANCE not set)"),
-        f"- many partitions: topics of {' and '.join(f'{p:,}' for p in args.many_partitions)} "
-        "partitions created one after the other at the end of each broker run (so on top of "
+        f"- many partitions: {' then '.join(f'{p:,}' for p in args.many_partitions)} partitions "
+        "(in topics of at most 1,000: both controllers refuse more than 10,000 metadata records "
+        "in one operation) created at the end of each broker run (so on top of "
         "the earlier scenarios' ~90 partitions and __consumer_offsets' 50); idle CPU over "
         f"{args.idle_seconds * 2} s after each",
         "- rdkafka_performance: librdkafka 2.0.2 defaults except acks (linger 5 ms)",
