@@ -8,7 +8,8 @@ scripts/test does).
 Each round starts Weir, then Kafka (KRaft, broker+controller in one JVM), each
 fresh, on free 127.0.0.1 ports, with a log dir under $TMPDIR, and runs the same
 scenarios against it with the same load generators (Kafka's own
-ProducerPerformance and ConsumerPerformance from kafka-tools 4.1.2). The figures
+ProducerPerformance and ConsumerPerformance from kafka-tools 4.1.2, and
+librdkafka's rdkafka_performance when RDKAFKA_PERFORMANCE names it). The figures
 of all rounds are reduced to medians and printed as a table with the
 Weir/Kafka ratio; the table also goes to bench/results/latest.md with the
 machine, versions and settings.
@@ -580,7 +581,8 @@ def main():
         "- both: 1 node, RF 1, " + ", ".join(f"{k}={v}" for k, v in COMMON_PROPS.items()
                                               if k != "node.id")
         + "; everything else at its default (Weir: acks=all answered after fdatasync; "
-          "Kafka: no fsync before the answer)",
+          "Kafka: no fsync before the answer); Weir's Prometheus endpoint off "
+          "(metrics.listener empty), as Kafka has no HTTP metrics endpoint",
         f"- {args.records} records of {RECORD_SIZE} B per produce and consume scenario; "
         "producer: ProducerPerformance with client defaults except acks "
         "(batch.size=16384, linger.ms=5); consumer: ConsumerPerformance defaults",
