@@ -334,7 +334,7 @@ def rdkafka_end_to_end(args, port, topic, records, workdir):
     while a rdkafka_performance producer (-P -l -r) writes records that carry their
     send wall-clock time; the consumer logs now - send time per record (us). The
     first second of records is left out as warm-up when the run is longer than 2 s.
-    Returns (p50, p99, p99.9) in ms.
+    Returns (p50, p99, p99.9) in ms and the rate the producer reached (records/s).
     """
     lat_file = workdir / "e2e-latency.txt"
     base = [args.rdkafka_perf, "-t", topic, "-p", "0", "-b", f"127.0.0.1:{port}", "-l", "-q"]
@@ -344,10 +344,13 @@ def rdkafka_end_to_end(args, port, topic, records, workdir):
     try:
         # The consumer has its fetch going before the first record is sent.
         time.sleep(1)
-        subprocess.run(base + ["-P", "-s", str(RECORD_SIZE), "-c", str(records), "-a", "1",
-                               "-r", str(LATENCY_RATE)],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=records / LATENCY_RATE + 120)
+        out = subprocess.run(base + ["-P", "-s", str(RECORD_SIZE), "-c", str(records), "-a", "1",
+                                     "-r", str(LATENCY_RATE)],
+                             check=True, capture_output=True, text=True,
+                             timeout=records / LATENCY_RATE + 120).stdout
+        m = RDK_PRODUCE_RE.search(out)
+        if m is None:
+            raise RuntimeError(f"no rdkafka_performance summary in:\n{out}")
         consumer.wait(timeout=60)
     finally:
         if consumer.poll() is None:
@@ -359,7 +362,8 @@ def rdkafka_end_to_end(args, port, topic, records, workdir):
     if len(lat) > 2 * LATENCY_RATE:
         lat = lat[LATENCY_RATE:]
     lat.sort()
-    return tuple(lat[min(len(lat) - 1, int(len(lat) * q))] / 1000 for q in (0.5, 0.99, 0.999))
+    pct = tuple(lat[min(len(lat) - 1, int(len(lat) * q))] / 1000 for q in (0.5, 0.99, 0.999))
+    return pct, int(m[2])
 
 
 # --- one broker run ------------------------------------------------------------
@@ -405,10 +409,12 @@ def run_broker(kind, args, tmp, rnd):
         res["cpu_s_per_gb_consumed"] = (cpu_seconds(pid) - cpu0) / (n * RECORD_SIZE / 1e9)
         lat_n = max(LATENCY_RATE * args.latency_seconds, 1000)
         r = producer_perf(args, broker.port, "latency", lat_n, "1", throughput=LATENCY_RATE)
+        res["produce_latency_rate_rec_s"] = r["rec_s"]
         for q in ("p50", "p99", "p999"):
             res[f"produce_latency_{q}_ms"] = r[q]
         if args.rdkafka_perf:
-            e2e = rdkafka_end_to_end(args, broker.port, "e2e", lat_n, workdir)
+            e2e, res["e2e_rate_rec_s"] = rdkafka_end_to_end(
+                args, broker.port, "e2e", lat_n, workdir)
             for q, v in zip(("p50", "p99", "p999"), e2e):
                 res[f"e2e_latency_{q}_ms"] = v
         for parts in args.many_partitions:
@@ -450,12 +456,16 @@ FIGURES = [
     ("rdk_produce_acks1_p16_mb_s", "produce acks=1, 16 partitions", "MiB/s", "higher", RDK),
     ("consume_p16_mb_s", "consume 16 partitions from page cache (fetch.MB.sec)", "MiB/s", "higher",
      CP_),
+    ("produce_latency_rate_rec_s", f"send-to-ack run: rate reached (target {LATENCY_RATE})",
+     "rec/s", "at target", PP),
     ("produce_latency_p50_ms", f"send-to-ack latency p50 at {LATENCY_RATE} rec/s, acks=1", "ms",
      "lower", PP),
     ("produce_latency_p99_ms", f"send-to-ack latency p99 at {LATENCY_RATE} rec/s, acks=1", "ms",
      "lower", PP),
     ("produce_latency_p999_ms", f"send-to-ack latency p99.9 at {LATENCY_RATE} rec/s, acks=1", "ms",
      "lower", PP),
+    ("e2e_rate_rec_s", f"end-to-end run: rate reached (target {LATENCY_RATE})", "rec/s", "at target",
+     RDK),
     ("e2e_latency_p50_ms", f"end-to-end latency p50 at {LATENCY_RATE} rec/s, acks=1, 1 partition",
      "ms", "lower", RDK),
     ("e2e_latency_p99_ms", f"end-to-end latency p99 at {LATENCY_RATE} rec/s, acks=1, 1 partition",
