@@ -22,7 +22,7 @@
 //! - any other type (BROKER_LOGGER, CLIENT_METRICS, GROUP, unknown):
 //!   INVALID_REQUEST.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
@@ -30,9 +30,9 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::ResponseError;
 
 use super::incremental_alter_configs::{
-    broker_change_refused, check_topic_config, controller_failure, Failure,
+    apply_changed_configs, broker_change_refused, check_topic_config, controller_failure,
+    resource_counts, result_fields, Failure,
 };
-use super::str_bytes;
 use crate::context::BrokerContext;
 
 const TOPIC: i8 = 2;
@@ -44,12 +44,12 @@ pub async fn handle(
     _version: i16,
     request: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
-    let mut seen: HashMap<(i8, &str), usize> = HashMap::new();
-    for resource in &request.resources {
-        *seen
-            .entry((resource.resource_type, resource.resource_name.as_str()))
-            .or_default() += 1;
-    }
+    let seen = resource_counts(
+        request
+            .resources
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.as_str())),
+    );
     let mut response = AlterConfigsResponse::default();
     let mut changed = false;
     for resource in &request.resources {
@@ -64,22 +64,10 @@ pub async fn handle(
         let mut result = AlterConfigsResourceResponse::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
-        // Kafka answers a success with a null message.
-        result.error_message = None;
-        match outcome {
-            Ok(c) => changed |= c,
-            Err((error, message)) => {
-                result.error_code = error.code();
-                result.error_message = Some(str_bytes(message));
-            }
-        }
+        (result.error_code, result.error_message) = result_fields(outcome, &mut changed);
         response.responses.push(result);
     }
-    if changed {
-        if let Err(e) = ctx.replica_manager.apply_image(&ctx.metadata()) {
-            tracing::error!(error = %e, "applying replaced topic configs failed");
-        }
-    }
+    apply_changed_configs(ctx, changed);
     response
 }
 

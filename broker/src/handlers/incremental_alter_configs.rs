@@ -76,26 +76,63 @@ pub(crate) fn controller_failure(e: &weir_controller::ControllerError) -> Failur
     )
 }
 
+/// How many times each `(resource type, resource name)` appears in a request
+/// (both AlterConfigs APIs refuse a resource named more than once).
+pub(crate) fn resource_counts<'a>(
+    resources: impl Iterator<Item = (i8, &'a str)>,
+) -> HashMap<(i8, &'a str), usize> {
+    let mut counts = HashMap::new();
+    for key in resources {
+        *counts.entry(key).or_default() += 1;
+    }
+    counts
+}
+
+/// A resource's `(error_code, error_message)` from its outcome: a success
+/// carries a null message, as Kafka's, and sets `changed` when configs were
+/// committed.
+pub(crate) fn result_fields(
+    outcome: Result<bool, Failure>,
+    changed: &mut bool,
+) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
+    match outcome {
+        Ok(committed) => {
+            *changed |= committed;
+            (0, None)
+        }
+        Err((error, message)) => (error.code(), Some(str_bytes(message))),
+    }
+}
+
+/// After committed config changes: pushes them to the hosted logs.
+pub(crate) fn apply_changed_configs(ctx: &BrokerContext, changed: bool) {
+    if changed {
+        if let Err(e) = ctx.replica_manager.apply_image(&ctx.metadata()) {
+            tracing::error!(error = %e, "applying changed topic configs failed");
+        }
+    }
+}
+
 /// Applies the requested changes; one result per resource, in request order.
 pub async fn handle(
     ctx: &BrokerContext,
     _version: i16,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let mut seen: HashMap<(i8, String), usize> = HashMap::new();
-    for resource in &request.resources {
-        *seen
-            .entry((resource.resource_type, resource.resource_name.to_string()))
-            .or_default() += 1;
-    }
+    let seen = resource_counts(
+        request
+            .resources
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.as_str())),
+    );
     let mut response = IncrementalAlterConfigsResponse::default();
     let mut changed = false;
     for resource in &request.resources {
-        let key = (resource.resource_type, resource.resource_name.to_string());
-        let outcome = if seen[&key] > 1 {
+        let name = resource.resource_name.as_str();
+        let outcome = if seen[&(resource.resource_type, name)] > 1 {
             Err((
                 ResponseError::InvalidRequest,
-                format!("resource {} appears more than once", key.1),
+                format!("resource {name} appears more than once"),
             ))
         } else {
             match resource.resource_type {
@@ -113,24 +150,10 @@ pub async fn handle(
         let mut result = AlterConfigsResourceResponse::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
-        match outcome {
-            Ok(c) => {
-                // A success carries a null message, as Kafka's.
-                result.error_message = None;
-                changed |= c;
-            }
-            Err((error, message)) => {
-                result.error_code = error.code();
-                result.error_message = Some(str_bytes(message));
-            }
-        }
+        (result.error_code, result.error_message) = result_fields(outcome, &mut changed);
         response.responses.push(result);
     }
-    if changed {
-        if let Err(e) = ctx.replica_manager.apply_image(&ctx.metadata()) {
-            tracing::error!(error = %e, "applying changed topic configs failed");
-        }
-    }
+    apply_changed_configs(ctx, changed);
     response
 }
 
