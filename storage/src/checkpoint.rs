@@ -3,8 +3,9 @@
 //! (write `<name>.tmp`, fsync, rename over the old file, fsync the directory).
 //! Used for `leader-epoch-checkpoint`, `recovery-point-offset-checkpoint` and
 //! `log-start-offset-checkpoint`; [`write_atomically`] also writes producer
-//! snapshots, `partition.metadata` and `meta.properties`. Every write goes
-//! through the [`FileSystem`] seam.
+//! snapshots and `meta.properties`. [`write_replacing`] writes
+//! `partition.metadata` without a sync (the log's first flush syncs it).
+//! Every write goes through the [`FileSystem`] seam.
 
 use std::path::Path;
 
@@ -23,14 +24,7 @@ pub(crate) fn write_atomically(
     path: &Path,
     contents: &[u8],
 ) -> Result<(), StorageError> {
-    let mut tmp_name = path.as_os_str().to_owned();
-    tmp_name.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp_name);
-    let file = fs
-        .open_file(&tmp, true)
-        .map_err(|e| StorageError::io("create", &tmp, e))?;
-    fs.write_all_at(&file, &tmp, contents, 0)
-        .map_err(|e| StorageError::io("write", &tmp, e))?;
+    let (file, tmp) = write_tmp(fs, path, contents)?;
     fs.sync_data(&file, &tmp)
         .map_err(|e| StorageError::io("fsync", &tmp, e))?;
     drop(file);
@@ -40,6 +34,41 @@ pub(crate) fn write_atomically(
         sync_dir(fs, dir)?;
     }
     Ok(())
+}
+
+/// Writes `contents` to a new `<path>.tmp`; returns it open, and its path.
+fn write_tmp(
+    fs: &dyn FileSystem,
+    path: &Path,
+    contents: &[u8],
+) -> Result<(std::fs::File, std::path::PathBuf), StorageError> {
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp_name);
+    let file = fs
+        .open_file(&tmp, true)
+        .map_err(|e| StorageError::io("create", &tmp, e))?;
+    fs.write_all_at(&file, &tmp, contents, 0)
+        .map_err(|e| StorageError::io("write", &tmp, e))?;
+    Ok((file, tmp))
+}
+
+/// Replaces `path` with `contents` through `<path>.tmp` and a rename, with
+/// no sync: after a power loss `path` may be missing, or empty (the rename
+/// durable before the data). The caller syncs the file and its directory
+/// later.
+///
+/// # Errors
+/// [`StorageError::Io`] naming the file that could not be written or renamed.
+pub(crate) fn write_replacing(
+    fs: &dyn FileSystem,
+    path: &Path,
+    contents: &[u8],
+) -> Result<(), StorageError> {
+    let (file, tmp) = write_tmp(fs, path, contents)?;
+    drop(file);
+    fs.rename(&tmp, path)
+        .map_err(|e| StorageError::io("rename", path, e))
 }
 
 /// fsyncs a directory so that renames and new files in it are durable.

@@ -208,7 +208,13 @@ pub struct FetchDataInfo {
 pub struct PendingFlush {
     fs: Arc<dyn FileSystem>,
     files: Vec<(Arc<File>, PathBuf)>,
-    dir: Option<PathBuf>,
+    /// Directories to fsync after the files, in order: the partition
+    /// directory when segment files were created, then the log directory
+    /// when the partition directory itself is new.
+    dirs: Vec<PathBuf>,
+    /// What of a new log's creation this flush syncs (see
+    /// `Log::unsynced_creation`).
+    creation: UnsyncedCreation,
     /// The active segment's `.log` when it is among `files` (its index
     /// there) and its written end (see [`LogSegment::written_end`]), read
     /// just before that file's fdatasync.
@@ -270,11 +276,21 @@ impl PendingFlush {
                 .sync_data(file, path)
                 .map_err(|e| StorageError::io("fdatasync", path, e))?;
         }
-        if let Some(dir) = &self.dir {
+        for dir in &self.dirs {
             checkpoint::sync_dir(&*self.fs, dir)?;
         }
         Ok(())
     }
+}
+
+/// What creating a log left unsynced; see `Log::unsynced_creation`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct UnsyncedCreation {
+    /// [`Log::open`] created the partition directory: its entry in the log
+    /// directory is not durable yet.
+    log_dir_entry: bool,
+    /// `partition.metadata` was written and not synced since.
+    partition_metadata: bool,
 }
 
 /// One partition's log. See the module docs.
@@ -294,6 +310,14 @@ pub struct Log {
     topic_id: Option<[u8; 16]>,
     /// A segment file was created since the last flush.
     dir_dirty: bool,
+    /// What creating this log left unsynced, owed to its first successful
+    /// flush: the partition directory's entry in the log directory (when
+    /// [`Log::open`] created the directory) and `partition.metadata` (written
+    /// by [`Log::set_topic_id`] without a sync). Creating a partition thus
+    /// costs no sync (Kafka likewise flushes `partition.metadata` later,
+    /// `UnifiedLog.maybeFlushMetadataFile`); the first flush, which comes
+    /// before anything in the partition is acknowledged as durable, pays.
+    unsynced_creation: UnsyncedCreation,
     /// Wall-clock time (ms) of the last completed flush, or of opening the
     /// log (Kafka's `LocalLog.lastFlushTime`).
     last_flush_ms: i64,
@@ -438,6 +462,7 @@ impl Log {
         had_clean_shutdown: bool,
     ) -> Result<Log, StorageError> {
         let dir = log_dir.join(partition_dir_name(&tp));
+        let created = !dir.is_dir();
         fs.create_dir_all(&dir)
             .map_err(|e| StorageError::io("create_dir", &dir, e))?;
         cleaner::finish_interrupted_swaps(&fs, &dir, &config)?;
@@ -574,6 +599,10 @@ impl Log {
             producer_state: ProducerStateManager::new(),
             topic_id: None,
             dir_dirty: true,
+            unsynced_creation: UnsyncedCreation {
+                log_dir_entry: created,
+                partition_metadata: false,
+            },
             last_flush_ms: crate::segment::wall_clock_ms(),
             flush_failed: Arc::new(AtomicBool::new(false)),
             deleted: false,
@@ -1104,6 +1133,15 @@ impl Log {
             self.dir_dirty = true;
         }
         let mut files = Vec::new();
+        let creation = self.unsynced_creation;
+        if creation.partition_metadata {
+            let path = self.dir.join(PARTITION_METADATA_FILE);
+            let file = self
+                .fs
+                .open_file(&path, false)
+                .map_err(|e| StorageError::io("open", &path, e))?;
+            files.push((Arc::new(file), path));
+        }
         let mut active = None;
         let active_base = self.segments.keys().next_back().copied();
         for (base, segment) in self.segments.iter_mut() {
@@ -1126,11 +1164,18 @@ impl Log {
                 }
             }
         }
-        let dir = std::mem::take(&mut self.dir_dirty).then(|| self.dir.clone());
+        let mut dirs = Vec::new();
+        if std::mem::take(&mut self.dir_dirty) {
+            dirs.push(self.dir.clone());
+        }
+        if let Some(log_dir) = self.dir.parent().filter(|_| creation.log_dir_entry) {
+            dirs.push(log_dir.to_path_buf());
+        }
         Ok(PendingFlush {
             fs: self.fs.clone(),
             files,
-            dir,
+            dirs,
+            creation,
             active,
             recovery_point: AtomicI64::new(self.log_end_offset),
             failed: self.flush_failed.clone(),
@@ -1145,6 +1190,14 @@ impl Log {
     pub fn complete_flush(&mut self, flushed: &PendingFlush) -> i64 {
         if self.flush_failed.load(Ordering::Acquire) {
             return self.recovery_point;
+        }
+        // Only what this flush synced: a topic id recorded after it was
+        // prepared stays owed to the next one.
+        if flushed.creation.log_dir_entry {
+            self.unsynced_creation.log_dir_entry = false;
+        }
+        if flushed.creation.partition_metadata {
+            self.unsynced_creation.partition_metadata = false;
         }
         let target = flushed.recovery_point().min(self.log_end_offset);
         self.recovery_point = self.recovery_point.max(target);
@@ -1285,6 +1338,13 @@ impl Log {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(StorageError::io("read", &path, e)),
         };
+        if text.is_empty() {
+            // Written and renamed into place, then power was lost before
+            // the first flush synced its data (see `Log::set_topic_id`).
+            tracing::warn!(path = %path.display(),
+                "empty partition.metadata (lost before it was synced): no topic id recorded");
+            return Ok(None);
+        }
         let malformed = |reason: &str| StorageError::MalformedFile {
             path: path.clone(),
             reason: reason.to_string(),
@@ -1330,11 +1390,14 @@ impl Log {
             None => {}
         }
         let text = format!("version: 0\ntopic_id: {}", base64_uuid(&topic_id));
-        checkpoint::write_atomically(
+        checkpoint::write_replacing(
             &*self.fs,
             &self.dir.join(PARTITION_METADATA_FILE),
             text.as_bytes(),
         )?;
+        // Synced by the next flush (see `Log::unsynced_creation`).
+        self.unsynced_creation.partition_metadata = true;
+        self.dir_dirty = true;
         self.topic_id = Some(topic_id);
         Ok(())
     }

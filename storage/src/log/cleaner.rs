@@ -203,6 +203,8 @@ pub(crate) fn finish_interrupted_swaps(
     let mut swaps = Vec::new();
     let mut stray_swaps = Vec::new();
     let mut log_bases = Vec::new();
+    // Whether anything here changed the directory, and so needs its fsync.
+    let mut changed = false;
     let entries = std::fs::read_dir(dir).map_err(|e| StorageError::io("read_dir", dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| StorageError::io("read_dir", dir, e))?;
@@ -210,6 +212,7 @@ pub(crate) fn finish_interrupted_swaps(
         let Some(name) = name.to_str() else { continue };
         if name.ends_with(CLEANED_FILE_SUFFIX) {
             remove_if_exists(&**fs, &entry.path())?;
+            changed = true;
         } else if let Some(stem) =
             name.strip_suffix(&format!("{LOG_FILE_SUFFIX}{SWAP_FILE_SUFFIX}"))
         {
@@ -229,9 +232,11 @@ pub(crate) fn finish_interrupted_swaps(
         let base = name.split('.').next().and_then(|s| s.parse::<i64>().ok());
         if !base.is_some_and(|b| swaps.contains(&b)) {
             remove_if_exists(&**fs, &path)?;
+            changed = true;
         }
     }
     for base in swaps {
+        changed = true;
         let (mut swap, _) = LogSegment::open_with_suffix(
             fs.clone(),
             dir,
@@ -261,7 +266,10 @@ pub(crate) fn finish_interrupted_swaps(
             remove_if_exists(&**fs, &dir.join(format!("{stem}{suffix}")))?;
         }
     }
-    checkpoint::sync_dir(&**fs, dir)
+    if changed {
+        checkpoint::sync_dir(&**fs, dir)?;
+    }
+    Ok(())
 }
 
 impl Log {
