@@ -26,6 +26,7 @@ import datetime
 import os
 import platform
 import re
+import resource
 import shutil
 import socket
 import statistics
@@ -117,6 +118,16 @@ def create_topic(port, name, partitions, configs=None):
         raise RuntimeError(f"CreateTopics {name}: error code {err}")
 
 
+def wait_for_leaders(port, topic, partitions, timeout=60):
+    """Polls Metadata until every partition of `topic` has a leader (Kafka answers
+    CreateTopics before its broker knows the leaders)."""
+    deadline = time.monotonic() + timeout
+    while partitions_with_leader(port, topic) < partitions:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: not every partition has a leader in {timeout} s")
+        time.sleep(0.05)  # polling interval
+
+
 def partitions_with_leader(port, topic):
     """Metadata v4 for one topic: how many of its partitions have a leader (-1 on error)."""
     body = struct.pack(">i", 1) + _str(topic) + struct.pack("?", False)
@@ -169,6 +180,34 @@ def cpu_seconds(pid):
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     # fields[0] is state (field 3); utime/stime are fields 14/15.
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def machine_jiffies():
+    """(busy, total) jiffies of every CPU from /proc/stat (busy excludes idle and iowait)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal
+    return total - fields[3] - fields[4], total
+
+
+def children_cpu_seconds():
+    """CPU seconds of every child process waited for so far (the load generators)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def cpu_split(pid, gigabytes, run):
+    """Runs `run()` and returns (its result, {cpu figures}): the broker's and the load
+    generator's CPU seconds per GB moved, and the machine's busy CPUs (of os.cpu_count())
+    over the run, which show whether the broker or the client (on the same machine) is the bound."""
+    broker0, client0, (busy0, total0) = cpu_seconds(pid), children_cpu_seconds(), machine_jiffies()
+    result = run()
+    busy1, total1 = machine_jiffies()
+    figures = {
+        "broker_cpu_s_per_gb": (cpu_seconds(pid) - broker0) / gigabytes,
+        "client_cpu_s_per_gb": (children_cpu_seconds() - client0) / gigabytes,
+        "machine_busy_cpus": (os.cpu_count() or 1) * (busy1 - busy0) / max(total1 - total0, 1),
+    }
+    return result, figures
 
 
 def status_kb(pid, key):
@@ -313,6 +352,9 @@ def consumer_perf(args, port, topic, records):
 
 
 RDK = "rdkafka_performance (librdkafka 2.0.2)"
+# acks of the weir-latency-probe runs: 1 (leader answers after its write) and all (Weir: after
+# its fdatasync, by default; Kafka: after the write, it does not fsync).
+PROBE_ACKS = ("1", "all")
 RDK_PRODUCE_RE = re.compile(r"messages produced .* in (\d+)ms: (\d+) msgs/s and ([\d.]+) MB/s")
 
 
@@ -325,6 +367,30 @@ def rdkafka_produce(args, port, topic, records, acks):
     if m is None:
         raise RuntimeError(f"no rdkafka_performance summary in:\n{out}")
     return int(m[2]) * RECORD_SIZE / 2**20
+
+
+PROBE_RE = re.compile(
+    r"send_to_ack_ms p50=([\d.]+) p99=([\d.]+) p999=([\d.]+) max=[\d.]+ "
+    r"end_to_end_ms p50=([\d.]+) p99=([\d.]+) p999=([\d.]+) max=[\d.]+ rate=(\d+)")
+LATENCY_PROBE = "weir-latency-probe (integration-tests; no client batching)"
+
+
+def latency_probe(args, port, topic, partitions, acks):
+    """weir-latency-probe at LATENCY_RATE for latency_seconds (+1 s warm-up): returns
+    {ack_p50, ack_p99, ack_p999, e2e_p50, e2e_p99, e2e_p999 (ms), rate (rec/s)}."""
+    cmd = [args.latency_probe, "--bootstrap", f"127.0.0.1:{port}", "--topic", topic,
+           "--partitions", str(partitions), "--rate", str(LATENCY_RATE),
+           "--record-size", str(RECORD_SIZE), "--seconds", str(args.latency_seconds + 1),
+           f"--acks={'-1' if acks == 'all' else acks}"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if run.returncode != 0:
+        raise RuntimeError(f"weir-latency-probe failed ({run.returncode}): {run.stderr}")
+    out = run.stdout
+    m = PROBE_RE.search(out)
+    if m is None:
+        raise RuntimeError(f"no weir-latency-probe summary in:\n{out}")
+    keys = ("ack_p50", "ack_p99", "ack_p999", "e2e_p50", "e2e_p99", "e2e_p999")
+    return {**{k: float(v) for k, v in zip(keys, m.groups())}, "rate": int(m[7])}
 
 
 def rdkafka_end_to_end(args, port, topic, records, workdir):
@@ -390,13 +456,18 @@ def run_broker(kind, args, tmp, rnd):
         for _, topic, parts, _, cfg in produce:
             create_topic(broker.port, topic, parts, cfg)
         create_topic(broker.port, "latency", 16)
+        for acks in PROBE_ACKS:
+            create_topic(broker.port, f"probe-acks{acks}", 16)
+            wait_for_leaders(broker.port, f"probe-acks{acks}", 16)
         if args.rdkafka_perf:
             create_topic(broker.port, "rdk-acks1-p16", 16)
             create_topic(broker.port, "e2e", 1)
         cpu0, produced = cpu_seconds(pid), 0
         for fig, topic, _, acks, _ in produce:
-            r = producer_perf(args, broker.port, topic, n, acks)
+            r, split = cpu_split(pid, n * RECORD_SIZE / 1e9,
+                                 lambda: producer_perf(args, broker.port, topic, n, acks))
             res[fig + "_mb_s"] = r["mb_s"]
+            res.update({f"{fig}_{k}": v for k, v in split.items()})
             produced += n * RECORD_SIZE
         res["cpu_s_per_gb_produced"] = (cpu_seconds(pid) - cpu0) / (produced / 1e9)
         res["rss_after_produce_mb"] = status_kb(pid, "VmRSS") / 1024
@@ -404,14 +475,19 @@ def run_broker(kind, args, tmp, rnd):
             res["rdk_produce_acks1_p16_mb_s"] = rdkafka_produce(
                 args, broker.port, "rdk-acks1-p16", n, "1")
         cpu0 = cpu_seconds(pid)
-        r = consumer_perf(args, broker.port, "acks1-p16", n)
+        r, split = cpu_split(pid, n * RECORD_SIZE / 1e9,
+                             lambda: consumer_perf(args, broker.port, "acks1-p16", n))
         res["consume_p16_mb_s"] = r["mb_s"]
+        res.update({f"consume_p16_{k}": v for k, v in split.items()})
         res["cpu_s_per_gb_consumed"] = (cpu_seconds(pid) - cpu0) / (n * RECORD_SIZE / 1e9)
         lat_n = max(LATENCY_RATE * args.latency_seconds, 1000)
         r = producer_perf(args, broker.port, "latency", lat_n, "1", throughput=LATENCY_RATE)
         res["produce_latency_rate_rec_s"] = r["rec_s"]
         for q in ("p50", "p99", "p999"):
             res[f"produce_latency_{q}_ms"] = r[q]
+        for acks in PROBE_ACKS:
+            r = latency_probe(args, broker.port, f"probe-acks{acks}", 16, acks)
+            res.update({f"probe_acks{acks}_{k}": v for k, v in r.items()})
         if args.rdkafka_perf:
             e2e, res["e2e_rate_rec_s"] = rdkafka_end_to_end(
                 args, broker.port, "e2e", lat_n, workdir)
@@ -425,12 +501,8 @@ def run_broker(kind, args, tmp, rnd):
             t0 = time.monotonic()
             for topic, size in topics:
                 create_topic(broker.port, topic, size)
-            deadline = t0 + 600
             for topic, size in topics:
-                while partitions_with_leader(broker.port, topic) < size:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"{topic}: not every partition has a leader in 600 s")
-                    time.sleep(0.05)  # polling interval
+                wait_for_leaders(broker.port, topic, size, timeout=600)
             res[f"create_{parts}_s"] = time.monotonic() - t0
             cpu0, t0 = cpu_seconds(pid), time.monotonic()
             time.sleep(args.idle_seconds * 2)  # the idle window measured
@@ -464,6 +536,15 @@ FIGURES = [
      "lower", PP),
     ("produce_latency_p999_ms", f"send-to-ack latency p99.9 at {LATENCY_RATE} rec/s, acks=1", "ms",
      "lower", PP),
+    *(fig for acks in PROBE_ACKS for fig in (
+        (f"probe_acks{acks}_rate", f"probe run acks={acks}: rate reached (target {LATENCY_RATE})",
+         "rec/s", "at target", LATENCY_PROBE),
+        *((f"probe_acks{acks}_{kind}_{q}",
+           f"{label} latency {q.replace('p999', 'p99.9')} at {LATENCY_RATE} rec/s, "
+           f"acks={acks}, 16 partitions", "ms", "lower", LATENCY_PROBE)
+          for kind, label in (("ack", "send-to-ack"), ("e2e", "end-to-end"))
+          for q in ("p50", "p99", "p999")),
+    )),
     ("e2e_rate_rec_s", f"end-to-end run: rate reached (target {LATENCY_RATE})", "rec/s", "at target",
      RDK),
     ("e2e_latency_p50_ms", f"end-to-end latency p50 at {LATENCY_RATE} rec/s, acks=1, 1 partition",
@@ -476,6 +557,18 @@ FIGURES = [
      f"{PROC}/stat during {PP}"),
     ("cpu_s_per_gb_consumed", "broker CPU per GB consumed", "s/GB", "lower",
      f"{PROC}/stat during ConsumerPerformance"),
+    *(fig for key, what, gen in (
+        ("produce_acks1_p16", "produce acks=1, 16 partitions", PP),
+        ("produce_acksall_p16_default", "produce acks=all, 16 partitions, defaults", PP),
+        ("consume_p16", "consume 16 partitions", CP_),
+    ) for fig in (
+        (f"{key}_broker_cpu_s_per_gb", f"{what}: broker CPU per GB", "s/GB", "lower",
+         f"{PROC}/stat"),
+        (f"{key}_client_cpu_s_per_gb", f"{what}: load generator CPU per GB", "s/GB", "context",
+         f"getrusage of {gen}"),
+        (f"{key}_machine_busy_cpus", f"{what}: machine CPUs busy (of {os.cpu_count()})", "CPUs",
+         "context", "/proc/stat"),
+    )),
     ("rss_idle_mb", "broker RSS idle (VmRSS)", "MiB", "lower", f"{PROC}/status"),
     ("rss_after_produce_mb", "broker RSS after the produce scenarios (VmRSS)", "MiB", "lower",
      f"{PROC}/status"),
@@ -552,6 +645,7 @@ def main():
     if args.many_partitions is None:
         args.many_partitions = [100] if args.quick else [1000, 10000]
     args.rdkafka_perf = os.environ.get("RDKAFKA_PERFORMANCE") or None
+    args.latency_probe = os.environ["LATENCY_PROBE"]
     args.classpath = Path(os.environ["KAFKA_CLASSPATH_FILE"]).read_text().strip()
     weir_build = os.environ.get("WEIR_BUILD", "release")
 
@@ -596,6 +690,11 @@ def main():
         f"- {args.records} records of {RECORD_SIZE} B per produce and consume scenario; "
         "producer: ProducerPerformance with client defaults except acks "
         "(batch.size=16384, linger.ms=5); consumer: ConsumerPerformance defaults",
+        "- CPU split (rows marked context): the broker's CPU (/proc/<pid>/stat), the load "
+        "generator's (getrusage of the finished child) and the machine's busy CPUs over the same "
+        "run. The load generator runs on the same machine, so when the machine is saturated, "
+        "throughput is bounded by (client + broker) CPU seconds per GB: a broker that uses less "
+        "CPU leaves more to the client.",
         f"- latency: {LATENCY_RATE} rec/s for {args.latency_seconds} s, acks=1, 16 partitions; "
         "ProducerPerformance's send-to-ack latency; end-to-end: rdkafka_performance producer "
         "(-l -r) and consumer (-C -l) on one partition, acks=1, first second left out as "
