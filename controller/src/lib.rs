@@ -17,6 +17,8 @@ pub mod placement;
 pub mod quorum;
 mod raft;
 pub mod records;
+pub mod transport;
+pub mod voters;
 
 pub use control::{
     validate_topic_name, ControllerResult, CreatableTopic, CreatedTopic, NewPartitions, TopicRef,
@@ -30,6 +32,8 @@ pub use image::{
 pub use placement::{ReplicaPlacer, StripedReplicaPlacer};
 pub use quorum::{ControllerConfig, QuorumController, QuorumOptions};
 pub use records::*;
+pub use transport::{MemoryRouter, QuorumTransport};
+pub use voters::{InvalidVoters, QuorumVoter};
 
 /// Registers help text for the metrics this crate records (Prometheus
 /// `# HELP` lines): `weir_controller_records_committed_total`,
