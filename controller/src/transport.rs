@@ -387,7 +387,7 @@ enum ClientKind {
     Tcp {
         addr: String,
         /// Reconnected on the next call after any failure.
-        connection: Option<Framed<TcpStream, LengthDelimitedCodec>>,
+        connection: Option<Box<Framed<TcpStream, LengthDelimitedCodec>>>,
         next_correlation_id: u32,
     },
     Memory(MemoryRouter),
@@ -429,7 +429,7 @@ impl PeerClient {
                             reason: format!("connecting to {addr}: {e}"),
                         })?;
                     let _ = stream.set_nodelay(true);
-                    *connection = Some(Framed::new(stream, codec()));
+                    *connection = Some(Box::new(Framed::new(stream, codec())));
                 }
                 *next_correlation_id = next_correlation_id.wrapping_add(1);
                 let correlation_id = *next_correlation_id;
