@@ -440,7 +440,10 @@ impl PeerClient {
                     }
                 })?;
                 let Some(framed) = connection.as_mut() else {
-                    unreachable!("connected above");
+                    return Err(TransportError::Unreachable {
+                        target,
+                        reason: format!("no connection to {addr}"),
+                    });
                 };
                 let exchange = async {
                     framed.send(frame).await.map_err(|e| e.to_string())?;

@@ -286,3 +286,24 @@ async fn three_voters_over_tcp_share_a_topic() {
         node.shutdown().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_survive_lost_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let nodes = start_three(dir.path(), &router).await;
+    let leader = agreed_leader(&nodes).await;
+    // Every 4th request or response between voters is lost; openraft
+    // resends. Commands run on the leader (a forwarded command whose
+    // response is lost fails rather than running twice).
+    router.drop_every(Some(4));
+    register(&nodes[&leader], 1).await;
+    for name in ["lossy-1", "lossy-2", "lossy-3"] {
+        create(&nodes[&leader], name).await;
+    }
+    router.drop_every(None);
+    converged(&nodes, "lossy-3").await;
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
