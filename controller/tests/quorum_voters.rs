@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use weir_controller::{
-    BrokerEndpoint, ControllerConfig, CreatableTopic, MemoryRouter, MetadataImage,
+    BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter, MetadataImage,
     QuorumController, QuorumOptions, QuorumTransport, QuorumVoter,
 };
 
@@ -54,18 +54,54 @@ async fn start(
     voters: &[QuorumVoter],
     transport: QuorumTransport,
 ) -> QuorumController {
-    QuorumController::start_with(config(root, id), options(), voters.to_vec(), transport)
+    start_with(root, id, voters, transport, options()).await
+}
+
+async fn start_with(
+    root: &Path,
+    id: i32,
+    voters: &[QuorumVoter],
+    transport: QuorumTransport,
+    options: QuorumOptions,
+) -> QuorumController {
+    QuorumController::start_with(config(root, id), options, voters.to_vec(), transport)
         .await
         .unwrap_or_else(|e| panic!("voter {id} did not start: {e}"))
 }
 
 /// Starts voters 1..=3 on `router` concurrently (each waits for a leader).
 async fn start_three(root: &Path, router: &MemoryRouter) -> BTreeMap<i32, QuorumController> {
+    start_three_with(root, router, options()).await
+}
+
+async fn start_three_with(
+    root: &Path,
+    router: &MemoryRouter,
+    options: QuorumOptions,
+) -> BTreeMap<i32, QuorumController> {
     let voters = voters(&[9001, 9002, 9003]);
     let (a, b, c) = tokio::join!(
-        start(root, 1, &voters, QuorumTransport::memory(router)),
-        start(root, 2, &voters, QuorumTransport::memory(router)),
-        start(root, 3, &voters, QuorumTransport::memory(router)),
+        start_with(
+            root,
+            1,
+            &voters,
+            QuorumTransport::memory(router),
+            options.clone()
+        ),
+        start_with(
+            root,
+            2,
+            &voters,
+            QuorumTransport::memory(router),
+            options.clone()
+        ),
+        start_with(
+            root,
+            3,
+            &voters,
+            QuorumTransport::memory(router),
+            options.clone()
+        ),
     );
     BTreeMap::from([(1, a), (2, b), (3, c)])
 }
@@ -303,6 +339,38 @@ async fn commits_survive_lost_messages() {
     }
     router.drop_every(None);
     converged(&nodes, "lossy-3").await;
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_cut_off_from_the_leader_answers_not_controller_after_a_bounded_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let options = QuorumOptions {
+        leader_wait: Duration::from_millis(300),
+        ..options()
+    };
+    let nodes = start_three_with(dir.path(), &router, options).await;
+    let leader = agreed_leader(&nodes).await;
+    register(&nodes[&leader], 1).await;
+    let (&cut_off, lonely) = nodes.iter().find(|(&id, _)| id != leader).unwrap();
+    router.isolate(cut_off);
+    let results = lonely
+        .create_topics(vec![topic("unreachable")], false)
+        .await;
+    assert!(
+        matches!(results[0], Err(ControllerError::NotController { .. })),
+        "{results:?}"
+    );
+    assert!(!has_topic(&nodes[&leader].image(), "unreachable"));
+    router.heal(cut_off);
+    // The healed voter may have raised the term while alone: wait until the
+    // voters agree on a leader again before the next command.
+    agreed_leader(&nodes).await;
+    create(lonely, "reachable").await;
+    converged(&nodes, "reachable").await;
     for node in nodes.values() {
         node.shutdown().await.unwrap();
     }
