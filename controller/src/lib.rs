@@ -3,8 +3,9 @@
 //! Owns: the metadata records ([`records`]), the immutable
 //! [`MetadataImage`] they replay into ([`image`]), the pure controller logic
 //! that turns commands into records ([`control`], [`placement`]), the
-//! openraft-backed metadata log on disk (the private `raft` module), and the running
-//! [`QuorumController`] ([`quorum`]) the broker talks to.
+//! openraft-backed metadata log on disk (the private `raft` module), the
+//! voter set ([`voters`]) and the transport between voters ([`transport`]),
+//! and the running [`QuorumController`] ([`quorum`]) the broker talks to.
 //!
 //! Must not depend on Kafka request types (`kafka-protocol`): the broker
 //! translates between the wire and these types. openraft stays behind our own
