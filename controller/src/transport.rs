@@ -417,6 +417,14 @@ impl PeerClient {
                 connection,
                 next_correlation_id,
             } => {
+                if connection
+                    .as_deref()
+                    .is_some_and(|framed| !is_idle_open(framed.get_ref()))
+                {
+                    // The peer closed it (e.g. restarted) since the last
+                    // request: reconnect instead of failing this request.
+                    *connection = None;
+                }
                 if connection.is_none() {
                     let stream = tokio::time::timeout(timeout, TcpStream::connect(addr.as_str()))
                         .await
@@ -477,6 +485,16 @@ impl PeerClient {
                 })
             }
         }
+    }
+}
+
+/// True when an idle client connection is still usable: the peer has not
+/// closed it and sent nothing unasked (a closed socket reads 0 bytes).
+fn is_idle_open(stream: &TcpStream) -> bool {
+    let mut probe = [0u8; 1];
+    match stream.try_read(&mut probe) {
+        Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+        Ok(_) => false,
     }
 }
 
@@ -788,6 +806,70 @@ mod tests {
             .await
             .expect("server closes the connection");
         assert!(next.is_none() || next.is_some_and(|r| r.is_err()));
+    }
+
+    #[tokio::test]
+    async fn tcp_client_reconnects_after_the_server_restarts() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handler: Arc<dyn QuorumRequestHandler> = Arc::new(NotControllerHandler);
+        let mut guard = QuorumTransport::tcp(listener).serve(1, Arc::downgrade(&handler));
+        let client_transport =
+            QuorumTransport::tcp(TcpListener::bind("127.0.0.1:0").await.unwrap());
+        let mut client = client_transport.client(2, 1, &addr.to_string());
+        let command = || QuorumRequest::Command(ControllerCommand::ReadOffset);
+        let timeout = Duration::from_secs(5);
+        assert!(matches!(
+            client.call(command(), timeout).await.unwrap(),
+            QuorumResponse::Command(Err(ControllerError::NotController { leader: None }))
+        ));
+
+        // The server goes away (closing its connections) and comes back on
+        // the same address: the next call reconnects instead of failing.
+        guard.stop();
+        let restarted = loop {
+            match TcpListener::bind(addr).await {
+                Ok(listener) => break listener,
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                    tokio::task::yield_now().await
+                }
+                Err(e) => panic!("rebinding {addr}: {e}"),
+            }
+        };
+        let _guard = QuorumTransport::tcp(restarted).serve(1, Arc::downgrade(&handler));
+        // Wait until the client side has seen the old connection close.
+        let deadline = tokio::time::Instant::now() + timeout;
+        while let ClientKind::Tcp {
+            connection: Some(framed),
+            ..
+        } = &client.kind
+        {
+            if !is_idle_open(framed.get_ref()) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "old connection never closed"
+            );
+            tokio::task::yield_now().await;
+        }
+        assert!(matches!(
+            client.call(command(), timeout).await.unwrap(),
+            QuorumResponse::Command(Err(ControllerError::NotController { leader: None }))
+        ));
+    }
+
+    struct NotControllerHandler;
+
+    impl QuorumRequestHandler for NotControllerHandler {
+        fn handle(
+            self: Arc<Self>,
+            _request: QuorumRequest,
+        ) -> Pin<Box<dyn Future<Output = QuorumResponse> + Send + 'static>> {
+            Box::pin(async {
+                QuorumResponse::Command(Err(ControllerError::NotController { leader: None }))
+            })
+        }
     }
 
     struct NeverHandler;
