@@ -33,8 +33,8 @@ fn metadata_of(client: &mut RawClient, version: i16, topic: &str) -> MetadataRes
     client.send(&request, version).expect("Metadata")
 }
 
-#[test]
-fn three_node_quorum_shares_a_topic_in_every_metadata() {
+/// Starts nodes 1..=3 as one quorum; returns them and their controller ports.
+fn start_three_nodes() -> (Vec<TestBroker>, Vec<u16>) {
     let controller_ports = three_free_ports();
     let voters = controller_ports
         .iter()
@@ -64,6 +64,29 @@ fn three_node_quorum_shares_a_topic_in_every_metadata() {
         .into_iter()
         .map(|t| t.join().expect("starter thread").expect("starting weir"))
         .collect();
+    (brokers, controller_ports)
+}
+
+/// The active controller every node in `clients` names, once they agree on
+/// one other than `not`.
+fn agreed_controller(clients: &mut [RawClient], version: i16, not: Option<i32>) -> i32 {
+    support::poll_until(
+        Duration::from_secs(15),
+        "every node to name the same active controller",
+        || {
+            let ids: Vec<i32> = clients
+                .iter_mut()
+                .map(|c| metadata_of(c, version, "none").controller_id.0)
+                .collect();
+            (ids[0] >= 1 && Some(ids[0]) != not && ids.iter().all(|&id| id == ids[0]))
+                .then_some(ids[0])
+        },
+    )
+}
+
+#[test]
+fn three_node_quorum_shares_a_topic_in_every_metadata() {
+    let (brokers, controller_ports) = start_three_nodes();
 
     let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
     let versions = support::api_versions(&mut clients[0]);
@@ -98,5 +121,32 @@ fn three_node_quorum_shares_a_topic_in_every_metadata() {
     assert!(
         (1..=3).contains(&controllers[0]) && controllers.iter().all(|&c| c == controllers[0]),
         "every node names the same active controller: {controllers:?}"
+    );
+}
+
+#[test]
+fn killing_the_active_controller_elects_another_that_takes_commands() {
+    let (mut brokers, _) = start_three_nodes();
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let versions = support::api_versions(&mut clients[0]);
+    let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    let old = agreed_controller(&mut clients, version, None);
+
+    let index = brokers.iter().position(|b| b.node_id() == old).unwrap();
+    brokers[index]
+        .kill9()
+        .expect("kill -9 the active controller");
+    clients.remove(index);
+    // The survivors elect a new active controller between themselves.
+    agreed_controller(&mut clients, version, Some(old));
+
+    support::create_topic(&mut clients[0], &versions, "after-failover", &[]);
+    support::poll_until(
+        Duration::from_secs(10),
+        "topic 'after-failover' on the other surviving node",
+        || {
+            let response = metadata_of(&mut clients[1], version, "after-failover");
+            (response.topics.first()?.error_code == error_code::NONE).then_some(())
+        },
     );
 }
