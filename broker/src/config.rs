@@ -105,8 +105,14 @@ pub struct BrokerConfig {
     pub listeners: Vec<Listener>,
     /// `advertised.listeners`. Default: the listeners (with their bound ports).
     pub advertised_listeners: Option<Vec<Listener>>,
-    /// `controller.quorum.voters`. Default: empty (single node, one voter).
+    /// `controller.quorum.voters` as written (`id@host:port,...`, KIP-595);
+    /// validated when set, parsed by [`BrokerConfig::quorum_voters`].
+    /// Default: empty (single node, one voter).
     pub controller_quorum_voters: String,
+    /// `controller.listener.names`: listeners that carry the metadata
+    /// quorum between voters; never advertised to clients. Default:
+    /// `CONTROLLER`.
+    pub controller_listener_names: Vec<String>,
     /// `log.dirs` (or `log.dir`). Default: `./data`. Only the first is used.
     pub log_dirs: Vec<PathBuf>,
     /// `num.partitions`: partitions of auto-created topics and of
@@ -236,7 +242,6 @@ pub struct BrokerConfig {
 /// Keys Weir accepts but whose value does not change behaviour yet beyond
 /// being reported (they belong to later issues).
 const ACCEPTED_KEYS: &[&str] = &[
-    "controller.listener.names",
     "inter.broker.listener.name",
     "listener.security.protocol.map",
     "transaction.state.log.replication.factor",
@@ -261,6 +266,7 @@ impl Default for BrokerConfig {
             }],
             advertised_listeners: None,
             controller_quorum_voters: String::new(),
+            controller_listener_names: vec!["CONTROLLER".to_string()],
             log_dirs: vec![PathBuf::from("./data")],
             num_partitions: 1,
             default_replication_factor: 1,
@@ -419,6 +425,24 @@ impl BrokerConfig {
         Ok(c)
     }
 
+    /// The voters of `controller.quorum.voters` (validated when set; empty
+    /// for a single node).
+    pub fn quorum_voters(&self) -> Vec<weir_controller::QuorumVoter> {
+        weir_controller::QuorumVoter::parse_list(&self.controller_quorum_voters).unwrap_or_default()
+    }
+
+    /// True when `process.roles` includes `controller`.
+    pub fn is_controller(&self) -> bool {
+        self.process_roles
+            .split(',')
+            .any(|role| role.trim() == "controller")
+    }
+
+    /// True when `name` is one of `controller.listener.names`.
+    pub fn is_controller_listener(&self, name: &str) -> bool {
+        self.controller_listener_names.iter().any(|n| n == name)
+    }
+
     fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         match key {
             "node.id" | "broker.id" => self.node_id = parse_num(key, value)?,
@@ -427,7 +451,24 @@ impl BrokerConfig {
             "advertised.listeners" => {
                 self.advertised_listeners = Some(Listener::parse_list(key, value)?)
             }
-            "controller.quorum.voters" => self.controller_quorum_voters = value.to_string(),
+            "controller.quorum.voters" => {
+                weir_controller::QuorumVoter::parse_list(value).map_err(|e| {
+                    ConfigError::InvalidValue {
+                        key: key.to_string(),
+                        value: value.to_string(),
+                        reason: e.to_string(),
+                    }
+                })?;
+                self.controller_quorum_voters = value.to_string();
+            }
+            "controller.listener.names" => {
+                self.controller_listener_names = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect();
+            }
             "log.dirs" | "log.dir" => {
                 self.log_dirs = value
                     .split(',')
@@ -687,6 +728,33 @@ mod tests {
             assert!(err.to_string().contains(key), "{err}");
         }
         assert!(BrokerConfig::from_pairs(pairs("offsets.topic.segment.bytes", "13")).is_err());
+    }
+
+    #[test]
+    fn quorum_voters_and_controller_listener_names_are_parsed() {
+        let pairs = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        let c = BrokerConfig::default();
+        assert!(c.quorum_voters().is_empty());
+        assert!(c.is_controller());
+        assert!(c.is_controller_listener("CONTROLLER"));
+        let c = BrokerConfig::from_pairs(pairs(
+            "controller.quorum.voters",
+            "1@127.0.0.1:9093,2@127.0.0.1:9094",
+        ))
+        .unwrap();
+        let voters = c.quorum_voters();
+        assert_eq!(voters.len(), 2);
+        assert_eq!((voters[1].id, voters[1].port), (2, 9094));
+        let err =
+            BrokerConfig::from_pairs(pairs("controller.quorum.voters", "1@nohost")).unwrap_err();
+        assert!(
+            err.to_string().contains("controller.quorum.voters"),
+            "{err}"
+        );
+        let c = BrokerConfig::from_pairs(pairs("controller.listener.names", "QUORUM, C2")).unwrap();
+        assert!(c.is_controller_listener("C2") && !c.is_controller_listener("CONTROLLER"));
+        let c = BrokerConfig::from_pairs(pairs("process.roles", "broker")).unwrap();
+        assert!(!c.is_controller());
     }
 
     #[test]

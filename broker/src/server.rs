@@ -10,7 +10,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
-use weir_controller::{BrokerEndpoint, ControllerConfig, QuorumController};
+use weir_controller::{
+    BrokerEndpoint, ControllerConfig, QuorumController, QuorumOptions, QuorumTransport,
+};
 use weir_storage::LogManager;
 
 use crate::config::{BrokerConfig, Listener};
@@ -43,26 +45,61 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             .with_context(|| format!("opening logs in {}", log_dir.display()))?;
     let cluster_id = log_manager.cluster_id().to_string();
 
-    let controller = QuorumController::start(ControllerConfig {
-        node_id: config.node_id,
-        metadata_dir: log_dir.join("__cluster_metadata-0"),
-        cluster_id: cluster_id.clone(),
-    })
+    // With several voters, the CONTROLLER listener is bound first: the
+    // quorum needs it to elect a leader before startup can go on.
+    let voters = config.quorum_voters();
+    let multi_voter = voters.iter().any(|v| v.id != config.node_id);
+    let transport = if multi_voter {
+        if !config.is_controller() {
+            anyhow::bail!(
+                "process.roles={} has no controller role: nodes that only follow the metadata \
+                 quorum (broker-only) are not supported yet",
+                config.process_roles
+            );
+        }
+        let l = config
+            .listeners
+            .iter()
+            .find(|l| config.is_controller_listener(&l.name))
+            .with_context(|| {
+                format!(
+                    "controller.quorum.voters lists several voters but no listener in listeners \
+                     is named in controller.listener.names ({})",
+                    config.controller_listener_names.join(",")
+                )
+            })?;
+        let addr = bind_address(l);
+        let listener = TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("binding controller listener {}://{addr}", l.name))?;
+        info!(listener = %l.name, address = %listener.local_addr()?, "metadata quorum listening");
+        QuorumTransport::tcp(listener)
+    } else {
+        QuorumTransport::single_voter()
+    };
+    let controller = QuorumController::start_with(
+        ControllerConfig {
+            node_id: config.node_id,
+            metadata_dir: log_dir.join("__cluster_metadata-0"),
+            cluster_id: cluster_id.clone(),
+        },
+        QuorumOptions::default(),
+        voters,
+        transport,
+    )
     .await
     .context("starting the metadata quorum")?;
 
     let mut bound = Vec::new();
     let mut listeners = Vec::new();
-    for l in &config.listeners {
-        let addr = format!(
-            "{}:{}",
-            if l.host.is_empty() {
-                "0.0.0.0"
-            } else {
-                &l.host
-            },
-            l.port
-        );
+    // Controller listeners carry the quorum only (served above with several
+    // voters); as in Kafka they are never client listeners nor advertised.
+    for l in config
+        .listeners
+        .iter()
+        .filter(|l| !config.is_controller_listener(&l.name))
+    {
+        let addr = bind_address(l);
         let listener = TcpListener::bind(&addr)
             .await
             .with_context(|| format!("binding listener {}://{addr}", l.name))?;
@@ -222,14 +259,26 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     Ok(())
 }
 
+/// `host:port` to bind a listener on (an empty host is all interfaces).
+fn bind_address(l: &Listener) -> String {
+    let host = if l.host.is_empty() {
+        "0.0.0.0"
+    } else {
+        &l.host
+    };
+    format!("{host}:{}", l.port)
+}
+
 /// `advertised.listeners` with port 0 replaced by the bound port, or the
 /// bound listeners when unset (an all-interfaces host advertises 127.0.0.1).
+/// Controller listeners (`controller.listener.names`) are never advertised.
 fn advertised_listeners(config: &BrokerConfig, bound: &[Listener]) -> Vec<Listener> {
     let base = config
         .advertised_listeners
         .clone()
         .unwrap_or_else(|| bound.to_vec());
     base.into_iter()
+        .filter(|l| !config.is_controller_listener(&l.name))
         .map(|mut l| {
             if l.port == 0 {
                 if let Some(b) = bound.iter().find(|b| b.name == l.name) {

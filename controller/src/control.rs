@@ -28,8 +28,18 @@ pub struct ControllerResult<T> {
     pub response: T,
 }
 
+impl<T> ControllerResult<T> {
+    /// The same records with the response mapped by `f`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> ControllerResult<U> {
+        ControllerResult {
+            records: self.records,
+            response: f(self.response),
+        }
+    }
+}
+
 /// One topic of a CreateTopics request, with broker defaults already resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CreatableTopic {
     /// Topic name.
     pub name: String,
@@ -46,7 +56,7 @@ pub struct CreatableTopic {
 }
 
 /// The outcome of creating one topic.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CreatedTopic {
     /// Topic name.
     pub name: String,
@@ -59,7 +69,7 @@ pub struct CreatedTopic {
 }
 
 /// A topic named in a DeleteTopics request: by name (v0-v5) or id (v6+, KIP-516).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum TopicRef {
     /// By topic name.
     Name(String),
@@ -587,7 +597,7 @@ pub fn alter_topic_configs(
 }
 
 /// One topic of a CreatePartitions request (Kafka's `CreatePartitionsTopic`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NewPartitions {
     /// Topic name.
     pub name: String,

@@ -3,7 +3,7 @@
 //! returns for it.
 
 /// Why a controller command (or starting the quorum) failed.
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ControllerError {
     /// `TOPIC_ALREADY_EXISTS` (36).
     #[error("topic '{name}' already exists")]

@@ -3,8 +3,9 @@
 //! Owns: the metadata records ([`records`]), the immutable
 //! [`MetadataImage`] they replay into ([`image`]), the pure controller logic
 //! that turns commands into records ([`control`], [`placement`]), the
-//! openraft-backed metadata log on disk (the private `raft` module), and the running
-//! [`QuorumController`] ([`quorum`]) the broker talks to.
+//! openraft-backed metadata log on disk (the private `raft` module), the
+//! voter set ([`voters`]) and the transport between voters ([`transport`]),
+//! and the running [`QuorumController`] ([`quorum`]) the broker talks to.
 //!
 //! Must not depend on Kafka request types (`kafka-protocol`): the broker
 //! translates between the wire and these types. openraft stays behind our own
@@ -17,6 +18,8 @@ pub mod placement;
 pub mod quorum;
 mod raft;
 pub mod records;
+pub mod transport;
+pub mod voters;
 
 pub use control::{
     validate_topic_name, ControllerResult, CreatableTopic, CreatedTopic, NewPartitions, TopicRef,
@@ -30,6 +33,8 @@ pub use image::{
 pub use placement::{ReplicaPlacer, StripedReplicaPlacer};
 pub use quorum::{ControllerConfig, QuorumController, QuorumOptions};
 pub use records::*;
+pub use transport::{MemoryRouter, QuorumTransport};
+pub use voters::{InvalidVoters, QuorumVoter};
 
 /// Registers help text for the metrics this crate records (Prometheus
 /// `# HELP` lines): `weir_controller_records_committed_total`,

@@ -1,27 +1,36 @@
 //! The running controller: a metadata quorum (openraft) plus a serialized
 //! command queue, as Kafka's `QuorumController`.
 //!
-//! Every command runs under one async lock (Kafka's single controller event
-//! queue): it reads the latest published image, computes records with the
-//! pure functions in [`crate::control`], commits them through raft as one
-//! atomic batch, and returns after the batch is applied to the published
-//! image. So two concurrent commands never compute from the same image, and
-//! a caller that gets a response sees its effect in [`QuorumController::image`].
+//! Every command runs on the active controller (the raft leader) under one
+//! async lock (Kafka's single controller event queue): it reads the latest
+//! published image, computes records with the pure functions in
+//! [`crate::control`], commits them through raft as one atomic batch, and
+//! returns after the batch is applied to the published image. So two
+//! concurrent commands never compute from the same image. A voter that is
+//! not the active controller forwards the command over the
+//! [`QuorumTransport`] and then waits until its own image has applied the
+//! leader's resulting offset, so on every voter a caller that gets a
+//! response sees its effect in [`QuorumController::image`].
 //!
-//! Single node (the default) is a one-voter quorum in this process; the
-//! quorum is initialized only when the metadata directory holds no vote, log
-//! or snapshot, so a restart with data never re-initializes.
+//! Single node (the default) is a one-voter quorum in this process. With
+//! several voters (`controller.quorum.voters`), every voter whose store is
+//! pristine initializes the quorum with the same full voter set; a node
+//! whose metadata directory holds a vote, log or snapshot never initializes.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{BasicNode, Raft, ServerState, SnapshotPolicy};
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::control::{
     self, ControllerResult, CreatableTopic, CreatedTopic, NewPartitions, TopicRef,
@@ -34,6 +43,11 @@ use crate::raft::network::QuorumNetworkFactory;
 use crate::raft::state_machine::MetadataStateMachine;
 use crate::raft::{MetadataBatch, MetadataTypeConfig};
 use crate::records::BrokerEndpoint;
+use crate::transport::{
+    PeerClient, QuorumRequest, QuorumRequestHandler, QuorumResponse, QuorumTransport, ServeGuard,
+    TransportError,
+};
+use crate::voters::QuorumVoter;
 
 /// Where and as whom the controller runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,9 +79,18 @@ pub struct QuorumOptions {
     pub snapshot_interval_entries: u64,
     /// Log entries kept after a snapshot before purging. Default: 100.
     pub log_entries_kept_after_snapshot: u64,
-    /// How long [`QuorumController::start`] waits for leadership and replay.
+    /// How long [`QuorumController::start`] waits for a leader and replay.
     /// Default: 10 s.
     pub startup_timeout: Duration,
+    /// How long a command waits for an active controller to be known (and
+    /// retries a forward that could not be sent) before failing with
+    /// [`ControllerError::NotController`]. Default: 5 s.
+    pub leader_wait: Duration,
+    /// How long a command forwarded to the active controller may take,
+    /// including this voter catching up to its result; also how long the
+    /// active controller waits for a majority to commit a batch before
+    /// answering [`ControllerError::Timeout`]. Default: 10 s.
+    pub forward_timeout: Duration,
 }
 
 impl Default for QuorumOptions {
@@ -79,18 +102,82 @@ impl Default for QuorumOptions {
             snapshot_interval_entries: 10_000,
             log_entries_kept_after_snapshot: 100,
             startup_timeout: Duration::from_secs(10),
+            leader_wait: Duration::from_secs(5),
+            forward_timeout: Duration::from_secs(10),
         }
     }
 }
 
+/// A controller command as it travels to the active controller.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum ControllerCommand {
+    RegisterBroker {
+        broker_id: i32,
+        incarnation_id: uuid::Uuid,
+        endpoints: Vec<BrokerEndpoint>,
+        rack: Option<String>,
+    },
+    CreateTopics {
+        topics: Vec<CreatableTopic>,
+        validate_only: bool,
+    },
+    DeleteTopics {
+        topics: Vec<TopicRef>,
+    },
+    AllocateProducerIds {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    AlterTopicConfigs {
+        topic: String,
+        configs: Vec<(String, Option<String>)>,
+    },
+    CreatePartitions {
+        topics: Vec<NewPartitions>,
+        validate_only: bool,
+    },
+    ReplaceTopicConfigs {
+        topic: String,
+        configs: BTreeMap<String, String>,
+    },
+    /// No change: the active controller confirms its leadership and answers
+    /// with the offset a linearizable read must have applied.
+    ReadOffset,
+}
+
+/// The active controller's answer to a [`ControllerCommand`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum CommandResponse {
+    BrokerEpoch(i64),
+    CreatedTopics(Vec<Result<CreatedTopic, ControllerError>>),
+    DeletedTopics(Vec<Result<(String, TopicId), ControllerError>>),
+    ProducerIds(Range<i64>),
+    Done,
+    CreatedPartitions(Vec<Result<(), ControllerError>>),
+}
+
+/// A command's response plus the metadata log offset the caller's image
+/// must have applied to see its effect.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct CommandOutcome {
+    pub(crate) response: CommandResponse,
+    pub(crate) offset: u64,
+}
+
 struct Inner {
     node_id: i32,
+    raft_id: u64,
     raft: Raft<MetadataTypeConfig>,
     images: watch::Sender<Arc<MetadataImage>>,
     /// Serializes commands (Kafka's controller event queue).
     commands: tokio::sync::Mutex<()>,
     placer: Box<dyn ReplicaPlacer>,
+    options: QuorumOptions,
+    transport: QuorumTransport,
+    /// Clients to the active controller, by voter id.
+    forward_clients: tokio::sync::Mutex<BTreeMap<u64, PeerClient>>,
     leader_watcher: Mutex<Option<JoinHandle<()>>>,
+    server: Mutex<Option<ServeGuard>>,
 }
 
 /// The running metadata controller. Cheap to clone (an `Arc` inside).
@@ -113,6 +200,12 @@ fn raft_err(e: impl std::fmt::Display) -> ControllerError {
     }
 }
 
+fn unexpected(response: CommandResponse) -> ControllerError {
+    ControllerError::Raft {
+        reason: format!("unexpected response from the active controller: {response:?}"),
+    }
+}
+
 impl QuorumController {
     /// Opens storage, starts openraft, initializes a one-voter quorum only if
     /// the store is empty, and waits until this node is leader and the log is
@@ -122,27 +215,60 @@ impl QuorumController {
     ///
     /// See [`QuorumController::start_with`].
     pub async fn start(config: ControllerConfig) -> Result<QuorumController, ControllerError> {
-        Self::start_with(config, QuorumOptions::default()).await
+        Self::start_with(
+            config,
+            QuorumOptions::default(),
+            Vec::new(),
+            QuorumTransport::single_voter(),
+        )
+        .await
     }
 
-    /// [`QuorumController::start`] with explicit quorum tuning.
+    /// [`QuorumController::start`] with explicit quorum tuning and voter set
+    /// (`controller.quorum.voters`).
+    ///
+    /// With no voters or only this node, the quorum is a single voter in
+    /// this process, as [`QuorumController::start`]: it waits until this
+    /// node is leader with its log applied. With several voters, `transport`
+    /// carries raft and forwarded commands between them; a pristine store
+    /// initializes the quorum with the full voter set (a voter that lost the
+    /// race to do so is fine), and startup waits until *a* leader is known
+    /// and this node has applied the leader's committed log.
     ///
     /// # Errors
     ///
-    /// - [`ControllerError::InvalidNodeId`] for a negative `node_id`.
+    /// - [`ControllerError::InvalidNodeId`] for a negative `node_id`, or one
+    ///   that is not among several `voters`.
     /// - [`ControllerError::Storage`] when the metadata directory, log, vote
     ///   or snapshot cannot be opened or is corrupt beyond a torn tail.
-    /// - [`ControllerError::Raft`] when openraft rejects the config or fails.
-    /// - [`ControllerError::Timeout`] when this node is not leader with the
-    ///   log applied within `options.startup_timeout`.
+    /// - [`ControllerError::Raft`] when openraft rejects the config or fails,
+    ///   or several voters come with [`QuorumTransport::single_voter`].
+    /// - [`ControllerError::Timeout`] when no leader is known with the log
+    ///   applied within `options.startup_timeout`.
     pub async fn start_with(
         config: ControllerConfig,
         options: QuorumOptions,
+        voters: Vec<QuorumVoter>,
+        transport: QuorumTransport,
     ) -> Result<QuorumController, ControllerError> {
         let raft_node_id =
             u64::try_from(config.node_id).map_err(|_| ControllerError::InvalidNodeId {
                 node_id: config.node_id,
             })?;
+        let multi_voter = voters.iter().any(|v| v.id != config.node_id);
+        if multi_voter {
+            if !voters.iter().any(|v| v.id == config.node_id) {
+                return Err(ControllerError::InvalidNodeId {
+                    node_id: config.node_id,
+                });
+            }
+            if transport.is_single_voter() {
+                return Err(raft_err(format!(
+                    "{} voters need a transport between them",
+                    voters.len()
+                )));
+            }
+        }
         let dir = config.metadata_dir.clone();
         let cluster_id = config.cluster_id.clone();
         let (log_store, state_machine) = tokio::task::spawn_blocking(move || {
@@ -172,69 +298,136 @@ impl QuorumController {
         let raft = Raft::new(
             raft_node_id,
             Arc::new(raft_config),
-            QuorumNetworkFactory,
+            QuorumNetworkFactory::new(raft_node_id, transport.clone()),
             log_store,
             state_machine,
         )
         .await
         .map_err(raft_err)?;
 
+        let controller = QuorumController {
+            inner: Arc::new(Inner {
+                node_id: config.node_id,
+                raft_id: raft_node_id,
+                raft: raft.clone(),
+                images: images.clone(),
+                commands: tokio::sync::Mutex::new(()),
+                placer: Box::new(StripedReplicaPlacer::default()),
+                options: options.clone(),
+                transport: transport.clone(),
+                forward_clients: tokio::sync::Mutex::new(BTreeMap::new()),
+                leader_watcher: Mutex::new(None),
+                server: Mutex::new(None),
+            }),
+        };
+        let handler: Weak<dyn QuorumRequestHandler> = {
+            let strong: Arc<dyn QuorumRequestHandler> = controller.inner.clone();
+            Arc::downgrade(&strong)
+        };
+        *controller
+            .inner
+            .server
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(transport.serve(raft_node_id, handler));
+
         if pristine {
+            let members: BTreeMap<u64, BasicNode> = if multi_voter {
+                voters
+                    .iter()
+                    .map(|v| (v.id as u64, BasicNode::new(v.address())))
+                    .collect()
+            } else {
+                BTreeMap::from([(raft_node_id, BasicNode::default())])
+            };
             tracing::info!(
                 node_id = config.node_id,
                 cluster_id = %config.cluster_id,
-                "initializing a new single-voter metadata quorum"
+                voters = ?members.keys().collect::<Vec<_>>(),
+                "initializing a new metadata quorum"
             );
-            let voters = BTreeMap::from([(raft_node_id, BasicNode::default())]);
-            match raft.initialize(voters).await {
+            match raft.initialize(members).await {
                 Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
                 Err(e) => {
-                    let _ = raft.shutdown().await;
+                    let _ = controller.shutdown().await;
                     return Err(raft_err(e));
                 }
             }
         }
 
-        let waited = raft
-            .wait(Some(options.startup_timeout))
-            .metrics(
-                |m| {
-                    m.state == ServerState::Leader
-                        && m.last_applied.is_some_and(|applied| {
-                            applied.leader_id.term == m.current_term
-                                && Some(applied.index) == m.last_log_index
-                        })
-                },
-                "metadata quorum leader with the log applied",
-            )
-            .await;
+        let waited = if multi_voter {
+            controller
+                .catch_up_with_leader(options.startup_timeout)
+                .await
+        } else {
+            raft.wait(Some(options.startup_timeout))
+                .metrics(
+                    |m| {
+                        m.state == ServerState::Leader
+                            && m.last_applied.is_some_and(|applied| {
+                                applied.leader_id.term == m.current_term
+                                    && Some(applied.index) == m.last_log_index
+                            })
+                    },
+                    "metadata quorum leader with the log applied",
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| match e {
+                    openraft::metrics::WaitError::Timeout(..) => ControllerError::Timeout {
+                        operation: "metadata quorum leadership and log replay".into(),
+                        waited_ms: options.startup_timeout.as_millis() as u64,
+                    },
+                    other => raft_err(other),
+                })
+        };
         if let Err(e) = waited {
-            let _ = raft.shutdown().await;
-            return Err(match e {
-                openraft::metrics::WaitError::Timeout(..) => ControllerError::Timeout {
-                    operation: "metadata quorum leadership and log replay".into(),
-                    waited_ms: options.startup_timeout.as_millis() as u64,
-                },
-                other => raft_err(other),
-            });
+            let _ = controller.shutdown().await;
+            return Err(e);
         }
-        images.send_if_modified(|image| set_controller_id(image, Some(config.node_id)));
-        let leader_watcher = tokio::spawn(watch_leader(raft.metrics(), images.clone()));
+        let leader = raft
+            .metrics()
+            .borrow()
+            .current_leader
+            .and_then(|l| i32::try_from(l).ok());
+        images.send_if_modified(|image| set_controller_id(image, leader));
+        *controller
+            .inner
+            .leader_watcher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) =
+            Some(tokio::spawn(watch_leader(raft.metrics(), images.clone())));
         tracing::info!(
             node_id = config.node_id,
+            leader = ?leader,
             offset = images.borrow().last_applied_offset,
             "metadata quorum is active"
         );
-        Ok(QuorumController {
-            inner: Arc::new(Inner {
-                node_id: config.node_id,
-                raft,
-                images,
-                commands: tokio::sync::Mutex::new(()),
-                placer: Box::new(StripedReplicaPlacer::default()),
-                leader_watcher: Mutex::new(Some(leader_watcher)),
+        Ok(controller)
+    }
+
+    /// Waits until a leader is known and this voter has applied everything
+    /// the leader had committed when asked.
+    async fn catch_up_with_leader(&self, timeout: Duration) -> Result<(), ControllerError> {
+        let deadline = Instant::now() + timeout;
+        match self
+            .execute_until(ControllerCommand::ReadOffset, deadline)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(ControllerError::NotController { .. }) => Err(ControllerError::Timeout {
+                operation: "a metadata quorum leader and log replay".into(),
+                waited_ms: timeout.as_millis() as u64,
             }),
-        })
+            Err(e) => Err(e),
+        }
+    }
+
+    /// True while this node is the active controller (the raft leader of
+    /// the metadata quorum), as Kafka's `QuorumController.isActive`.
+    pub fn is_active(&self) -> bool {
+        let metrics = self.inner.raft.metrics();
+        let m = metrics.borrow();
+        m.running_state.is_ok() && m.state == ServerState::Leader
     }
 
     /// The latest published image.
@@ -263,16 +456,16 @@ impl QuorumController {
         endpoints: Vec<BrokerEndpoint>,
         rack: Option<String>,
     ) -> Result<i64, ControllerError> {
-        self.run(|image| {
-            Ok(control::register_broker(
-                image,
-                broker_id,
-                incarnation_id,
-                endpoints,
-                rack,
-            ))
-        })
-        .await
+        let command = ControllerCommand::RegisterBroker {
+            broker_id,
+            incarnation_id,
+            endpoints,
+            rack,
+        };
+        match self.execute(command).await?.response {
+            CommandResponse::BrokerEpoch(epoch) => Ok(epoch),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// Creates topics; per-topic results in request order. Validation and
@@ -291,17 +484,15 @@ impl QuorumController {
         validate_only: bool,
     ) -> Vec<Result<CreatedTopic, ControllerError>> {
         let n = topics.len();
-        let outcome = self
-            .run(|image| {
-                Ok(control::create_topics(
-                    image,
-                    &topics,
-                    validate_only,
-                    self.inner.placer.as_ref(),
-                ))
-            })
-            .await;
-        outcome.unwrap_or_else(|e| vec![Err(e); n])
+        let command = ControllerCommand::CreateTopics {
+            topics,
+            validate_only,
+        };
+        match self.execute(command).await.map(|o| o.response) {
+            Ok(CommandResponse::CreatedTopics(results)) => results,
+            Ok(other) => vec![Err(unexpected(other)); n],
+            Err(e) => vec![Err(e); n],
+        }
     }
 
     /// Deletes topics by name or id; per-topic `(name, id)` results in
@@ -316,9 +507,15 @@ impl QuorumController {
         topics: Vec<TopicRef>,
     ) -> Vec<Result<(String, TopicId), ControllerError>> {
         let n = topics.len();
-        self.run(|image| Ok(control::delete_topics(image, &topics)))
+        match self
+            .execute(ControllerCommand::DeleteTopics { topics })
             .await
-            .unwrap_or_else(|e| vec![Err(e); n])
+            .map(|o| o.response)
+        {
+            Ok(CommandResponse::DeletedTopics(results)) => results,
+            Ok(other) => vec![Err(unexpected(other)); n],
+            Err(e) => vec![Err(e); n],
+        }
     }
 
     /// Allocates a block of [`PRODUCER_ID_BLOCK_SIZE`](crate::PRODUCER_ID_BLOCK_SIZE)
@@ -336,8 +533,14 @@ impl QuorumController {
         broker_id: i32,
         broker_epoch: i64,
     ) -> Result<Range<i64>, ControllerError> {
-        self.run(|image| control::allocate_producer_ids(image, broker_id, broker_epoch))
-            .await
+        let command = ControllerCommand::AllocateProducerIds {
+            broker_id,
+            broker_epoch,
+        };
+        match self.execute(command).await?.response {
+            CommandResponse::ProducerIds(ids) => Ok(ids),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// Sets (`Some`) or deletes (`None`) topic configs.
@@ -350,8 +553,14 @@ impl QuorumController {
         topic: &str,
         configs: Vec<(String, Option<String>)>,
     ) -> Result<(), ControllerError> {
-        self.run(|image| control::alter_topic_configs(image, topic, configs))
-            .await
+        let command = ControllerCommand::AlterTopicConfigs {
+            topic: topic.to_string(),
+            configs,
+        };
+        match self.execute(command).await?.response {
+            CommandResponse::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// Adds partitions to existing topics (CreatePartitions); per-topic
@@ -366,16 +575,15 @@ impl QuorumController {
         validate_only: bool,
     ) -> Vec<Result<(), ControllerError>> {
         let n = topics.len();
-        self.run(|image| {
-            Ok(control::create_partitions(
-                image,
-                &topics,
-                validate_only,
-                self.inner.placer.as_ref(),
-            ))
-        })
-        .await
-        .unwrap_or_else(|e| vec![Err(e); n])
+        let command = ControllerCommand::CreatePartitions {
+            topics,
+            validate_only,
+        };
+        match self.execute(command).await.map(|o| o.response) {
+            Ok(CommandResponse::CreatedPartitions(results)) => results,
+            Ok(other) => vec![Err(unexpected(other)); n],
+            Err(e) => vec![Err(e); n],
+        }
     }
 
     /// Replaces all of a topic's dynamic configs with `configs` (legacy
@@ -390,27 +598,42 @@ impl QuorumController {
         topic: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<(), ControllerError> {
-        self.run(|image| control::replace_topic_configs(image, topic, &configs))
-            .await
+        let command = ControllerCommand::ReplaceTopicConfigs {
+            topic: topic.to_string(),
+            configs,
+        };
+        match self.execute(command).await?.response {
+            CommandResponse::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
     }
 
-    /// Stops the quorum. Commands after this fail with
-    /// [`ControllerError::Raft`]. Calling it twice is harmless.
+    /// Stops the quorum and stops serving other voters. Commands after this
+    /// fail with [`ControllerError::Raft`]. Calling it twice is harmless.
     ///
     /// # Errors
     ///
     /// [`ControllerError::Raft`] when the raft task ended abnormally.
     pub async fn shutdown(&self) -> Result<(), ControllerError> {
+        let server = self
+            .inner
+            .server
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let Some(mut server) = server else {
+            return Ok(());
+        };
+        server.stop();
         let watcher = self
             .inner
             .leader_watcher
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        let Some(watcher) = watcher else {
-            return Ok(());
-        };
-        watcher.abort();
+        if let Some(watcher) = watcher {
+            watcher.abort();
+        }
         self.inner.raft.shutdown().await.map_err(raft_err)?;
         self.inner
             .images
@@ -418,25 +641,254 @@ impl QuorumController {
         Ok(())
     }
 
+    /// Runs `command` on the active controller within
+    /// `options.leader_wait` of not knowing one.
+    async fn execute(&self, command: ControllerCommand) -> Result<CommandOutcome, ControllerError> {
+        let deadline = Instant::now() + self.inner.options.leader_wait;
+        self.execute_until(command, deadline).await
+    }
+
+    /// Runs `command` here when this node is the active controller, else
+    /// forwards it to the active controller and waits until this node's
+    /// image has applied the resulting offset. While no leader is known, or
+    /// a forward could not be sent or met a former leader, it retries until
+    /// `deadline`, then fails with [`ControllerError::NotController`].
+    async fn execute_until(
+        &self,
+        command: ControllerCommand,
+        deadline: Instant,
+    ) -> Result<CommandOutcome, ControllerError> {
+        let inner = &self.inner;
+        let mut metrics = inner.raft.metrics();
+        loop {
+            let (leader, is_leader, leader_addr) = {
+                let m = metrics.borrow_and_update();
+                if let Err(fatal) = &m.running_state {
+                    return Err(raft_err(fatal));
+                }
+                let addr = m.current_leader.and_then(|l| {
+                    m.membership_config
+                        .membership()
+                        .get_node(&l)
+                        .map(|n| n.addr.clone())
+                });
+                (m.current_leader, m.state == ServerState::Leader, addr)
+            };
+            let last_leader = leader.and_then(|l| i32::try_from(l).ok());
+            match leader {
+                Some(l) if l == inner.raft_id && is_leader => {
+                    match inner.run_on_leader(command.clone()).await {
+                        Err(ControllerError::NotController { .. }) if Instant::now() < deadline => {
+                        }
+                        other => return other,
+                    }
+                }
+                Some(l) if l != inner.raft_id => {
+                    match self
+                        .forward(l, leader_addr.as_deref().unwrap_or(""), &command)
+                        .await
+                    {
+                        Ok(Ok(outcome)) => {
+                            self.wait_applied(outcome.offset).await?;
+                            return Ok(outcome);
+                        }
+                        Ok(Err(ControllerError::NotController { .. })) => {}
+                        Ok(Err(e)) => return Err(e),
+                        Err(TransportError::Unreachable { reason, .. }) => {
+                            tracing::debug!(leader = l, %reason, "active controller unreachable; retrying");
+                        }
+                        Err(TransportError::Network { reason, .. }) => {
+                            // The command may have run: do not run it twice.
+                            return Err(raft_err(format!(
+                                "forwarding to the active controller {l}: {reason}"
+                            )));
+                        }
+                    }
+                }
+                _ => {}
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(ControllerError::NotController {
+                    leader: last_leader,
+                });
+            }
+            // Wake on any raft state change, and re-check at least every
+            // 100 ms (a forward that failed changes no local state).
+            let wake = deadline.min(now + Duration::from_millis(100));
+            let _ = tokio::time::timeout_at(wake, metrics.changed()).await;
+        }
+    }
+
+    /// Sends `command` to the active controller `leader` at `addr`.
+    async fn forward(
+        &self,
+        leader: u64,
+        addr: &str,
+        command: &ControllerCommand,
+    ) -> Result<Result<CommandOutcome, ControllerError>, TransportError> {
+        let inner = &self.inner;
+        let mut clients = inner.forward_clients.lock().await;
+        let client = clients
+            .entry(leader)
+            .or_insert_with(|| inner.transport.client(inner.raft_id, leader, addr));
+        let response = client
+            .call(
+                QuorumRequest::Command(command.clone()),
+                inner.options.forward_timeout,
+            )
+            .await?;
+        match response {
+            QuorumResponse::Command(result) => Ok(result),
+            other => Err(TransportError::Network {
+                target: leader,
+                reason: format!("response of the wrong kind: {other:?}"),
+            }),
+        }
+    }
+
+    /// Waits until this node's image has applied `offset`.
+    async fn wait_applied(&self, offset: u64) -> Result<(), ControllerError> {
+        let timeout = self.inner.options.forward_timeout;
+        let mut images = self.inner.images.subscribe();
+        let applied = async {
+            images
+                .wait_for(|image| image.last_applied_offset >= offset)
+                .await
+                .map(|_| ())
+        };
+        match tokio::time::timeout(timeout, applied).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(raft_err(e)),
+            Err(_) => Err(ControllerError::Timeout {
+                operation: format!("the metadata log to be applied up to offset {offset}"),
+                waited_ms: timeout.as_millis() as u64,
+            }),
+        }
+    }
+}
+
+impl Inner {
+    /// Runs `command` on this node, which must be the active controller.
+    async fn run_on_leader(
+        &self,
+        command: ControllerCommand,
+    ) -> Result<CommandOutcome, ControllerError> {
+        let outcome = |(response, offset)| CommandOutcome { response, offset };
+        let placer = self.placer.as_ref();
+        match command {
+            ControllerCommand::RegisterBroker {
+                broker_id,
+                incarnation_id,
+                endpoints,
+                rack,
+            } => self
+                .run(|image| {
+                    let r =
+                        control::register_broker(image, broker_id, incarnation_id, endpoints, rack);
+                    Ok(r.map(CommandResponse::BrokerEpoch))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::CreateTopics {
+                topics,
+                validate_only,
+            } => self
+                .run(|image| {
+                    let r = control::create_topics(image, &topics, validate_only, placer);
+                    Ok(r.map(CommandResponse::CreatedTopics))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::DeleteTopics { topics } => self
+                .run(|image| {
+                    Ok(control::delete_topics(image, &topics).map(CommandResponse::DeletedTopics))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::AllocateProducerIds {
+                broker_id,
+                broker_epoch,
+            } => self
+                .run(|image| {
+                    control::allocate_producer_ids(image, broker_id, broker_epoch)
+                        .map(|r| r.map(CommandResponse::ProducerIds))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::AlterTopicConfigs { topic, configs } => self
+                .run(|image| {
+                    control::alter_topic_configs(image, &topic, configs)
+                        .map(|r| r.map(|()| CommandResponse::Done))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::CreatePartitions {
+                topics,
+                validate_only,
+            } => self
+                .run(|image| {
+                    let r = control::create_partitions(image, &topics, validate_only, placer);
+                    Ok(r.map(CommandResponse::CreatedPartitions))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::ReplaceTopicConfigs { topic, configs } => self
+                .run(|image| {
+                    control::replace_topic_configs(image, &topic, &configs)
+                        .map(|r| r.map(|()| CommandResponse::Done))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::ReadOffset => {
+                self.ensure_active()?;
+                let read = tokio::time::timeout(
+                    self.options.forward_timeout,
+                    self.raft.ensure_linearizable(),
+                )
+                .await
+                .map_err(|_| ControllerError::Timeout {
+                    operation: "confirming metadata quorum leadership".into(),
+                    waited_ms: self.options.forward_timeout.as_millis() as u64,
+                })?
+                .map_err(|e| match e {
+                    RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(
+                        f,
+                    )) => ControllerError::NotController {
+                        leader: f.leader_id.and_then(|l| i32::try_from(l).ok()),
+                    },
+                    other => raft_err(other),
+                })?;
+                Ok(CommandOutcome {
+                    response: CommandResponse::Done,
+                    offset: read.map_or(0, |l| l.index),
+                })
+            }
+        }
+    }
+
     /// Runs one command under the command lock: compute from the latest
-    /// image, commit the records (if any), return the response once applied.
+    /// image, commit the records (if any), return the response and the
+    /// offset its effect is applied at once applied.
     async fn run<T>(
         &self,
         compute: impl FnOnce(&MetadataImage) -> Result<ControllerResult<T>, ControllerError>,
-    ) -> Result<T, ControllerError> {
-        let _queue = self.inner.commands.lock().await;
+    ) -> Result<(T, u64), ControllerError> {
+        let _queue = self.commands.lock().await;
         self.ensure_active()?;
-        let image = self.image();
+        let image = self.images.borrow().clone();
         let result = compute(&image)?;
-        if !result.records.is_empty() {
-            self.commit(result.records).await?;
-        }
-        Ok(result.response)
+        let offset = if result.records.is_empty() {
+            image.last_applied_offset
+        } else {
+            self.commit(result.records).await?
+        };
+        Ok((result.response, offset))
     }
 
     /// Fails with `NotController` unless this node leads the quorum.
     fn ensure_active(&self) -> Result<(), ControllerError> {
-        let metrics = self.inner.raft.metrics().borrow().clone();
+        let metrics = self.raft.metrics().borrow().clone();
         if let Err(fatal) = &metrics.running_state {
             return Err(raft_err(fatal));
         }
@@ -448,24 +900,28 @@ impl QuorumController {
         Ok(())
     }
 
+    /// Commits one batch; returns the offset it was applied at.
     async fn commit(
         &self,
         records: Vec<crate::records::MetadataRecord>,
-    ) -> Result<(), ControllerError> {
+    ) -> Result<u64, ControllerError> {
         let count = records.len();
-        let response = self
-            .inner
-            .raft
-            .client_write(MetadataBatch { records })
-            .await
-            .map_err(|e| match e {
-                RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
-                    ControllerError::NotController {
-                        leader: f.leader_id.and_then(|l| i32::try_from(l).ok()),
+        let timeout = self.options.forward_timeout;
+        let response =
+            tokio::time::timeout(timeout, self.raft.client_write(MetadataBatch { records }))
+                .await
+                .map_err(|_| ControllerError::Timeout {
+                    operation: "a metadata quorum majority to commit the batch".into(),
+                    waited_ms: timeout.as_millis() as u64,
+                })?
+                .map_err(|e| match e {
+                    RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+                        ControllerError::NotController {
+                            leader: f.leader_id.and_then(|l| i32::try_from(l).ok()),
+                        }
                     }
-                }
-                other => raft_err(other),
-            })?;
+                    other => raft_err(other),
+                })?;
         if !response.data.applied {
             return Err(ControllerError::Storage {
                 reason: format!(
@@ -475,7 +931,27 @@ impl QuorumController {
             });
         }
         metrics::counter!("weir_controller_records_committed_total").increment(count as u64);
-        Ok(())
+        Ok(response.data.offset)
+    }
+}
+
+impl QuorumRequestHandler for Inner {
+    fn handle(
+        self: Arc<Self>,
+        request: QuorumRequest,
+    ) -> Pin<Box<dyn Future<Output = QuorumResponse> + Send + 'static>> {
+        Box::pin(async move {
+            match request {
+                QuorumRequest::AppendEntries(r) => {
+                    QuorumResponse::AppendEntries(self.raft.append_entries(r).await)
+                }
+                QuorumRequest::Vote(r) => QuorumResponse::Vote(self.raft.vote(r).await),
+                QuorumRequest::InstallSnapshot(r) => {
+                    QuorumResponse::InstallSnapshot(self.raft.install_snapshot(r).await)
+                }
+                QuorumRequest::Command(c) => QuorumResponse::Command(self.run_on_leader(c).await),
+            }
+        })
     }
 }
 
@@ -526,9 +1002,14 @@ mod tests {
             ..QuorumOptions::default()
         };
         let before = {
-            let controller = QuorumController::start_with(config.clone(), options.clone())
-                .await
-                .unwrap();
+            let controller = QuorumController::start_with(
+                config.clone(),
+                options.clone(),
+                vec![],
+                QuorumTransport::single_voter(),
+            )
+            .await
+            .unwrap();
             let epoch = controller
                 .register_broker(0, uuid::Uuid::new_v4(), vec![], None)
                 .await
@@ -593,7 +1074,10 @@ mod tests {
             before
         };
 
-        let controller = QuorumController::start_with(config, options).await.unwrap();
+        let controller =
+            QuorumController::start_with(config, options, vec![], QuorumTransport::single_voter())
+                .await
+                .unwrap();
         let after = controller.image();
         assert_eq!(after.topics, before.topics);
         assert_eq!(after.topic_names_by_id, before.topic_names_by_id);

@@ -19,6 +19,7 @@ mod cases_produce;
 mod client_confluent;
 mod client_java;
 mod client_kcat;
+mod cluster;
 mod compaction;
 mod create_partitions;
 mod dump_log;

@@ -1,13 +1,16 @@
 //! The network seam between metadata quorum voters (openraft's
-//! `RaftNetworkFactory`).
+//! `RaftNetworkFactory`) over a [`QuorumTransport`].
 //!
-//! A single-voter quorum never sends an RPC, so this factory's clients answer
-//! every call with `Unreachable`: openraft treats that as a transient failure
-//! and retries, nothing panics. A multi-voter quorum replaces
-//! [`NoTransport`] with a real transport (e.g. a controller listener); the
-//! rest of the raft wiring does not change.
+//! Each client sends raft RPCs as [`QuorumRequest`] frames. Failures never
+//! panic: a request that was not sent is `Unreachable` (openraft backs off),
+//! one that got no valid answer is a `NetworkError` (openraft retries), and
+//! an error the remote raft returned is a `RemoteError`. With
+//! [`QuorumTransport::single_voter`] every client is unreachable; a
+//! one-voter quorum never calls one.
 
-use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -16,66 +19,115 @@ use openraft::raft::{
 use openraft::BasicNode;
 
 use super::MetadataTypeConfig;
+use crate::transport::{
+    PeerClient, QuorumRequest, QuorumResponse, QuorumTransport, TransportError,
+};
 
-/// Why an RPC to another voter could not be sent.
-#[derive(Debug, thiserror::Error)]
-#[error("no transport to metadata quorum voter {target}: only a single-voter quorum is supported")]
-pub(crate) struct NoTransport {
-    target: u64,
+/// Creates clients from this voter to the others.
+#[derive(Debug, Clone)]
+pub(crate) struct QuorumNetworkFactory {
+    node_id: u64,
+    transport: QuorumTransport,
 }
 
-/// Creates clients to other voters; without a transport, they all fail.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct QuorumNetworkFactory;
-
-/// A client to one voter that has no transport.
-#[derive(Debug)]
-pub(crate) struct UnreachableVoter {
-    target: u64,
-}
-
-impl UnreachableVoter {
-    fn unreachable<E: std::error::Error>(&self) -> RPCError<u64, BasicNode, E> {
-        RPCError::Unreachable(Unreachable::new(&NoTransport {
-            target: self.target,
-        }))
+impl QuorumNetworkFactory {
+    pub(crate) fn new(node_id: u64, transport: QuorumTransport) -> Self {
+        QuorumNetworkFactory { node_id, transport }
     }
+}
+
+/// A client to one voter.
+pub(crate) struct VoterClient {
+    client: PeerClient,
+}
+
+fn rpc_error<E: std::error::Error>(e: TransportError) -> RPCError<u64, BasicNode, E> {
+    match e {
+        TransportError::Unreachable { .. } => RPCError::Unreachable(Unreachable::new(&e)),
+        TransportError::Network { .. } => RPCError::Network(NetworkError::new(&e)),
+    }
+}
+
+fn mismatched<E: std::error::Error>(
+    target: u64,
+    got: &QuorumResponse,
+) -> RPCError<u64, BasicNode, E> {
+    let e = TransportError::Network {
+        target,
+        reason: format!("response of the wrong kind: {got:?}"),
+    };
+    RPCError::Network(NetworkError::new(&e))
 }
 
 impl RaftNetworkFactory<MetadataTypeConfig> for QuorumNetworkFactory {
-    type Network = UnreachableVoter;
+    type Network = VoterClient;
 
-    async fn new_client(&mut self, target: u64, _node: &BasicNode) -> Self::Network {
-        UnreachableVoter { target }
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> Self::Network {
+        VoterClient {
+            client: self.transport.client(self.node_id, target, &node.addr),
+        }
     }
 }
 
-impl RaftNetwork<MetadataTypeConfig> for UnreachableVoter {
+impl RaftNetwork<MetadataTypeConfig> for VoterClient {
     async fn append_entries(
         &mut self,
-        _rpc: AppendEntriesRequest<MetadataTypeConfig>,
-        _option: RPCOption,
+        rpc: AppendEntriesRequest<MetadataTypeConfig>,
+        option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        Err(self.unreachable())
+        let target = self.client.target();
+        match self
+            .client
+            .call(QuorumRequest::AppendEntries(rpc), option.hard_ttl())
+            .await
+            .map_err(rpc_error)?
+        {
+            QuorumResponse::AppendEntries(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))
+            }
+            other => Err(mismatched(target, &other)),
+        }
     }
 
     async fn install_snapshot(
         &mut self,
-        _rpc: InstallSnapshotRequest<MetadataTypeConfig>,
-        _option: RPCOption,
+        rpc: InstallSnapshotRequest<MetadataTypeConfig>,
+        option: RPCOption,
     ) -> Result<
         InstallSnapshotResponse<u64>,
         RPCError<u64, BasicNode, RaftError<u64, InstallSnapshotError>>,
     > {
-        Err(self.unreachable())
+        let target = self.client.target();
+        match self
+            .client
+            .call(QuorumRequest::InstallSnapshot(rpc), option.hard_ttl())
+            .await
+            .map_err(rpc_error)?
+        {
+            QuorumResponse::InstallSnapshot(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))
+            }
+            other => Err(mismatched(target, &other)),
+        }
     }
 
     async fn vote(
         &mut self,
-        _rpc: VoteRequest<u64>,
-        _option: RPCOption,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        Err(self.unreachable())
+        let target = self.client.target();
+        match self
+            .client
+            .call(QuorumRequest::Vote(rpc), option.hard_ttl())
+            .await
+            .map_err(rpc_error)?
+        {
+            QuorumResponse::Vote(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))
+            }
+            other => Err(mismatched(target, &other)),
+        }
     }
 }
 
@@ -86,8 +138,8 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn clients_report_unreachable_instead_of_panicking() {
-        let mut factory = QuorumNetworkFactory;
+    async fn single_voter_clients_report_unreachable_instead_of_panicking() {
+        let mut factory = QuorumNetworkFactory::new(1, QuorumTransport::single_voter());
         let mut client = factory.new_client(2, &BasicNode::default()).await;
         let option = RPCOption::new(Duration::from_millis(10));
         let err = client

@@ -1,0 +1,885 @@
+//! The transport between metadata quorum voters: raft RPCs (AppendEntries,
+//! Vote, InstallSnapshot) and controller commands forwarded to the active
+//! controller.
+//!
+//! Owns the frame format, the TCP transport the broker runs on its
+//! `CONTROLLER` listener (`controller.listener.names`), and an in-memory
+//! router for tests (partitions, healing, message loss). Must not depend on
+//! Kafka request types; openraft types stay inside the crate (the public
+//! items here name none).
+//!
+//! # Frame format
+//!
+//! Every message is one length-delimited frame (tokio-util's
+//! `LengthDelimitedCodec`: a 4-byte big-endian length, then that many bytes;
+//! at most [`MAX_FRAME_BYTES`]). The frame body is an 8-byte header followed
+//! by a JSON body:
+//!
+//! ```text
+//! magic          u16 BE  0x5751 ("WQ")
+//! version        u8      1
+//! kind           u8      1 AppendEntries, 2 Vote, 3 InstallSnapshot,
+//!                        4 ControllerCommand; a response sets bit 0x80
+//! correlation id u32 BE  echoed by the response
+//! body           JSON    the request, or the `Result` the receiver returned
+//! ```
+//!
+//! A connection carries one request at a time. A frame that does not parse
+//! closes the connection with a logged reason; nothing panics.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::{SinkExt, StreamExt};
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::{Deserialize, Serialize};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ControllerError;
+use crate::quorum::{CommandOutcome, ControllerCommand};
+use crate::raft::MetadataTypeConfig;
+
+/// Largest frame accepted or sent, in bytes (16 MiB). openraft sends
+/// snapshots in chunks well below this.
+pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
+const MAGIC: u16 = 0x5751;
+const VERSION: u8 = 1;
+const HEADER_BYTES: usize = 8;
+const RESPONSE_BIT: u8 = 0x80;
+/// Longest reason logged for a closed connection, in bytes.
+const MAX_LOGGED_REASON: usize = 256;
+
+/// A request from one voter to another.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum QuorumRequest {
+    AppendEntries(AppendEntriesRequest<MetadataTypeConfig>),
+    Vote(VoteRequest<u64>),
+    InstallSnapshot(InstallSnapshotRequest<MetadataTypeConfig>),
+    /// A controller command forwarded to the active controller.
+    Command(ControllerCommand),
+}
+
+/// The answer to a [`QuorumRequest`] of the same kind.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum QuorumResponse {
+    AppendEntries(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    Command(Result<CommandOutcome, ControllerError>),
+}
+
+impl QuorumRequest {
+    fn kind(&self) -> u8 {
+        match self {
+            QuorumRequest::AppendEntries(_) => 1,
+            QuorumRequest::Vote(_) => 2,
+            QuorumRequest::InstallSnapshot(_) => 3,
+            QuorumRequest::Command(_) => 4,
+        }
+    }
+}
+
+impl QuorumResponse {
+    fn kind(&self) -> u8 {
+        RESPONSE_BIT
+            | match self {
+                QuorumResponse::AppendEntries(_) => 1,
+                QuorumResponse::Vote(_) => 2,
+                QuorumResponse::InstallSnapshot(_) => 3,
+                QuorumResponse::Command(_) => 4,
+            }
+    }
+}
+
+/// Why a frame could not be decoded.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum FrameError {
+    #[error("frame of {len} bytes is shorter than the {HEADER_BYTES}-byte header")]
+    TooShort { len: usize },
+    #[error("bad magic {found:#06x}, expected {MAGIC:#06x}")]
+    BadMagic { found: u16 },
+    #[error("unsupported frame version {found}, this node speaks {VERSION}")]
+    UnsupportedVersion { found: u8 },
+    #[error("unknown {direction} kind {kind}")]
+    UnknownKind { direction: &'static str, kind: u8 },
+    #[error("kind {kind} body does not decode: {reason}")]
+    Body { kind: u8, reason: String },
+    #[error("body does not encode: {reason}")]
+    Encode { reason: String },
+}
+
+fn put_header(buf: &mut BytesMut, kind: u8, correlation_id: u32) {
+    buf.put_u16(MAGIC);
+    buf.put_u8(VERSION);
+    buf.put_u8(kind);
+    buf.put_u32(correlation_id);
+}
+
+fn encode_body<T: Serialize>(kind: u8, correlation_id: u32, body: &T) -> Result<Bytes, FrameError> {
+    let mut buf = BytesMut::with_capacity(256);
+    put_header(&mut buf, kind, correlation_id);
+    let mut writer = buf.writer();
+    serde_json::to_writer(&mut writer, body).map_err(|e| FrameError::Encode {
+        reason: e.to_string(),
+    })?;
+    Ok(writer.into_inner().freeze())
+}
+
+/// Splits a frame into `(kind, correlation id, body)`.
+fn split_header(frame: &[u8]) -> Result<(u8, u32, &[u8]), FrameError> {
+    if frame.len() < HEADER_BYTES {
+        return Err(FrameError::TooShort { len: frame.len() });
+    }
+    let magic = u16::from_be_bytes([frame[0], frame[1]]);
+    if magic != MAGIC {
+        return Err(FrameError::BadMagic { found: magic });
+    }
+    if frame[2] != VERSION {
+        return Err(FrameError::UnsupportedVersion { found: frame[2] });
+    }
+    let correlation_id = u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    Ok((frame[3], correlation_id, &frame[HEADER_BYTES..]))
+}
+
+fn decode_json<T: for<'de> Deserialize<'de>>(kind: u8, body: &[u8]) -> Result<T, FrameError> {
+    serde_json::from_slice(body).map_err(|e| FrameError::Body {
+        kind,
+        reason: e.to_string(),
+    })
+}
+
+pub(crate) fn encode_request(
+    correlation_id: u32,
+    request: &QuorumRequest,
+) -> Result<Bytes, FrameError> {
+    let kind = request.kind();
+    match request {
+        QuorumRequest::AppendEntries(r) => encode_body(kind, correlation_id, r),
+        QuorumRequest::Vote(r) => encode_body(kind, correlation_id, r),
+        QuorumRequest::InstallSnapshot(r) => encode_body(kind, correlation_id, r),
+        QuorumRequest::Command(r) => encode_body(kind, correlation_id, r),
+    }
+}
+
+pub(crate) fn decode_request(frame: &[u8]) -> Result<(u32, QuorumRequest), FrameError> {
+    let (kind, correlation_id, body) = split_header(frame)?;
+    let request = match kind {
+        1 => QuorumRequest::AppendEntries(decode_json(kind, body)?),
+        2 => QuorumRequest::Vote(decode_json(kind, body)?),
+        3 => QuorumRequest::InstallSnapshot(decode_json(kind, body)?),
+        4 => QuorumRequest::Command(decode_json(kind, body)?),
+        _ => {
+            return Err(FrameError::UnknownKind {
+                direction: "request",
+                kind,
+            })
+        }
+    };
+    Ok((correlation_id, request))
+}
+
+pub(crate) fn encode_response(
+    correlation_id: u32,
+    response: &QuorumResponse,
+) -> Result<Bytes, FrameError> {
+    let kind = response.kind();
+    match response {
+        QuorumResponse::AppendEntries(r) => encode_body(kind, correlation_id, r),
+        QuorumResponse::Vote(r) => encode_body(kind, correlation_id, r),
+        QuorumResponse::InstallSnapshot(r) => encode_body(kind, correlation_id, r),
+        QuorumResponse::Command(r) => encode_body(kind, correlation_id, r),
+    }
+}
+
+pub(crate) fn decode_response(frame: &[u8]) -> Result<(u32, QuorumResponse), FrameError> {
+    let (kind, correlation_id, body) = split_header(frame)?;
+    let response = match kind {
+        0x81 => QuorumResponse::AppendEntries(decode_json(kind, body)?),
+        0x82 => QuorumResponse::Vote(decode_json(kind, body)?),
+        0x83 => QuorumResponse::InstallSnapshot(decode_json(kind, body)?),
+        0x84 => QuorumResponse::Command(decode_json(kind, body)?),
+        _ => {
+            return Err(FrameError::UnknownKind {
+                direction: "response",
+                kind,
+            })
+        }
+    };
+    Ok((correlation_id, response))
+}
+
+fn codec() -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder()
+        .length_field_length(4)
+        .max_frame_length(MAX_FRAME_BYTES)
+        .new_codec()
+}
+
+/// Why a request got no response.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum TransportError {
+    /// The request was not sent (no connection, partitioned away); it had
+    /// no effect on the target.
+    #[error("voter {target} is unreachable: {reason}")]
+    Unreachable { target: u64, reason: String },
+    /// The request may have been delivered but no valid response came back.
+    #[error("request to voter {target} failed: {reason}")]
+    Network { target: u64, reason: String },
+}
+
+/// What serves requests that arrive for this node (the local quorum).
+pub(crate) trait QuorumRequestHandler: Send + Sync + 'static {
+    /// Answers one request; never panics on bad input.
+    fn handle(
+        self: Arc<Self>,
+        request: QuorumRequest,
+    ) -> Pin<Box<dyn Future<Output = QuorumResponse> + Send + 'static>>;
+}
+
+/// How this node reaches the other metadata quorum voters, and how they
+/// reach it.
+///
+/// - [`QuorumTransport::single_voter`]: no transport (a one-voter quorum
+///   never sends anything); the default.
+/// - [`QuorumTransport::tcp`]: the frame format of this module over TCP;
+///   this node serves on the given listener (the broker's `CONTROLLER`
+///   listener) and dials the other voters at their
+///   `controller.quorum.voters` addresses.
+/// - [`QuorumTransport::memory`]: an in-process [`MemoryRouter`] (tests,
+///   simulation).
+#[derive(Clone, Default)]
+pub struct QuorumTransport {
+    kind: TransportKind,
+}
+
+impl std::fmt::Debug for QuorumTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.kind {
+            TransportKind::None => "single-voter",
+            TransportKind::Tcp(_) => "tcp",
+            TransportKind::Memory(_) => "memory",
+        };
+        f.debug_struct("QuorumTransport")
+            .field("kind", &kind)
+            .finish()
+    }
+}
+
+#[derive(Clone, Default)]
+enum TransportKind {
+    #[default]
+    None,
+    /// The listener is taken by the first `serve`.
+    Tcp(Arc<Mutex<Option<TcpListener>>>),
+    Memory(MemoryRouter),
+}
+
+/// Stops serving this node when dropped (or on [`ServeGuard::stop`]).
+pub(crate) struct ServeGuard {
+    stop: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl ServeGuard {
+    pub(crate) fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            stop();
+        }
+    }
+}
+
+impl Drop for ServeGuard {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl QuorumTransport {
+    /// No transport: for a one-voter quorum.
+    pub fn single_voter() -> QuorumTransport {
+        QuorumTransport::default()
+    }
+
+    /// TCP: serve other voters on `listener` (the `CONTROLLER` listener,
+    /// already bound) and dial them at their voter addresses.
+    pub fn tcp(listener: TcpListener) -> QuorumTransport {
+        QuorumTransport {
+            kind: TransportKind::Tcp(Arc::new(Mutex::new(Some(listener)))),
+        }
+    }
+
+    /// In-process: messages go through `router`.
+    pub fn memory(router: &MemoryRouter) -> QuorumTransport {
+        QuorumTransport {
+            kind: TransportKind::Memory(router.clone()),
+        }
+    }
+
+    /// True when there is no transport at all.
+    pub(crate) fn is_single_voter(&self) -> bool {
+        matches!(self.kind, TransportKind::None)
+    }
+
+    /// Starts delivering requests addressed to `node_id` to `handler`.
+    pub(crate) fn serve(
+        &self,
+        node_id: u64,
+        handler: Weak<dyn QuorumRequestHandler>,
+    ) -> ServeGuard {
+        match &self.kind {
+            TransportKind::None => ServeGuard { stop: None },
+            TransportKind::Tcp(listener) => {
+                let listener = listener.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let Some(listener) = listener else {
+                    tracing::error!(node_id, "controller listener already served");
+                    return ServeGuard { stop: None };
+                };
+                let token = CancellationToken::new();
+                tokio::spawn(accept_loop(listener, handler, token.clone()));
+                ServeGuard {
+                    stop: Some(Box::new(move || token.cancel())),
+                }
+            }
+            TransportKind::Memory(router) => {
+                router.register(node_id, handler);
+                let router = router.clone();
+                ServeGuard {
+                    stop: Some(Box::new(move || router.unregister(node_id))),
+                }
+            }
+        }
+    }
+
+    /// A client from `from` to voter `target` at `addr` (`host:port`).
+    pub(crate) fn client(&self, from: u64, target: u64, addr: &str) -> PeerClient {
+        let kind = match &self.kind {
+            TransportKind::None => ClientKind::None,
+            TransportKind::Tcp(_) => ClientKind::Tcp {
+                addr: addr.to_string(),
+                connection: None,
+                next_correlation_id: 0,
+            },
+            TransportKind::Memory(router) => ClientKind::Memory(router.clone()),
+        };
+        PeerClient { from, target, kind }
+    }
+}
+
+/// A client to one other voter. Requests on one client go one at a time.
+pub(crate) struct PeerClient {
+    from: u64,
+    target: u64,
+    kind: ClientKind,
+}
+
+enum ClientKind {
+    None,
+    Tcp {
+        addr: String,
+        /// Reconnected on the next call after any failure.
+        connection: Option<Box<Framed<TcpStream, LengthDelimitedCodec>>>,
+        next_correlation_id: u32,
+    },
+    Memory(MemoryRouter),
+}
+
+impl PeerClient {
+    /// The voter this client talks to.
+    pub(crate) fn target(&self) -> u64 {
+        self.target
+    }
+
+    /// Sends `request` and waits at most `timeout` for the response.
+    pub(crate) async fn call(
+        &mut self,
+        request: QuorumRequest,
+        timeout: Duration,
+    ) -> Result<QuorumResponse, TransportError> {
+        let target = self.target;
+        match &mut self.kind {
+            ClientKind::None => Err(TransportError::Unreachable {
+                target,
+                reason: "no transport: this is a single-voter quorum".into(),
+            }),
+            ClientKind::Memory(router) => router.call(self.from, target, request).await,
+            ClientKind::Tcp {
+                addr,
+                connection,
+                next_correlation_id,
+            } => {
+                if connection
+                    .as_deref()
+                    .is_some_and(|framed| !is_idle_open(framed.get_ref()))
+                {
+                    // The peer closed it (e.g. restarted) since the last
+                    // request: reconnect instead of failing this request.
+                    *connection = None;
+                }
+                if connection.is_none() {
+                    let stream = tokio::time::timeout(timeout, TcpStream::connect(addr.as_str()))
+                        .await
+                        .map_err(|_| TransportError::Unreachable {
+                            target,
+                            reason: format!("connecting to {addr} timed out"),
+                        })?
+                        .map_err(|e| TransportError::Unreachable {
+                            target,
+                            reason: format!("connecting to {addr}: {e}"),
+                        })?;
+                    let _ = stream.set_nodelay(true);
+                    *connection = Some(Box::new(Framed::new(stream, codec())));
+                }
+                *next_correlation_id = next_correlation_id.wrapping_add(1);
+                let correlation_id = *next_correlation_id;
+                let frame = encode_request(correlation_id, &request).map_err(|e| {
+                    TransportError::Unreachable {
+                        target,
+                        reason: e.to_string(),
+                    }
+                })?;
+                let Some(framed) = connection.as_mut() else {
+                    return Err(TransportError::Unreachable {
+                        target,
+                        reason: format!("no connection to {addr}"),
+                    });
+                };
+                let exchange = async {
+                    framed.send(frame).await.map_err(|e| e.to_string())?;
+                    let reply = framed
+                        .next()
+                        .await
+                        .ok_or_else(|| "connection closed".to_string())?
+                        .map_err(|e| e.to_string())?;
+                    let (id, response) = decode_response(&reply).map_err(|e| e.to_string())?;
+                    if id != correlation_id {
+                        return Err(format!(
+                            "response correlation id {id}, expected {correlation_id}"
+                        ));
+                    }
+                    if response.kind() != request.kind() | RESPONSE_BIT {
+                        return Err(format!(
+                            "response kind {} to a request of kind {}",
+                            response.kind(),
+                            request.kind()
+                        ));
+                    }
+                    Ok(response)
+                };
+                let result = match tokio::time::timeout(timeout, exchange).await {
+                    Ok(result) => result,
+                    Err(_) => Err(format!("no response within {} ms", timeout.as_millis())),
+                };
+                result.map_err(|reason| {
+                    *connection = None;
+                    TransportError::Network { target, reason }
+                })
+            }
+        }
+    }
+}
+
+/// True when an idle client connection is still usable: the peer has not
+/// closed it and sent nothing unasked (a closed socket reads 0 bytes).
+fn is_idle_open(stream: &TcpStream) -> bool {
+    let mut probe = [0u8; 1];
+    match stream.try_read(&mut probe) {
+        Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+        Ok(_) => false,
+    }
+}
+
+fn truncated(reason: &str) -> &str {
+    if reason.len() <= MAX_LOGGED_REASON {
+        return reason;
+    }
+    let mut end = MAX_LOGGED_REASON;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    &reason[..end]
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    handler: Weak<dyn QuorumRequestHandler>,
+    token: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = token.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(serve_connection(
+                    stream,
+                    peer,
+                    handler.clone(),
+                    token.clone(),
+                ));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "controller listener accept failed");
+                // Back off on errors such as EMFILE so the loop does not spin.
+                tokio::select! {
+                    _ = token.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                }
+            }
+        }
+    }
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    handler: Weak<dyn QuorumRequestHandler>,
+    token: CancellationToken,
+) {
+    let mut framed = Framed::new(stream, codec());
+    let reason = loop {
+        let frame = tokio::select! {
+            _ = token.cancelled() => return,
+            frame = framed.next() => frame,
+        };
+        let frame = match frame {
+            None => return,
+            Some(Ok(frame)) => frame,
+            Some(Err(e)) => break e.to_string(),
+        };
+        let (correlation_id, request) = match decode_request(&frame) {
+            Ok(decoded) => decoded,
+            Err(e) => break e.to_string(),
+        };
+        let Some(handler) = handler.upgrade() else {
+            return;
+        };
+        let response = tokio::select! {
+            _ = token.cancelled() => return,
+            response = handler.handle(request) => response,
+        };
+        let frame = match encode_response(correlation_id, &response) {
+            Ok(frame) => frame,
+            Err(e) => break e.to_string(),
+        };
+        if let Err(e) = framed.send(frame).await {
+            break e.to_string();
+        }
+    };
+    tracing::warn!(%peer, reason = truncated(&reason), "closing controller connection");
+}
+
+/// An in-process network between voters of one test or simulation.
+///
+/// Every message is encoded to a frame and decoded again, as over TCP.
+/// Tests can isolate a voter (no message to or from it is delivered, as a
+/// network partition), heal it, and make the router drop every n-th message.
+/// Cheap to clone; clones share the same network.
+#[derive(Clone, Default)]
+pub struct MemoryRouter {
+    state: Arc<Mutex<RouterState>>,
+}
+
+impl std::fmt::Debug for MemoryRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        f.debug_struct("MemoryRouter")
+            .field("nodes", &state.nodes.keys().collect::<Vec<_>>())
+            .field("isolated", &state.isolated)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct RouterState {
+    nodes: BTreeMap<u64, Weak<dyn QuorumRequestHandler>>,
+    isolated: BTreeSet<u64>,
+    /// Drop every n-th message (request or response).
+    drop_every: Option<u64>,
+    messages: u64,
+}
+
+impl RouterState {
+    fn cut(&self, from: u64, target: u64) -> Option<String> {
+        if self.isolated.contains(&from) {
+            return Some(format!("voter {from} is partitioned away"));
+        }
+        if self.isolated.contains(&target) {
+            return Some(format!("voter {target} is partitioned away"));
+        }
+        None
+    }
+
+    fn lose_message(&mut self) -> bool {
+        self.messages += 1;
+        self.drop_every.is_some_and(|n| self.messages % n == 0)
+    }
+}
+
+impl MemoryRouter {
+    /// An empty network.
+    pub fn new() -> MemoryRouter {
+        MemoryRouter::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RouterState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Cuts voter `node_id` off from every other voter until
+    /// [`MemoryRouter::heal`].
+    pub fn isolate(&self, node_id: i32) {
+        if let Ok(id) = u64::try_from(node_id) {
+            self.lock().isolated.insert(id);
+        }
+    }
+
+    /// Reconnects a voter cut off by [`MemoryRouter::isolate`].
+    pub fn heal(&self, node_id: i32) {
+        if let Ok(id) = u64::try_from(node_id) {
+            self.lock().isolated.remove(&id);
+        }
+    }
+
+    /// Drops every `n`-th message from now on (`None` or `Some(0)`: none).
+    pub fn drop_every(&self, n: Option<u64>) {
+        let mut state = self.lock();
+        state.drop_every = n.filter(|&n| n > 0);
+        state.messages = 0;
+    }
+
+    fn register(&self, node_id: u64, handler: Weak<dyn QuorumRequestHandler>) {
+        self.lock().nodes.insert(node_id, handler);
+    }
+
+    fn unregister(&self, node_id: u64) {
+        self.lock().nodes.remove(&node_id);
+    }
+
+    async fn call(
+        &self,
+        from: u64,
+        target: u64,
+        request: QuorumRequest,
+    ) -> Result<QuorumResponse, TransportError> {
+        let unreachable = |reason: String| TransportError::Unreachable { target, reason };
+        let network = |reason: String| TransportError::Network { target, reason };
+        let handler = {
+            let mut state = self.lock();
+            if let Some(reason) = state.cut(from, target) {
+                return Err(unreachable(reason));
+            }
+            if state.lose_message() {
+                return Err(network("request lost".into()));
+            }
+            state
+                .nodes
+                .get(&target)
+                .and_then(Weak::upgrade)
+                .ok_or_else(|| unreachable(format!("voter {target} is not running")))?
+        };
+        let frame = encode_request(0, &request).map_err(|e| unreachable(e.to_string()))?;
+        let (_, request) = decode_request(&frame).map_err(|e| network(e.to_string()))?;
+        let response = handler.handle(request).await;
+        {
+            let mut state = self.lock();
+            if let Some(reason) = state.cut(from, target) {
+                return Err(network(format!("response lost: {reason}")));
+            }
+            if state.lose_message() {
+                return Err(network("response lost".into()));
+            }
+        }
+        let frame = encode_response(0, &response).map_err(|e| network(e.to_string()))?;
+        let (_, response) = decode_response(&frame).map_err(|e| network(e.to_string()))?;
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vote_request() -> QuorumRequest {
+        QuorumRequest::Vote(VoteRequest::new(openraft::Vote::new(3, 2), None))
+    }
+
+    #[test]
+    fn frames_round_trip_with_header() {
+        let frame = encode_request(7, &vote_request()).unwrap();
+        assert_eq!(&frame[..4], &[0x57, 0x51, 1, 2]);
+        assert_eq!(&frame[4..8], &7u32.to_be_bytes());
+        let (id, decoded) = decode_request(&frame).unwrap();
+        assert_eq!(id, 7);
+        let QuorumRequest::Vote(vote) = decoded else {
+            panic!("{decoded:?}")
+        };
+        assert_eq!(vote.vote, openraft::Vote::new(3, 2));
+
+        let response =
+            QuorumResponse::Command(Err(ControllerError::NotController { leader: Some(2) }));
+        let frame = encode_response(9, &response).unwrap();
+        let (id, decoded) = decode_response(&frame).unwrap();
+        assert_eq!(id, 9);
+        assert!(matches!(
+            decoded,
+            QuorumResponse::Command(Err(ControllerError::NotController { leader: Some(2) }))
+        ));
+    }
+
+    #[test]
+    fn bad_frames_are_errors_not_panics() {
+        let good = encode_request(1, &vote_request()).unwrap();
+        assert_eq!(
+            decode_request(&good[..3]).unwrap_err(),
+            FrameError::TooShort { len: 3 }
+        );
+        let mut bad = good.to_vec();
+        bad[0] = 0;
+        assert!(matches!(
+            decode_request(&bad).unwrap_err(),
+            FrameError::BadMagic { .. }
+        ));
+        let mut bad = good.to_vec();
+        bad[2] = 9;
+        assert_eq!(
+            decode_request(&bad).unwrap_err(),
+            FrameError::UnsupportedVersion { found: 9 }
+        );
+        let mut bad = good.to_vec();
+        bad[3] = 0x42;
+        assert!(matches!(
+            decode_request(&bad).unwrap_err(),
+            FrameError::UnknownKind { kind: 0x42, .. }
+        ));
+        // A request frame is not a response, and a truncated body fails.
+        assert!(decode_response(&good).is_err());
+        assert!(matches!(
+            decode_request(&good[..good.len() - 1]).unwrap_err(),
+            FrameError::Body { kind: 2, .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn tcp_client_to_nobody_is_unreachable_and_server_closes_bad_frames() {
+        // Bind then drop: nothing listens on the port any more.
+        let port = {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let transport = QuorumTransport::tcp(TcpListener::bind("127.0.0.1:0").await.unwrap());
+        let mut client = transport.client(1, 2, &format!("127.0.0.1:{port}"));
+        let err = client
+            .call(vote_request(), Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, TransportError::Unreachable { target: 2, .. }),
+            "{err}"
+        );
+
+        // A server whose handler is gone still reads frames; garbage closes
+        // the connection.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let transport = QuorumTransport::tcp(listener);
+        let handler: Weak<dyn QuorumRequestHandler> = Weak::<NeverHandler>::new();
+        let _guard = transport.serve(1, handler);
+        let stream = TcpStream::connect(addr).await.unwrap();
+        let mut framed = Framed::new(stream, codec());
+        framed
+            .send(Bytes::from_static(b"not a quorum frame"))
+            .await
+            .unwrap();
+        let next = tokio::time::timeout(Duration::from_secs(5), framed.next())
+            .await
+            .expect("server closes the connection");
+        assert!(next.is_none() || next.is_some_and(|r| r.is_err()));
+    }
+
+    #[tokio::test]
+    async fn tcp_client_reconnects_after_the_server_restarts() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handler: Arc<dyn QuorumRequestHandler> = Arc::new(NotControllerHandler);
+        let mut guard = QuorumTransport::tcp(listener).serve(1, Arc::downgrade(&handler));
+        let client_transport =
+            QuorumTransport::tcp(TcpListener::bind("127.0.0.1:0").await.unwrap());
+        let mut client = client_transport.client(2, 1, &addr.to_string());
+        let command = || QuorumRequest::Command(ControllerCommand::ReadOffset);
+        let timeout = Duration::from_secs(5);
+        assert!(matches!(
+            client.call(command(), timeout).await.unwrap(),
+            QuorumResponse::Command(Err(ControllerError::NotController { leader: None }))
+        ));
+
+        // The server goes away (closing its connections) and comes back on
+        // the same address: the next call reconnects instead of failing.
+        guard.stop();
+        let restarted = loop {
+            match TcpListener::bind(addr).await {
+                Ok(listener) => break listener,
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                    tokio::task::yield_now().await
+                }
+                Err(e) => panic!("rebinding {addr}: {e}"),
+            }
+        };
+        let _guard = QuorumTransport::tcp(restarted).serve(1, Arc::downgrade(&handler));
+        // Wait until the client side has seen the old connection close.
+        let deadline = tokio::time::Instant::now() + timeout;
+        while let ClientKind::Tcp {
+            connection: Some(framed),
+            ..
+        } = &client.kind
+        {
+            if !is_idle_open(framed.get_ref()) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "old connection never closed"
+            );
+            tokio::task::yield_now().await;
+        }
+        assert!(matches!(
+            client.call(command(), timeout).await.unwrap(),
+            QuorumResponse::Command(Err(ControllerError::NotController { leader: None }))
+        ));
+    }
+
+    struct NotControllerHandler;
+
+    impl QuorumRequestHandler for NotControllerHandler {
+        fn handle(
+            self: Arc<Self>,
+            _request: QuorumRequest,
+        ) -> Pin<Box<dyn Future<Output = QuorumResponse> + Send + 'static>> {
+            Box::pin(async {
+                QuorumResponse::Command(Err(ControllerError::NotController { leader: None }))
+            })
+        }
+    }
+
+    struct NeverHandler;
+
+    impl QuorumRequestHandler for NeverHandler {
+        fn handle(
+            self: Arc<Self>,
+            _request: QuorumRequest,
+        ) -> Pin<Box<dyn Future<Output = QuorumResponse> + Send + 'static>> {
+            Box::pin(std::future::pending())
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! A metadata quorum of three voters in one process: elections, commands
+//! from any voter, partitions, restarts, over the in-memory router and over
+//! TCP on 127.0.0.1. Every wait polls observable state with a deadline.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use weir_controller::{
+    BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter, MetadataImage,
+    QuorumController, QuorumOptions, QuorumTransport, QuorumVoter,
+};
+
+const DEADLINE: Duration = Duration::from_secs(15);
+
+fn options() -> QuorumOptions {
+    QuorumOptions {
+        heartbeat_interval_ms: 50,
+        election_timeout_min_ms: 200,
+        election_timeout_max_ms: 400,
+        startup_timeout: DEADLINE,
+        leader_wait: Duration::from_secs(5),
+        forward_timeout: Duration::from_secs(5),
+        ..QuorumOptions::default()
+    }
+}
+
+fn voters(ports: &[u16]) -> Vec<QuorumVoter> {
+    ports
+        .iter()
+        .enumerate()
+        .map(|(i, &port)| QuorumVoter {
+            id: i as i32 + 1,
+            host: "127.0.0.1".into(),
+            port,
+        })
+        .collect()
+}
+
+fn config(root: &Path, id: i32) -> ControllerConfig {
+    ControllerConfig {
+        node_id: id,
+        metadata_dir: root.join(format!("node-{id}")).join("__cluster_metadata-0"),
+        cluster_id: "quorum-test".into(),
+    }
+}
+
+async fn start(
+    root: &Path,
+    id: i32,
+    voters: &[QuorumVoter],
+    transport: QuorumTransport,
+) -> QuorumController {
+    start_with(root, id, voters, transport, options()).await
+}
+
+async fn start_with(
+    root: &Path,
+    id: i32,
+    voters: &[QuorumVoter],
+    transport: QuorumTransport,
+    options: QuorumOptions,
+) -> QuorumController {
+    QuorumController::start_with(config(root, id), options, voters.to_vec(), transport)
+        .await
+        .unwrap_or_else(|e| panic!("voter {id} did not start: {e}"))
+}
+
+/// Starts voters 1..=3 on `router` concurrently (each waits for a leader).
+async fn start_three(root: &Path, router: &MemoryRouter) -> BTreeMap<i32, QuorumController> {
+    start_three_with(root, router, options()).await
+}
+
+async fn start_three_with(
+    root: &Path,
+    router: &MemoryRouter,
+    options: QuorumOptions,
+) -> BTreeMap<i32, QuorumController> {
+    let voters = voters(&[9001, 9002, 9003]);
+    let (a, b, c) = tokio::join!(
+        start_with(
+            root,
+            1,
+            &voters,
+            QuorumTransport::memory(router),
+            options.clone()
+        ),
+        start_with(
+            root,
+            2,
+            &voters,
+            QuorumTransport::memory(router),
+            options.clone()
+        ),
+        start_with(
+            root,
+            3,
+            &voters,
+            QuorumTransport::memory(router),
+            options.clone()
+        ),
+    );
+    BTreeMap::from([(1, a), (2, b), (3, c)])
+}
+
+/// Polls `check` until it returns `Some`, failing after [`DEADLINE`].
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The one active controller among `nodes`, once all of them agree on it.
+async fn agreed_leader(nodes: &BTreeMap<i32, QuorumController>) -> i32 {
+    eventually(
+        "one active controller that every voter names",
+        || async move {
+            let active: Vec<i32> = nodes
+                .iter()
+                .filter(|(_, c)| c.is_active())
+                .map(|(&id, _)| id)
+                .collect();
+            let [leader] = active[..] else {
+                return None;
+            };
+            nodes
+                .values()
+                .all(|c| c.image().controller_id == Some(leader))
+                .then_some(leader)
+        },
+    )
+    .await
+}
+
+fn topic(name: &str) -> CreatableTopic {
+    CreatableTopic {
+        name: name.into(),
+        num_partitions: 2,
+        replication_factor: 1,
+        assignments: vec![],
+        configs: vec![],
+    }
+}
+
+async fn register(controller: &QuorumController, broker_id: i32) {
+    let endpoint = BrokerEndpoint {
+        name: "PLAINTEXT".into(),
+        host: "127.0.0.1".into(),
+        port: 9092,
+        security_protocol: 0,
+    };
+    controller
+        .register_broker(broker_id, uuid::Uuid::new_v4(), vec![endpoint], None)
+        .await
+        .unwrap();
+}
+
+async fn create(controller: &QuorumController, name: &str) {
+    let results = controller.create_topics(vec![topic(name)], false).await;
+    assert!(results[0].is_ok(), "{results:?}");
+    // The caller's own image shows the effect as soon as the call returns.
+    assert!(controller
+        .image()
+        .topic_names_by_id
+        .values()
+        .any(|n| n == name));
+}
+
+fn has_topic(image: &MetadataImage, name: &str) -> bool {
+    image.topic_names_by_id.values().any(|n| n == name)
+}
+
+/// The parts of an image every voter must agree on.
+fn content(image: &Arc<MetadataImage>) -> String {
+    format!(
+        "{:?} {:?} {:?} {}",
+        image.topics, image.brokers, image.controller_id, image.last_applied_offset
+    )
+}
+
+async fn converged(nodes: &BTreeMap<i32, QuorumController>, topic: &str) {
+    eventually("every voter's image to converge", || async move {
+        let images: Vec<_> = nodes.values().map(|c| c.image()).collect();
+        let first = content(&images[0]);
+        (images.iter().all(|i| has_topic(i, topic)) && images.iter().all(|i| content(i) == first))
+            .then_some(())
+    })
+    .await
+}
+
+fn follower(nodes: &BTreeMap<i32, QuorumController>, leader: i32) -> &QuorumController {
+    nodes
+        .iter()
+        .find(|(&id, _)| id != leader)
+        .map(|(_, c)| c)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_voters_elect_one_leader_and_a_follower_creates_a_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let nodes = start_three(dir.path(), &router).await;
+    let leader = agreed_leader(&nodes).await;
+
+    let followers: Vec<_> = nodes.iter().filter(|(&id, _)| id != leader).collect();
+    register(followers[0].1, 1).await;
+    create(followers[1].1, "orders").await;
+    converged(&nodes, "orders").await;
+    assert_eq!(agreed_leader(&nodes).await, leader);
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_leader_is_replaced_and_catches_up_when_healed() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let nodes = start_three(dir.path(), &router).await;
+    let old_leader = agreed_leader(&nodes).await;
+    register(&nodes[&old_leader], 1).await;
+    create(follower(&nodes, old_leader), "before").await;
+
+    router.isolate(old_leader);
+    let rest: BTreeMap<i32, QuorumController> = nodes
+        .iter()
+        .filter(|(&id, _)| id != old_leader)
+        .map(|(&id, c)| (id, c.clone()))
+        .collect();
+    let new_leader = agreed_leader(&rest).await;
+    assert_ne!(new_leader, old_leader);
+    create(follower(&rest, new_leader), "during").await;
+    create(&rest[&new_leader], "during-on-leader").await;
+    assert!(!has_topic(&nodes[&old_leader].image(), "during"));
+
+    router.heal(old_leader);
+    converged(&nodes, "during-on-leader").await;
+    assert_eq!(agreed_leader(&nodes).await, new_leader);
+    // The healed voter takes commands again (forwarded to the new leader).
+    create(&nodes[&old_leader], "after").await;
+    converged(&nodes, "after").await;
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_restarted_from_its_directory_rejoins_without_reinitializing() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let mut nodes = start_three(dir.path(), &router).await;
+    let old_leader = agreed_leader(&nodes).await;
+    register(follower(&nodes, old_leader), 1).await;
+    create(follower(&nodes, old_leader), "first").await;
+
+    nodes.remove(&old_leader).unwrap().shutdown().await.unwrap();
+    let new_leader = agreed_leader(&nodes).await;
+    assert_ne!(new_leader, old_leader);
+    create(follower(&nodes, new_leader), "while-down").await;
+    let applied_before_restart = nodes[&new_leader].image().last_applied_offset;
+
+    let all = voters(&[9001, 9002, 9003]);
+    let restarted = start(
+        dir.path(),
+        old_leader,
+        &all,
+        QuorumTransport::memory(&router),
+    )
+    .await;
+    // Startup returns only once the voter has applied the leader's log.
+    let image = restarted.image();
+    assert!(has_topic(&image, "first") && has_topic(&image, "while-down"));
+    assert!(image.last_applied_offset >= applied_before_restart);
+    nodes.insert(old_leader, restarted);
+    // Had it re-initialized, its membership entry would conflict with the
+    // committed log; instead every voter keeps one history.
+    create(&nodes[&old_leader], "after-restart").await;
+    converged(&nodes, "after-restart").await;
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_voters_over_tcp_share_a_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut listeners = Vec::new();
+    for _ in 0..3 {
+        listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+    }
+    let ports: Vec<u16> = listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    let voters = voters(&ports);
+    let mut listeners = listeners.into_iter();
+    let mut transport = || QuorumTransport::tcp(listeners.next().unwrap());
+    let (a, b, c) = tokio::join!(
+        start(dir.path(), 1, &voters, transport()),
+        start(dir.path(), 2, &voters, transport()),
+        start(dir.path(), 3, &voters, transport()),
+    );
+    let nodes = BTreeMap::from([(1, a), (2, b), (3, c)]);
+    let leader = agreed_leader(&nodes).await;
+    register(follower(&nodes, leader), 1).await;
+    create(follower(&nodes, leader), "over-tcp").await;
+    converged(&nodes, "over-tcp").await;
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_survive_lost_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let nodes = start_three(dir.path(), &router).await;
+    let leader = agreed_leader(&nodes).await;
+    // Every 4th request or response between voters is lost; openraft
+    // resends. Commands run on the leader (a forwarded command whose
+    // response is lost fails rather than running twice).
+    router.drop_every(Some(4));
+    register(&nodes[&leader], 1).await;
+    for name in ["lossy-1", "lossy-2", "lossy-3"] {
+        create(&nodes[&leader], name).await;
+    }
+    router.drop_every(None);
+    converged(&nodes, "lossy-3").await;
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_cut_off_from_the_leader_answers_not_controller_after_a_bounded_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let options = QuorumOptions {
+        leader_wait: Duration::from_millis(300),
+        ..options()
+    };
+    let nodes = start_three_with(dir.path(), &router, options).await;
+    let leader = agreed_leader(&nodes).await;
+    register(&nodes[&leader], 1).await;
+    let (&cut_off, lonely) = nodes.iter().find(|(&id, _)| id != leader).unwrap();
+    router.isolate(cut_off);
+    let results = lonely
+        .create_topics(vec![topic("unreachable")], false)
+        .await;
+    assert!(
+        matches!(results[0], Err(ControllerError::NotController { .. })),
+        "{results:?}"
+    );
+    assert!(!has_topic(&nodes[&leader].image(), "unreachable"));
+    router.heal(cut_off);
+    // The healed voter may have raised the term while alone: wait until the
+    // voters agree on a leader again before the next command.
+    agreed_leader(&nodes).await;
+    create(lonely, "reachable").await;
+    converged(&nodes, "reachable").await;
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
