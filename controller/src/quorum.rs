@@ -857,6 +857,12 @@ impl Inner {
                     )) => ControllerError::NotController {
                         leader: f.leader_id.and_then(|l| i32::try_from(l).ok()),
                     },
+                    // A restarted leader whose peers are not up yet cannot
+                    // confirm leadership; callers retry until their deadline
+                    // as with no leader (e.g. every voter restarting at once).
+                    RaftError::APIError(openraft::error::CheckIsLeaderError::QuorumNotEnough(
+                        _,
+                    )) => ControllerError::NotController { leader: None },
                     other => raft_err(other),
                 })?;
                 Ok(CommandOutcome {
