@@ -45,7 +45,7 @@ enum Command {
     Format {
         /// The cluster id, a Kafka UUID (22 base64url characters; see
         /// `weir random-uuid`).
-        #[arg(long, short = 't', value_name = "ID")]
+        #[arg(long, short = 't', value_name = "ID", allow_hyphen_values = true)]
         cluster_id: String,
         /// Succeed without writing when the directory is already formatted
         /// with the same cluster id and node id.

@@ -395,8 +395,7 @@ impl TestBroker {
             .arg("format")
             .arg("--config")
             .arg(&self.config_path)
-            .arg("--cluster-id")
-            .arg(cluster_id);
+            .arg(format!("--cluster-id={cluster_id}"));
         for (key, value) in &self.settings.overrides {
             command.arg("--override").arg(format!("{key}={value}"));
         }

@@ -70,10 +70,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A random Kafka-style UUID string (16 random bytes, base64url, no padding:
 /// 22 characters), as Kafka's `Uuid.randomUuid().toString()` and
-/// `kafka-storage random-uuid`.
+/// `kafka-storage random-uuid`: never one that starts with `-` (it would
+/// read as a command-line option) nor the reserved zero and one UUIDs.
 pub fn random_kafka_uuid() -> String {
     use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
+    loop {
+        let uuid = uuid::Uuid::new_v4();
+        let text = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid.as_bytes());
+        if !text.starts_with('-') && uuid.as_u128() > 1 {
+            return text;
+        }
+    }
 }
 
 /// True when `id` is a Kafka UUID string: 22 base64url characters (no
@@ -929,6 +936,14 @@ mod tests {
         ));
         let after = std::fs::read_to_string(dir.path().join(META_PROPERTIES_FILE)).unwrap();
         assert_eq!(before, after);
+    }
+
+    #[test]
+    fn random_uuids_never_start_with_a_dash() {
+        for _ in 0..2_000 {
+            let id = random_kafka_uuid();
+            assert!(is_kafka_uuid(&id) && !id.starts_with('-'), "{id}");
+        }
     }
 
     #[test]
