@@ -19,7 +19,7 @@ use weir_integration_tests::{RawClient, TestBroker};
 use crate::support::{self, error_code};
 
 /// Three distinct free ports on 127.0.0.1 (all bound at once, then released).
-fn three_free_ports() -> Vec<u16> {
+pub(crate) fn three_free_ports() -> Vec<u16> {
     let listeners: Vec<std::net::TcpListener> = (0..3)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0"))
         .collect();
@@ -40,7 +40,7 @@ fn metadata_of(client: &mut RawClient, version: i16, topic: &str) -> MetadataRes
 
 /// Starts nodes 1..=3 as one quorum, each formatted with `cluster_id`;
 /// returns them and their controller ports.
-fn start_three_nodes_in(cluster_id: &str) -> (Vec<TestBroker>, Vec<u16>) {
+pub(crate) fn start_three_nodes_in(cluster_id: &str) -> (Vec<TestBroker>, Vec<u16>) {
     let controller_ports = three_free_ports();
     let voters = controller_ports
         .iter()
@@ -76,13 +76,13 @@ fn start_three_nodes_in(cluster_id: &str) -> (Vec<TestBroker>, Vec<u16>) {
 }
 
 /// [`start_three_nodes_in`] with a new cluster id.
-fn start_three_nodes() -> (Vec<TestBroker>, Vec<u16>) {
+pub(crate) fn start_three_nodes() -> (Vec<TestBroker>, Vec<u16>) {
     start_three_nodes_in(&weir_storage::random_kafka_uuid())
 }
 
 /// The active controller every node in `clients` names, once they agree on
 /// one other than `not`.
-fn agreed_controller(clients: &mut [RawClient], version: i16, not: Option<i32>) -> i32 {
+pub(crate) fn agreed_controller(clients: &mut [RawClient], version: i16, not: Option<i32>) -> i32 {
     support::poll_until(
         Duration::from_secs(15),
         "every node to name the same active controller",

@@ -23,6 +23,7 @@ mod cluster;
 mod cluster_script;
 mod compaction;
 mod create_partitions;
+mod describe_quorum;
 mod dump_log;
 mod durability;
 mod groups_clients;
