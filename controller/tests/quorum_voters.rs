@@ -295,6 +295,54 @@ async fn leader_restarted_from_its_directory_rejoins_without_reinitializing() {
     }
 }
 
+/// Every voter stops, then all start again from their directories (as
+/// `scripts/cluster down` then `up`), the former leader first: it may resume
+/// as leader before its peers listen and must wait for them, not fail
+/// startup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_voter_restarting_with_the_former_leader_first_forms_the_quorum_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let all = voters(&[9001, 9002, 9003]);
+    let mut nodes = start_three(dir.path(), &router).await;
+    register(&nodes[&agreed_leader(&nodes).await], 1).await;
+    for round in 0..3 {
+        let leader = agreed_leader(&nodes).await;
+        let topic = format!("round-{round}");
+        create(&nodes[&leader], &topic).await;
+        for node in nodes.values() {
+            node.shutdown().await.unwrap();
+        }
+        drop(nodes);
+
+        let first = tokio::spawn({
+            let (root, all, router) = (dir.path().to_path_buf(), all.clone(), router.clone());
+            async move { start(&root, leader, &all, QuorumTransport::memory(&router)).await }
+        });
+        let others: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
+        let (a, b) = tokio::join!(
+            start(
+                dir.path(),
+                others[0],
+                &all,
+                QuorumTransport::memory(&router)
+            ),
+            start(
+                dir.path(),
+                others[1],
+                &all,
+                QuorumTransport::memory(&router)
+            ),
+        );
+        let restarted = first.await.expect("the former leader's startup task");
+        nodes = BTreeMap::from([(leader, restarted), (others[0], a), (others[1], b)]);
+        converged(&nodes, &topic).await;
+    }
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_voters_over_tcp_share_a_topic() {
     let dir = tempfile::tempdir().unwrap();
