@@ -38,6 +38,22 @@ const PLAINTEXT: i16 = 0;
 /// during shutdown are logged.
 pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let log_dir = config.log_dir();
+    let voters = config.quorum_voters();
+    let multi_voter = voters.iter().any(|v| v.id != config.node_id);
+    // One node formats itself on first start; the nodes of a quorum must
+    // share one cluster id, so they are formatted first (as KRaft).
+    if multi_voter
+        && weir_storage::read_meta_properties(&log_dir)
+            .with_context(|| format!("reading meta.properties in {}", log_dir.display()))?
+            .is_none()
+    {
+        anyhow::bail!(
+            "No meta.properties found in {}: every node of a quorum of several voters \
+             (controller.quorum.voters) must be formatted with the same cluster id first: \
+             `weir format --config <file> --cluster-id <id>` (a new id from `weir random-uuid`)",
+            log_dir.display()
+        );
+    }
     std::fs::create_dir_all(&log_dir)
         .with_context(|| format!("creating log.dirs {}", log_dir.display()))?;
     let log_manager =
@@ -47,8 +63,6 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
 
     // With several voters, the CONTROLLER listener is bound first: the
     // quorum needs it to elect a leader before startup can go on.
-    let voters = config.quorum_voters();
-    let multi_voter = voters.iter().any(|v| v.id != config.node_id);
     let transport = if multi_voter {
         if !config.is_controller() {
             anyhow::bail!(

@@ -16,6 +16,7 @@ pub mod error;
 pub mod image;
 pub mod placement;
 pub mod quorum;
+pub mod quorum_state;
 mod raft;
 pub mod records;
 pub mod transport;
@@ -32,6 +33,7 @@ pub use image::{
 };
 pub use placement::{ReplicaPlacer, StripedReplicaPlacer};
 pub use quorum::{ControllerConfig, QuorumController, QuorumOptions};
+pub use quorum_state::{QuorumDescription, ReplicaProgress};
 pub use records::*;
 pub use transport::{MemoryRouter, QuorumTransport};
 pub use voters::{InvalidVoters, QuorumVoter};

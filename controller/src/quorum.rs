@@ -38,6 +38,7 @@ use crate::control::{
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
 use crate::placement::{ReplicaPlacer, StripedReplicaPlacer};
+use crate::quorum_state::{self, QuorumDescription, ReplicaContacts};
 use crate::raft::log_store::MetadataLogStore;
 use crate::raft::network::QuorumNetworkFactory;
 use crate::raft::state_machine::MetadataStateMachine;
@@ -143,6 +144,8 @@ pub(crate) enum ControllerCommand {
     /// No change: the active controller confirms its leadership and answers
     /// with the offset a linearizable read must have applied.
     ReadOffset,
+    /// No change: the active controller describes the quorum.
+    DescribeQuorum,
 }
 
 /// The active controller's answer to a [`ControllerCommand`].
@@ -154,6 +157,7 @@ pub(crate) enum CommandResponse {
     ProducerIds(Range<i64>),
     Done,
     CreatedPartitions(Vec<Result<(), ControllerError>>),
+    Quorum(QuorumDescription),
 }
 
 /// A command's response plus the metadata log offset the caller's image
@@ -178,6 +182,8 @@ struct Inner {
     forward_clients: tokio::sync::Mutex<BTreeMap<u64, PeerClient>>,
     leader_watcher: Mutex<Option<JoinHandle<()>>>,
     server: Mutex<Option<ServeGuard>>,
+    /// When each follower last answered and last held the whole log.
+    contacts: Arc<ReplicaContacts>,
 }
 
 /// The running metadata controller. Cheap to clone (an `Arc` inside).
@@ -295,10 +301,12 @@ impl QuorumController {
         }
         .validate()
         .map_err(raft_err)?;
+        let network = QuorumNetworkFactory::new(raft_node_id, transport.clone());
+        let contacts = network.contacts();
         let raft = Raft::new(
             raft_node_id,
             Arc::new(raft_config),
-            QuorumNetworkFactory::new(raft_node_id, transport.clone()),
+            network,
             log_store,
             state_machine,
         )
@@ -318,8 +326,10 @@ impl QuorumController {
                 forward_clients: tokio::sync::Mutex::new(BTreeMap::new()),
                 leader_watcher: Mutex::new(None),
                 server: Mutex::new(None),
+                contacts: contacts.clone(),
             }),
         };
+        tokio::spawn(quorum_state::watch_caught_up(raft.metrics(), contacts));
         let handler: Weak<dyn QuorumRequestHandler> = {
             let strong: Arc<dyn QuorumRequestHandler> = controller.inner.clone();
             Arc::downgrade(&strong)
@@ -608,6 +618,24 @@ impl QuorumController {
         }
     }
 
+    /// The quorum as the active controller sees it (DescribeQuorum, KIP-595),
+    /// asked of the active controller wherever this node is.
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::NotController`] when no active controller answers
+    /// within `options.leader_wait`; transport or raft errors.
+    pub async fn describe_quorum(&self) -> Result<QuorumDescription, ControllerError> {
+        match self
+            .execute(ControllerCommand::DescribeQuorum)
+            .await?
+            .response
+        {
+            CommandResponse::Quorum(description) => Ok(description),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Stops the quorum and stops serving other voters. Commands after this
     /// fail with [`ControllerError::Raft`]. Calling it twice is harmless.
     ///
@@ -840,6 +868,19 @@ impl Inner {
                 })
                 .await
                 .map(outcome),
+            ControllerCommand::DescribeQuorum => {
+                self.ensure_active()?;
+                let metrics = self.raft.metrics().borrow().clone();
+                let description =
+                    quorum_state::describe(&metrics, &self.contacts, quorum_state::now_ms())
+                        .ok_or(ControllerError::NotController {
+                            leader: metrics.current_leader.and_then(|l| i32::try_from(l).ok()),
+                        })?;
+                Ok(CommandOutcome {
+                    response: CommandResponse::Quorum(description),
+                    offset: 0,
+                })
+            }
             ControllerCommand::ReadOffset => {
                 self.ensure_active()?;
                 let read = tokio::time::timeout(
@@ -857,6 +898,12 @@ impl Inner {
                     )) => ControllerError::NotController {
                         leader: f.leader_id.and_then(|l| i32::try_from(l).ok()),
                     },
+                    // A restarted leader whose peers are not up yet cannot
+                    // confirm leadership; callers retry until their deadline
+                    // as with no leader (e.g. every voter restarting at once).
+                    RaftError::APIError(openraft::error::CheckIsLeaderError::QuorumNotEnough(
+                        _,
+                    )) => ControllerError::NotController { leader: None },
                     other => raft_err(other),
                 })?;
                 Ok(CommandOutcome {

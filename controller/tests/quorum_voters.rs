@@ -11,7 +11,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use weir_controller::{
     BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter, MetadataImage,
-    QuorumController, QuorumOptions, QuorumTransport, QuorumVoter,
+    QuorumController, QuorumDescription, QuorumOptions, QuorumTransport, QuorumVoter,
+    ReplicaProgress,
 };
 
 const DEADLINE: Duration = Duration::from_secs(15);
@@ -294,6 +295,54 @@ async fn leader_restarted_from_its_directory_rejoins_without_reinitializing() {
     }
 }
 
+/// Every voter stops, then all start again from their directories (as
+/// `scripts/cluster down` then `up`), the former leader first: it may resume
+/// as leader before its peers listen and must wait for them, not fail
+/// startup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_voter_restarting_with_the_former_leader_first_forms_the_quorum_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let all = voters(&[9001, 9002, 9003]);
+    let mut nodes = start_three(dir.path(), &router).await;
+    register(&nodes[&agreed_leader(&nodes).await], 1).await;
+    for round in 0..3 {
+        let leader = agreed_leader(&nodes).await;
+        let topic = format!("round-{round}");
+        create(&nodes[&leader], &topic).await;
+        for node in nodes.values() {
+            node.shutdown().await.unwrap();
+        }
+        drop(nodes);
+
+        let first = tokio::spawn({
+            let (root, all, router) = (dir.path().to_path_buf(), all.clone(), router.clone());
+            async move { start(&root, leader, &all, QuorumTransport::memory(&router)).await }
+        });
+        let others: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
+        let (a, b) = tokio::join!(
+            start(
+                dir.path(),
+                others[0],
+                &all,
+                QuorumTransport::memory(&router)
+            ),
+            start(
+                dir.path(),
+                others[1],
+                &all,
+                QuorumTransport::memory(&router)
+            ),
+        );
+        let restarted = first.await.expect("the former leader's startup task");
+        nodes = BTreeMap::from([(leader, restarted), (others[0], a), (others[1], b)]);
+        converged(&nodes, &topic).await;
+    }
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_voters_over_tcp_share_a_topic() {
     let dir = tempfile::tempdir().unwrap();
@@ -371,6 +420,97 @@ async fn a_voter_cut_off_from_the_leader_answers_not_controller_after_a_bounded_
     agreed_leader(&nodes).await;
     create(lonely, "reachable").await;
     converged(&nodes, "reachable").await;
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// The voter `id`'s progress in `quorum`.
+fn progress(quorum: &QuorumDescription, id: i32) -> ReplicaProgress {
+    quorum
+        .voters
+        .iter()
+        .find(|v| v.replica_id == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("voter {id} in {quorum:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_quorum_is_the_leaders_view_from_every_voter_and_shows_a_lagging_follower() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let nodes = start_three(dir.path(), &router).await;
+    let leader = agreed_leader(&nodes).await;
+    register(&nodes[&leader], 1).await;
+    create(&nodes[&leader], "before").await;
+
+    for (id, node) in &nodes {
+        let quorum = eventually("every voter caught up with the leader", || async move {
+            let quorum = node.describe_quorum().await.ok()?;
+            let leader_end = progress(&quorum, quorum.leader_id).log_end_offset;
+            quorum
+                .voters
+                .iter()
+                .all(|v| v.log_end_offset == leader_end && v.last_caught_up_timestamp_ms > 0)
+                .then_some(quorum)
+        })
+        .await;
+        assert_eq!(quorum.leader_id, leader, "asked voter {id}");
+        let ids: Vec<i32> = quorum.voters.iter().map(|v| v.replica_id).collect();
+        assert_eq!(ids, vec![1, 2, 3], "asked voter {id}");
+        assert!(quorum.leader_epoch >= 1, "{quorum:?}");
+        assert!(quorum.high_watermark > 0, "{quorum:?}");
+        assert!(quorum.observers.is_empty(), "{quorum:?}");
+    }
+
+    // A follower cut off from the leader falls behind; the other keeps up.
+    let lagging = nodes.keys().copied().find(|&id| id != leader).unwrap();
+    let other = nodes
+        .keys()
+        .copied()
+        .find(|&id| id != leader && id != lagging)
+        .unwrap();
+    router.isolate(lagging);
+    let cut_off_at = progress(&nodes[&leader].describe_quorum().await.unwrap(), lagging);
+    create(&nodes[&leader], "while-cut-off").await;
+    // From here on the cut-off follower lacks the leader's last record.
+    let behind_since = now_ms();
+    // The other follower keeps answering heartbeats with the whole log.
+    let quorum = eventually("the other follower caught up after the append", || async {
+        let quorum = nodes[&leader].describe_quorum().await.ok()?;
+        let leader_end = progress(&quorum, leader).log_end_offset;
+        let other = progress(&quorum, other);
+        (other.log_end_offset == leader_end && other.last_caught_up_timestamp_ms > behind_since)
+            .then_some(quorum)
+    })
+    .await;
+    let behind = progress(&quorum, lagging);
+    assert!(
+        behind.log_end_offset < progress(&quorum, leader).log_end_offset,
+        "{quorum:?}"
+    );
+    assert!(
+        behind.last_caught_up_timestamp_ms <= behind_since,
+        "a lagging follower's last caught-up time stays in the past: {quorum:?}"
+    );
+
+    router.heal(lagging);
+    eventually("the healed follower to catch up", || async {
+        let quorum = nodes[&leader].describe_quorum().await.ok()?;
+        let leader_end = progress(&quorum, leader).log_end_offset;
+        let healed = progress(&quorum, lagging);
+        (healed.log_end_offset == leader_end
+            && healed.last_caught_up_timestamp_ms > cut_off_at.last_caught_up_timestamp_ms)
+            .then_some(())
+    })
+    .await;
     for node in nodes.values() {
         node.shutdown().await.unwrap();
     }

@@ -41,10 +41,10 @@ use kafka_protocol::messages::{
     AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsRequest,
-    DescribeConfigsResponse, FetchRequest, FetchResponse, InitProducerIdResponse,
-    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
-    RequestKind, ResponseKind, TopicName,
+    DescribeConfigsResponse, DescribeQuorumResponse, FetchRequest, FetchResponse,
+    InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+    MetadataResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest,
+    ProduceResponse, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::messages::{
     DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -105,6 +105,12 @@ pub fn error_response(
             let mut response = DescribeClusterResponse::default();
             response.error_code = error_code;
             response.error_message = None;
+            response.into()
+        }
+        // Kafka's DescribeQuorumRequest.getErrorResponse: a top-level error.
+        RequestKind::DescribeQuorum(_) => {
+            let mut response = DescribeQuorumResponse::default();
+            response.error_code = error_code;
             response.into()
         }
         RequestKind::OffsetCommit(request) => offset_commit(request, error_code).into(),
@@ -346,6 +352,7 @@ pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
         RequestKind::DescribeConfigs(_) => ApiKey::DescribeConfigs,
         RequestKind::DescribeCluster(_) => ApiKey::DescribeCluster,
+        RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
         RequestKind::OffsetCommit(_) => ApiKey::OffsetCommit,
         RequestKind::OffsetFetch(_) => ApiKey::OffsetFetch,
         RequestKind::FindCoordinator(_) => ApiKey::FindCoordinator,
@@ -713,6 +720,7 @@ mod tests {
             ResponseKind::Fetch(r) if v >= 7 => Some(r.error_code),
             ResponseKind::InitProducerId(r) => Some(r.error_code),
             ResponseKind::DescribeCluster(r) => Some(r.error_code),
+            ResponseKind::DescribeQuorum(r) => Some(r.error_code),
             ResponseKind::OffsetFetch(r) if (2..8).contains(&v) => Some(r.error_code),
             ResponseKind::FindCoordinator(r) if v < 4 => Some(r.error_code),
             ResponseKind::JoinGroup(r) => Some(r.error_code),

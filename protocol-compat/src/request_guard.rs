@@ -247,6 +247,7 @@ fn first_flexible_version(api_key: ApiKey) -> Option<i16> {
         ApiKey::CreatePartitions => 2,
         // OffsetDelete has no flexible version.
         ApiKey::OffsetDelete => i16::MAX,
+        ApiKey::DescribeQuorum => 0,
         _ => return None,
     })
 }
@@ -680,6 +681,16 @@ pub(crate) fn check_request_body(
             c.array(2, |c| {
                 c.string()?; // name
                 c.array(4, Cursor::int32)?; // partitions
+                c.tagged_fields()
+            })?;
+        }
+        ApiKey::DescribeQuorum => {
+            c.array(2, |c| {
+                c.string()?; // topic_name
+                c.array(5, |c| {
+                    c.int32()?; // partition_index
+                    c.tagged_fields()
+                })?;
                 c.tagged_fields()
             })?;
         }

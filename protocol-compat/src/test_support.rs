@@ -519,6 +519,23 @@ pub(crate) fn populated_request(api_key: ApiKey, v: i16) -> RequestKind {
                 .collect();
             request.into()
         }
+        ApiKey::DescribeQuorum => {
+            let mut request = DescribeQuorumRequest::default();
+            let mut topic = describe_quorum_request::TopicData::default();
+            topic.topic_name = name("__cluster_metadata");
+            topic.partitions = (0..2)
+                .map(|p| {
+                    let mut partition = describe_quorum_request::PartitionData::default();
+                    partition.partition_index = p;
+                    partition.unknown_tagged_fields = tagged(flex);
+                    partition
+                })
+                .collect();
+            topic.unknown_tagged_fields = tagged(flex);
+            request.topics = vec![topic.clone(), topic];
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
         other => panic!("no populated request for {other:?}"),
     }
 }

@@ -18,7 +18,10 @@ use openraft::raft::{
 };
 use openraft::BasicNode;
 
+use std::sync::Arc;
+
 use super::MetadataTypeConfig;
+use crate::quorum_state::{now_ms, ReplicaContacts};
 use crate::transport::{
     PeerClient, QuorumRequest, QuorumResponse, QuorumTransport, TransportError,
 };
@@ -28,17 +31,28 @@ use crate::transport::{
 pub(crate) struct QuorumNetworkFactory {
     node_id: u64,
     transport: QuorumTransport,
+    contacts: Arc<ReplicaContacts>,
 }
 
 impl QuorumNetworkFactory {
     pub(crate) fn new(node_id: u64, transport: QuorumTransport) -> Self {
-        QuorumNetworkFactory { node_id, transport }
+        QuorumNetworkFactory {
+            node_id,
+            transport,
+            contacts: Arc::default(),
+        }
+    }
+
+    /// When each voter last answered an AppendEntries from this node.
+    pub(crate) fn contacts(&self) -> Arc<ReplicaContacts> {
+        self.contacts.clone()
     }
 }
 
 /// A client to one voter.
 pub(crate) struct VoterClient {
     client: PeerClient,
+    contacts: Arc<ReplicaContacts>,
 }
 
 fn rpc_error<E: std::error::Error>(e: TransportError) -> RPCError<u64, BasicNode, E> {
@@ -65,6 +79,7 @@ impl RaftNetworkFactory<MetadataTypeConfig> for QuorumNetworkFactory {
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> Self::Network {
         VoterClient {
             client: self.transport.client(self.node_id, target, &node.addr),
+            contacts: self.contacts.clone(),
         }
     }
 }
@@ -83,6 +98,7 @@ impl RaftNetwork<MetadataTypeConfig> for VoterClient {
             .map_err(rpc_error)?
         {
             QuorumResponse::AppendEntries(r) => {
+                self.contacts.acked(target, now_ms());
                 r.map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))
             }
             other => Err(mismatched(target, &other)),
