@@ -157,7 +157,8 @@ fn excessively_large_batch() -> ControllerError {
 /// topic (`InvalidTopic`), then either a valid manual assignment or
 /// `num_partitions >= 1` (`InvalidPartitions`) and a replication factor the
 /// placer accepts. Each success yields a `TopicRecord`, one `PartitionRecord`
-/// per partition (leader = first replica, isr = replicas, epochs 0) and one
+/// per partition (leader = first replica, isr = [leader], epochs 0: until
+/// followers replicate, only the leader holds the data) and one
 /// `ConfigRecord` per config.
 ///
 /// If the successful topics together would generate more than
@@ -338,7 +339,7 @@ fn topic_records(
             partition_id: partition_id as i32,
             topic_id,
             replicas: replicas.clone(),
-            isr: replicas.clone(),
+            isr: vec![replicas[0]],
             leader: replicas[0],
             leader_epoch: 0,
             partition_epoch: 0,
@@ -815,8 +816,9 @@ fn validate_added_partition(
     Ok(())
 }
 
-/// The `PartitionRecord`s of a planned topic's added partitions: ISR = the
-/// unfenced replicas, leader = the first of them.
+/// The `PartitionRecord`s of a planned topic's added partitions: leader =
+/// the first unfenced replica, ISR = [leader] (until followers replicate,
+/// only the leader holds the data).
 fn partition_records(
     image: &MetadataImage,
     plan: &PartitionsPlan,
@@ -826,12 +828,11 @@ fn partition_records(
         .into_iter()
         .enumerate()
         .map(|(i, replicas)| {
-            let isr: Vec<i32> = replicas
+            let live = replicas
                 .iter()
                 .copied()
-                .filter(|b| image.brokers.get(b).is_some_and(|r| !r.fenced))
-                .collect();
-            let Some(&leader) = isr.first() else {
+                .find(|b| image.brokers.get(b).is_some_and(|r| !r.fenced));
+            let Some(leader) = live else {
                 // Kafka: "All brokers are currently fenced or in controlled shutdown."
                 return Err(ControllerError::InvalidReplicationFactor {
                     requested: plan.replication_factor,
@@ -842,7 +843,7 @@ fn partition_records(
                 partition_id: plan.first_partition_id + i as i32,
                 topic_id: plan.topic_id,
                 replicas,
-                isr,
+                isr: vec![leader],
                 leader,
                 leader_epoch: 0,
                 partition_epoch: 0,
@@ -969,7 +970,7 @@ mod tests {
         assert_eq!(orders.partitions.len(), 3);
         for p in orders.partitions.values() {
             assert_eq!(p.replicas.len(), 2);
-            assert_eq!(p.isr, p.replicas);
+            assert_eq!(p.isr, vec![p.leader], "ISR is the leader alone");
             assert_eq!(p.leader, p.replicas[0]);
             assert_eq!((p.leader_epoch, p.partition_epoch), (0, 0));
         }
@@ -1528,7 +1529,7 @@ mod tests {
         );
         for p in placed.partitions.values() {
             assert_eq!(p.replicas.len(), 2, "{p:?}");
-            assert_eq!(p.isr, p.replicas);
+            assert_eq!(p.isr, vec![p.leader], "ISR is the leader alone");
             assert_eq!(p.leader, p.replicas[0]);
         }
         let manual = image.topic("manual").unwrap();
