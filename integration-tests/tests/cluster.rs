@@ -316,3 +316,46 @@ fn a_killed_broker_is_fenced_its_partitions_go_offline_and_return_when_it_restar
         );
     }
 }
+
+#[test]
+fn sigterm_moves_leadership_away_before_the_session_could_expire() {
+    // A session far longer than the test: only the controlled shutdown
+    // (BrokerHeartbeat with want_shut_down) can fence the broker in time.
+    let (mut brokers, _) = start_three_nodes_with(&[
+        ("broker.heartbeat.interval.ms", "200"),
+        ("broker.session.timeout.ms", "600000"),
+    ]);
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let versions = support::api_versions(&mut clients[0]);
+    let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    let controller = agreed_controller(&mut clients, version, None);
+    let leaving = (1..=3).find(|&id| id != controller).unwrap();
+    let other = (1..=3)
+        .find(|&id| id != controller && id != leaving)
+        .unwrap();
+    create_assigned(&mut clients[0], "moving", &[&[leaving], &[other]]);
+
+    let index = brokers.iter().position(|b| b.node_id() == leaving).unwrap();
+    let status = brokers[index].shutdown().expect("SIGTERM");
+    assert!(status.success(), "weir exited with {status}");
+    let survivor = (0..3).find(|&i| i != index).unwrap();
+    support::poll_until(
+        Duration::from_secs(10),
+        &format!("broker {leaving} fenced by its controlled shutdown"),
+        || {
+            let (partitions, listed) = topic_state(&mut clients[survivor], version, "moving")?;
+            let offline = (
+                error_code::LEADER_NOT_AVAILABLE,
+                -1,
+                vec![leaving],
+                vec![leaving],
+            );
+            (!listed.contains(&leaving) && partitions[0] == offline).then_some(partitions)
+        },
+    );
+    let (partitions, _) = topic_state(&mut clients[survivor], version, "moving").unwrap();
+    assert_eq!(
+        partitions[1],
+        (error_code::NONE, other, vec![other], vec![])
+    );
+}
