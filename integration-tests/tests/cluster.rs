@@ -199,7 +199,9 @@ fn create_assigned(client: &mut RawClient, name: &str, assignments: &[&[i32]]) {
 }
 
 /// `(error, leader, isr, offline replicas)` of one partition in Metadata.
-fn partition_state(p: &MetadataResponsePartition) -> (i16, i32, Vec<i32>, Vec<i32>) {
+type PartitionState = (i16, i32, Vec<i32>, Vec<i32>);
+
+fn partition_state(p: &MetadataResponsePartition) -> PartitionState {
     (
         p.error_code,
         p.leader_id.0,
@@ -213,7 +215,7 @@ fn topic_state(
     client: &mut RawClient,
     version: i16,
     topic: &str,
-) -> Option<(Vec<(i16, i32, Vec<i32>, Vec<i32>)>, Vec<i32>)> {
+) -> Option<(Vec<PartitionState>, Vec<i32>)> {
     let response = metadata_of(client, version, topic);
     let t = response.topics.first()?;
     if t.error_code != error_code::NONE {
@@ -226,18 +228,35 @@ fn topic_state(
 
 #[test]
 fn a_killed_broker_is_fenced_its_partitions_go_offline_and_return_when_it_restarts() {
+    // The survivors' active controller (not a new one) fences it.
+    kill_fence_and_restart(false);
+}
+
+#[test]
+fn a_killed_active_controller_is_fenced_by_its_successor_and_returns() {
+    // The new active controller starts every session clock at its takeover
+    // and fences only the broker that stopped heartbeating.
+    kill_fence_and_restart(true);
+}
+
+/// kill -9 one of three nodes (the active controller or not) with short
+/// broker sessions: its RF=1 partition and the RF=3 partition it leads
+/// (ISR = leader only) go offline on the survivors and it leaves their
+/// Metadata brokers; after a restart it leads them again.
+fn kill_fence_and_restart(kill_the_active_controller: bool) {
     let (mut brokers, _) = start_three_nodes_with(&FAST_SESSIONS);
     let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
     let versions = support::api_versions(&mut clients[0]);
     let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
     assert!(version >= 5, "offline_replicas need Metadata v5");
-    // Kill a broker that is not the active controller, so the survivors'
-    // controller (not a new one) fences it.
-    let controller = agreed_controller(&mut clients, version, None);
-    let victim = (1..=3).find(|&id| id != controller).unwrap();
-    let other = (1..=3)
-        .find(|&id| id != controller && id != victim)
-        .unwrap();
+    let active = agreed_controller(&mut clients, version, None);
+    let victim = if kill_the_active_controller {
+        active
+    } else {
+        (1..=3).find(|&id| id != active).unwrap()
+    };
+    let mut survivors_ids = (1..=3).filter(|&id| id != victim);
+    let (first, second) = (survivors_ids.next().unwrap(), survivors_ids.next().unwrap());
 
     // RF 1: one partition per broker. RF 3: the victim leads partition 0;
     // with ISR = leader only no other replica holds its data.
@@ -245,7 +264,7 @@ fn a_killed_broker_is_fenced_its_partitions_go_offline_and_return_when_it_restar
     create_assigned(
         &mut clients[0],
         "rf3",
-        &[&[victim, controller, other], &[controller, victim, other]],
+        &[&[victim, first, second], &[first, victim, second]],
     );
     let live = |id: i32| (error_code::NONE, id, vec![id], vec![]);
     let all_live = (vec![live(1), live(2), live(3)], vec![1, 2, 3]);
@@ -283,7 +302,7 @@ fn a_killed_broker_is_fenced_its_partitions_go_offline_and_return_when_it_restar
                         }
                     })
                     .collect();
-                let expected_brokers = vec![controller.min(other), controller.max(other)];
+                let expected_brokers = vec![first.min(second), first.max(second)];
                 (rf1 == expected && listed == expected_brokers).then_some(())
             },
         );
@@ -292,7 +311,7 @@ fn a_killed_broker_is_fenced_its_partitions_go_offline_and_return_when_it_restar
         assert_eq!(rf3[0], offline, "rf3 partition 0 on node {}", i + 1);
         assert_eq!(
             rf3[1],
-            (error_code::NONE, controller, vec![controller], vec![victim]),
+            (error_code::NONE, first, vec![first], vec![victim]),
             "rf3 partition 1 keeps its live leader"
         );
     }
@@ -310,7 +329,7 @@ fn a_killed_broker_is_fenced_its_partitions_go_offline_and_return_when_it_restar
                 let (rf3, _) = topic_state(client, version, "rf3")?;
                 (rf1 == all_live
                     && rf3[0] == (error_code::NONE, victim, vec![victim], vec![])
-                    && rf3[1] == (error_code::NONE, controller, vec![controller], vec![]))
+                    && rf3[1] == (error_code::NONE, first, vec![first], vec![]))
                     .then_some(())
             },
         );
