@@ -158,7 +158,7 @@ fn excessively_large_batch() -> ControllerError {
 /// topic (`InvalidTopic`), then either a valid manual assignment or
 /// `num_partitions >= 1` (`InvalidPartitions`) and a replication factor the
 /// placer accepts. Each success yields a `TopicRecord`, one `PartitionRecord`
-/// per partition (leader = first replica, isr = [leader], epochs 0: until
+/// per partition (leader = first replica, isr = `[leader]`, epochs 0: until
 /// followers replicate, only the leader holds the data) and one
 /// `ConfigRecord` per config.
 ///
@@ -1018,7 +1018,7 @@ fn validate_added_partition(
 }
 
 /// The `PartitionRecord`s of a planned topic's added partitions: leader =
-/// the first unfenced replica, ISR = [leader] (until followers replicate,
+/// the first unfenced replica, ISR = `[leader]` (until followers replicate,
 /// only the leader holds the data).
 fn partition_records(
     image: &MetadataImage,

@@ -16,6 +16,12 @@
 //! several voters (`controller.quorum.voters`), every voter whose store is
 //! pristine initializes the quorum with the same full voter set; a node
 //! whose metadata directory holds a vote, log or snapshot never initializes.
+//!
+//! With several voters, brokers register fenced and heartbeat through
+//! [`QuorumController::broker_heartbeat`]; the active controller keeps their
+//! session clocks in memory (restarted at every takeover) and fences a
+//! broker whose session expires, electing new leaders in the same batch
+//! (Kafka's `BrokerHeartbeatManager` and `ReplicationControlManager`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
