@@ -1149,15 +1149,22 @@ async fn expire_sessions(inner: Weak<Inner>) {
         let Some(inner) = inner.upgrade() else { return };
         let active = inner.ensure_active().is_ok();
         let term = inner.raft.metrics().borrow().current_term;
-        {
+        let any_expired = {
             let mut sessions = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
             if active {
-                sessions.active_in(term, Instant::now());
+                let now = Instant::now();
+                sessions.active_in(term, now);
+                let image = inner.images.borrow().clone();
+                !sessions
+                    .expired(&image, now, inner.options.broker_session_timeout)
+                    .is_empty()
             } else {
                 sessions.active_since = None;
+                false
             }
-        }
-        if !active {
+        };
+        // Decided again under the command lock, which only an expiry takes.
+        if !any_expired {
             continue;
         }
         match inner.fence_expired_sessions().await {
