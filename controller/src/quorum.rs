@@ -16,6 +16,12 @@
 //! several voters (`controller.quorum.voters`), every voter whose store is
 //! pristine initializes the quorum with the same full voter set; a node
 //! whose metadata directory holds a vote, log or snapshot never initializes.
+//!
+//! With several voters, brokers register fenced and heartbeat through
+//! [`QuorumController::broker_heartbeat`]; the active controller keeps their
+//! session clocks in memory (restarted at every takeover) and fences a
+//! broker whose session expires, electing new leaders in the same batch
+//! (Kafka's `BrokerHeartbeatManager` and `ReplicationControlManager`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -33,7 +39,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::control::{
-    self, ControllerResult, CreatableTopic, CreatedTopic, NewPartitions, TopicRef,
+    self, ControllerResult, CreatableTopic, CreatedTopic, HeartbeatReply, NewPartitions, TopicRef,
 };
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
@@ -92,6 +98,12 @@ pub struct QuorumOptions {
     /// active controller waits for a majority to commit a batch before
     /// answering [`ControllerError::Timeout`]. Default: 10 s.
     pub forward_timeout: Duration,
+    /// `broker.session.timeout.ms`: the active controller fences a broker
+    /// whose last heartbeat is older than this (a new active controller
+    /// starts every session at its takeover). Sessions expire only with
+    /// several voters: a single voter's one broker is this process.
+    /// Default: 9000 ms (Kafka's).
+    pub broker_session_timeout: Duration,
 }
 
 impl Default for QuorumOptions {
@@ -105,6 +117,7 @@ impl Default for QuorumOptions {
             startup_timeout: Duration::from_secs(10),
             leader_wait: Duration::from_secs(5),
             forward_timeout: Duration::from_secs(10),
+            broker_session_timeout: Duration::from_millis(9000),
         }
     }
 }
@@ -141,6 +154,12 @@ pub(crate) enum ControllerCommand {
         topic: String,
         configs: BTreeMap<String, String>,
     },
+    BrokerHeartbeat {
+        broker_id: i32,
+        broker_epoch: i64,
+        metadata_offset: u64,
+        want_shut_down: bool,
+    },
     /// No change: the active controller confirms its leadership and answers
     /// with the offset a linearizable read must have applied.
     ReadOffset,
@@ -158,6 +177,7 @@ pub(crate) enum CommandResponse {
     Done,
     CreatedPartitions(Vec<Result<(), ControllerError>>),
     Quorum(QuorumDescription),
+    Heartbeat(HeartbeatReply),
 }
 
 /// A command's response plus the metadata log offset the caller's image
@@ -184,6 +204,55 @@ struct Inner {
     server: Mutex<Option<ServeGuard>>,
     /// When each follower last answered and last held the whole log.
     contacts: Arc<ReplicaContacts>,
+    /// Several voters: brokers register fenced and their sessions expire.
+    multi_voter: bool,
+    /// Broker session clocks of the active controller (never in the log).
+    sessions: Mutex<BrokerSessions>,
+    session_expirer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The active controller's in-memory broker session clocks (Kafka's
+/// `BrokerHeartbeatManager`).
+#[derive(Debug, Default)]
+struct BrokerSessions {
+    /// When this node became the active controller, and in which raft term;
+    /// `None` while it is not. Every session is at least as fresh as this.
+    active_since: Option<(u64, Instant)>,
+    /// Last heartbeat (or registration) seen per broker id.
+    last_contact: BTreeMap<i32, Instant>,
+}
+
+impl BrokerSessions {
+    /// Notes that this node is the active controller in raft `term` at
+    /// `now`; a new term is a takeover, which restarts every session.
+    fn active_in(&mut self, term: u64, now: Instant) {
+        if self.active_since.is_none_or(|(t, _)| t != term) {
+            self.active_since = Some((term, now));
+        }
+    }
+
+    /// Unfenced brokers of `image` whose session is older than `timeout` at
+    /// `now` (none before [`BrokerSessions::active_in`]).
+    fn expired(&self, image: &MetadataImage, now: Instant, timeout: Duration) -> Vec<i32> {
+        let Some((_, since)) = self.active_since else {
+            return Vec::new();
+        };
+        image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .filter(|b| {
+                let last = self
+                    .last_contact
+                    .get(&b.broker_id)
+                    .copied()
+                    .filter(|&t| t >= since)
+                    .unwrap_or(since);
+                now.saturating_duration_since(last) > timeout
+            })
+            .map(|b| b.broker_id)
+            .collect()
+    }
 }
 
 /// The running metadata controller. Cheap to clone (an `Arc` inside).
@@ -327,6 +396,9 @@ impl QuorumController {
                 leader_watcher: Mutex::new(None),
                 server: Mutex::new(None),
                 contacts: contacts.clone(),
+                multi_voter,
+                sessions: Mutex::new(BrokerSessions::default()),
+                session_expirer: Mutex::new(None),
             }),
         };
         tokio::spawn(quorum_state::watch_caught_up(raft.metrics(), contacts));
@@ -406,6 +478,15 @@ impl QuorumController {
             .lock()
             .unwrap_or_else(|p| p.into_inner()) =
             Some(tokio::spawn(watch_leader(raft.metrics(), images.clone())));
+        if multi_voter {
+            *controller
+                .inner
+                .session_expirer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(tokio::spawn(expire_sessions(
+                Arc::downgrade(&controller.inner),
+            )));
+        }
         tracing::info!(
             node_id = config.node_id,
             leader = ?leader,
@@ -452,8 +533,11 @@ impl QuorumController {
     }
 
     /// Registers (or re-registers with a new incarnation) a broker with its
-    /// endpoints; returns the broker epoch. Unfenced immediately in
-    /// single-node (there is no heartbeat yet).
+    /// endpoints and rack (`broker.rack`); returns the broker epoch. With
+    /// several voters the broker starts fenced and a heartbeat
+    /// ([`QuorumController::broker_heartbeat`]) unfences it, as in Kafka; a
+    /// single voter registers its own broker unfenced (see
+    /// [`control::register_broker`]).
     ///
     /// # Errors
     ///
@@ -474,6 +558,37 @@ impl QuorumController {
         };
         match self.execute(command).await?.response {
             CommandResponse::BrokerEpoch(epoch) => Ok(epoch),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// One broker heartbeat (Kafka's `BrokerHeartbeat`, KIP-631), sent every
+    /// `broker.heartbeat.interval.ms` through the active controller, with
+    /// this node's applied metadata offset. It refreshes the broker's
+    /// session and writes records only when the broker's state changes:
+    /// unfencing once caught up with its registration, or, with
+    /// `want_shut_down`, fencing it and moving its leaderships (controlled
+    /// shutdown); see [`control::broker_heartbeat`].
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::StaleBrokerEpoch`] unless `broker_epoch` is the
+    /// broker's current registration; [`ControllerError::NotController`] or
+    /// a commit error.
+    pub async fn broker_heartbeat(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+        want_shut_down: bool,
+    ) -> Result<HeartbeatReply, ControllerError> {
+        let command = ControllerCommand::BrokerHeartbeat {
+            broker_id,
+            broker_epoch,
+            metadata_offset: self.image().last_applied_offset,
+            want_shut_down,
+        };
+        match self.execute(command).await?.response {
+            CommandResponse::Heartbeat(reply) => Ok(reply),
             other => Err(unexpected(other)),
         }
     }
@@ -662,6 +777,15 @@ impl QuorumController {
         if let Some(watcher) = watcher {
             watcher.abort();
         }
+        let expirer = self
+            .inner
+            .session_expirer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(expirer) = expirer {
+            expirer.abort();
+        }
         self.inner.raft.shutdown().await.map_err(raft_err)?;
         self.inner
             .images
@@ -812,9 +936,35 @@ impl Inner {
                 rack,
             } => self
                 .run(|image| {
-                    let r =
-                        control::register_broker(image, broker_id, incarnation_id, endpoints, rack);
+                    self.touch_session(broker_id);
+                    let r = control::register_broker(
+                        image,
+                        broker_id,
+                        incarnation_id,
+                        endpoints,
+                        rack,
+                        self.multi_voter,
+                    );
                     Ok(r.map(CommandResponse::BrokerEpoch))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::BrokerHeartbeat {
+                broker_id,
+                broker_epoch,
+                metadata_offset,
+                want_shut_down,
+            } => self
+                .run(|image| {
+                    let r = control::broker_heartbeat(
+                        image,
+                        broker_id,
+                        broker_epoch,
+                        metadata_offset,
+                        want_shut_down,
+                    )?;
+                    self.touch_session(broker_id);
+                    Ok(r.map(CommandResponse::Heartbeat))
                 })
                 .await
                 .map(outcome),
@@ -933,6 +1083,32 @@ impl Inner {
         Ok((result.response, offset))
     }
 
+    /// Restarts `broker_id`'s session clock (called under the command lock).
+    fn touch_session(&self, broker_id: i32) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last_contact
+            .insert(broker_id, Instant::now());
+    }
+
+    /// Fences every unfenced broker whose session expired, with the leader
+    /// elections that follow; decided under the command lock so a heartbeat
+    /// cannot slip between the check and the records.
+    async fn fence_expired_sessions(&self) -> Result<Vec<i32>, ControllerError> {
+        let timeout = self.options.broker_session_timeout;
+        self.run(|image| {
+            let expired = self
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .expired(image, Instant::now(), timeout);
+            Ok(control::fence_brokers(image, &expired))
+        })
+        .await
+        .map(|(fenced, _)| fenced)
+    }
+
     /// Fails with `NotController` unless this node leads the quorum.
     fn ensure_active(&self) -> Result<(), ControllerError> {
         let metrics = self.raft.metrics().borrow().clone();
@@ -999,6 +1175,52 @@ impl QuorumRequestHandler for Inner {
                 QuorumRequest::Command(c) => QuorumResponse::Command(self.run_on_leader(c).await),
             }
         })
+    }
+}
+
+/// The active controller's session expiry (Kafka's
+/// `QuorumController` `maybeFenceStaleBroker` timer): every quarter of
+/// `broker.session.timeout.ms` (at least 10 ms, at most 1 s), while this node
+/// is active, fences the brokers whose session expired. Losing leadership
+/// forgets the takeover time, so the next takeover restarts every clock.
+async fn expire_sessions(inner: Weak<Inner>) {
+    let period = {
+        let Some(inner) = inner.upgrade() else { return };
+        (inner.options.broker_session_timeout / 4)
+            .clamp(Duration::from_millis(10), Duration::from_secs(1))
+    };
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        let active = inner.ensure_active().is_ok();
+        let term = inner.raft.metrics().borrow().current_term;
+        let any_expired = {
+            let mut sessions = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            if active {
+                let now = Instant::now();
+                sessions.active_in(term, now);
+                let image = inner.images.borrow().clone();
+                !sessions
+                    .expired(&image, now, inner.options.broker_session_timeout)
+                    .is_empty()
+            } else {
+                sessions.active_since = None;
+                false
+            }
+        };
+        // Decided again under the command lock, which only an expiry takes.
+        if !any_expired {
+            continue;
+        }
+        match inner.fence_expired_sessions().await {
+            Ok(fenced) if !fenced.is_empty() => {
+                tracing::warn!(brokers = ?fenced, "fenced brokers whose session expired");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "could not fence expired broker sessions"),
+        }
     }
 }
 

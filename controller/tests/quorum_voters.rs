@@ -25,6 +25,9 @@ fn options() -> QuorumOptions {
         startup_timeout: DEADLINE,
         leader_wait: Duration::from_secs(5),
         forward_timeout: Duration::from_secs(5),
+        // These tests send one heartbeat per broker: its session must
+        // outlast them (broker_lifecycle.rs tests expiry).
+        broker_session_timeout: Duration::from_secs(600),
         ..QuorumOptions::default()
     }
 }
@@ -162,10 +165,19 @@ async fn register(controller: &QuorumController, broker_id: i32) {
         port: 9092,
         security_protocol: 0,
     };
-    controller
+    let epoch = controller
         .register_broker(broker_id, uuid::Uuid::new_v4(), vec![endpoint], None)
         .await
         .unwrap();
+    // Several voters register brokers fenced; a heartbeat from a broker
+    // that has applied its registration unfences it.
+    assert!(controller.image().brokers[&broker_id].fenced);
+    let reply = controller
+        .broker_heartbeat(broker_id, epoch, false)
+        .await
+        .unwrap();
+    assert!(!reply.is_fenced);
+    assert!(!controller.image().brokers[&broker_id].fenced);
 }
 
 async fn create(controller: &QuorumController, name: &str) {

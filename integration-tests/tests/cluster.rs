@@ -8,10 +8,12 @@
 
 use std::time::Duration;
 
+use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::metadata_response::MetadataResponsePartition;
 use kafka_protocol::messages::{
-    ApiKey, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
-    TopicName,
+    ApiKey, BrokerId, CreateTopicsRequest, DescribeClusterRequest, DescribeClusterResponse,
+    MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use weir_integration_tests::{RawClient, TestBroker};
@@ -41,6 +43,14 @@ fn metadata_of(client: &mut RawClient, version: i16, topic: &str) -> MetadataRes
 /// Starts nodes 1..=3 as one quorum, each formatted with `cluster_id`;
 /// returns them and their controller ports.
 pub(crate) fn start_three_nodes_in(cluster_id: &str) -> (Vec<TestBroker>, Vec<u16>) {
+    start_three_nodes_in_with(cluster_id, &[])
+}
+
+/// [`start_three_nodes_in`] with extra config overrides on every node.
+fn start_three_nodes_in_with(
+    cluster_id: &str,
+    extra: &[(&'static str, &'static str)],
+) -> (Vec<TestBroker>, Vec<u16>) {
     let controller_ports = three_free_ports();
     let voters = controller_ports
         .iter()
@@ -55,16 +65,20 @@ pub(crate) fn start_three_nodes_in(cluster_id: &str) -> (Vec<TestBroker>, Vec<u1
         .map(|(i, &port)| {
             let voters = voters.clone();
             let cluster_id = cluster_id.to_owned();
+            let extra = extra.to_vec();
             std::thread::spawn(move || {
-                TestBroker::builder()
+                let mut builder = TestBroker::builder()
                     .node_id(i as i32 + 1)
                     .format_cluster_id(&cluster_id)
                     .override_config(
                         "listeners",
                         &format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
                     )
-                    .override_config("controller.quorum.voters", &voters)
-                    .start()
+                    .override_config("controller.quorum.voters", &voters);
+                for (key, value) in extra {
+                    builder = builder.override_config(key, value);
+                }
+                builder.start()
             })
         })
         .collect();
@@ -78,6 +92,11 @@ pub(crate) fn start_three_nodes_in(cluster_id: &str) -> (Vec<TestBroker>, Vec<u1
 /// [`start_three_nodes_in`] with a new cluster id.
 pub(crate) fn start_three_nodes() -> (Vec<TestBroker>, Vec<u16>) {
     start_three_nodes_in(&weir_storage::random_kafka_uuid())
+}
+
+/// [`start_three_nodes`] with extra config overrides on every node.
+fn start_three_nodes_with(extra: &[(&'static str, &'static str)]) -> (Vec<TestBroker>, Vec<u16>) {
+    start_three_nodes_in_with(&weir_storage::random_kafka_uuid(), extra)
 }
 
 /// The active controller every node in `clients` names, once they agree on
@@ -261,5 +280,220 @@ fn an_unformatted_node_of_a_quorum_refuses_to_start_and_names_weir_format() {
     assert!(
         text.contains("No meta.properties found") && text.contains("weir format"),
         "{text}"
+    );
+}
+
+/// Short broker sessions so fencing happens within seconds.
+const FAST_SESSIONS: [(&str, &str); 2] = [
+    ("broker.heartbeat.interval.ms", "200"),
+    ("broker.session.timeout.ms", "1500"),
+];
+
+/// Creates `name` with one partition per replica list in `assignments`.
+fn create_assigned(client: &mut RawClient, name: &str, assignments: &[&[i32]]) {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(
+                assignments
+                    .iter()
+                    .enumerate()
+                    .map(|(i, replicas)| {
+                        CreatableReplicaAssignment::default()
+                            .with_partition_index(i as i32)
+                            .with_broker_ids(replicas.iter().copied().map(BrokerId).collect())
+                    })
+                    .collect(),
+            )]);
+    let response = client.send(&request, 5).expect("CreateTopics");
+    assert_eq!(
+        response.topics[0].error_code,
+        error_code::NONE,
+        "CreateTopics {name}: {:?}",
+        response.topics[0].error_message
+    );
+}
+
+/// `(error, leader, isr, offline replicas)` of one partition in Metadata.
+type PartitionState = (i16, i32, Vec<i32>, Vec<i32>);
+
+fn partition_state(p: &MetadataResponsePartition) -> PartitionState {
+    (
+        p.error_code,
+        p.leader_id.0,
+        p.isr_nodes.iter().map(|b| b.0).collect(),
+        p.offline_replicas.iter().map(|b| b.0).collect(),
+    )
+}
+
+/// Partition states of `topic` and the listed broker ids, as `client` sees them.
+fn topic_state(
+    client: &mut RawClient,
+    version: i16,
+    topic: &str,
+) -> Option<(Vec<PartitionState>, Vec<i32>)> {
+    let response = metadata_of(client, version, topic);
+    let t = response.topics.first()?;
+    if t.error_code != error_code::NONE {
+        return None;
+    }
+    let mut brokers: Vec<i32> = response.brokers.iter().map(|b| b.node_id.0).collect();
+    brokers.sort_unstable();
+    Some((t.partitions.iter().map(partition_state).collect(), brokers))
+}
+
+#[test]
+fn a_killed_broker_is_fenced_its_partitions_go_offline_and_return_when_it_restarts() {
+    // The survivors' active controller (not a new one) fences it.
+    kill_fence_and_restart(false);
+}
+
+#[test]
+fn a_killed_active_controller_is_fenced_by_its_successor_and_returns() {
+    // The new active controller starts every session clock at its takeover
+    // and fences only the broker that stopped heartbeating.
+    kill_fence_and_restart(true);
+}
+
+/// kill -9 one of three nodes (the active controller or not) with short
+/// broker sessions: its RF=1 partition and the RF=3 partition it leads
+/// (ISR = leader only) go offline on the survivors and it leaves their
+/// Metadata brokers; after a restart it leads them again.
+fn kill_fence_and_restart(kill_the_active_controller: bool) {
+    let (mut brokers, _) = start_three_nodes_with(&FAST_SESSIONS);
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let versions = support::api_versions(&mut clients[0]);
+    let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    assert!(version >= 5, "offline_replicas need Metadata v5");
+    let active = agreed_controller(&mut clients, version, None);
+    let victim = if kill_the_active_controller {
+        active
+    } else {
+        (1..=3).find(|&id| id != active).unwrap()
+    };
+    let mut survivors_ids = (1..=3).filter(|&id| id != victim);
+    let (first, second) = (survivors_ids.next().unwrap(), survivors_ids.next().unwrap());
+
+    // RF 1: one partition per broker. RF 3: the victim leads partition 0;
+    // with ISR = leader only no other replica holds its data.
+    create_assigned(&mut clients[0], "rf1", &[&[1], &[2], &[3]]);
+    create_assigned(
+        &mut clients[0],
+        "rf3",
+        &[&[victim, first, second], &[first, victim, second]],
+    );
+    let live = |id: i32| (error_code::NONE, id, vec![id], vec![]);
+    let all_live = (vec![live(1), live(2), live(3)], vec![1, 2, 3]);
+    for client in clients.iter_mut() {
+        support::poll_until(Duration::from_secs(10), "rf1 led by every broker", || {
+            (topic_state(client, version, "rf1")? == all_live).then_some(())
+        });
+    }
+
+    let index = brokers.iter().position(|b| b.node_id() == victim).unwrap();
+    brokers[index].kill9().expect("kill -9 a broker");
+    let survivors: Vec<usize> = (0..3).filter(|&i| i != index).collect();
+    // Session timeout 1.5 s plus a margin for the expiry check and commit.
+    for &i in &survivors {
+        let offline = (
+            error_code::LEADER_NOT_AVAILABLE,
+            -1,
+            vec![victim],
+            vec![victim],
+        );
+        support::poll_until(
+            Duration::from_secs(10),
+            &format!(
+                "node {}: broker {victim} fenced, its partitions offline",
+                i + 1
+            ),
+            || {
+                let (rf1, listed) = topic_state(&mut clients[i], version, "rf1")?;
+                let expected: Vec<_> = (1..=3)
+                    .map(|id| {
+                        if id == victim {
+                            offline.clone()
+                        } else {
+                            live(id)
+                        }
+                    })
+                    .collect();
+                let expected_brokers = vec![first.min(second), first.max(second)];
+                (rf1 == expected && listed == expected_brokers).then_some(())
+            },
+        );
+        let (rf3, _) = topic_state(&mut clients[i], version, "rf3").unwrap();
+        // No election of a replica lacking the data.
+        assert_eq!(rf3[0], offline, "rf3 partition 0 on node {}", i + 1);
+        assert_eq!(
+            rf3[1],
+            (error_code::NONE, first, vec![first], vec![victim]),
+            "rf3 partition 1 keeps its live leader"
+        );
+    }
+
+    brokers[index]
+        .start_again()
+        .expect("restarting the killed broker");
+    clients[index] = support::connect(&brokers[index]);
+    for client in clients.iter_mut() {
+        support::poll_until(
+            Duration::from_secs(15),
+            &format!("broker {victim} back as leader of its partitions"),
+            || {
+                let rf1 = topic_state(client, version, "rf1")?;
+                let (rf3, _) = topic_state(client, version, "rf3")?;
+                (rf1 == all_live
+                    && rf3[0] == (error_code::NONE, victim, vec![victim], vec![])
+                    && rf3[1] == (error_code::NONE, first, vec![first], vec![]))
+                    .then_some(())
+            },
+        );
+    }
+}
+
+#[test]
+fn sigterm_moves_leadership_away_before_the_session_could_expire() {
+    // A session far longer than the test: only the controlled shutdown
+    // (BrokerHeartbeat with want_shut_down) can fence the broker in time.
+    let (mut brokers, _) = start_three_nodes_with(&[
+        ("broker.heartbeat.interval.ms", "200"),
+        ("broker.session.timeout.ms", "600000"),
+    ]);
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let versions = support::api_versions(&mut clients[0]);
+    let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    let controller = agreed_controller(&mut clients, version, None);
+    let leaving = (1..=3).find(|&id| id != controller).unwrap();
+    let other = (1..=3)
+        .find(|&id| id != controller && id != leaving)
+        .unwrap();
+    create_assigned(&mut clients[0], "moving", &[&[leaving], &[other]]);
+
+    let index = brokers.iter().position(|b| b.node_id() == leaving).unwrap();
+    let status = brokers[index].shutdown().expect("SIGTERM");
+    assert!(status.success(), "weir exited with {status}");
+    let survivor = (0..3).find(|&i| i != index).unwrap();
+    support::poll_until(
+        Duration::from_secs(10),
+        &format!("broker {leaving} fenced by its controlled shutdown"),
+        || {
+            let (partitions, listed) = topic_state(&mut clients[survivor], version, "moving")?;
+            let offline = (
+                error_code::LEADER_NOT_AVAILABLE,
+                -1,
+                vec![leaving],
+                vec![leaving],
+            );
+            (!listed.contains(&leaving) && partitions[0] == offline).then_some(partitions)
+        },
+    );
+    let (partitions, _) = topic_state(&mut clients[survivor], version, "moving").unwrap();
+    assert_eq!(
+        partitions[1],
+        (error_code::NONE, other, vec![other], vec![])
     );
 }
