@@ -543,3 +543,69 @@ fn sigterm_moves_leadership_away_before_the_session_could_expire() {
         (error_code::NONE, other, vec![other], vec![])
     );
 }
+
+#[test]
+fn only_the_leader_takes_produce_fetch_and_list_offsets() {
+    // Kafka answers NOT_LEADER_OR_FOLLOWER to a client that reaches a broker
+    // that does not lead the partition (stale metadata after an election),
+    // so the client refreshes its metadata; a follower must never take a
+    // write into its own log.
+    use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, ProduceRequest};
+    const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    let (brokers, _) = start_three_nodes();
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let versions = support::api_versions(&mut clients[0]);
+    let metadata = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    let produce = support::newest::<ProduceRequest>(&versions, ApiKey::Produce).min(12);
+    let fetch = support::newest::<FetchRequest>(&versions, ApiKey::Fetch).min(12);
+    let list = support::newest::<ListOffsetsRequest>(&versions, ApiKey::ListOffsets);
+    agreed_controller(&mut clients, metadata, None);
+    // "rf3" is led by 1 with followers 2 and 3 (which host empty logs);
+    // "rf1" lives on 2 only.
+    create_assigned(&mut clients[0], "rf3", &[&[1, 2, 3]]);
+    create_assigned(&mut clients[0], "rf1", &[&[2]]);
+    let rf3 = support::ensure_topic(&mut clients[0], &versions, "rf3");
+    let rf1 = support::ensure_topic(&mut clients[0], &versions, "rf1");
+    for client in clients.iter_mut() {
+        for name in ["rf3", "rf1"] {
+            support::poll_until(Duration::from_secs(10), "topics in every Metadata", || {
+                let (partitions, _) = topic_state(client, metadata, name)?;
+                (partitions.len() == 1 && partitions[0].1 >= 1).then_some(())
+            });
+        }
+    }
+    let batch = weir_integration_tests::records::plain_batch(&["v"], 1_000);
+    let partition = 0;
+    for (node, topic) in [(2, &rf3), (3, &rf3), (1, &rf1), (3, &rf1)] {
+        let client = &mut clients[node - 1];
+        let produced = support::produce(client, produce, &topic, partition, batch.clone());
+        assert_eq!(
+            produced.error_code, NOT_LEADER_OR_FOLLOWER,
+            "Produce to node {node}, {}",
+            topic.name
+        );
+        let fetched = support::fetch(client, topic, &support::FetchSpec::one(fetch, partition, 0));
+        assert_eq!(
+            fetched[&partition].error_code, NOT_LEADER_OR_FOLLOWER,
+            "Fetch from node {node}, {}",
+            topic.name
+        );
+        let listed = support::list_offset(client, list, topic, partition, -1);
+        assert_eq!(
+            listed.error_code, NOT_LEADER_OR_FOLLOWER,
+            "ListOffsets on node {node}, {}",
+            topic.name
+        );
+    }
+    // The leaders take them.
+    support::produce_ok(&mut clients[0], produce, &rf3, 0, batch.clone());
+    support::produce_ok(&mut clients[1], produce, &rf1, 0, batch);
+    assert_eq!(
+        support::list_offset(&mut clients[0], list, &rf3, 0, -1).offset,
+        1
+    );
+    assert_eq!(
+        support::list_offset(&mut clients[1], list, &rf1, 0, -1).offset,
+        1
+    );
+}
