@@ -578,7 +578,7 @@ fn only_the_leader_takes_produce_fetch_and_list_offsets() {
     let partition = 0;
     for (node, topic) in [(2, &rf3), (3, &rf3), (1, &rf1), (3, &rf1)] {
         let client = &mut clients[node - 1];
-        let produced = support::produce(client, produce, &topic, partition, batch.clone());
+        let produced = support::produce(client, produce, topic, partition, batch.clone());
         assert_eq!(
             produced.error_code, NOT_LEADER_OR_FOLLOWER,
             "Produce to node {node}, {}",
