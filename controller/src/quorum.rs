@@ -851,9 +851,17 @@ impl QuorumController {
                         }
                         Err(TransportError::Network { reason, .. }) => {
                             // The command may have run: do not run it twice.
-                            return Err(raft_err(format!(
-                                "forwarding to the active controller {l}: {reason}"
-                            )));
+                            // Its outcome is unknown, which Kafka answers
+                            // with the retriable REQUEST_TIMED_OUT (the
+                            // active controller died mid-request), not
+                            // UNKNOWN_SERVER_ERROR.
+                            return Err(ControllerError::Timeout {
+                                operation: format!(
+                                    "the active controller {l} to answer a forwarded command \
+                                     (connection lost: {reason}; it may or may not have run)"
+                                ),
+                                waited_ms: inner.options.forward_timeout.as_millis() as u64,
+                            });
                         }
                     }
                 }
@@ -1073,6 +1081,7 @@ impl Inner {
     ) -> Result<(T, u64), ControllerError> {
         let _queue = self.commands.lock().await;
         self.ensure_active()?;
+        self.wait_image_current().await?;
         let image = self.images.borrow().clone();
         let result = compute(&image)?;
         let offset = if result.records.is_empty() {
@@ -1081,6 +1090,39 @@ impl Inner {
             self.commit(result.records).await?
         };
         Ok((result.response, offset))
+    }
+
+    /// Waits (at most `forward_timeout`) until the image has applied every
+    /// entry of this leader's log. A new active controller's log holds
+    /// entries of the previous leader that are committed but may not be
+    /// replayed yet; a command computed on the older image could contradict
+    /// them (a topic created twice: the second batch is skipped on replay
+    /// and the client saw UNKNOWN_SERVER_ERROR instead of
+    /// TOPIC_ALREADY_EXISTS). Kafka's new active controller likewise replays
+    /// the log before it handles requests.
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::Timeout`] when the replay does not get there in
+    /// time.
+    async fn wait_image_current(&self) -> Result<(), ControllerError> {
+        let target = self.raft.metrics().borrow().last_log_index.unwrap_or(0);
+        let timeout = self.options.forward_timeout;
+        let mut images = self.images.subscribe();
+        let caught_up = tokio::time::timeout(
+            timeout,
+            images.wait_for(|image| image.last_applied_offset >= target),
+        )
+        .await
+        .map_err(|_| ControllerError::Timeout {
+            operation: format!(
+                "the active controller to replay the metadata log to offset {target}"
+            ),
+            waited_ms: timeout.as_millis() as u64,
+        })?
+        .map(|_| ())
+        .map_err(raft_err);
+        caught_up
     }
 
     /// Restarts `broker_id`'s session clock (called under the command lock).
