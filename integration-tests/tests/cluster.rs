@@ -95,7 +95,9 @@ pub(crate) fn start_three_nodes() -> (Vec<TestBroker>, Vec<u16>) {
 }
 
 /// [`start_three_nodes`] with extra config overrides on every node.
-fn start_three_nodes_with(extra: &[(&'static str, &'static str)]) -> (Vec<TestBroker>, Vec<u16>) {
+pub(crate) fn start_three_nodes_with(
+    extra: &[(&'static str, &'static str)],
+) -> (Vec<TestBroker>, Vec<u16>) {
     start_three_nodes_in_with(&weir_storage::random_kafka_uuid(), extra)
 }
 
@@ -330,7 +332,7 @@ fn an_unformatted_node_of_a_quorum_refuses_to_start_and_names_weir_format() {
 }
 
 /// Short broker sessions so fencing happens within seconds.
-const FAST_SESSIONS: [(&str, &str); 2] = [
+pub(crate) const FAST_SESSIONS: [(&str, &str); 2] = [
     ("broker.heartbeat.interval.ms", "200"),
     ("broker.session.timeout.ms", "1500"),
 ];

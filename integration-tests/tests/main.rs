@@ -20,6 +20,7 @@ mod client_confluent;
 mod client_java;
 mod client_kcat;
 mod cluster;
+mod cluster_faults;
 mod cluster_script;
 mod compaction;
 mod create_partitions;
