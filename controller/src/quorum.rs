@@ -209,6 +209,9 @@ struct Inner {
     /// Broker session clocks of the active controller (never in the log).
     sessions: Mutex<BrokerSessions>,
     session_expirer: Mutex<Option<JoinHandle<()>>>,
+    /// `(raft term, log end index)` when this node's first command of that
+    /// term ran (see `Inner::wait_image_current`).
+    log_end_at_takeover: Mutex<(u64, u64)>,
 }
 
 /// The active controller's in-memory broker session clocks (Kafka's
@@ -399,6 +402,7 @@ impl QuorumController {
                 multi_voter,
                 sessions: Mutex::new(BrokerSessions::default()),
                 session_expirer: Mutex::new(None),
+                log_end_at_takeover: Mutex::new((0, 0)),
             }),
         };
         tokio::spawn(quorum_state::watch_caught_up(raft.metrics(), contacts));
@@ -1093,7 +1097,7 @@ impl Inner {
     }
 
     /// Waits (at most `forward_timeout`) until the image has applied every
-    /// entry of this leader's log. A new active controller's log holds
+    /// entry this leader's log held when its term's first command ran. A new active controller's log holds
     /// entries of the previous leader that are committed but may not be
     /// replayed yet; a command computed on the older image could contradict
     /// them (a topic created twice: the second batch is skipped on replay
@@ -1106,7 +1110,25 @@ impl Inner {
     /// [`ControllerError::Timeout`] when the replay does not get there in
     /// time.
     async fn wait_image_current(&self) -> Result<(), ControllerError> {
-        let target = self.raft.metrics().borrow().last_log_index.unwrap_or(0);
+        let (term, log_end) = {
+            let m = self.raft.metrics();
+            let m = m.borrow();
+            (m.current_term, m.last_log_index.unwrap_or(0))
+        };
+        // The log end when this term's first command ran: the previous
+        // leaders' entries and this leader's blank entry. Later entries are
+        // this leader's own commands, run one at a time; waiting for one
+        // that cannot commit (no majority) would stall every command.
+        let target = {
+            let mut at_takeover = self
+                .log_end_at_takeover
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if at_takeover.0 != term {
+                *at_takeover = (term, log_end);
+            }
+            at_takeover.1
+        };
         let timeout = self.options.forward_timeout;
         let mut images = self.images.subscribe();
         let caught_up = tokio::time::timeout(

@@ -435,10 +435,21 @@ fn an_isolated_active_controller_commits_nothing_and_rejoins_as_a_follower_after
 
     // The isolated node cannot commit: its CreateTopics is not acknowledged
     // and its image keeps only what was committed before the partition.
+    // Its answer can take up to twice the controller's 10 s forward timeout
+    // (a queued heartbeat's commit, then this one's), whatever timeout_ms.
     isolated_client
-        .set_read_timeout(Duration::from_secs(20))
+        .set_read_timeout(Duration::from_secs(25))
         .unwrap();
+    let sent = Instant::now();
     let answer = try_create(&mut isolated_client, create, "from-isolated", 3_000);
+    match &answer {
+        Ok(response) => eprintln!(
+            "the isolated node answered CreateTopics (timeout_ms 3000) with error {} after {} ms",
+            response.topics[0].error_code,
+            sent.elapsed().as_millis()
+        ),
+        Err(_) => {}
+    }
     match &answer {
         Ok(response) => assert_ne!(
             response.topics[0].error_code,
