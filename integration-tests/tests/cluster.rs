@@ -95,7 +95,9 @@ pub(crate) fn start_three_nodes() -> (Vec<TestBroker>, Vec<u16>) {
 }
 
 /// [`start_three_nodes`] with extra config overrides on every node.
-fn start_three_nodes_with(extra: &[(&'static str, &'static str)]) -> (Vec<TestBroker>, Vec<u16>) {
+pub(crate) fn start_three_nodes_with(
+    extra: &[(&'static str, &'static str)],
+) -> (Vec<TestBroker>, Vec<u16>) {
     start_three_nodes_in_with(&weir_storage::random_kafka_uuid(), extra)
 }
 
@@ -330,13 +332,13 @@ fn an_unformatted_node_of_a_quorum_refuses_to_start_and_names_weir_format() {
 }
 
 /// Short broker sessions so fencing happens within seconds.
-const FAST_SESSIONS: [(&str, &str); 2] = [
+pub(crate) const FAST_SESSIONS: [(&str, &str); 2] = [
     ("broker.heartbeat.interval.ms", "200"),
     ("broker.session.timeout.ms", "1500"),
 ];
 
 /// Creates `name` with one partition per replica list in `assignments`.
-fn create_assigned(client: &mut RawClient, name: &str, assignments: &[&[i32]]) {
+pub(crate) fn create_assigned(client: &mut RawClient, name: &str, assignments: &[&[i32]]) {
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(vec![CreatableTopic::default()
@@ -364,7 +366,7 @@ fn create_assigned(client: &mut RawClient, name: &str, assignments: &[&[i32]]) {
 }
 
 /// `(error, leader, isr, offline replicas)` of one partition in Metadata.
-type PartitionState = (i16, i32, Vec<i32>, Vec<i32>);
+pub(crate) type PartitionState = (i16, i32, Vec<i32>, Vec<i32>);
 
 fn partition_state(p: &MetadataResponsePartition) -> PartitionState {
     (
@@ -376,7 +378,7 @@ fn partition_state(p: &MetadataResponsePartition) -> PartitionState {
 }
 
 /// Partition states of `topic` and the listed broker ids, as `client` sees them.
-fn topic_state(
+pub(crate) fn topic_state(
     client: &mut RawClient,
     version: i16,
     topic: &str,
