@@ -149,6 +149,9 @@ pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes, peer: SocketAdd
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(handlers::describe_quorum::handle(&ctx, version, r).await)
         }
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(handlers::elect_leaders::handle(&ctx, version, r).await)
+        }
         other => {
             // The supported-API table and this match must agree; a unit test
             // checks it, so this is only reachable through a bug.
@@ -256,6 +259,7 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::DescribeQuorum => "DescribeQuorum",
+        ApiKey::ElectLeaders => "ElectLeaders",
         _ => "Other",
     }
 }

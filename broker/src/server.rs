@@ -99,6 +99,9 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         },
         QuorumOptions {
             broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
+            leader_imbalance_check_interval: config
+                .auto_leader_rebalance_enable
+                .then(|| Duration::from_secs(config.leader_imbalance_check_interval_seconds)),
             ..QuorumOptions::default()
         },
         voters,

@@ -23,9 +23,10 @@ pub mod transport;
 pub mod voters;
 
 pub use control::{
-    validate_topic_name, ControllerResult, CreatableTopic, CreatedTopic, HeartbeatReply,
-    NewPartitions, TopicRef, CLUSTER_METADATA_TOPIC_NAME, MAX_RECORDS_PER_USER_OP,
-    MAX_TOPIC_NAME_LENGTH, PRODUCER_ID_BLOCK_SIZE,
+    validate_topic_name, ControllerResult, CreatableTopic, CreatedTopic, ElectionOutcome,
+    ElectionType, HeartbeatReply, NewPartitions, TopicElections, TopicRef,
+    CLUSTER_METADATA_TOPIC_NAME, MAX_RECORDS_PER_USER_OP, MAX_TOPIC_NAME_LENGTH,
+    PRODUCER_ID_BLOCK_SIZE,
 };
 pub use error::ControllerError;
 pub use image::{

@@ -39,7 +39,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::control::{
-    self, ControllerResult, CreatableTopic, CreatedTopic, HeartbeatReply, NewPartitions, TopicRef,
+    self, ControllerResult, CreatableTopic, CreatedTopic, ElectionType, HeartbeatReply,
+    NewPartitions, TopicElections, TopicRef,
 };
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
@@ -104,6 +105,11 @@ pub struct QuorumOptions {
     /// several voters: a single voter's one broker is this process.
     /// Default: 9000 ms (Kafka's).
     pub broker_session_timeout: Duration,
+    /// `leader.imbalance.check.interval.seconds` when
+    /// `auto.leader.rebalance.enable` is true, else `None`: how often the
+    /// active controller moves leadership back to preferred replicas (see
+    /// [`control::balance_partition_leaders`]). Default: 300 s (Kafka's).
+    pub leader_imbalance_check_interval: Option<Duration>,
 }
 
 impl Default for QuorumOptions {
@@ -118,6 +124,7 @@ impl Default for QuorumOptions {
             leader_wait: Duration::from_secs(5),
             forward_timeout: Duration::from_secs(10),
             broker_session_timeout: Duration::from_millis(9000),
+            leader_imbalance_check_interval: Some(Duration::from_secs(300)),
         }
     }
 }
@@ -165,6 +172,10 @@ pub(crate) enum ControllerCommand {
     ReadOffset,
     /// No change: the active controller describes the quorum.
     DescribeQuorum,
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    },
 }
 
 /// The active controller's answer to a [`ControllerCommand`].
@@ -178,6 +189,7 @@ pub(crate) enum CommandResponse {
     CreatedPartitions(Vec<Result<(), ControllerError>>),
     Quorum(QuorumDescription),
     Heartbeat(HeartbeatReply),
+    Elections(Vec<TopicElections>),
 }
 
 /// A command's response plus the metadata log offset the caller's image
@@ -212,6 +224,8 @@ struct Inner {
     /// `(raft term, log end index)` when this node's first command of that
     /// term ran (see `Inner::wait_image_current`).
     log_end_at_takeover: Mutex<(u64, u64)>,
+    /// The automatic preferred-leader rebalance task, when enabled.
+    leader_balancer: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// The active controller's in-memory broker session clocks (Kafka's
@@ -403,6 +417,7 @@ impl QuorumController {
                 sessions: Mutex::new(BrokerSessions::default()),
                 session_expirer: Mutex::new(None),
                 log_end_at_takeover: Mutex::new((0, 0)),
+                leader_balancer: Mutex::new(None),
             }),
         };
         tokio::spawn(quorum_state::watch_caught_up(raft.metrics(), contacts));
@@ -489,6 +504,16 @@ impl QuorumController {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()) = Some(tokio::spawn(expire_sessions(
                 Arc::downgrade(&controller.inner),
+            )));
+        }
+        if let Some(interval) = options.leader_imbalance_check_interval {
+            *controller
+                .inner
+                .leader_balancer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(tokio::spawn(balance_leaders(
+                Arc::downgrade(&controller.inner),
+                interval,
             )));
         }
         tracing::info!(
@@ -737,6 +762,32 @@ impl QuorumController {
         }
     }
 
+    /// Elects partition leaders on request (ElectLeaders, KIP-183 and
+    /// KIP-460) on the active controller, as
+    /// [`control::elect_leaders_on_request`]: `partitions` lists `(topic,
+    /// partition indexes)`, `None` means every partition. All elections of
+    /// one call are committed as one batch; the call returns once this
+    /// node's image has applied them.
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::NotController`] when no active controller answers
+    /// within `options.leader_wait`, or a commit error.
+    pub async fn elect_leaders(
+        &self,
+        election: ElectionType,
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Result<Vec<TopicElections>, ControllerError> {
+        let command = ControllerCommand::ElectLeaders {
+            election,
+            partitions,
+        };
+        match self.execute(command).await?.response {
+            CommandResponse::Elections(results) => Ok(results),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// The quorum as the active controller sees it (DescribeQuorum, KIP-595),
     /// asked of the active controller wherever this node is.
     ///
@@ -789,6 +840,15 @@ impl QuorumController {
             .take();
         if let Some(expirer) = expirer {
             expirer.abort();
+        }
+        let balancer = self
+            .inner
+            .leader_balancer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(balancer) = balancer {
+            balancer.abort();
         }
         self.inner.raft.shutdown().await.map_err(raft_err)?;
         self.inner
@@ -1027,6 +1087,17 @@ impl Inner {
                 .run(|image| {
                     control::replace_topic_configs(image, &topic, &configs)
                         .map(|r| r.map(|()| CommandResponse::Done))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::ElectLeaders {
+                election,
+                partitions,
+            } => self
+                .run(|image| {
+                    let r =
+                        control::elect_leaders_on_request(image, election, partitions.as_deref());
+                    Ok(r.map(CommandResponse::Elections))
                 })
                 .await
                 .map(outcome),
@@ -1284,6 +1355,38 @@ async fn expire_sessions(inner: Weak<Inner>) {
             }
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, "could not fence expired broker sessions"),
+        }
+    }
+}
+
+/// The active controller's automatic leader rebalance
+/// (`auto.leader.rebalance.enable`; Kafka's `QuorumController`
+/// `maybeBalancePartitionLeaders` event): every `interval`
+/// (`leader.imbalance.check.interval.seconds`), while this node is active,
+/// one [`control::balance_partition_leaders`] pass under the command lock;
+/// a pass that stopped at [`control::MAX_ELECTIONS_PER_IMBALANCE`] runs
+/// again after 10 ms, as Kafka reschedules it.
+async fn balance_leaders(inner: Weak<Inner>, interval: Duration) {
+    let mut delay = interval;
+    loop {
+        tokio::time::sleep(delay).await;
+        delay = interval;
+        let Some(inner) = inner.upgrade() else { return };
+        if inner.ensure_active().is_err() {
+            continue;
+        }
+        let pass = inner
+            .run(|image| {
+                Ok(control::balance_partition_leaders(
+                    image,
+                    control::MAX_ELECTIONS_PER_IMBALANCE,
+                ))
+            })
+            .await;
+        match pass {
+            Ok((true, _)) => delay = Duration::from_millis(10),
+            Ok((false, _)) => {}
+            Err(e) => tracing::debug!(error = %e, "could not rebalance partition leaders"),
         }
     }
 }

@@ -338,7 +338,7 @@ pub(crate) const FAST_SESSIONS: [(&str, &str); 2] = [
 ];
 
 /// Creates `name` with one partition per replica list in `assignments`.
-fn create_assigned(client: &mut RawClient, name: &str, assignments: &[&[i32]]) {
+pub(crate) fn create_assigned(client: &mut RawClient, name: &str, assignments: &[&[i32]]) {
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(vec![CreatableTopic::default()
@@ -366,7 +366,7 @@ fn create_assigned(client: &mut RawClient, name: &str, assignments: &[&[i32]]) {
 }
 
 /// `(error, leader, isr, offline replicas)` of one partition in Metadata.
-type PartitionState = (i16, i32, Vec<i32>, Vec<i32>);
+pub(crate) type PartitionState = (i16, i32, Vec<i32>, Vec<i32>);
 
 fn partition_state(p: &MetadataResponsePartition) -> PartitionState {
     (
@@ -378,7 +378,7 @@ fn partition_state(p: &MetadataResponsePartition) -> PartitionState {
 }
 
 /// Partition states of `topic` and the listed broker ids, as `client` sees them.
-fn topic_state(
+pub(crate) fn topic_state(
     client: &mut RawClient,
     version: i16,
     topic: &str,

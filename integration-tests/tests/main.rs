@@ -27,6 +27,7 @@ mod create_partitions;
 mod describe_quorum;
 mod dump_log;
 mod durability;
+mod elect_leaders;
 mod groups_clients;
 mod groups_durability;
 mod groups_offsets_topic;

@@ -20,6 +20,9 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::elect_leaders_response::{
+    PartitionResult as ElectionPartitionResult, ReplicaElectionResult,
+};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -41,10 +44,10 @@ use kafka_protocol::messages::{
     AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsRequest,
-    DescribeConfigsResponse, DescribeQuorumResponse, FetchRequest, FetchResponse,
-    InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
-    MetadataResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest,
-    ProduceResponse, RequestKind, ResponseKind, TopicName,
+    DescribeConfigsResponse, DescribeQuorumResponse, ElectLeadersResponse, FetchRequest,
+    FetchResponse, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    ProduceRequest, ProduceResponse, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::messages::{
     DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -170,6 +173,35 @@ pub fn error_response(
                     result.error_code = error_code;
                     result.resource_type = resource.resource_type;
                     result.resource_name = resource.resource_name.clone();
+                    result
+                })
+                .collect();
+            response.into()
+        }
+        // Kafka's ElectLeadersRequest.getErrorResponse: the error at the top
+        // level (v1+) and on every listed partition.
+        RequestKind::ElectLeaders(request) => {
+            let mut response = ElectLeadersResponse::default();
+            if api_version >= 1 {
+                response.error_code = error_code;
+            }
+            response.replica_election_results = request
+                .topic_partitions
+                .iter()
+                .flatten()
+                .map(|topic| {
+                    let mut result = ReplicaElectionResult::default();
+                    result.topic = topic.topic.clone();
+                    result.partition_result = topic
+                        .partitions
+                        .iter()
+                        .map(|&partition_id| {
+                            let mut p = ElectionPartitionResult::default();
+                            p.partition_id = partition_id;
+                            p.error_code = error_code;
+                            p
+                        })
+                        .collect();
                     result
                 })
                 .collect();
@@ -366,6 +398,7 @@ pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::IncrementalAlterConfigs(_) => ApiKey::IncrementalAlterConfigs,
         RequestKind::AlterConfigs(_) => ApiKey::AlterConfigs,
         RequestKind::CreatePartitions(_) => ApiKey::CreatePartitions,
+        RequestKind::ElectLeaders(_) => ApiKey::ElectLeaders,
         RequestKind::OffsetDelete(_) => ApiKey::OffsetDelete,
         _ => return None,
     })
@@ -677,6 +710,11 @@ mod tests {
             }
             ResponseKind::AlterConfigs(r) => r.responses.iter().map(|g| g.error_code).collect(),
             ResponseKind::CreatePartitions(r) => r.results.iter().map(|t| t.error_code).collect(),
+            ResponseKind::ElectLeaders(r) => r
+                .replica_election_results
+                .iter()
+                .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
+                .collect(),
             _ => Vec::new(),
         }
     }
@@ -710,6 +748,12 @@ mod tests {
             RequestKind::IncrementalAlterConfigs(r) => r.resources.len(),
             RequestKind::AlterConfigs(r) => r.resources.len(),
             RequestKind::CreatePartitions(r) => r.topics.len(),
+            RequestKind::ElectLeaders(r) => r
+                .topic_partitions
+                .iter()
+                .flatten()
+                .map(|t| t.partitions.len())
+                .sum(),
             _ => 0,
         }
     }
@@ -729,6 +773,7 @@ mod tests {
             ResponseKind::SyncGroup(r) => Some(r.error_code),
             ResponseKind::ListGroups(r) => Some(r.error_code),
             ResponseKind::OffsetDelete(r) => Some(r.error_code),
+            ResponseKind::ElectLeaders(r) if v >= 1 => Some(r.error_code),
             _ => None,
         }
     }
