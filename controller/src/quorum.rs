@@ -13,9 +13,10 @@
 //! response sees its effect in [`QuorumController::image`].
 //!
 //! Single node (the default) is a one-voter quorum in this process. With
-//! several voters (`controller.quorum.voters`), every voter whose store is
-//! pristine initializes the quorum with the same full voter set; a node
-//! whose metadata directory holds a vote, log or snapshot never initializes.
+//! several voters (`controller.quorum.voters`), the voter with the lowest id
+//! initializes the quorum with the full voter set when its store is
+//! pristine, and the others start empty and join it; a node whose metadata
+//! directory holds a vote, log or snapshot never initializes.
 //!
 //! With several voters, brokers register fenced and heartbeat through
 //! [`QuorumController::broker_heartbeat`]; the active controller keeps their
@@ -224,6 +225,8 @@ struct Inner {
     /// `(raft term, log end index)` when this node's first command of that
     /// term ran (see `Inner::wait_image_current`).
     log_end_at_takeover: Mutex<(u64, u64)>,
+    /// This node's own `controller.quorum.voters` addresses by voter id.
+    voter_addresses: Arc<BTreeMap<u64, String>>,
     /// The automatic preferred-leader rebalance task, when enabled.
     leader_balancer: Mutex<Option<JoinHandle<()>>>,
 }
@@ -322,10 +325,11 @@ impl QuorumController {
     /// With no voters or only this node, the quorum is a single voter in
     /// this process, as [`QuorumController::start`]: it waits until this
     /// node is leader with its log applied. With several voters, `transport`
-    /// carries raft and forwarded commands between them; a pristine store
-    /// initializes the quorum with the full voter set (a voter that lost the
-    /// race to do so is fine), and startup waits until *a* leader is known
-    /// and this node has applied the leader's committed log.
+    /// carries raft and forwarded commands between them; the lowest voter
+    /// id initializes the quorum with the full voter set when its store is
+    /// pristine (the others wait to be contacted), and startup waits until
+    /// *a* leader is known and this node has applied the leader's committed
+    /// log.
     ///
     /// # Errors
     ///
@@ -387,7 +391,15 @@ impl QuorumController {
         }
         .validate()
         .map_err(raft_err)?;
-        let network = QuorumNetworkFactory::new(raft_node_id, transport.clone());
+        let voter_addresses: Arc<BTreeMap<u64, String>> = Arc::new(
+            voters
+                .iter()
+                .filter(|_| multi_voter)
+                .map(|v| (v.id as u64, v.address()))
+                .collect(),
+        );
+        let network =
+            QuorumNetworkFactory::new(raft_node_id, transport.clone(), voter_addresses.clone());
         let contacts = network.contacts();
         let raft = Raft::new(
             raft_node_id,
@@ -418,6 +430,7 @@ impl QuorumController {
                 session_expirer: Mutex::new(None),
                 log_end_at_takeover: Mutex::new((0, 0)),
                 leader_balancer: Mutex::new(None),
+                voter_addresses: voter_addresses.clone(),
             }),
         };
         tokio::spawn(quorum_state::watch_caught_up(raft.metrics(), contacts));
@@ -431,7 +444,21 @@ impl QuorumController {
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(transport.serve(raft_node_id, handler));
 
-        if pristine {
+        // With several voters only the lowest voter id initializes; the others
+        // start empty and join when it wins their votes. When every pristine
+        // voter initialized, a vote request from one that had already
+        // campaigned could reach another before its own `initialize`, which
+        // then failed; with openraft's (term, node) leader ids two leaders of
+        // term 1 could follow and a voter waited out its startup timeout
+        // (seen in CI as a 3-node start that never finished).
+        let initializer = voters.iter().map(|v| v.id).min();
+        if pristine && multi_voter && initializer != Some(config.node_id) {
+            tracing::info!(
+                node_id = config.node_id,
+                initializer = ?initializer,
+                "new metadata quorum: waiting for the lowest voter id to initialize it"
+            );
+        } else if pristine {
             let members: BTreeMap<u64, BasicNode> = if multi_voter {
                 voters
                     .iter()
@@ -882,11 +909,15 @@ impl QuorumController {
                 if let Err(fatal) = &m.running_state {
                     return Err(raft_err(fatal));
                 }
+                // This node's own voter addresses first (see
+                // `QuorumNetworkFactory`), then the replicated membership's.
                 let addr = m.current_leader.and_then(|l| {
-                    m.membership_config
-                        .membership()
-                        .get_node(&l)
-                        .map(|n| n.addr.clone())
+                    inner.voter_addresses.get(&l).cloned().or_else(|| {
+                        m.membership_config
+                            .membership()
+                            .get_node(&l)
+                            .map(|n| n.addr.clone())
+                    })
                 });
                 (m.current_leader, m.state == ServerState::Leader, addr)
             };
