@@ -58,14 +58,27 @@ fn start_three_nodes_in_with(
         .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
         .collect::<Vec<_>>()
         .join(",");
-    // Each node's startup waits for a quorum, so they start together.
+    let brokers = start_nodes_with_voters(cluster_id, &controller_ports, &vec![voters; 3], extra);
+    (brokers, controller_ports)
+}
+
+/// Starts nodes 1..=3 of cluster `cluster_id` together (each node's startup
+/// waits for a quorum); node `i` listens for the quorum on
+/// `controller_ports[i]` and is given `voters[i]` as its own
+/// `controller.quorum.voters`.
+pub(crate) fn start_nodes_with_voters(
+    cluster_id: &str,
+    controller_ports: &[u16],
+    voters: &[String],
+    extra: &[(&'static str, &'static str)],
+) -> Vec<TestBroker> {
     let starting: Vec<_> = controller_ports
         .iter()
+        .zip(voters)
         .enumerate()
-        .map(|(i, &port)| {
-            let voters = voters.clone();
-            let cluster_id = cluster_id.to_owned();
-            let extra = extra.to_vec();
+        .map(|(i, (&port, voters))| {
+            let (voters, cluster_id, extra) =
+                (voters.clone(), cluster_id.to_owned(), extra.to_vec());
             std::thread::spawn(move || {
                 let mut builder = TestBroker::builder()
                     .node_id(i as i32 + 1)
@@ -82,11 +95,10 @@ fn start_three_nodes_in_with(
             })
         })
         .collect();
-    let brokers: Vec<TestBroker> = starting
+    starting
         .into_iter()
         .map(|t| t.join().expect("starter thread").expect("starting weir"))
-        .collect();
-    (brokers, controller_ports)
+        .collect()
 }
 
 /// [`start_three_nodes_in`] with a new cluster id.

@@ -18,9 +18,12 @@ use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use weir_integration_tests::{HarnessError, RawClient, TestBroker};
+use weir_integration_tests::{HarnessError, RawClient};
 
-use crate::cluster::{agreed_controller, start_three_nodes_with, three_free_ports, FAST_SESSIONS};
+use crate::cluster::{
+    agreed_controller, start_nodes_with_voters, start_three_nodes_with, three_free_ports,
+    FAST_SESSIONS,
+};
 use crate::support::{self, error_code};
 
 const TOPIC_ALREADY_EXISTS: i16 = 36;
@@ -317,43 +320,6 @@ impl Drop for FaultProxy {
     }
 }
 
-/// Starts nodes 1..=3 of one cluster; node `i` listens for the quorum on
-/// `controller_ports[i]` and is given `voters[i]` as its own
-/// `controller.quorum.voters`.
-fn start_nodes_with_voters(
-    controller_ports: &[u16],
-    voters: &[String],
-    extra: &[(&'static str, &'static str)],
-) -> Vec<TestBroker> {
-    let cluster_id = weir_storage::random_kafka_uuid();
-    let starting: Vec<_> = controller_ports
-        .iter()
-        .zip(voters)
-        .enumerate()
-        .map(|(i, (&port, voters))| {
-            let (voters, cluster_id, extra) = (voters.clone(), cluster_id.clone(), extra.to_vec());
-            std::thread::spawn(move || {
-                let mut builder = TestBroker::builder()
-                    .node_id(i as i32 + 1)
-                    .format_cluster_id(&cluster_id)
-                    .override_config(
-                        "listeners",
-                        &format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
-                    )
-                    .override_config("controller.quorum.voters", &voters);
-                for (key, value) in extra {
-                    builder = builder.override_config(key, value);
-                }
-                builder.start()
-            })
-        })
-        .collect();
-    starting
-        .into_iter()
-        .map(|t| t.join().expect("starter thread").expect("starting weir"))
-        .collect()
-}
-
 /// Creates `name` through `client`, retrying NOT_CONTROLLER and
 /// REQUEST_TIMED_OUT (an election may be under way) until acknowledged.
 fn create_retrying(client: &mut RawClient, version: i16, name: &str) {
@@ -402,7 +368,12 @@ fn an_isolated_active_controller_commits_nothing_and_rejoins_as_a_follower_after
                 .join(",")
         })
         .collect();
-    let brokers = start_nodes_with_voters(&controller_ports, &voters, &FAST_SESSIONS);
+    let brokers = start_nodes_with_voters(
+        &weir_storage::random_kafka_uuid(),
+        &controller_ports,
+        &voters,
+        &FAST_SESSIONS,
+    );
     let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
     let versions = support::api_versions(&mut clients[0]);
     let metadata = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
