@@ -5,20 +5,20 @@
 //! broker's return makes it leader again. Every wait polls observable state
 //! with a deadline.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use support::{eventually, DEADLINE};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 use weir_controller::{
     BrokerEndpoint, ControllerConfig, CreatableTopic, MemoryRouter, MetadataImage,
     QuorumController, QuorumOptions, QuorumTransport, QuorumVoter,
 };
 
-const DEADLINE: Duration = Duration::from_secs(15);
 const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
 
 fn options() -> QuorumOptions {
@@ -58,22 +58,6 @@ async fn start_three(root: &Path, router: &MemoryRouter) -> BTreeMap<i32, Quorum
     };
     let (a, b, c) = tokio::join!(start(1), start(2), start(3));
     BTreeMap::from([(1, a), (2, b), (3, c)])
-}
-
-/// Polls `check` until it returns `Some`, failing after [`DEADLINE`].
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// Registers broker `id` through its own voter; returns its epoch.

@@ -2,20 +2,19 @@
 //! from any voter, partitions, restarts, over the in-memory router and over
 //! TCP on 127.0.0.1. Every wait polls observable state with a deadline.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use support::{eventually, DEADLINE};
 use weir_controller::{
     BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter, MetadataImage,
     QuorumController, QuorumDescription, QuorumOptions, QuorumTransport, QuorumVoter,
     ReplicaProgress,
 };
-
-const DEADLINE: Duration = Duration::from_secs(15);
 
 fn options() -> QuorumOptions {
     QuorumOptions {
@@ -108,22 +107,6 @@ async fn start_three_with(
         ),
     );
     BTreeMap::from([(1, a), (2, b), (3, c)])
-}
-
-/// Polls `check` until it returns `Some`, failing after [`DEADLINE`].
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// The one active controller among `nodes`, once all of them agree on it.
