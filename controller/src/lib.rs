@@ -5,7 +5,9 @@
 //! that turns commands into records ([`control`], [`placement`]), the
 //! openraft-backed metadata log on disk (the private `raft` module), the
 //! voter set ([`voters`]) and the transport between voters ([`transport`]),
-//! and the running [`QuorumController`] ([`quorum`]) the broker talks to.
+//! the running [`QuorumController`] ([`quorum`]) of a voter, the
+//! [`MetadataObserver`] ([`observer`]) of a broker-only node, and the
+//! [`MetadataController`] over both that the broker talks to.
 //!
 //! Must not depend on Kafka request types (`kafka-protocol`): the broker
 //! translates between the wire and these types. openraft stays behind our own
@@ -14,6 +16,8 @@
 pub mod control;
 pub mod error;
 pub mod image;
+pub mod metadata_controller;
+pub mod observer;
 pub mod placement;
 pub mod quorum;
 pub mod quorum_state;
@@ -32,6 +36,8 @@ pub use error::ControllerError;
 pub use image::{
     BrokerRegistration, MetadataImage, PartitionRegistration, ReplayError, TopicId, TopicImage,
 };
+pub use metadata_controller::MetadataController;
+pub use observer::MetadataObserver;
 pub use placement::{ReplicaPlacer, StripedReplicaPlacer};
 pub use quorum::{ControllerConfig, QuorumController, QuorumOptions};
 pub use quorum_state::{QuorumDescription, ReplicaProgress};

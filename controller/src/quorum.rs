@@ -45,6 +45,7 @@ use crate::control::{
 };
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
+use crate::observer::{self, FetchMetadataRequest, FetchMetadataResponse};
 use crate::placement::{ReplicaPlacer, StripedReplicaPlacer};
 use crate::quorum_state::{self, QuorumDescription, ReplicaContacts};
 use crate::raft::log_store::MetadataLogStore;
@@ -1024,6 +1025,37 @@ impl QuorumController {
 }
 
 impl Inner {
+    /// Answers a broker-only node's pull (see [`crate::observer`]) from this
+    /// voter's applied image, with the active controller's id and address;
+    /// the active controller remembers the observer's progress for
+    /// DescribeQuorum.
+    async fn serve_fetch_metadata(&self, request: FetchMetadataRequest) -> FetchMetadataResponse {
+        let image = observer::newer_image(self.images.subscribe(), &request).await;
+        let m = self.raft.metrics().borrow().clone();
+        if m.state == ServerState::Leader {
+            let caught_up = request.after_offset >= m.last_applied.map_or(0, |l| l.index);
+            self.contacts.observer_fetched(
+                request.observer_id,
+                request.after_offset,
+                caught_up,
+                quorum_state::now_ms(),
+            );
+        }
+        let leader = m.current_leader.and_then(|l| {
+            self.voter_addresses
+                .get(&l)
+                .cloned()
+                .or_else(|| {
+                    m.membership_config
+                        .membership()
+                        .get_node(&l)
+                        .map(|n| n.addr.clone())
+                })
+                .map(|addr| (l, addr))
+        });
+        FetchMetadataResponse { image, leader }
+    }
+
     /// Runs `command` on this node, which must be the active controller.
     async fn run_on_leader(
         &self,
@@ -1339,6 +1371,9 @@ impl QuorumRequestHandler for Inner {
                     QuorumResponse::InstallSnapshot(self.raft.install_snapshot(r).await)
                 }
                 QuorumRequest::Command(c) => QuorumResponse::Command(self.run_on_leader(c).await),
+                QuorumRequest::FetchMetadata(r) => {
+                    QuorumResponse::FetchMetadata(Ok(self.serve_fetch_metadata(r).await))
+                }
             }
         })
     }

@@ -46,7 +46,9 @@ pub struct QuorumDescription {
     pub high_watermark: i64,
     /// Every voter, the leader included, by id.
     pub voters: Vec<ReplicaProgress>,
-    /// Replicas that follow the log without voting (learners); none yet.
+    /// Replicas that follow the log without voting: the broker-only nodes
+    /// that fetched from this leader during its leadership (their log end
+    /// offset is the offset after the image they had).
     pub observers: Vec<ReplicaProgress>,
 }
 
@@ -61,6 +63,9 @@ struct Contact {
 #[derive(Debug, Default)]
 pub(crate) struct ReplicaContacts {
     contacts: Mutex<BTreeMap<u64, Contact>>,
+    /// Broker-only nodes that fetched metadata from this node:
+    /// `(log end offset, contact)` by node id.
+    observers: Mutex<BTreeMap<i32, (i64, Contact)>>,
 }
 
 impl ReplicaContacts {
@@ -82,6 +87,43 @@ impl ReplicaContacts {
         self.update(target, |c| {
             c.last_caught_up_ms = c.last_caught_up_ms.max(now_ms)
         });
+    }
+
+    /// Observer `node_id` fetched at `now_ms` holding offset `applied`;
+    /// `caught_up` when that is everything this leader applied.
+    pub(crate) fn observer_fetched(
+        &self,
+        node_id: i32,
+        applied: u64,
+        caught_up: bool,
+        now_ms: i64,
+    ) {
+        let mut observers = self.observers.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = observers.entry(node_id).or_insert((
+            -1,
+            Contact {
+                last_ack_ms: -1,
+                last_caught_up_ms: -1,
+            },
+        ));
+        entry.0 = applied as i64 + 1;
+        entry.1.last_ack_ms = entry.1.last_ack_ms.max(now_ms);
+        if caught_up {
+            entry.1.last_caught_up_ms = entry.1.last_caught_up_ms.max(now_ms);
+        }
+    }
+
+    fn observers(&self) -> Vec<ReplicaProgress> {
+        let observers = self.observers.lock().unwrap_or_else(|p| p.into_inner());
+        observers
+            .iter()
+            .map(|(&id, (end, c))| ReplicaProgress {
+                replica_id: id,
+                log_end_offset: *end,
+                last_fetch_timestamp_ms: c.last_ack_ms,
+                last_caught_up_timestamp_ms: c.last_caught_up_ms,
+            })
+            .collect()
     }
 
     fn get(&self, target: u64) -> Option<Contact> {
@@ -143,7 +185,11 @@ pub(crate) fn describe(
         leader_epoch: i32::try_from(metrics.current_term).unwrap_or(i32::MAX),
         high_watermark: metrics.last_applied.map_or(0, |l| l.index as i64 + 1),
         voters: membership.voter_ids().map(progress).collect(),
-        observers: membership.learner_ids().map(progress).collect(),
+        observers: membership
+            .learner_ids()
+            .map(progress)
+            .chain(contacts.observers())
+            .collect(),
     })
 }
 

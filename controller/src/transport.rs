@@ -19,7 +19,9 @@
 //! magic          u16 BE  0x5751 ("WQ")
 //! version        u8      1
 //! kind           u8      1 AppendEntries, 2 Vote, 3 InstallSnapshot,
-//!                        4 ControllerCommand; a response sets bit 0x80
+//!                        4 ControllerCommand, 5 FetchMetadata (a
+//!                        broker-only node pulling the metadata, see
+//!                        `crate::observer`); a response sets bit 0x80
 //! correlation id u32 BE  echoed by the response
 //! body           JSON    the request, or the `Result` the receiver returned
 //! ```
@@ -46,6 +48,7 @@ use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ControllerError;
+use crate::observer::{FetchMetadataRequest, FetchMetadataResponse};
 use crate::quorum::{CommandOutcome, ControllerCommand};
 use crate::raft::MetadataTypeConfig;
 
@@ -68,6 +71,9 @@ pub(crate) enum QuorumRequest {
     InstallSnapshot(InstallSnapshotRequest<MetadataTypeConfig>),
     /// A controller command forwarded to the active controller.
     Command(ControllerCommand),
+    /// A broker-only node (observer) asking a voter for metadata newer than
+    /// what it has; a long poll.
+    FetchMetadata(FetchMetadataRequest),
 }
 
 /// The answer to a [`QuorumRequest`] of the same kind.
@@ -77,6 +83,7 @@ pub(crate) enum QuorumResponse {
     Vote(Result<VoteResponse<u64>, RaftError<u64>>),
     InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
     Command(Result<CommandOutcome, ControllerError>),
+    FetchMetadata(Result<FetchMetadataResponse, ControllerError>),
 }
 
 impl QuorumRequest {
@@ -86,6 +93,7 @@ impl QuorumRequest {
             QuorumRequest::Vote(_) => 2,
             QuorumRequest::InstallSnapshot(_) => 3,
             QuorumRequest::Command(_) => 4,
+            QuorumRequest::FetchMetadata(_) => 5,
         }
     }
 }
@@ -98,6 +106,7 @@ impl QuorumResponse {
                 QuorumResponse::Vote(_) => 2,
                 QuorumResponse::InstallSnapshot(_) => 3,
                 QuorumResponse::Command(_) => 4,
+                QuorumResponse::FetchMetadata(_) => 5,
             }
     }
 }
@@ -169,6 +178,7 @@ pub(crate) fn encode_request(
         QuorumRequest::Vote(r) => encode_body(kind, correlation_id, r),
         QuorumRequest::InstallSnapshot(r) => encode_body(kind, correlation_id, r),
         QuorumRequest::Command(r) => encode_body(kind, correlation_id, r),
+        QuorumRequest::FetchMetadata(r) => encode_body(kind, correlation_id, r),
     }
 }
 
@@ -179,6 +189,7 @@ pub(crate) fn decode_request(frame: &[u8]) -> Result<(u32, QuorumRequest), Frame
         2 => QuorumRequest::Vote(decode_json(kind, body)?),
         3 => QuorumRequest::InstallSnapshot(decode_json(kind, body)?),
         4 => QuorumRequest::Command(decode_json(kind, body)?),
+        5 => QuorumRequest::FetchMetadata(decode_json(kind, body)?),
         _ => {
             return Err(FrameError::UnknownKind {
                 direction: "request",
@@ -199,6 +210,7 @@ pub(crate) fn encode_response(
         QuorumResponse::Vote(r) => encode_body(kind, correlation_id, r),
         QuorumResponse::InstallSnapshot(r) => encode_body(kind, correlation_id, r),
         QuorumResponse::Command(r) => encode_body(kind, correlation_id, r),
+        QuorumResponse::FetchMetadata(r) => encode_body(kind, correlation_id, r),
     }
 }
 
@@ -209,6 +221,7 @@ pub(crate) fn decode_response(frame: &[u8]) -> Result<(u32, QuorumResponse), Fra
         0x82 => QuorumResponse::Vote(decode_json(kind, body)?),
         0x83 => QuorumResponse::InstallSnapshot(decode_json(kind, body)?),
         0x84 => QuorumResponse::Command(decode_json(kind, body)?),
+        0x85 => QuorumResponse::FetchMetadata(decode_json(kind, body)?),
         _ => {
             return Err(FrameError::UnknownKind {
                 direction: "response",
@@ -315,6 +328,16 @@ impl QuorumTransport {
     pub fn tcp(listener: TcpListener) -> QuorumTransport {
         QuorumTransport {
             kind: TransportKind::Tcp(Arc::new(Mutex::new(Some(listener)))),
+        }
+    }
+
+    /// TCP for a broker-only node (an observer of the quorum): it dials the
+    /// voters at their `controller.quorum.voters` or
+    /// `controller.quorum.bootstrap.servers` addresses and serves nothing
+    /// (a Kafka broker-only node has no controller listener).
+    pub fn tcp_dial_only() -> QuorumTransport {
+        QuorumTransport {
+            kind: TransportKind::Tcp(Arc::new(Mutex::new(None))),
         }
     }
 

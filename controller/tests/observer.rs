@@ -1,0 +1,325 @@
+//! A broker-only node (`process.roles=broker`) following a quorum of three
+//! voters over the in-memory router: its [`MetadataObserver`] image
+//! converges after topic creation and deletion, after a leader change and
+//! after the voters compacted their log, and the commands it takes run on
+//! the active controller. Every wait polls observable state with a deadline.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::{eventually, DEADLINE};
+use weir_controller::{
+    BrokerEndpoint, ControllerConfig, CreatableTopic, MemoryRouter, MetadataController,
+    MetadataImage, MetadataObserver, QuorumController, QuorumOptions, QuorumTransport, QuorumVoter,
+    TopicRef,
+};
+
+const OBSERVER: i32 = 4;
+
+fn options() -> QuorumOptions {
+    QuorumOptions {
+        heartbeat_interval_ms: 50,
+        election_timeout_min_ms: 200,
+        election_timeout_max_ms: 400,
+        startup_timeout: DEADLINE,
+        leader_wait: Duration::from_secs(5),
+        forward_timeout: Duration::from_secs(5),
+        broker_session_timeout: Duration::from_secs(600),
+        ..QuorumOptions::default()
+    }
+}
+
+fn voters() -> Vec<QuorumVoter> {
+    (1..=3)
+        .map(|id| QuorumVoter {
+            id,
+            host: "127.0.0.1".into(),
+            port: 9000 + id as u16,
+        })
+        .collect()
+}
+
+fn config(root: &Path, id: i32) -> ControllerConfig {
+    ControllerConfig {
+        node_id: id,
+        metadata_dir: root.join(format!("node-{id}")).join("__cluster_metadata-0"),
+        cluster_id: "observer-test".into(),
+    }
+}
+
+async fn start_three(
+    root: &Path,
+    router: &MemoryRouter,
+    options: &QuorumOptions,
+) -> BTreeMap<i32, QuorumController> {
+    let start = |id: i32| {
+        QuorumController::start_with(
+            config(root, id),
+            options.clone(),
+            voters(),
+            QuorumTransport::memory(router),
+        )
+    };
+    let (a, b, c) = tokio::join!(start(1), start(2), start(3));
+    BTreeMap::from([(1, a.unwrap()), (2, b.unwrap()), (3, c.unwrap())])
+}
+
+async fn start_observer(root: &Path, router: &MemoryRouter) -> MetadataController {
+    MetadataObserver::start(
+        config(root, OBSERVER),
+        options(),
+        voters(),
+        vec![],
+        QuorumTransport::memory(router),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("observer did not start: {e}"))
+    .into()
+}
+
+fn topic(name: &str, replication_factor: i16) -> CreatableTopic {
+    CreatableTopic {
+        name: name.into(),
+        num_partitions: 2,
+        replication_factor,
+        assignments: vec![],
+        configs: vec![],
+    }
+}
+
+fn endpoint(id: i32) -> Vec<BrokerEndpoint> {
+    vec![BrokerEndpoint {
+        name: "PLAINTEXT".into(),
+        host: "127.0.0.1".into(),
+        port: 9100 + id as u16,
+        security_protocol: 0,
+    }]
+}
+
+/// Registers and unfences broker `id` through `controller`.
+async fn register(controller: &MetadataController, id: i32) {
+    let epoch = controller
+        .register_broker(id, uuid::Uuid::new_v4(), endpoint(id), None)
+        .await
+        .unwrap();
+    let reply = controller.broker_heartbeat(id, epoch, false).await.unwrap();
+    assert!(!reply.is_fenced, "broker {id} still fenced");
+}
+
+/// The parts of an image every node must agree on.
+fn content(image: &Arc<MetadataImage>) -> String {
+    format!(
+        "{:?} {:?} {:?} {}",
+        image.topics, image.brokers, image.controller_id, image.last_applied_offset
+    )
+}
+
+/// Waits until the observer's image equals every voter's and `check` holds
+/// on it.
+async fn converged(
+    voters: &BTreeMap<i32, QuorumController>,
+    observer: &MetadataController,
+    what: &str,
+    check: impl Fn(&MetadataImage) -> bool,
+) {
+    eventually(what, || async {
+        let mine = observer.image();
+        (check(&mine)
+            && voters
+                .values()
+                .all(|v| content(&v.image()) == content(&mine)))
+        .then_some(())
+    })
+    .await
+}
+
+async fn leader_of(voters: &BTreeMap<i32, QuorumController>) -> i32 {
+    eventually("one active controller", || async {
+        let active: Vec<i32> = voters
+            .iter()
+            .filter(|(_, c)| c.is_active())
+            .map(|(&id, _)| id)
+            .collect();
+        match active[..] {
+            [leader] => Some(leader),
+            _ => None,
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observer_image_converges_after_topic_creation_and_deletion() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let nodes = start_three(dir.path(), &router, &options()).await;
+    let observer = start_observer(dir.path(), &router).await;
+    assert!(!observer.is_active() && !observer.is_voter());
+
+    // Brokers register through the observer (forwarded to the leader),
+    // which then places replicas on the observer's broker too.
+    for id in 1..=OBSERVER {
+        register(&observer, id).await;
+    }
+    let results = observer.create_topics(vec![topic("all", 4)], false).await;
+    assert!(results[0].is_ok(), "{results:?}");
+    // The caller's own image shows the effect when the call returns.
+    let image = observer.image();
+    let all = image.topic("all").expect("topic on the observer");
+    assert!(all
+        .partitions
+        .values()
+        .all(|p| p.replicas.len() == 4 && p.replicas.contains(&OBSERVER)));
+    converged(&nodes, &observer, "the observer to hold 'all'", |i| {
+        i.topic("all").is_some()
+    })
+    .await;
+
+    // A topic created on a voter reaches the observer.
+    let results = nodes[&1]
+        .create_topics(vec![topic("on-voter", 1)], false)
+        .await;
+    assert!(results[0].is_ok(), "{results:?}");
+    converged(&nodes, &observer, "the observer to see 'on-voter'", |i| {
+        i.topic("on-voter").is_some()
+    })
+    .await;
+
+    let deleted = observer
+        .delete_topics(vec![TopicRef::Name("on-voter".into())])
+        .await;
+    assert!(deleted[0].is_ok(), "{deleted:?}");
+    assert!(observer.image().topic("on-voter").is_none());
+    converged(&nodes, &observer, "every node to drop 'on-voter'", |i| {
+        i.topic("on-voter").is_none() && i.topic("all").is_some()
+    })
+    .await;
+
+    // The active controller lists the observer, never as a voter.
+    let quorum = observer.describe_quorum().await.unwrap();
+    assert_eq!(
+        quorum
+            .voters
+            .iter()
+            .map(|v| v.replica_id)
+            .collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    assert!(
+        quorum.observers.iter().any(|o| o.replica_id == OBSERVER),
+        "{quorum:?}"
+    );
+
+    observer.shutdown().await.unwrap();
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observer_image_converges_after_a_leader_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let nodes = start_three(dir.path(), &router, &options()).await;
+    let observer = start_observer(dir.path(), &router).await;
+    register(&nodes[&1].clone().into(), 1).await;
+    register(&observer, OBSERVER).await;
+    let old_leader = leader_of(&nodes).await;
+    converged(
+        &nodes,
+        &observer,
+        "the observer to name the controller",
+        |i| i.controller_id == Some(old_leader),
+    )
+    .await;
+
+    // The observer fetches from the active controller; cut it off.
+    router.isolate(old_leader);
+    let rest: BTreeMap<i32, QuorumController> = nodes
+        .iter()
+        .filter(|(&id, _)| id != old_leader)
+        .map(|(&id, c)| (id, c.clone()))
+        .collect();
+    let new_leader = leader_of(&rest).await;
+    assert_ne!(new_leader, old_leader);
+    // A command through the observer finds the new active controller.
+    let results = observer
+        .create_topics(vec![topic("after-change", 1)], false)
+        .await;
+    assert!(results[0].is_ok(), "{results:?}");
+    converged(
+        &rest,
+        &observer,
+        "the observer to follow the new leader",
+        |i| i.controller_id == Some(new_leader) && i.topic("after-change").is_some(),
+    )
+    .await;
+
+    router.heal(old_leader);
+    let results = nodes[&new_leader]
+        .create_topics(vec![topic("after-heal", 1)], false)
+        .await;
+    assert!(results[0].is_ok(), "{results:?}");
+    converged(&nodes, &observer, "every node after the heal", |i| {
+        i.topic("after-heal").is_some()
+    })
+    .await;
+
+    observer.shutdown().await.unwrap();
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observer_catches_up_from_voters_that_compacted_their_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let compacting = QuorumOptions {
+        snapshot_interval_entries: 5,
+        log_entries_kept_after_snapshot: 0,
+        ..options()
+    };
+    let nodes = start_three(dir.path(), &router, &compacting).await;
+    register(&nodes[&1].clone().into(), 1).await;
+    for i in 0..20 {
+        let results = nodes[&1]
+            .create_topics(vec![topic(&format!("t{i}"), 1)], false)
+            .await;
+        assert!(results[0].is_ok(), "{results:?}");
+    }
+    // Every voter wrote a snapshot (its log before it is purged).
+    eventually("every voter to write a metadata snapshot", || async {
+        (1..=3)
+            .all(|id| {
+                config(dir.path(), id)
+                    .metadata_dir
+                    .join("metadata.snapshot")
+                    .exists()
+            })
+            .then_some(())
+    })
+    .await;
+
+    let observer = start_observer(dir.path(), &router).await;
+    assert!(
+        (0..20).all(|i| observer.image().topic(&format!("t{i}")).is_some()),
+        "the observer started without every topic"
+    );
+    converged(
+        &nodes,
+        &observer,
+        "the observer to equal the voters",
+        |_| true,
+    )
+    .await;
+
+    observer.shutdown().await.unwrap();
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
