@@ -109,6 +109,10 @@ pub struct BrokerConfig {
     /// validated when set, parsed by [`BrokerConfig::quorum_voters`].
     /// Default: empty (single node, one voter).
     pub controller_quorum_voters: String,
+    /// `controller.quorum.bootstrap.servers` (KIP-853): `host:port,...` of
+    /// controllers a broker-only node (`process.roles=broker`) asks for the
+    /// metadata when `controller.quorum.voters` is empty. Default: empty.
+    pub controller_quorum_bootstrap_servers: Vec<String>,
     /// `controller.listener.names`: listeners that carry the metadata
     /// quorum between voters; never advertised to clients. Default:
     /// `CONTROLLER`.
@@ -286,6 +290,7 @@ impl Default for BrokerConfig {
             }],
             advertised_listeners: None,
             controller_quorum_voters: String::new(),
+            controller_quorum_bootstrap_servers: Vec::new(),
             controller_listener_names: vec!["CONTROLLER".to_string()],
             broker_heartbeat_interval_ms: 2000,
             broker_session_timeout_ms: 9000,
@@ -457,6 +462,12 @@ impl BrokerConfig {
         weir_controller::QuorumVoter::parse_list(&self.controller_quorum_voters).unwrap_or_default()
     }
 
+    /// True for a broker-only node (`process.roles` without `controller`):
+    /// it follows the metadata quorum without voting.
+    pub fn is_broker_only(&self) -> bool {
+        !self.is_controller()
+    }
+
     /// True when `process.roles` includes `controller`.
     pub fn is_controller(&self) -> bool {
         self.process_roles
@@ -486,6 +497,23 @@ impl BrokerConfig {
                     }
                 })?;
                 self.controller_quorum_voters = value.to_string();
+            }
+            "controller.quorum.bootstrap.servers" => {
+                let mut servers = Vec::new();
+                for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+                    let valid = entry.rsplit_once(':').is_some_and(|(host, port)| {
+                        !host.trim_matches(['[', ']']).is_empty() && port.parse::<u16>().is_ok()
+                    });
+                    if !valid {
+                        return Err(ConfigError::InvalidValue {
+                            key: key.to_string(),
+                            value: value.to_string(),
+                            reason: format!("'{entry}' is not host:port"),
+                        });
+                    }
+                    servers.push(entry.to_string());
+                }
+                self.controller_quorum_bootstrap_servers = servers;
             }
             "controller.listener.names" => {
                 self.controller_listener_names = value
@@ -799,7 +827,23 @@ mod tests {
         let c = BrokerConfig::from_pairs(pairs("controller.listener.names", "QUORUM, C2")).unwrap();
         assert!(c.is_controller_listener("C2") && !c.is_controller_listener("CONTROLLER"));
         let c = BrokerConfig::from_pairs(pairs("process.roles", "broker")).unwrap();
-        assert!(!c.is_controller());
+        assert!(!c.is_controller() && c.is_broker_only());
+        let c = BrokerConfig::from_pairs(pairs(
+            "controller.quorum.bootstrap.servers",
+            "127.0.0.1:9093, [::1]:9094",
+        ))
+        .unwrap();
+        assert_eq!(
+            c.controller_quorum_bootstrap_servers,
+            vec!["127.0.0.1:9093", "[::1]:9094"]
+        );
+        let err = BrokerConfig::from_pairs(pairs("controller.quorum.bootstrap.servers", "h"))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("controller.quorum.bootstrap.servers"),
+            "{err}"
+        );
     }
 
     #[test]

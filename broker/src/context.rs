@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use weir_controller::{MetadataImage, QuorumController};
+use weir_controller::{MetadataController, MetadataImage};
 
 use crate::config::{BrokerConfig, Listener};
 use crate::group::BrokerGroupCoordinator;
@@ -19,7 +19,7 @@ pub struct BrokerContext {
     /// The cluster id from `meta.properties`.
     pub cluster_id: String,
     /// Handle on the metadata quorum.
-    pub controller: QuorumController,
+    pub controller: MetadataController,
     /// The partitions this broker hosts.
     pub replica_manager: Arc<ReplicaManager>,
     /// Producer id blocks allocated through the controller.

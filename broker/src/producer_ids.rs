@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use tokio::sync::Mutex;
-use weir_controller::{ControllerError, QuorumController};
+use weir_controller::{ControllerError, MetadataController};
 
 /// Hands out producer ids from the current block, fetching a new block from
 /// the controller when it is used up.
@@ -32,7 +32,7 @@ impl ProducerIdManager {
     ///
     /// # Errors
     /// The controller could not commit a new block.
-    pub async fn next_id(&self, controller: &QuorumController) -> Result<i64, ControllerError> {
+    pub async fn next_id(&self, controller: &MetadataController) -> Result<i64, ControllerError> {
         let mut block = self.current.lock().await;
         if block.is_empty() {
             *block = controller

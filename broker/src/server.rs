@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 use weir_controller::{
-    BrokerEndpoint, ControllerConfig, QuorumController, QuorumOptions, QuorumTransport,
+    BrokerEndpoint, ControllerConfig, MetadataController, MetadataObserver, QuorumController,
+    QuorumOptions, QuorumTransport,
 };
 use weir_storage::LogManager;
 
@@ -39,18 +40,25 @@ const PLAINTEXT: i16 = 0;
 pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let log_dir = config.log_dir();
     let voters = config.quorum_voters();
-    let multi_voter = voters.iter().any(|v| v.id != config.node_id);
+    let broker_only = config.is_broker_only();
+    // A broker-only node follows a quorum of other nodes; a voter is in a
+    // quorum of several when the voters name another node.
+    let multi_node = broker_only || voters.iter().any(|v| v.id != config.node_id);
+    if broker_only {
+        check_broker_only(&config)?;
+    }
     // One node formats itself on first start; the nodes of a quorum must
     // share one cluster id, so they are formatted first (as KRaft).
-    if multi_voter
+    if multi_node
         && weir_storage::read_meta_properties(&log_dir)
             .with_context(|| format!("reading meta.properties in {}", log_dir.display()))?
             .is_none()
     {
         anyhow::bail!(
             "No meta.properties found in {}: every node of a quorum of several voters \
-             (controller.quorum.voters) must be formatted with the same cluster id first: \
-             `weir format --config <file> --cluster-id <id>` (a new id from `weir random-uuid`)",
+             (controller.quorum.voters) and every broker-only node must be formatted with the \
+             same cluster id first: `weir format --config <file> --cluster-id <id>` (a new id \
+             from `weir random-uuid`)",
             log_dir.display()
         );
     }
@@ -61,54 +69,60 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             .with_context(|| format!("opening logs in {}", log_dir.display()))?;
     let cluster_id = log_manager.cluster_id().to_string();
 
-    // With several voters, the CONTROLLER listener is bound first: the
-    // quorum needs it to elect a leader before startup can go on.
-    let transport = if multi_voter {
-        if !config.is_controller() {
-            anyhow::bail!(
-                "process.roles={} has no controller role: nodes that only follow the metadata \
-                 quorum (broker-only) are not supported yet",
-                config.process_roles
-            );
-        }
-        let l = config
-            .listeners
-            .iter()
-            .find(|l| config.is_controller_listener(&l.name))
-            .with_context(|| {
-                format!(
-                    "controller.quorum.voters lists several voters but no listener in listeners \
-                     is named in controller.listener.names ({})",
-                    config.controller_listener_names.join(",")
-                )
-            })?;
-        let addr = bind_address(l);
-        let listener = TcpListener::bind(&addr)
-            .await
-            .with_context(|| format!("binding controller listener {}://{addr}", l.name))?;
-        info!(listener = %l.name, address = %listener.local_addr()?, "metadata quorum listening");
-        QuorumTransport::tcp(listener)
-    } else {
-        QuorumTransport::single_voter()
+    let controller_config = ControllerConfig {
+        node_id: config.node_id,
+        metadata_dir: log_dir.join("__cluster_metadata-0"),
+        cluster_id: cluster_id.clone(),
     };
-    let controller = QuorumController::start_with(
-        ControllerConfig {
-            node_id: config.node_id,
-            metadata_dir: log_dir.join("__cluster_metadata-0"),
-            cluster_id: cluster_id.clone(),
-        },
-        QuorumOptions {
-            broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
-            leader_imbalance_check_interval: config
-                .auto_leader_rebalance_enable
-                .then(|| Duration::from_secs(config.leader_imbalance_check_interval_seconds)),
-            ..QuorumOptions::default()
-        },
-        voters,
-        transport,
-    )
-    .await
-    .context("starting the metadata quorum")?;
+    let options = QuorumOptions {
+        broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
+        leader_imbalance_check_interval: config
+            .auto_leader_rebalance_enable
+            .then(|| Duration::from_secs(config.leader_imbalance_check_interval_seconds)),
+        ..QuorumOptions::default()
+    };
+    let controller: MetadataController = if broker_only {
+        // A broker-only node has no controller listener: it dials the
+        // voters and pulls the metadata (see weir_controller::observer).
+        MetadataObserver::start(
+            controller_config,
+            options,
+            voters,
+            config.controller_quorum_bootstrap_servers.clone(),
+            QuorumTransport::tcp_dial_only(),
+        )
+        .await
+        .context("following the metadata quorum")?
+        .into()
+    } else {
+        // With several voters, the CONTROLLER listener is bound first: the
+        // quorum needs it to elect a leader before startup can go on.
+        let transport = if multi_node {
+            let l = config
+                .listeners
+                .iter()
+                .find(|l| config.is_controller_listener(&l.name))
+                .with_context(|| {
+                    format!(
+                        "controller.quorum.voters lists several voters but no listener in \
+                         listeners is named in controller.listener.names ({})",
+                        config.controller_listener_names.join(",")
+                    )
+                })?;
+            let addr = bind_address(l);
+            let listener = TcpListener::bind(&addr)
+                .await
+                .with_context(|| format!("binding controller listener {}://{addr}", l.name))?;
+            info!(listener = %l.name, address = %listener.local_addr()?, "metadata quorum listening");
+            QuorumTransport::tcp(listener)
+        } else {
+            QuorumTransport::single_voter()
+        };
+        QuorumController::start_with(controller_config, options, voters, transport)
+            .await
+            .context("starting the metadata quorum")?
+            .into()
+    };
 
     let mut bound = Vec::new();
     let mut listeners = Vec::new();
@@ -151,7 +165,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         )
         .await
         .context("registering the broker")?;
-    if multi_voter {
+    if multi_node {
         // As Kafka's BrokerServer, serve only once the controller has
         // unfenced this broker (its first heartbeat, once caught up).
         wait_until_unfenced(&controller, &config, broker_epoch, &shutdown).await?;
@@ -197,7 +211,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     // Broker heartbeats (KIP-631) keep this broker's session alive on the
     // active controller. A single voter's session never expires (its one
     // broker is this process), so it needs none.
-    if multi_voter {
+    if multi_node {
         let controller = controller.clone();
         let node_id = config.node_id;
         tracker.spawn(every(
@@ -296,7 +310,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
 
     shutdown.cancelled().await;
     info!("shutting down");
-    if multi_voter {
+    if multi_node {
         controlled_shutdown(&controller, &config, broker_epoch).await;
     }
     tracker.close();
@@ -315,6 +329,48 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         error!(error = %e, "stopping the metadata quorum failed");
     }
     info!("shutdown complete");
+    Ok(())
+}
+
+/// Checks a broker-only node's configuration as Kafka's `KafkaConfig`
+/// does: it needs `controller.quorum.voters` or
+/// `controller.quorum.bootstrap.servers`, must not be a voter itself, and
+/// must not list a controller listener in `listeners`.
+fn check_broker_only(config: &BrokerConfig) -> anyhow::Result<()> {
+    let roles: Vec<&str> = config.process_roles.split(',').map(str::trim).collect();
+    if !roles.contains(&"broker") {
+        anyhow::bail!(
+            "process.roles={}: a node must have the broker role (controller-only nodes are \
+             not supported)",
+            config.process_roles
+        );
+    }
+    let voters = config.quorum_voters();
+    if voters.is_empty() && config.controller_quorum_bootstrap_servers.is_empty() {
+        anyhow::bail!(
+            "process.roles=broker needs the controllers it follows: set \
+             controller.quorum.voters or controller.quorum.bootstrap.servers"
+        );
+    }
+    if voters.iter().any(|v| v.id == config.node_id) {
+        anyhow::bail!(
+            "node.id {} is in controller.quorum.voters, so it is a voter: its process.roles \
+             must include controller (it is {})",
+            config.node_id,
+            config.process_roles
+        );
+    }
+    if let Some(l) = config
+        .listeners
+        .iter()
+        .find(|l| config.is_controller_listener(&l.name))
+    {
+        anyhow::bail!(
+            "controller.listener.names must not contain a value appearing in the 'listeners' \
+             configuration when running KRaft with just the broker role ({})",
+            l.name
+        );
+    }
     Ok(())
 }
 
@@ -383,7 +439,7 @@ async fn accept_loop(
 /// When shutdown is requested first, or the registration is gone
 /// (`STALE_BROKER_EPOCH`).
 async fn wait_until_unfenced(
-    controller: &QuorumController,
+    controller: &MetadataController,
     config: &BrokerConfig,
     broker_epoch: i64,
     shutdown: &CancellationToken,
@@ -420,7 +476,7 @@ async fn wait_until_unfenced(
 /// `broker.session.timeout.ms` (the session would expire by then anyway);
 /// failures are logged.
 async fn controlled_shutdown(
-    controller: &QuorumController,
+    controller: &MetadataController,
     config: &BrokerConfig,
     broker_epoch: i64,
 ) {

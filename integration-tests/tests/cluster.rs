@@ -47,7 +47,7 @@ pub(crate) fn start_three_nodes_in(cluster_id: &str) -> (Vec<TestBroker>, Vec<u1
 }
 
 /// [`start_three_nodes_in`] with extra config overrides on every node.
-fn start_three_nodes_in_with(
+pub(crate) fn start_three_nodes_in_with(
     cluster_id: &str,
     extra: &[(&'static str, &'static str)],
 ) -> (Vec<TestBroker>, Vec<u16>) {
@@ -99,6 +99,41 @@ pub(crate) fn start_nodes_with_voters(
         .into_iter()
         .map(|t| t.join().expect("starter thread").expect("starting weir"))
         .collect()
+}
+
+/// `controller.quorum.voters` of nodes 1..=3 listening for the quorum on
+/// `controller_ports`.
+pub(crate) fn voters_of(controller_ports: &[u16]) -> String {
+    controller_ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Starts broker-only node `node_id` (`process.roles=broker`) of cluster
+/// `cluster_id`, configured as a Kafka 4.x broker-only node: a PLAINTEXT
+/// listener only, `controller.listener.names=CONTROLLER`, and `quorum` as
+/// `(controller.quorum.voters | controller.quorum.bootstrap.servers,
+/// value)`.
+pub(crate) fn start_broker_only(
+    cluster_id: &str,
+    node_id: i32,
+    quorum: (&str, &str),
+    extra: &[(&str, &str)],
+) -> TestBroker {
+    let mut builder = TestBroker::builder()
+        .node_id(node_id)
+        .format_cluster_id(cluster_id)
+        .override_config("process.roles", "broker")
+        .override_config("listeners", "PLAINTEXT://127.0.0.1:0")
+        .override_config("controller.listener.names", "CONTROLLER")
+        .override_config(quorum.0, quorum.1);
+    for (key, value) in extra {
+        builder = builder.override_config(key, value);
+    }
+    builder.start().expect("starting a broker-only weir")
 }
 
 /// [`start_three_nodes_in`] with a new cluster id.

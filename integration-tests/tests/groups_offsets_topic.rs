@@ -109,7 +109,8 @@ async fn write_group(dir: &Path) {
         .unwrap();
     let replica_manager = Arc::new(ReplicaManager::new(NODE, config.clone(), log_manager));
     replica_manager.apply_image(&controller.image()).unwrap();
-    let store = BrokerGroupStore::for_broker(&config, controller.clone(), replica_manager.clone());
+    let store =
+        BrokerGroupStore::for_broker(&config, controller.clone().into(), replica_manager.clone());
 
     store
         .append(

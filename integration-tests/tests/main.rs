@@ -12,6 +12,7 @@ mod admin;
 mod alter_configs;
 mod api_coverage;
 mod bad_input;
+mod broker_only;
 mod cases_fetch;
 mod cases_handshake;
 mod cases_metadata;

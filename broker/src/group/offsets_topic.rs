@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use tracing::{debug, info, warn};
-use weir_controller::{ControllerError, CreatableTopic, MetadataImage, QuorumController};
+use weir_controller::{ControllerError, CreatableTopic, MetadataController, MetadataImage};
 use weir_storage::batch::{read_key_values, records_section, write_key_value_batch, KeyValue};
 use weir_storage::{RecordBatchHeader, StorageError};
 
@@ -91,7 +91,7 @@ impl OffsetsTopicConfig {
 pub struct OffsetsTopicStore {
     node_id: i32,
     config: OffsetsTopicConfig,
-    controller: QuorumController,
+    controller: MetadataController,
     replica_manager: Arc<ReplicaManager>,
     /// Serializes creations of the topic by concurrent first appends.
     create_lock: tokio::sync::Mutex<()>,
@@ -112,7 +112,7 @@ impl OffsetsTopicStore {
     pub fn new(
         node_id: i32,
         config: OffsetsTopicConfig,
-        controller: QuorumController,
+        controller: MetadataController,
         replica_manager: Arc<ReplicaManager>,
     ) -> Self {
         OffsetsTopicStore {
@@ -128,7 +128,7 @@ impl OffsetsTopicStore {
     /// `node.id` and `offsets.topic.*` keys.
     pub fn for_broker(
         config: &BrokerConfig,
-        controller: QuorumController,
+        controller: MetadataController,
         replica_manager: Arc<ReplicaManager>,
     ) -> Self {
         Self::new(
@@ -524,7 +524,7 @@ mod tests {
     use kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };
-    use weir_controller::ControllerConfig;
+    use weir_controller::{ControllerConfig, QuorumController};
     use weir_storage::fs::faulty::{Fault, FaultKind, FaultyFileSystem};
     use weir_storage::{FileSystem, LogManager, RealFileSystem, TopicPartition};
 
@@ -536,7 +536,7 @@ mod tests {
 
     /// A broker's storage and controller in `dir`, without listeners.
     struct Broker {
-        controller: QuorumController,
+        controller: MetadataController,
         replica_manager: Arc<ReplicaManager>,
         store: OffsetsTopicStore,
     }
@@ -556,13 +556,14 @@ mod tests {
                 config.default_log_config(),
             )
             .unwrap();
-            let controller = QuorumController::start(ControllerConfig {
+            let controller: MetadataController = QuorumController::start(ControllerConfig {
                 node_id: NODE,
                 metadata_dir: dir.join("__cluster_metadata-0"),
                 cluster_id: log_manager.cluster_id().to_string(),
             })
             .await
-            .unwrap();
+            .unwrap()
+            .into();
             controller
                 .register_broker(NODE, uuid::Uuid::new_v4(), vec![], None)
                 .await

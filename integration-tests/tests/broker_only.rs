@@ -1,0 +1,263 @@
+//! A broker-only node (`process.roles=broker`, no controller listener)
+//! joining a running quorum of three combined nodes, configured as a Kafka
+//! 4.x broker-only node. It follows the metadata log (its Metadata shows
+//! every topic and the active controller), registers with its rack, is
+//! unfenced, hosts and leads partitions, forwards metadata changes to the
+//! active controller, is fenced when killed and leads again when it comes
+//! back; DescribeQuorum lists it as an observer, never as a voter, and
+//! Kafka's `kafka-metadata-quorum describe --status` still works through it.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    ApiKey, CreateTopicsRequest, FetchRequest, MetadataRequest, MetadataResponse, ProduceRequest,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use weir_integration_tests::{clients, RawClient};
+
+use crate::cluster::{
+    agreed_controller, create_assigned, start_broker_only, start_three_nodes_in_with, topic_state,
+    voters_of, FAST_SESSIONS,
+};
+use crate::support::{self, error_code, CLIENT_TIMEOUT};
+
+const BROKER_ONLY: i32 = 4;
+
+fn metadata(client: &mut RawClient, version: i16, topic: &str) -> MetadataResponse {
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+            TopicName(StrBytes::from_string(topic.to_owned())),
+        ))]))
+        .with_allow_auto_topic_creation(false);
+    client.send(&request, version).expect("Metadata")
+}
+
+/// Creates `name` with `partitions` partitions of `replication_factor`
+/// replicas placed by the controller.
+fn create_placed(client: &mut RawClient, name: &str, partitions: i32, replication_factor: i16) {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(replication_factor)]);
+    let response = client.send(&request, 5).expect("CreateTopics");
+    assert_eq!(
+        response.topics[0].error_code,
+        error_code::NONE,
+        "CreateTopics {name}: {:?}",
+        response.topics[0].error_message
+    );
+}
+
+/// Runs Kafka's `kafka-metadata-quorum` with `args`.
+fn metadata_quorum(bootstrap: &str, args: &[&str]) -> String {
+    let mut command =
+        clients::kafka_tool("org.apache.kafka.tools.MetadataQuorumCommand").expect("Kafka tools");
+    command.arg("--bootstrap-server").arg(bootstrap).args(args);
+    let output = clients::run(command, None, CLIENT_TIMEOUT).expect("kafka-metadata-quorum");
+    output.assert_success();
+    output.stdout_text()
+}
+
+#[test]
+fn a_broker_only_node_follows_the_quorum_hosts_and_leads_partitions_and_is_fenced_when_killed() {
+    let cluster_id = weir_storage::random_kafka_uuid();
+    let (voters, controller_ports) = start_three_nodes_in_with(&cluster_id, &FAST_SESSIONS);
+    let quorum = voters_of(&controller_ports);
+    let mut extra = FAST_SESSIONS.to_vec();
+    extra.push(("broker.rack", "rack-4"));
+    let mut broker = start_broker_only(
+        &cluster_id,
+        BROKER_ONLY,
+        ("controller.quorum.voters", &quorum),
+        &extra,
+    );
+    let mut clients: Vec<RawClient> = voters.iter().map(support::connect).collect();
+    clients.push(support::connect(&broker));
+    let versions = support::api_versions(&mut clients[3]);
+    let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    let produce = support::newest::<ProduceRequest>(&versions, ApiKey::Produce).min(12);
+    let fetch = support::newest::<FetchRequest>(&versions, ApiKey::Fetch).min(12);
+    // The broker-only node names the same active controller, one of the
+    // voters.
+    let controller = agreed_controller(&mut clients, version, None);
+    assert!((1..=3).contains(&controller), "controller {controller}");
+
+    // Through the broker-only node (forwarded to the active controller):
+    // RF 4 needs a replica on it; "on4" is led by it.
+    create_placed(&mut clients[3], "rf4", 2, 4);
+    create_assigned(&mut clients[3], "on4", &[&[BROKER_ONLY]]);
+    for (i, client) in clients.iter_mut().enumerate() {
+        support::poll_until(
+            Duration::from_secs(10),
+            &format!("node {}: 4 brokers and both topics", i + 1),
+            || {
+                let (rf4, brokers) = topic_state(client, version, "rf4")?;
+                let (on4, _) = topic_state(client, version, "on4")?;
+                (brokers == vec![1, 2, 3, 4]
+                    && rf4.len() == 2
+                    && rf4.iter().all(|p| p.0 == error_code::NONE && p.1 >= 1)
+                    && on4 == vec![(error_code::NONE, BROKER_ONLY, vec![BROKER_ONLY], vec![])])
+                .then_some(())
+            },
+        );
+    }
+    let response = metadata(&mut clients[0], version, "rf4");
+    for p in &response.topics[0].partitions {
+        let mut replicas: Vec<i32> = p.replica_nodes.iter().map(|b| b.0).collect();
+        replicas.sort_unstable();
+        assert_eq!(
+            replicas,
+            vec![1, 2, 3, 4],
+            "rf4 partition {}",
+            p.partition_index
+        );
+    }
+    let registered = response
+        .brokers
+        .iter()
+        .find(|b| b.node_id.0 == BROKER_ONLY)
+        .expect("broker 4 in Metadata");
+    assert_eq!(
+        registered.rack.as_ref().map(|r| r.to_string()),
+        Some("rack-4".to_string())
+    );
+    assert_eq!(i32::from(broker.port()), registered.port);
+
+    // It leads "on4": Produce and Fetch go to it.
+    let on4 = support::ensure_topic(&mut clients[3], &versions, "on4");
+    let batch = weir_integration_tests::records::plain_batch(&["on-the-broker-only-node"], 1_000);
+    assert_eq!(
+        support::produce_ok(&mut clients[3], produce, &on4, 0, batch),
+        0
+    );
+    let fetched = support::fetch(&mut clients[3], &on4, &support::FetchSpec::one(fetch, 0, 0));
+    assert_eq!(fetched[&0].error_code, error_code::NONE);
+    assert_eq!(fetched[&0].high_watermark, 1);
+
+    // Kafka's tool through the broker-only node: the voters, not it.
+    let status = metadata_quorum(&broker.bootstrap(), &["describe", "--status"]);
+    assert!(
+        status.contains(&format!("LeaderId:               {controller}")),
+        "{status}"
+    );
+    let line = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} line:\n{status}"))
+            .to_string()
+    };
+    let current_voters = line("CurrentVoters:");
+    for id in 1..=3 {
+        assert!(
+            current_voters.contains(&format!("\"id\": {id}")),
+            "{status}"
+        );
+    }
+    assert!(
+        !current_voters.contains(&format!("\"id\": {BROKER_ONLY}")),
+        "{status}"
+    );
+    assert!(
+        line("CurrentObservers:").contains(&format!("\"id\": {BROKER_ONLY}")),
+        "{status}"
+    );
+
+    // kill -9: the survivors fence it; "on4" goes offline and comes back
+    // with it.
+    broker.kill9().expect("kill -9 the broker-only node");
+    clients.pop();
+    let offline = (
+        error_code::LEADER_NOT_AVAILABLE,
+        -1,
+        vec![BROKER_ONLY],
+        vec![BROKER_ONLY],
+    );
+    for (i, client) in clients.iter_mut().enumerate() {
+        support::poll_until(
+            Duration::from_secs(10),
+            &format!("node {}: broker 4 fenced, 'on4' offline", i + 1),
+            || {
+                let (on4, brokers) = topic_state(client, version, "on4")?;
+                (brokers == vec![1, 2, 3] && on4 == vec![offline.clone()]).then_some(())
+            },
+        );
+    }
+    broker
+        .start_again()
+        .expect("restarting the broker-only node");
+    clients.push(support::connect(&broker));
+    for (i, client) in clients.iter_mut().enumerate() {
+        support::poll_until(
+            Duration::from_secs(15),
+            &format!("node {}: broker 4 back as leader of 'on4'", i + 1),
+            || {
+                let (on4, brokers) = topic_state(client, version, "on4")?;
+                (brokers == vec![1, 2, 3, 4]
+                    && on4 == vec![(error_code::NONE, BROKER_ONLY, vec![BROKER_ONLY], vec![])])
+                .then_some(())
+            },
+        );
+    }
+    // Its data survived the kill (fsynced by acks=-1 on a one-replica ISR).
+    let fetched = support::fetch(&mut clients[3], &on4, &support::FetchSpec::one(fetch, 0, 0));
+    assert_eq!(fetched[&0].error_code, error_code::NONE);
+    assert_eq!(fetched[&0].high_watermark, 1);
+}
+
+#[test]
+fn a_broker_only_node_finds_the_quorum_through_controller_quorum_bootstrap_servers() {
+    let cluster_id = weir_storage::random_kafka_uuid();
+    let (voters, controller_ports) = start_three_nodes_in_with(&cluster_id, &[]);
+    let bootstrap = controller_ports
+        .iter()
+        .map(|port| format!("127.0.0.1:{port}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let broker = start_broker_only(
+        &cluster_id,
+        BROKER_ONLY,
+        ("controller.quorum.bootstrap.servers", &bootstrap),
+        &[],
+    );
+    let mut voter = support::connect(&voters[0]);
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    support::create_topic(&mut voter, &versions, "from-a-voter", &[]);
+    support::poll_until(
+        Duration::from_secs(10),
+        "the broker-only node to list the voter's topic and itself",
+        || {
+            let (partitions, brokers) = topic_state(&mut client, version, "from-a-voter")?;
+            (brokers == vec![1, 2, 3, BROKER_ONLY] && partitions[0].1 >= 1).then_some(())
+        },
+    );
+}
+
+#[test]
+fn a_broker_only_node_with_a_controller_listener_refuses_to_start() {
+    // As Kafka: "controller.listener.names must not contain a value
+    // appearing in the 'listeners' configuration when running KRaft with
+    // just the broker role".
+    let error = weir_integration_tests::TestBroker::builder()
+        .node_id(BROKER_ONLY)
+        .format_cluster_id(&weir_storage::random_kafka_uuid())
+        .override_config("process.roles", "broker")
+        .override_config(
+            "listeners",
+            "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+        )
+        .override_config("controller.quorum.voters", "1@127.0.0.1:1")
+        .start()
+        .expect_err("a broker-only node with a controller listener must not start");
+    assert!(
+        error.to_string().contains("controller.listener.names"),
+        "{error}"
+    );
+}
