@@ -14,17 +14,21 @@
 //! channel, so an idle observer costs one request per
 //! [`FETCH_MAX_WAIT`].
 //!
-//! This first version always answers with the voter's whole
-//! [`MetadataImage`] (a snapshot), never with the record batches after
-//! `after_offset`: simple, and correct after log compaction, at the cost of
-//! sending the whole image on every change. The observer keeps the image in
-//! memory only (nothing is written under `__cluster_metadata-0`); a restart
-//! fetches it again. It ignores an image older than the one it has (a
-//! lagging voter) and publishes each newer one on a watch channel, as a
-//! voter publishes what it applied.
+//! The voter answers with the committed record batches after
+//! `after_offset` when it still holds them ([`RecentBatches`]: the entries
+//! it applied last, as many as its log keeps between snapshots, at most
+//! [`MAX_RECENT_BATCHES`]; none after a restart or an installed snapshot),
+//! and otherwise with its whole [`MetadataImage`] (the snapshot path). The
+//! observer replays batches with the same all-or-nothing
+//! [`MetadataImage::apply`] the voters' state machine uses, or takes the
+//! image. It keeps the image in memory only (nothing is written under
+//! `__cluster_metadata-0`); a restart fetches it again. It ignores answers
+//! older than what it has (a lagging voter) and publishes each newer image
+//! on a watch channel, as a voter publishes what it applied.
 //!
 //! Must not depend on Kafka request types; openraft is not used here.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +40,7 @@ use tokio::time::Instant;
 use crate::error::ControllerError;
 use crate::image::MetadataImage;
 use crate::quorum::{CommandOutcome, ControllerCommand, ControllerConfig, QuorumOptions};
+use crate::records::MetadataRecord;
 use crate::transport::{
     PeerClient, QuorumRequest, QuorumResponse, QuorumTransport, TransportError,
 };
@@ -55,6 +60,74 @@ const FETCH_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// node id is not known (TCP only uses it in error messages).
 const UNKNOWN_VOTER: u64 = u64::MAX;
 
+/// Most applied entries a voter keeps in memory for observers.
+pub const MAX_RECENT_BATCHES: usize = 1000;
+
+/// One applied metadata log entry: its offset and the records it applied
+/// (none for raft's blank and membership entries, and for a batch that did
+/// not replay).
+pub(crate) type AppliedEntry = (u64, Vec<MetadataRecord>);
+
+/// The entries a voter applied last, contiguous, oldest first, so that an
+/// observer a little behind gets records instead of the whole image. Filled
+/// by the state machine; emptied when it installs a snapshot.
+#[derive(Debug)]
+pub(crate) struct RecentBatches {
+    capacity: usize,
+    entries: Mutex<VecDeque<AppliedEntry>>,
+}
+
+impl RecentBatches {
+    /// Keeps at most `capacity` entries (0: none).
+    pub(crate) fn new(capacity: usize) -> RecentBatches {
+        RecentBatches {
+            capacity,
+            entries: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<AppliedEntry>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes the entry applied at `offset`; a gap forgets everything before.
+    pub(crate) fn push(&self, offset: u64, records: Vec<MetadataRecord>) {
+        if self.capacity == 0 {
+            return;
+        }
+        let mut entries = self.lock();
+        if entries.back().is_some_and(|(last, _)| last + 1 != offset) {
+            entries.clear();
+        }
+        entries.push_back((offset, records));
+        while entries.len() > self.capacity {
+            entries.pop_front();
+        }
+    }
+
+    /// Forgets every entry (a snapshot replaced the image).
+    pub(crate) fn clear(&self) {
+        self.lock().clear();
+    }
+
+    /// The entries at offsets `after + 1 ..= up_to`, when all are held.
+    pub(crate) fn between(&self, after: u64, up_to: u64) -> Option<Vec<AppliedEntry>> {
+        let entries = self.lock();
+        let (first, _) = entries.front()?;
+        let (last, _) = entries.back()?;
+        if *first > after + 1 || *last < up_to {
+            return None;
+        }
+        Some(
+            entries
+                .iter()
+                .filter(|(offset, _)| *offset > after && *offset <= up_to)
+                .cloned()
+                .collect(),
+        )
+    }
+}
+
 /// An observer's pull request to a voter.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct FetchMetadataRequest {
@@ -66,13 +139,23 @@ pub(crate) struct FetchMetadataRequest {
     pub(crate) known_controller: Option<i32>,
     /// How long the voter may wait for something newer, ms.
     pub(crate) max_wait_ms: u64,
+    /// Answer with the whole image even when the records are held (the
+    /// observer could not replay them).
+    pub(crate) full_image: bool,
 }
 
 /// A voter's answer to [`FetchMetadataRequest`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct FetchMetadataResponse {
-    /// The voter's image when it is newer than `after_offset` or names
-    /// another controller; `None` when nothing changed within the wait.
+    /// The offset the voter's image had applied when it answered.
+    pub(crate) offset: u64,
+    /// The active controller in the voter's image.
+    pub(crate) controller_id: Option<i32>,
+    /// The entries after `after_offset` up to `offset`, when the voter
+    /// holds them all (empty when nothing changed or `image` is set).
+    pub(crate) batches: Vec<AppliedEntry>,
+    /// The voter's whole image when it is newer than `after_offset` and the
+    /// entries are not held (or the observer asked for it).
     pub(crate) image: Option<MetadataImage>,
     /// The active controller as the voter knows it: its id and the address
     /// of its controller listener.
@@ -80,23 +163,54 @@ pub(crate) struct FetchMetadataResponse {
 }
 
 /// Waits (at most `request.max_wait_ms`, capped at 30 s) until `images`
-/// holds an image newer than the observer's, and returns it; `None` when
-/// nothing changed in time. Served by any voter from its applied state.
-pub(crate) async fn newer_image(
+/// holds an image newer than the observer's, and answers with what the
+/// observer lacks (see [`answer`]); nothing new when nothing changed in
+/// time. Served by any voter from its applied state; `leader` is left for
+/// the caller.
+pub(crate) async fn fetch_newer(
     mut images: watch::Receiver<Arc<MetadataImage>>,
+    recent: &RecentBatches,
     request: &FetchMetadataRequest,
-) -> Option<MetadataImage> {
+) -> FetchMetadataResponse {
     let newer = |image: &Arc<MetadataImage>| {
         image.last_applied_offset > request.after_offset
             || (image.last_applied_offset == request.after_offset
                 && image.controller_id != request.known_controller)
     };
     let wait = Duration::from_millis(request.max_wait_ms.min(MAX_FETCH_WAIT_MS));
-    let found = tokio::time::timeout(wait, images.wait_for(newer)).await;
-    match found {
-        Ok(Ok(image)) => Some((**image).clone()),
-        _ => None,
+    let found = tokio::time::timeout(wait, images.wait_for(newer))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .map(|image| image.clone());
+    let image = found.unwrap_or_else(|| images.borrow().clone());
+    answer(&image, recent, request)
+}
+
+/// What `request` gets from a voter whose image is `image`: the entries
+/// after `after_offset` when `recent` holds them all, else the whole image
+/// when it is newer, else only the offset and controller.
+pub(crate) fn answer(
+    image: &MetadataImage,
+    recent: &RecentBatches,
+    request: &FetchMetadataRequest,
+) -> FetchMetadataResponse {
+    let mut response = FetchMetadataResponse {
+        offset: image.last_applied_offset,
+        controller_id: image.controller_id,
+        ..FetchMetadataResponse::default()
+    };
+    if image.last_applied_offset <= request.after_offset {
+        return response;
     }
+    let batches = (!request.full_image)
+        .then(|| recent.between(request.after_offset, image.last_applied_offset))
+        .flatten();
+    match batches {
+        Some(batches) => response.batches = batches,
+        None => response.image = Some(image.clone()),
+    }
+    response
 }
 
 /// Where the observer reaches a voter.
@@ -413,6 +527,20 @@ impl ObserverInner {
         }
     }
 
+    /// Takes what a voter answered (see [`next_image`]); false when its
+    /// entries did not replay here (the next fetch asks for the image).
+    fn take(&self, response: FetchMetadataResponse) -> bool {
+        let current = self.images.borrow().clone();
+        match next_image(&current, response) {
+            Next::Unchanged => true,
+            Next::Image(image) => {
+                self.offer(image);
+                true
+            }
+            Next::NeedImage => false,
+        }
+    }
+
     /// Publishes `image` unless it is older than the current one; true if
     /// it was published.
     fn offer(&self, mut image: MetadataImage) -> bool {
@@ -442,6 +570,60 @@ impl ObserverInner {
     }
 }
 
+/// What an observer does with a voter's answer.
+#[derive(Debug, PartialEq)]
+enum Next {
+    /// Nothing newer (or older than what it has: a lagging voter).
+    Unchanged,
+    /// Publish this image.
+    Image(MetadataImage),
+    /// The entries did not replay or left a gap: ask for the whole image.
+    NeedImage,
+}
+
+/// The observer's image after `response`, from `current`: the voter's image
+/// as is, or `current` with the voter's entries replayed all or nothing per
+/// entry with [`MetadataImage::apply`] (as the voters' state machine does),
+/// with the voter's controller.
+fn next_image(current: &MetadataImage, response: FetchMetadataResponse) -> Next {
+    if let Some(mut image) = response.image {
+        image.controller_id = response.controller_id;
+        return Next::Image(image);
+    }
+    if response.offset < current.last_applied_offset {
+        return Next::Unchanged;
+    }
+    let mut next = current.clone();
+    for (offset, records) in &response.batches {
+        if *offset <= next.last_applied_offset {
+            continue;
+        }
+        if *offset != next.last_applied_offset + 1 {
+            tracing::warn!(
+                expected = next.last_applied_offset + 1,
+                offset,
+                "metadata entries from a voter skip an offset; fetching its image"
+            );
+            return Next::NeedImage;
+        }
+        let mut replayed = next.clone();
+        if let Some(error) = records.iter().find_map(|r| replayed.apply(r).err()) {
+            tracing::warn!(offset, %error, "metadata entry does not replay; fetching the image");
+            return Next::NeedImage;
+        }
+        next = replayed;
+        next.last_applied_offset = *offset;
+    }
+    if next.last_applied_offset != response.offset {
+        return Next::NeedImage;
+    }
+    next.controller_id = response.controller_id;
+    if next == *current {
+        return Next::Unchanged;
+    }
+    Next::Image(next)
+}
+
 /// The client in `slot` when it talks to `target`, else a new one.
 fn client_for<'a>(
     transport: &QuorumTransport,
@@ -465,6 +647,7 @@ fn client_for<'a>(
 async fn follow(inner: Arc<ObserverInner>) {
     let mut slot: Option<(VoterAddress, PeerClient)> = None;
     let mut next_bootstrap = 0usize;
+    let mut full_image = false;
     loop {
         let target = inner.leader_or_bootstrap(&mut next_bootstrap);
         let (after_offset, known_controller) = {
@@ -476,6 +659,7 @@ async fn follow(inner: Arc<ObserverInner>) {
             after_offset,
             known_controller,
             max_wait_ms: FETCH_MAX_WAIT.as_millis() as u64,
+            full_image,
         };
         let client = client_for(&inner.transport, inner.node_id, &mut slot, &target);
         let answer = client
@@ -485,13 +669,12 @@ async fn follow(inner: Arc<ObserverInner>) {
             )
             .await;
         match answer {
-            Ok(QuorumResponse::FetchMetadata(Ok(response))) => {
+            Ok(QuorumResponse::FetchMetadata(Ok(mut response))) => {
                 let leader = response
                     .leader
+                    .take()
                     .map(|(id, address)| VoterAddress { id, address });
-                if let Some(image) = response.image {
-                    inner.offer(image);
-                }
+                full_image = !inner.take(response);
                 if leader.is_none() {
                     // The voter knows no leader: ask the next one.
                     inner.forget_leader(&target);
@@ -523,4 +706,117 @@ fn set_controller(image: &mut Arc<MetadataImage>, controller_id: Option<i32>) ->
     }
     Arc::make_mut(image).controller_id = controller_id;
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::TopicRecord;
+
+    fn topic(name: &str, id: u128) -> Vec<MetadataRecord> {
+        vec![MetadataRecord::Topic(TopicRecord {
+            name: name.into(),
+            topic_id: uuid::Uuid::from_u128(id),
+        })]
+    }
+
+    fn request(after_offset: u64) -> FetchMetadataRequest {
+        FetchMetadataRequest {
+            observer_id: 4,
+            after_offset,
+            known_controller: Some(1),
+            max_wait_ms: 0,
+            full_image: false,
+        }
+    }
+
+    /// A voter that applied a blank entry at 1 and topics t2..=t`last` at
+    /// 2..=`last`, keeping the last `capacity` entries.
+    fn voter_at(last: u64, capacity: usize) -> (MetadataImage, RecentBatches) {
+        let recent = RecentBatches::new(capacity);
+        let mut image = MetadataImage::new("c");
+        image.controller_id = Some(1);
+        recent.push(1, vec![]);
+        image.last_applied_offset = 1;
+        for offset in 2..=last {
+            let records = topic(&format!("t{offset}"), offset as u128);
+            for r in &records {
+                image.apply(r).unwrap();
+            }
+            image.last_applied_offset = offset;
+            recent.push(offset, records);
+        }
+        (image, recent)
+    }
+
+    fn voter(capacity: usize) -> (MetadataImage, RecentBatches) {
+        voter_at(5, capacity)
+    }
+
+    #[test]
+    fn a_voter_answers_records_it_holds_and_its_image_otherwise() {
+        let (image, recent) = voter(10);
+        let answered = answer(&image, &recent, &request(2));
+        assert!(answered.image.is_none());
+        assert_eq!(
+            answered.batches.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
+            vec![3, 4, 5]
+        );
+        assert_eq!((answered.offset, answered.controller_id), (5, Some(1)));
+        // Nothing newer: neither.
+        let answered = answer(&image, &recent, &request(5));
+        assert!(answered.image.is_none() && answered.batches.is_empty());
+        // Asked for the image: the image.
+        let full = FetchMetadataRequest {
+            full_image: true,
+            ..request(2)
+        };
+        assert_eq!(answer(&image, &recent, &full).image.as_ref(), Some(&image));
+
+        // Entries before the last 2 are gone (as a compacted log): the
+        // snapshot path.
+        let (image, recent) = voter(2);
+        let answered = answer(&image, &recent, &request(2));
+        assert!(answered.batches.is_empty());
+        assert_eq!(answered.image.as_ref(), Some(&image));
+        assert_eq!(answer(&image, &recent, &request(3)).batches.len(), 2);
+        // A snapshot installed on the voter forgets them all.
+        recent.clear();
+        assert!(answer(&image, &recent, &request(4)).image.is_some());
+    }
+
+    #[test]
+    fn an_observer_replays_records_to_the_voters_image_and_ignores_older_answers() {
+        let (voter_image, recent) = voter(10);
+        // From nothing, and from offset 3 (the image a voter had there).
+        for mine in [MetadataImage::new("c"), voter_at(3, 0).0] {
+            let after = mine.last_applied_offset;
+            let response = answer(&voter_image, &recent, &request(after));
+            assert!(response.image.is_none(), "records, not the image");
+            match next_image(&mine, response) {
+                Next::Image(image) => assert_eq!(image, voter_image, "after {after}"),
+                other => panic!("after {after}: {other:?}"),
+            }
+        }
+        // An answer older than what the observer has changes nothing.
+        let stale = FetchMetadataResponse {
+            offset: 2,
+            controller_id: Some(2),
+            ..FetchMetadataResponse::default()
+        };
+        assert_eq!(next_image(&voter_image, stale), Next::Unchanged);
+        // A gap, or a record that does not replay: ask for the image.
+        let gap = FetchMetadataResponse {
+            offset: 7,
+            batches: vec![(7, vec![])],
+            ..FetchMetadataResponse::default()
+        };
+        assert_eq!(next_image(&voter_image, gap), Next::NeedImage);
+        let duplicate = FetchMetadataResponse {
+            offset: 6,
+            batches: vec![(6, topic("t2", 2))],
+            ..FetchMetadataResponse::default()
+        };
+        assert_eq!(next_image(&voter_image, duplicate), Next::NeedImage);
+    }
 }

@@ -45,7 +45,7 @@ use crate::control::{
 };
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
-use crate::observer::{self, FetchMetadataRequest, FetchMetadataResponse};
+use crate::observer::{self, FetchMetadataRequest, FetchMetadataResponse, RecentBatches};
 use crate::placement::{ReplicaPlacer, StripedReplicaPlacer};
 use crate::quorum_state::{self, QuorumDescription, ReplicaContacts};
 use crate::raft::log_store::MetadataLogStore;
@@ -230,6 +230,8 @@ struct Inner {
     voter_addresses: Arc<BTreeMap<u64, String>>,
     /// The automatic preferred-leader rebalance task, when enabled.
     leader_balancer: Mutex<Option<JoinHandle<()>>>,
+    /// Entries applied last, served to observers (broker-only nodes).
+    recent: Arc<RecentBatches>,
 }
 
 /// The active controller's in-memory broker session clocks (Kafka's
@@ -380,6 +382,13 @@ impl QuorumController {
         })?;
         let pristine = log_store.is_pristine() && state_machine.is_pristine();
         let images = state_machine.publisher();
+        // Observers get records for as long as the log would keep them.
+        let recent = Arc::new(RecentBatches::new(
+            (options.snapshot_interval_entries + options.log_entries_kept_after_snapshot)
+                .min(observer::MAX_RECENT_BATCHES as u64) as usize,
+        ));
+        let mut state_machine = state_machine;
+        state_machine.keep_recent(recent.clone());
 
         let raft_config = openraft::Config {
             cluster_name: config.cluster_id.clone(),
@@ -432,6 +441,7 @@ impl QuorumController {
                 log_end_at_takeover: Mutex::new((0, 0)),
                 leader_balancer: Mutex::new(None),
                 voter_addresses: voter_addresses.clone(),
+                recent,
             }),
         };
         tokio::spawn(quorum_state::watch_caught_up(raft.metrics(), contacts));
@@ -1030,7 +1040,8 @@ impl Inner {
     /// the active controller remembers the observer's progress for
     /// DescribeQuorum.
     async fn serve_fetch_metadata(&self, request: FetchMetadataRequest) -> FetchMetadataResponse {
-        let image = observer::newer_image(self.images.subscribe(), &request).await;
+        let mut response =
+            observer::fetch_newer(self.images.subscribe(), &self.recent, &request).await;
         let m = self.raft.metrics().borrow().clone();
         if m.state == ServerState::Leader {
             let caught_up = request.after_offset >= m.last_applied.map_or(0, |l| l.index);
@@ -1041,7 +1052,7 @@ impl Inner {
                 quorum_state::now_ms(),
             );
         }
-        let leader = m.current_leader.and_then(|l| {
+        response.leader = m.current_leader.and_then(|l| {
             self.voter_addresses
                 .get(&l)
                 .cloned()
@@ -1053,7 +1064,7 @@ impl Inner {
                 })
                 .map(|addr| (l, addr))
         });
-        FetchMetadataResponse { image, leader }
+        response
     }
 
     /// Runs `command` on this node, which must be the active controller.

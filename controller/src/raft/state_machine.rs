@@ -24,6 +24,7 @@ use super::{
     StoredMembership,
 };
 use crate::image::MetadataImage;
+use crate::observer::RecentBatches;
 
 /// Name of the snapshot file.
 pub(crate) const SNAPSHOT_FILE: &str = "metadata.snapshot";
@@ -44,6 +45,8 @@ pub(crate) struct MetadataStateMachine {
     membership: StoredMembership,
     /// Where new images are published; the quorum hands out receivers.
     publisher: watch::Sender<Arc<MetadataImage>>,
+    /// Applied entries kept for observers, when the quorum asks for them.
+    recent: Option<Arc<RecentBatches>>,
 }
 
 fn sm_write_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -94,7 +97,14 @@ impl MetadataStateMachine {
             last_applied,
             membership,
             publisher,
+            recent: None,
         })
+    }
+
+    /// Notes every entry applied from now on in `recent` (emptied when a
+    /// snapshot is installed).
+    pub(crate) fn keep_recent(&mut self, recent: Arc<RecentBatches>) {
+        self.recent = Some(recent);
     }
 
     /// True when no snapshot was loaded and nothing was applied.
@@ -137,6 +147,7 @@ impl RaftStateMachine<MetadataTypeConfig> for MetadataStateMachine {
         for entry in entries {
             let log_id = entry.log_id;
             let mut applied = true;
+            let mut replayed = Vec::new();
             match entry.payload {
                 EntryPayload::Blank => {}
                 EntryPayload::Normal(batch) => {
@@ -145,7 +156,10 @@ impl RaftStateMachine<MetadataTypeConfig> for MetadataStateMachine {
                     let mut next = (*self.image).clone();
                     let failed = batch.records.iter().find_map(|r| next.apply(r).err());
                     match failed {
-                        None => self.image = Arc::new(next),
+                        None => {
+                            self.image = Arc::new(next);
+                            replayed = batch.records;
+                        }
                         Some(error) => {
                             applied = false;
                             tracing::error!(
@@ -162,6 +176,9 @@ impl RaftStateMachine<MetadataTypeConfig> for MetadataStateMachine {
             }
             Arc::make_mut(&mut self.image).last_applied_offset = log_id.index;
             self.last_applied = Some(log_id);
+            if let Some(recent) = &self.recent {
+                recent.push(log_id.index, replayed);
+            }
             replies.push(AppliedBatch {
                 offset: log_id.index,
                 applied,
@@ -208,6 +225,9 @@ impl RaftStateMachine<MetadataTypeConfig> for MetadataStateMachine {
         self.image = Arc::new(stored.image);
         self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
+        if let Some(recent) = &self.recent {
+            recent.clear();
+        }
         self.publish();
         Ok(())
     }
