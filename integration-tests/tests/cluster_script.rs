@@ -40,7 +40,7 @@ struct Down<'a>(&'a Path);
 impl Drop for Down<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            for id in 1..=3 {
+            for id in 1..=4 {
                 let log = self.0.join(format!("node-{id}/weir.log"));
                 let text = std::fs::read_to_string(&log).unwrap_or_default();
                 let tail: Vec<&str> = text.lines().rev().take(40).collect();
@@ -146,4 +146,44 @@ fn cluster_script_starts_reports_restarts_and_stops_three_nodes() {
 
     cluster(&state, &["down", "--clean"]);
     assert!(!state.exists(), "down --clean removes {}", state.display());
+}
+
+#[test]
+fn cluster_script_up_with_broker_adds_a_broker_only_fourth_node() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("cluster");
+    let _down = Down(&state);
+
+    let bootstrap = cluster(&state, &["up", "--with-broker"]);
+    let addresses: Vec<&str> = bootstrap.trim().split(',').collect();
+    assert_eq!(addresses.len(), 4, "bootstrap {bootstrap:?}");
+    assert!(addresses[3].starts_with("127.0.0.4:"), "{bootstrap}");
+    let config = std::fs::read_to_string(state.join("node-4/server.properties")).unwrap();
+    assert!(config.contains("process.roles=broker\n"), "{config}");
+    assert!(!config.contains("CONTROLLER://"), "{config}");
+
+    let status = cluster(&state, &["status"]);
+    let lines: Vec<&str> = status.lines().collect();
+    assert_eq!(lines.len(), 4, "{status}");
+    assert!(
+        lines[3].starts_with(&format!("node 4 {} pid ", addresses[3]))
+            && lines[3].ends_with(" broker"),
+        "{status}"
+    );
+    let roles: Vec<&str> = lines[..3]
+        .iter()
+        .map(|l| l.rsplit(' ').next().unwrap())
+        .collect();
+    assert_eq!(
+        roles.iter().filter(|r| **r == "active-controller").count(),
+        1,
+        "{status}"
+    );
+    assert!(
+        roles
+            .iter()
+            .all(|r| *r == "active-controller" || *r == "voter"),
+        "{status}"
+    );
+    cluster(&state, &["down", "--clean"]);
 }
