@@ -52,6 +52,10 @@ pub struct QuorumDescription {
     pub observers: Vec<ReplicaProgress>,
 }
 
+/// How long an observer that stopped fetching stays in DescribeQuorum, ms
+/// (Kafka's `LeaderState.OBSERVER_SESSION_TIMEOUT_MS`).
+const OBSERVER_SESSION_TIMEOUT_MS: i64 = 300_000;
+
 #[derive(Debug, Clone, Copy)]
 struct Contact {
     last_ack_ms: i64,
@@ -113,10 +117,13 @@ impl ReplicaContacts {
         }
     }
 
-    fn observers(&self) -> Vec<ReplicaProgress> {
+    /// Observers that fetched within [`OBSERVER_SESSION_TIMEOUT_MS`] of
+    /// `now_ms`.
+    fn observers(&self, now_ms: i64) -> Vec<ReplicaProgress> {
         let observers = self.observers.lock().unwrap_or_else(|p| p.into_inner());
         observers
             .iter()
+            .filter(|(_, (_, c))| c.last_ack_ms >= now_ms - OBSERVER_SESSION_TIMEOUT_MS)
             .map(|(&id, (end, c))| ReplicaProgress {
                 replica_id: id,
                 log_end_offset: *end,
@@ -188,7 +195,7 @@ pub(crate) fn describe(
         observers: membership
             .learner_ids()
             .map(progress)
-            .chain(contacts.observers())
+            .chain(contacts.observers(now_ms))
             .collect(),
     })
 }
