@@ -12,8 +12,8 @@ use std::time::Duration;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, FetchRequest, MetadataRequest, MetadataResponse, ProduceRequest,
-    TopicName,
+    ApiKey, CreateTopicsRequest, FetchRequest, InitProducerIdRequest, MetadataRequest,
+    MetadataResponse, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use weir_integration_tests::{clients, RawClient};
@@ -51,6 +51,16 @@ fn create_placed(client: &mut RawClient, name: &str, partitions: i32, replicatio
         "CreateTopics {name}: {:?}",
         response.topics[0].error_message
     );
+}
+
+/// An idempotent producer id from the node `client` talks to.
+fn producer_id(client: &mut RawClient, version: i16) -> i64 {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(60_000);
+    let response = client.send(&request, version).expect("InitProducerId");
+    assert_eq!(response.error_code, error_code::NONE, "InitProducerId");
+    response.producer_id.0
 }
 
 /// Runs Kafka's `kafka-metadata-quorum` with `args`.
@@ -237,6 +247,17 @@ fn a_broker_only_node_finds_the_quorum_through_controller_quorum_bootstrap_serve
             let (partitions, brokers) = topic_state(&mut client, version, "from-a-voter")?;
             (brokers == vec![1, 2, 3, BROKER_ONLY] && partitions[0].1 >= 1).then_some(())
         },
+    );
+    // Producer id blocks come from the active controller (KIP-730): the
+    // broker-only node's block is not a voter's.
+    let init = support::newest::<InitProducerIdRequest>(&versions, ApiKey::InitProducerId);
+    let on_voter = producer_id(&mut voter, init);
+    let on_broker = producer_id(&mut client, init);
+    assert!(on_voter >= 0 && on_broker >= 0);
+    assert_ne!(
+        on_voter / weir_controller::PRODUCER_ID_BLOCK_SIZE,
+        on_broker / weir_controller::PRODUCER_ID_BLOCK_SIZE,
+        "ids {on_voter} and {on_broker} from one block"
     );
 }
 
