@@ -11,8 +11,9 @@
 //! the voter answers from its own applied state as soon as its image is
 //! newer than `after_offset` (or the active controller changed), or with
 //! nothing after `max_wait_ms`: a long poll on the voter's image watch
-//! channel, so an idle observer costs one request per
-//! [`FETCH_MAX_WAIT`].
+//! channel, so an idle observer costs one long poll per [`FETCH_MAX_WAIT`]
+//! plus one immediate check with another voter (which finds a new active
+//! controller when the one it polls was cut off from the quorum).
 //!
 //! The voter answers with the committed record batches after
 //! `after_offset` when it still holds them ([`RecentBatches`]: the entries
@@ -504,6 +505,19 @@ impl ObserverInner {
         target
     }
 
+    /// The next configured voter (in turn) other than `leader`; `leader`
+    /// itself when it is the only one.
+    fn other_voter(&self, leader: &VoterAddress, next: &mut usize) -> VoterAddress {
+        for _ in 0..self.bootstrap.len() {
+            let candidate = &self.bootstrap[*next % self.bootstrap.len()];
+            *next = next.wrapping_add(1);
+            if candidate.address != leader.address {
+                return candidate.clone();
+            }
+        }
+        leader.clone()
+    }
+
     /// Sends `command` to `target` on the command client.
     async fn forward(
         &self,
@@ -643,29 +657,49 @@ fn client_for<'a>(
 
 /// The observer's fetch loop: long-polls the active controller (or, while
 /// none is known, the configured voters in turn) and publishes every newer
-/// image. Ends when aborted.
+/// image. After a long poll that brought nothing, it asks another voter once
+/// without waiting: a leader cut off from the other voters still answers
+/// (openraft leaders do not step down on their own), and a voter with a
+/// newer log names the new active controller. Ends when aborted.
 async fn follow(inner: Arc<ObserverInner>) {
     let mut slot: Option<(VoterAddress, PeerClient)> = None;
+    let mut probe_slot: Option<(VoterAddress, PeerClient)> = None;
     let mut next_bootstrap = 0usize;
+    let mut next_probe = 0usize;
     let mut full_image = false;
+    let mut probe = false;
     loop {
-        let target = inner.leader_or_bootstrap(&mut next_bootstrap);
         let (after_offset, known_controller) = {
             let image = inner.images.borrow();
             (image.last_applied_offset, image.controller_id)
+        };
+        let leader_target = inner.leader();
+        let probing = probe && leader_target.is_some();
+        probe = false;
+        let (target, max_wait, slot) = match (&leader_target, probing) {
+            (Some(leader), true) => (
+                inner.other_voter(leader, &mut next_probe),
+                Duration::ZERO,
+                &mut probe_slot,
+            ),
+            _ => (
+                inner.leader_or_bootstrap(&mut next_bootstrap),
+                FETCH_MAX_WAIT,
+                &mut slot,
+            ),
         };
         let request = FetchMetadataRequest {
             observer_id: inner.node_id,
             after_offset,
             known_controller,
-            max_wait_ms: FETCH_MAX_WAIT.as_millis() as u64,
+            max_wait_ms: max_wait.as_millis() as u64,
             full_image,
         };
-        let client = client_for(&inner.transport, inner.node_id, &mut slot, &target);
+        let client = client_for(&inner.transport, inner.node_id, slot, &target);
         let answer = client
             .call(
                 QuorumRequest::FetchMetadata(request),
-                FETCH_MAX_WAIT + inner.options.forward_timeout,
+                max_wait + inner.options.forward_timeout,
             )
             .await;
         match answer {
@@ -674,26 +708,44 @@ async fn follow(inner: Arc<ObserverInner>) {
                     .leader
                     .take()
                     .map(|(id, address)| VoterAddress { id, address });
+                let newer = response.offset > after_offset;
+                let nothing_new =
+                    response.offset == after_offset && response.controller_id == known_controller;
+                if probing {
+                    // Only a voter ahead of this node knows better.
+                    if newer {
+                        full_image = !inner.take(response);
+                        if leader.is_some() {
+                            inner.set_leader(leader);
+                        }
+                    }
+                    continue;
+                }
                 full_image = !inner.take(response);
                 if leader.is_none() {
                     // The voter knows no leader: ask the next one.
                     inner.forget_leader(&target);
-                    slot = None;
+                    *slot = None;
                     tokio::time::sleep(FETCH_RETRY_BACKOFF).await;
                 } else {
                     inner.set_leader(leader);
+                    probe = nothing_new;
                 }
             }
             Ok(other) => {
                 tracing::debug!(target = %target.address, answer = ?other, "unexpected fetch answer");
-                inner.forget_leader(&target);
-                slot = None;
+                if !probing {
+                    inner.forget_leader(&target);
+                }
+                *slot = None;
                 tokio::time::sleep(FETCH_RETRY_BACKOFF).await;
             }
             Err(e) => {
                 tracing::debug!(target = %target.address, error = %e, "metadata fetch failed; trying another voter");
-                inner.forget_leader(&target);
-                slot = None;
+                if !probing {
+                    inner.forget_leader(&target);
+                }
+                *slot = None;
                 tokio::time::sleep(FETCH_RETRY_BACKOFF).await;
             }
         }

@@ -628,6 +628,8 @@ impl std::fmt::Debug for MemoryRouter {
 struct RouterState {
     nodes: BTreeMap<u64, Weak<dyn QuorumRequestHandler>>,
     isolated: BTreeSet<u64>,
+    /// Cut links between two nodes, `(lower id, higher id)`.
+    disconnected: BTreeSet<(u64, u64)>,
     /// Drop every n-th message (request or response).
     drop_every: Option<u64>,
     messages: u64,
@@ -640,6 +642,12 @@ impl RouterState {
         }
         if self.isolated.contains(&target) {
             return Some(format!("voter {target} is partitioned away"));
+        }
+        if self
+            .disconnected
+            .contains(&(from.min(target), from.max(target)))
+        {
+            return Some(format!("the link between {from} and {target} is cut"));
         }
         None
     }
@@ -672,6 +680,21 @@ impl MemoryRouter {
     pub fn heal(&self, node_id: i32) {
         if let Ok(id) = u64::try_from(node_id) {
             self.lock().isolated.remove(&id);
+        }
+    }
+
+    /// Cuts the link between nodes `a` and `b` only (both still reach
+    /// everyone else) until [`MemoryRouter::reconnect`].
+    pub fn disconnect(&self, a: i32, b: i32) {
+        if let (Ok(a), Ok(b)) = (u64::try_from(a), u64::try_from(b)) {
+            self.lock().disconnected.insert((a.min(b), a.max(b)));
+        }
+    }
+
+    /// Restores a link cut by [`MemoryRouter::disconnect`].
+    pub fn reconnect(&self, a: i32, b: i32) {
+        if let (Ok(a), Ok(b)) = (u64::try_from(a), u64::try_from(b)) {
+            self.lock().disconnected.remove(&(a.min(b), a.max(b)));
         }
     }
 

@@ -323,3 +323,54 @@ async fn observer_catches_up_from_voters_that_compacted_their_log() {
         node.shutdown().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observer_leaves_a_deposed_leader_that_still_answers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let nodes = start_three(dir.path(), &router, &options()).await;
+    let observer = start_observer(dir.path(), &router).await;
+    register(&nodes[&1].clone().into(), 1).await;
+    let old_leader = leader_of(&nodes).await;
+    converged(
+        &nodes,
+        &observer,
+        "the observer to name the controller",
+        |i| i.controller_id == Some(old_leader),
+    )
+    .await;
+
+    // The old leader loses the other voters but not the observer, which
+    // fetches from it: it still answers, with nothing new.
+    for id in (1..=3).filter(|&id| id != old_leader) {
+        router.disconnect(old_leader, id);
+    }
+    let rest: BTreeMap<i32, QuorumController> = nodes
+        .iter()
+        .filter(|(&id, _)| id != old_leader)
+        .map(|(&id, c)| (id, c.clone()))
+        .collect();
+    let new_leader = eventually("a new leader among the other two", || async {
+        rest.iter().find(|(_, c)| c.is_active()).map(|(&id, _)| id)
+    })
+    .await;
+    let results = rest[&new_leader]
+        .create_topics(vec![topic("behind-its-back", 1)], false)
+        .await;
+    assert!(results[0].is_ok(), "{results:?}");
+    converged(
+        &rest,
+        &observer,
+        "the observer to follow the new leader",
+        |i| i.controller_id == Some(new_leader) && i.topic("behind-its-back").is_some(),
+    )
+    .await;
+
+    for id in (1..=3).filter(|&id| id != old_leader) {
+        router.reconnect(old_leader, id);
+    }
+    observer.shutdown().await.unwrap();
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
