@@ -177,6 +177,18 @@ fn a_broker_only_node_follows_the_quorum_hosts_and_leads_partitions_and_is_fence
         line("CurrentObservers:").contains(&format!("\"id\": {BROKER_ONLY}")),
         "{status}"
     );
+    let replication = metadata_quorum(&broker.bootstrap(), &["describe", "--replication"]);
+    let observer_rows: Vec<&str> = replication
+        .lines()
+        .filter(|l| l.contains("Observer"))
+        .collect();
+    assert_eq!(observer_rows.len(), 1, "{replication}");
+    assert!(
+        observer_rows[0]
+            .trim_start()
+            .starts_with(&BROKER_ONLY.to_string()),
+        "{replication}"
+    );
 
     // kill -9: the survivors fence it; "on4" goes offline and comes back
     // with it.
@@ -239,6 +251,10 @@ fn a_broker_only_node_finds_the_quorum_through_controller_quorum_bootstrap_serve
     let mut client = support::connect(&broker);
     let versions = support::api_versions(&mut client);
     let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    // The delay from sending CreateTopics to a voter (so before the commit)
+    // until the broker-only node lists the topic is logged (issue 7's 1 s
+    // acceptance on an idle machine; run with --nocapture); never asserted.
+    let sent = std::time::Instant::now();
     support::create_topic(&mut voter, &versions, "from-a-voter", &[]);
     support::poll_until(
         Duration::from_secs(10),
@@ -247,6 +263,11 @@ fn a_broker_only_node_finds_the_quorum_through_controller_quorum_bootstrap_serve
             let (partitions, brokers) = topic_state(&mut client, version, "from-a-voter")?;
             (brokers == vec![1, 2, 3, BROKER_ONLY] && partitions[0].1 >= 1).then_some(())
         },
+    );
+    eprintln!(
+        "metadata propagation: topic created through node 1 in broker-only node {BROKER_ONLY}'s \
+         Metadata {:.1} ms after the request was sent",
+        sent.elapsed().as_secs_f64() * 1000.0
     );
     // Producer id blocks come from the active controller (KIP-730): the
     // broker-only node's block is not a voter's.
