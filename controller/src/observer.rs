@@ -16,9 +16,9 @@
 //! controller when the one it polls was cut off from the quorum).
 //!
 //! The voter answers with the committed record batches after
-//! `after_offset` when it still holds them ([`RecentBatches`]: the entries
-//! it applied last, as many as its log keeps between snapshots, at most
-//! [`MAX_RECENT_BATCHES`]; none after a restart or an installed snapshot),
+//! `after_offset` when it still holds them (`RecentBatches`: the entries it
+//! applied last since it started or installed a snapshot, as many as its
+//! log keeps between snapshots, at most [`MAX_RECENT_BATCHES`]),
 //! and otherwise with its whole [`MetadataImage`] (the snapshot path). The
 //! observer replays batches with the same all-or-nothing
 //! [`MetadataImage::apply`] the voters' state machine uses, or takes the
