@@ -6,7 +6,8 @@
 //! NOT_COORDINATOR; kafka-python bootstrapped on a node that is not the
 //! coordinator joins, consumes and commits, and a second run resumes from
 //! the committed offsets; after a controlled shutdown of the coordinator a
-//! running consumer finds the new one.
+//! running consumer finds the new one; while fewer brokers are unfenced
+//! than `offsets.topic.replication.factor`, there is no coordinator.
 //!
 //! Partition data is not replicated between brokers yet, so the new
 //! coordinator starts from its own (empty) log of the offsets partition:
@@ -508,4 +509,34 @@ fn a_running_consumer_finds_the_new_coordinator_after_a_controlled_shutdown() {
     running.send_line("stop").expect("stop the consumer");
     let output = running.finish(CLIENT_TIMEOUT).expect("consumer exit");
     output.assert_success();
+}
+
+#[test]
+fn no_coordinator_while_fewer_brokers_than_the_offsets_replication_factor() {
+    // As Kafka on KRaft: the offsets topic is not created (the controller
+    // refuses a replication factor of 4 with 3 brokers) and every group
+    // lookup answers COORDINATOR_NOT_AVAILABLE, which clients retry.
+    let (brokers, _) = start_three_nodes_with(&[
+        ("offsets.topic.num.partitions", OFFSETS_PARTITIONS),
+        ("offsets.topic.replication.factor", "4"),
+    ]);
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let versions = support::api_versions(&mut clients[0]);
+    let newest = support::newest::<FindCoordinatorRequest>(&versions, ApiKey::FindCoordinator);
+    let metadata = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    for client in clients.iter_mut() {
+        for version in [0, 3, newest] {
+            let (error, node, host, port) = find_coordinator(client, version, GROUPS[0].0);
+            assert_eq!(
+                (error, node, host.as_str(), port),
+                (COORDINATOR_NOT_AVAILABLE, -1, "", -1),
+                "FindCoordinator v{version}"
+            );
+        }
+        assert_eq!(
+            topic_state(client, metadata, "__consumer_offsets"),
+            None,
+            "__consumer_offsets was not created"
+        );
+    }
 }
