@@ -20,11 +20,14 @@ use std::time::Duration;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
     ApiKey, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
-    IncrementalAlterConfigsRequest, ListGroupsRequest, MetadataRequest, OffsetFetchRequest,
-    ProduceRequest, TopicName,
+    IncrementalAlterConfigsRequest, ListGroupsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetFetchRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use weir_integration_tests::clients::{self, RunningClient};
@@ -208,6 +211,32 @@ fn record_values(lines: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Waits until every client's node lists `topic` in Metadata.
+fn wait_for_topic(clients: &mut [RawClient], topic: &str) {
+    let versions = support::api_versions(&mut clients[0]);
+    let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    support::poll_until(EVENT_TIMEOUT, &format!("{topic} on every node"), || {
+        clients
+            .iter_mut()
+            .all(|c| topic_state(c, version, topic).is_some())
+            .then_some(())
+    });
+}
+
+/// An OffsetCommit (v8) of `offset` for partition 0 of `topic` by `group`
+/// outside any generation (a simple commit, as `Consumer.commitSync` with
+/// manual assignment).
+fn simple_commit(group: &str, topic: &str, offset: i64) -> OffsetCommitRequest {
+    OffsetCommitRequest::default()
+        .with_group_id(GroupId(text(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(text(topic)))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)])])
+}
+
 /// How many `assigned` events (one per completed rebalance) `lines` hold.
 fn assigned_events(lines: &[String]) -> usize {
     lines.iter().filter(|l| l.starts_with("assigned ")).count()
@@ -239,18 +268,8 @@ fn every_node_names_the_offsets_partition_leader_and_others_answer_not_coordinat
     // A simple commit makes the group exist on its coordinator.
     let topic = "gt";
     create_assigned(&mut clients[0], topic, &[&[coordinator]]);
-    let commit = kafka_protocol::messages::OffsetCommitRequest::default()
-        .with_group_id(GroupId(text(group)))
-        .with_generation_id_or_member_epoch(-1)
-        .with_topics(vec![
-            kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic::default()
-                .with_name(TopicName(text(topic)))
-                .with_partitions(vec![
-                    kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(0),
-                ]),
-        ]);
+    wait_for_topic(&mut clients, topic);
+    let commit = simple_commit(group, topic, 0);
     for (i, client) in clients.iter_mut().enumerate() {
         let node = i as i32 + 1;
         let response = support::poll_until(EVENT_TIMEOUT, "OffsetCommit", || {
@@ -539,4 +558,56 @@ fn no_coordinator_while_fewer_brokers_than_the_offsets_replication_factor() {
             "__consumer_offsets was not created"
         );
     }
+}
+
+#[test]
+fn an_offline_offsets_partition_has_no_coordinator_until_its_leader_returns_with_the_offsets() {
+    // Unclean election off (the default): the partition's only in-sync
+    // replica shuts down, the partition goes offline and its groups have no
+    // coordinator; the node comes back, leads again and loads the group
+    // from its log.
+    let (mut brokers, mut clients) = cluster();
+    let (group, partition) = GROUPS[1];
+    let coordinator = agreed_coordinator(&mut clients, group, None);
+    let others: Vec<i32> = (1..=3).filter(|&id| id != coordinator).collect();
+    let topic = "kept";
+    create_assigned(&mut clients[0], topic, &[&[others[0]]]);
+    wait_for_topic(&mut clients, topic);
+    let old = index_of(&brokers, coordinator);
+    let response = clients[old]
+        .send(&simple_commit(group, topic, 7), 8)
+        .expect("OffsetCommit v8");
+    assert_eq!(
+        response.topics[0].partitions[0].error_code,
+        error_code::NONE
+    );
+
+    let status = brokers[old].shutdown().expect("SIGTERM the coordinator");
+    assert!(status.success(), "weir exited with {status}");
+    let mut survivors: Vec<RawClient> = others
+        .iter()
+        .map(|&id| support::connect(&brokers[index_of(&brokers, id)]))
+        .collect();
+    let versions = support::api_versions(&mut survivors[0]);
+    let newest = support::newest::<FindCoordinatorRequest>(&versions, ApiKey::FindCoordinator);
+    support::poll_until(EVENT_TIMEOUT, "the offsets partition offline", || {
+        survivors
+            .iter_mut()
+            .all(|c| {
+                offsets_leader(c, partition) == Some(-1)
+                    && find_coordinator(c, newest, group).0 == COORDINATOR_NOT_AVAILABLE
+            })
+            .then_some(())
+    });
+
+    brokers[old]
+        .start_again()
+        .expect("start the coordinator again");
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    assert_eq!(agreed_coordinator(&mut clients, group, None), coordinator);
+    assert_eq!(
+        committed_offsets(&mut clients[old], group, topic, 1),
+        (error_code::NONE, BTreeMap::from([(0, 7)])),
+        "the returning leader loaded the group from its log"
+    );
 }
