@@ -42,6 +42,8 @@ use crate::support::{self, error_code, CLIENT_TIMEOUT};
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const NOT_COORDINATOR: i16 = 16;
+/// NOT_LEADER_OR_FOLLOWER: the node has not applied the partition yet.
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 /// How long a test waits for one cluster or group event.
 const EVENT_TIMEOUT: Duration = Duration::from_secs(60);
 /// `offsets.topic.num.partitions` of these clusters.
@@ -64,6 +66,8 @@ fn cluster() -> (Vec<TestBroker>, Vec<RawClient>) {
         ("broker.heartbeat.interval.ms", "200"),
         ("group.initial.rebalance.delay.ms", "100"),
     ]);
+    let ids: Vec<i32> = brokers.iter().map(TestBroker::node_id).collect();
+    assert_eq!(ids, [1, 2, 3], "clients[i] talks to node i + 1");
     let clients = brokers.iter().map(support::connect).collect();
     (brokers, clients)
 }
@@ -168,7 +172,9 @@ fn committed_offsets(
 }
 
 /// Produces `count` records `<prefix>-<i>` to partition `partition` of
-/// `topic` through its leader's `client`; returns the values.
+/// `topic` through its leader's `client`, retrying NOT_LEADER_OR_FOLLOWER
+/// while the leader has not applied the new topic yet (as clients do);
+/// returns the values.
 fn produce(
     client: &mut RawClient,
     topic: &str,
@@ -181,12 +187,18 @@ fn produce(
     let version = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
     let values: Vec<String> = (0..count).map(|i| format!("{prefix}-{i}")).collect();
     let refs: Vec<&str> = values.iter().map(String::as_str).collect();
-    support::produce_ok(
-        client,
-        version,
-        &info,
-        partition,
-        records::plain_batch(&refs, 1_000),
+    let batch = records::plain_batch(&refs, 1_000);
+    support::poll_until(
+        EVENT_TIMEOUT,
+        &format!("Produce to {topic}/{partition}"),
+        || {
+            let response = support::produce(client, version, &info, partition, batch.clone());
+            match response.error_code {
+                error_code::NONE => Some(()),
+                NOT_LEADER_OR_FOLLOWER => None,
+                other => panic!("Produce to {topic}/{partition}: error {other}"),
+            }
+        },
     );
     values
 }
@@ -235,6 +247,29 @@ fn simple_commit(group: &str, topic: &str, offset: i64) -> OffsetCommitRequest {
             .with_partitions(vec![OffsetCommitRequestPartition::default()
                 .with_partition_index(0)
                 .with_committed_offset(offset)])])
+}
+
+/// Waits until `condition` holds for the stdout lines of the `running`
+/// consumer, checking every 50 ms; after [`EVENT_TIMEOUT`] stops it and
+/// fails with `what` and everything it printed.
+fn wait_for_consumer(
+    mut running: RunningClient,
+    what: &str,
+    condition: impl Fn(&[String]) -> bool,
+) -> RunningClient {
+    let deadline = std::time::Instant::now() + EVENT_TIMEOUT;
+    while !condition(running.lines()) {
+        if std::time::Instant::now() >= deadline {
+            let output = running.kill().expect("stopping the consumer");
+            panic!(
+                "timed out after {EVENT_TIMEOUT:?} waiting for {what}\n--- consumer stdout ---\n{}\n--- consumer stderr ---\n{}",
+                output.stdout_text(),
+                output.stderr
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    running
 }
 
 /// How many `assigned` events (one per completed rebalance) `lines` hold.
@@ -441,10 +476,12 @@ fn a_running_consumer_finds_the_new_coordinator_after_a_controlled_shutdown() {
     // The data lives on the nodes that stay.
     let topic = "moving";
     create_assigned(&mut clients[0], topic, &[&[others[0]], &[others[1]]]);
-    let produce_round = |clients: &mut [RawClient], prefix: &str| {
+    // Partition p of the topic is led by others[p]; `clients[i]` talks to
+    // node `ids[i]`.
+    let produce_round = |clients: &mut [RawClient], ids: &[i32], prefix: &str| {
         let mut values = BTreeSet::new();
         for (p, node) in others.iter().enumerate() {
-            let leader = &mut clients[(*node - 1) as usize];
+            let leader = &mut clients[ids.iter().position(|id| id == node).unwrap()];
             values.extend(produce(
                 leader,
                 topic,
@@ -455,24 +492,19 @@ fn a_running_consumer_finds_the_new_coordinator_after_a_controlled_shutdown() {
         }
         values
     };
-    let first = produce_round(&mut clients, "first");
+    let first = produce_round(&mut clients, &[1, 2, 3], "first");
 
     let bootstrap = brokers[index_of(&brokers, others[0])].bootstrap();
-    let mut running = RunningClient::spawn(consumer(
+    let running = RunningClient::spawn(consumer(
         &bootstrap,
         topic,
         group,
         &["session.timeout.ms=6000"],
     ))
     .expect("consumer");
-    support::poll_until(
-        EVENT_TIMEOUT,
-        "the consumer to read the first round",
-        || {
-            let read: BTreeSet<String> = record_values(running.lines()).into_iter().collect();
-            first.is_subset(&read).then_some(())
-        },
-    );
+    let mut running = wait_for_consumer(running, "the consumer to read the first round", |l| {
+        first.is_subset(&record_values(l).into_iter().collect())
+    });
     let old = index_of(&brokers, coordinator);
     support::poll_until(EVENT_TIMEOUT, "the first round committed", || {
         let (error, offsets) = committed_offsets(&mut clients[old], group, topic, 2);
@@ -497,18 +529,13 @@ fn a_running_consumer_finds_the_new_coordinator_after_a_controlled_shutdown() {
     // The running consumer rediscovers the coordinator (its heartbeats
     // fail over to the new one, which does not know the member) and
     // rejoins; then it consumes and commits through the new coordinator.
-    support::poll_until(EVENT_TIMEOUT, "the consumer to rejoin the group", || {
-        (assigned_events(running.lines()) > assignments).then_some(())
+    let running = wait_for_consumer(running, "the consumer to rejoin the group", |l| {
+        assigned_events(l) > assignments
     });
-    let second = produce_round(&mut survivors, "second");
-    support::poll_until(
-        EVENT_TIMEOUT,
-        "the consumer to read the second round",
-        || {
-            let read: BTreeSet<String> = record_values(running.lines()).into_iter().collect();
-            second.is_subset(&read).then_some(())
-        },
-    );
+    let second = produce_round(&mut survivors, &others, "second");
+    let mut running = wait_for_consumer(running, "the consumer to read the second round", |l| {
+        second.is_subset(&record_values(l).into_iter().collect())
+    });
     let on_successor = &mut survivors[others.iter().position(|&id| id == successor).unwrap()];
     support::poll_until(EVENT_TIMEOUT, "commits on the new coordinator", || {
         let (error, offsets) = committed_offsets(on_successor, group, topic, 2);
