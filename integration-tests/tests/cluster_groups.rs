@@ -51,7 +51,8 @@ const OFFSETS_PARTITIONS: &str = "3";
 /// Group ids and their `__consumer_offsets` partition of 3, worked out by
 /// hand from Java's `String.hashCode` (`s[0]*31^(n-1) + ... + s[n-1]`,
 /// wrapping at 32 bits) and Kafka's `Utils.abs(hash) % 3`:
-/// "my-group" -1906497762 -> 0, "weir" 3645559 -> 1, "group" 98629247 -> 2.
+/// "my-group" -1906497762 -> 0, "weir" 3645559 -> 1, "group" 98629247 -> 2
+/// (checked with Java and kafka-clients' `Utils.abs`).
 const GROUPS: [(&str, i32); 3] = [("my-group", 0), ("weir", 1), ("group", 2)];
 
 fn text(s: &str) -> StrBytes {

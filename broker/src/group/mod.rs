@@ -75,7 +75,8 @@ mod tests {
     /// Kafka's `Utils.abs(groupId.hashCode()) % partitions`, worked out
     /// with Java's `String.hashCode` (`s[0]*31^(n-1) + ... + s[n-1]`,
     /// wrapping at 32 bits, over UTF-16 code units) for the default 50
-    /// partitions and for 3.
+    /// partitions and for 3, and checked against Java 17's
+    /// `String.hashCode` and kafka-clients 4.1.2's `Utils.abs`.
     #[test]
     fn group_ids_map_to_kafkas_offsets_partitions() {
         let table: &[(&str, i32, i32, i32)] = &[
