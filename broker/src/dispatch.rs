@@ -110,9 +110,9 @@ pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes, peer: SocketAdd
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(handlers::init_producer_id::handle(&ctx, version, r).await)
         }
-        RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(handlers::find_coordinator::handle(&ctx, version, r))
-        }
+        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
+            handlers::find_coordinator::handle(&ctx, version, r).await,
+        ),
         RequestKind::JoinGroup(r) => {
             let client_id = request.header.client_id.as_deref();
             ResponseKind::JoinGroup(

@@ -188,7 +188,11 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         replica_manager.clone(),
     ));
     let group_coordinator =
-        crate::group::GroupCoordinator::new(group_store, config.group_coordinator.clone());
+        crate::group::GroupCoordinator::new(group_store.clone(), config.group_coordinator.clone());
+    // Coordinate (and load) the groups of the offsets partitions led here;
+    // `follow_metadata` follows leadership changes.
+    let leadership = group_store.leadership(&image);
+    group_coordinator.on_leadership(leadership.clone());
 
     let ctx = Arc::new(BrokerContext {
         group_coordinator: group_coordinator.clone(),
@@ -207,7 +211,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     }
 
     let tracker = TaskTracker::new();
-    tracker.spawn(follow_metadata(ctx.clone(), shutdown.clone()));
+    tracker.spawn(follow_metadata(ctx.clone(), leadership, shutdown.clone()));
     // Broker heartbeats (KIP-631) keep this broker's session alive on the
     // active controller. A single voter's session never expires (its one
     // broker is this process), so it needs none.
@@ -234,7 +238,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             },
         ));
     }
-    // Loads the groups, then expires offsets (Kafka's offsets retention).
+    // Expires offsets (Kafka's offsets retention).
     tracker.spawn(group_coordinator.run(shutdown.clone()));
     // Recovery point checkpoints (Kafka's kafka-recovery-point-checkpoint).
     let rm = replica_manager.clone();
@@ -500,9 +504,18 @@ async fn controlled_shutdown(
     }
 }
 
-/// Applies every new metadata image to the hosted partitions.
-async fn follow_metadata(ctx: Arc<BrokerContext>, shutdown: CancellationToken) {
+/// Applies every new metadata image to the hosted partitions and tells the
+/// group coordinator which offsets partitions are led here (`leadership`:
+/// what it was last told).
+async fn follow_metadata(
+    ctx: Arc<BrokerContext>,
+    mut leadership: crate::group::OffsetsLeadership,
+    shutdown: CancellationToken,
+) {
     let mut rx = ctx.controller.subscribe();
+    let store = ctx.group_coordinator.store().clone();
+    // An image published before the subscription is not a change.
+    rx.mark_changed();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -513,6 +526,13 @@ async fn follow_metadata(ctx: Arc<BrokerContext>, shutdown: CancellationToken) {
                 let image = rx.borrow_and_update().clone();
                 if let Err(e) = ctx.replica_manager.apply_image(&image) {
                     error!(error = %e, "applying metadata image failed");
+                }
+                // The group coordinator follows the offsets partitions led
+                // here (Kafka's onElection / onResignation).
+                let now = store.leadership(&image);
+                if now != leadership {
+                    leadership = now.clone();
+                    ctx.group_coordinator.on_leadership(now);
                 }
             }
         }

@@ -22,6 +22,7 @@ mod client_java;
 mod client_kcat;
 mod cluster;
 mod cluster_faults;
+mod cluster_groups;
 mod cluster_script;
 mod compaction;
 mod create_partitions;

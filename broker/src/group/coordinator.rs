@@ -16,6 +16,18 @@
 //! tokio tasks sleeping until a deadline; a heartbeat only moves a deadline,
 //! so an idle group costs no CPU.
 //!
+//! Ownership (Kafka's `onElection` / `onResignation`): a broker coordinates
+//! the groups of the `__consumer_offsets` partitions it leads
+//! ([`GroupCoordinator::on_leadership`]). When it becomes a partition's
+//! leader it loads that partition's groups from the log, answering
+//! COORDINATOR_LOAD_IN_PROGRESS for them meanwhile; when it stops leading
+//! one it forgets that partition's groups (parked joins and syncs get
+//! NOT_COORDINATOR), and every later request for them gets NOT_COORDINATOR
+//! so that clients look the coordinator up again. Before the topic exists
+//! it serves every group (nothing to load; the first write creates the
+//! topic); [`GroupCoordinator::load`] also serves every group, loaded from
+//! the whole store (the unit tests).
+//!
 //! This module speaks Kafka's error names (`ResponseError`) but no request
 //! or response types; the handlers translate.
 
@@ -34,7 +46,9 @@ use weir_storage::TopicPartition;
 use super::classic_group::{
     ClassicGroup, ClassicGroupMember, ClassicGroupState, JoinGroupResult, SyncGroupResult,
 };
-use super::store::{GroupStore, GroupStoreError, GroupWrite, LoadedGroup, OffsetAndMetadata};
+use super::store::{
+    GroupStore, GroupStoreError, GroupWrite, LoadedGroup, OffsetAndMetadata, OffsetsLeadership,
+};
 use super::OFFSETS_TOPIC;
 use crate::error::{group_metadata_store_error, offset_commit_store_error};
 use crate::log_value::bounded;
@@ -209,6 +223,36 @@ enum TimerKey {
     Heartbeat(String, String),
 }
 
+impl TimerKey {
+    fn group_id(&self) -> &str {
+        match self {
+            TimerKey::Join(g) | TimerKey::Sync(g) | TimerKey::Heartbeat(g, _) => g,
+        }
+    }
+}
+
+/// Which groups the coordinator serves.
+#[derive(Debug, Default)]
+enum Ownership {
+    /// Not known yet: every request gets COORDINATOR_LOAD_IN_PROGRESS.
+    #[default]
+    Starting,
+    /// Every group: `__consumer_offsets` does not exist yet, or
+    /// [`GroupCoordinator::load`] loaded the whole store.
+    All,
+    /// The groups of the `__consumer_offsets` partitions this broker leads.
+    Partitions(HashMap<i32, PartitionLoad>),
+}
+
+/// One led `__consumer_offsets` partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PartitionLoad {
+    /// The leader epoch it is led in.
+    leader_epoch: i32,
+    /// Whether its groups were loaded (else COORDINATOR_LOAD_IN_PROGRESS).
+    loaded: bool,
+}
+
 #[derive(Debug, Clone, Copy)]
 enum TimerAction {
     CompleteJoin,
@@ -226,7 +270,7 @@ struct TimerEntry {
 
 #[derive(Default)]
 struct State {
-    loaded: bool,
+    ownership: Ownership,
     groups: HashMap<String, ClassicGroup>,
     timers: HashMap<TimerKey, TimerEntry>,
     next_timer_id: u64,
@@ -356,8 +400,10 @@ struct Inner<S> {
 
 /// Kafka's classic group coordinator over a [`GroupStore`].
 ///
-/// Cloning is cheap (shared state). Requests before [`Self::run`] finished
-/// loading the store get COORDINATOR_LOAD_IN_PROGRESS.
+/// Cloning is cheap (shared state). Requests for a group whose offsets
+/// partition is still loading (or before [`Self::load`] or
+/// [`Self::on_leadership`]) get COORDINATOR_LOAD_IN_PROGRESS; requests for
+/// a group whose partition another broker leads get NOT_COORDINATOR.
 pub struct GroupCoordinator<S: GroupStore> {
     inner: Arc<Inner<S>>,
 }
@@ -436,7 +482,8 @@ struct Ctx<'a, S: GroupStore> {
 }
 
 impl<S: GroupStore> GroupCoordinator<S> {
-    /// A coordinator over `store`; it serves once [`Self::run`] loaded it.
+    /// A coordinator over `store`; it serves once [`Self::load`] or
+    /// [`Self::on_leadership`] said which groups are its own.
     pub fn new(store: Arc<S>, config: GroupCoordinatorConfig) -> Self {
         GroupCoordinator {
             inner: Arc::new(Inner {
@@ -459,27 +506,10 @@ impl<S: GroupStore> GroupCoordinator<S> {
         &self.inner.config
     }
 
-    /// Loads the store (once), then expires offsets every
-    /// `offsets.retention.check.interval.ms` until `shutdown`.
-    ///
-    /// A failed load is logged and retried after one second; requests keep
-    /// getting COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+    /// Expires offsets every `offsets.retention.check.interval.ms` until
+    /// `shutdown`, then stops the timers ([`Self::shutdown`]). Which groups
+    /// are served (and loaded) follows [`Self::on_leadership`].
     pub async fn run(self, shutdown: CancellationToken) {
-        loop {
-            match self.inner.store.load().await {
-                Ok(groups) => {
-                    self.install_loaded(groups);
-                    break;
-                }
-                Err(e) => {
-                    warn!(error = %e, "loading consumer groups failed; retrying");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    }
-                }
-            }
-        }
         let period = Duration::from_millis(
             self.inner
                 .config
@@ -530,20 +560,151 @@ impl<S: GroupStore> GroupCoordinator<S> {
         );
     }
 
-    /// Loads the store now (what [`Self::run`] does first); for tests and
-    /// for callers that drive expiry themselves.
+    /// Loads the whole store and serves every group from now on, whatever
+    /// partition holds it (the unit tests; the broker follows partition
+    /// leadership with [`Self::on_leadership`] instead).
     ///
     /// # Errors
     /// The store's load error.
     pub async fn load(&self) -> Result<(), GroupStoreError> {
         let groups = self.inner.store.load().await?;
-        self.install_loaded(groups);
+        let mut ctx = self.inner.ctx();
+        ctx.install(groups);
+        ctx.state.ownership = Ownership::All;
+        let effects = ctx.finish();
+        self.inner.spawn_writes(effects);
         Ok(())
     }
 
-    fn install_loaded(&self, groups: Vec<LoadedGroup>) {
-        let mut ctx = self.inner.ctx();
+    /// Follows which `__consumer_offsets` partitions this broker leads
+    /// (Kafka's `onElection` / `onResignation`, driven by metadata images):
+    ///
+    /// - a partition newly led (or led in a new leader epoch) is loaded
+    ///   from the store in the background; its groups get
+    ///   COORDINATOR_LOAD_IN_PROGRESS until then (a failed load is logged
+    ///   and retried every second while the partition stays led here);
+    /// - the groups of a partition no longer led here are forgotten: their
+    ///   parked JoinGroup and SyncGroup requests get NOT_COORDINATOR, their
+    ///   timers stop, and later requests get NOT_COORDINATOR;
+    /// - [`OffsetsLeadership::NoTopic`] serves every group. When the topic
+    ///   then appears, the partitions led here start loaded (a new topic's
+    ///   logs hold only what this coordinator wrote) and the groups of the
+    ///   others are forgotten.
+    pub fn on_leadership(&self, leadership: OffsetsLeadership) {
+        let mut loads = Vec::new();
+        {
+            let mut ctx = self.inner.ctx();
+            let previous = std::mem::take(&mut ctx.state.ownership);
+            let next = match leadership {
+                OffsetsLeadership::NoTopic => {
+                    if matches!(previous, Ownership::Partitions(_)) {
+                        let all: Vec<String> = ctx.state.groups.keys().cloned().collect();
+                        ctx.unload_groups(&all);
+                    }
+                    Ownership::All
+                }
+                OffsetsLeadership::Leads(led) => {
+                    let (old, created) = match previous {
+                        Ownership::Starting => (HashMap::new(), false),
+                        Ownership::All => (HashMap::new(), true),
+                        Ownership::Partitions(old) => (old, false),
+                    };
+                    let mut next = HashMap::new();
+                    for (partition, leader_epoch) in led {
+                        match old.get(&partition) {
+                            Some(load) if load.leader_epoch == leader_epoch => {
+                                next.insert(partition, *load);
+                            }
+                            _ => {
+                                next.insert(
+                                    partition,
+                                    PartitionLoad {
+                                        leader_epoch,
+                                        loaded: created,
+                                    },
+                                );
+                                if !created {
+                                    loads.push((partition, leader_epoch));
+                                }
+                            }
+                        }
+                    }
+                    let store = &self.inner.store;
+                    let doomed: Vec<String> = ctx
+                        .state
+                        .groups
+                        .keys()
+                        .filter(|g| {
+                            next.get(&store.partition_for(g))
+                                .is_none_or(|load| !load.loaded)
+                        })
+                        .cloned()
+                        .collect();
+                    for (partition, load) in &old {
+                        if next.get(partition) != Some(load) {
+                            info!(
+                                partition,
+                                leader_epoch = load.leader_epoch,
+                                "resigned as coordinator of {OFFSETS_TOPIC} partition {partition}"
+                            );
+                        }
+                    }
+                    ctx.unload_groups(&doomed);
+                    Ownership::Partitions(next)
+                }
+            };
+            ctx.state.ownership = next;
+            let effects = ctx.finish();
+            self.inner.spawn_writes(effects);
+        }
+        for (partition, leader_epoch) in loads {
+            info!(
+                partition,
+                leader_epoch, "loading the groups of {OFFSETS_TOPIC} partition {partition}"
+            );
+            tokio::spawn(
+                self.inner
+                    .clone()
+                    .load_partition_task(partition, leader_epoch),
+            );
+        }
+    }
+}
+
+impl<S: GroupStore> Ctx<'_, S> {
+    /// Whether `partition` is led here in `leader_epoch` and not loaded yet.
+    fn loading(&self, partition: i32, leader_epoch: i32) -> bool {
+        matches!(&self.state.ownership, Ownership::Partitions(led)
+            if led.get(&partition) == Some(&PartitionLoad { leader_epoch, loaded: false }))
+    }
+
+    /// Forgets `group_ids` (Kafka's `onResignation`): parked joins and
+    /// syncs get NOT_COORDINATOR and their timers stop.
+    fn unload_groups(&mut self, group_ids: &[String]) {
+        if group_ids.is_empty() {
+            return;
+        }
+        let doomed: std::collections::HashSet<&str> =
+            group_ids.iter().map(String::as_str).collect();
+        self.state
+            .timers
+            .retain(|key, _| !doomed.contains(key.group_id()));
+        for group_id in group_ids {
+            if let Some(mut group) = self.state.groups.remove(group_id) {
+                answer_parked_with_not_coordinator(&mut group);
+            }
+        }
+        info!(groups = group_ids.len(), "unloaded consumer groups");
+    }
+
+    /// Installs loaded groups; groups already in memory are kept (they are
+    /// at least as new as the log).
+    fn install(&mut self, groups: Vec<LoadedGroup>) {
+        let ctx = self;
         for loaded in groups {
+            if ctx.state.groups.contains_key(&loaded.group_id) {
+                continue;
+            }
             let mut group = ClassicGroup::new(&loaded.group_id, ctx.now_ms);
             group.offsets = loaded.offsets;
             let mut rebalance = false;
@@ -580,7 +741,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
                 }
                 // As Kafka's onLoaded: only a group over `group.max.size`
                 // (lowered since it was stored) rebalances.
-                rebalance = group.members.len() > self.inner.config.max_size;
+                rebalance = group.members.len() > ctx.inner.config.max_size;
             }
             let group_id = loaded.group_id.clone();
             let members: Vec<(String, i32)> = group
@@ -598,11 +759,10 @@ impl<S: GroupStore> GroupCoordinator<S> {
                 ctx.prepare_rebalance(&group_id);
             }
         }
-        ctx.state.loaded = true;
-        let effects = ctx.finish();
-        self.inner.spawn_writes(effects);
     }
+}
 
+impl<S: GroupStore> GroupCoordinator<S> {
     /// JoinGroup (Kafka's `classicGroupJoin`). Resolves when the member's
     /// join completes: at once for errors and MEMBER_ID_REQUIRED, else when
     /// the rebalance's join phase ends.
@@ -717,7 +877,8 @@ impl<S: GroupStore> GroupCoordinator<S> {
     /// request order as `(member_id, group_instance_id, error)`.
     ///
     /// # Errors
-    /// A group-level error: COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID,
+    /// A group-level error: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+    /// INVALID_GROUP_ID,
     /// UNKNOWN_MEMBER_ID for an unknown group, COORDINATOR_NOT_AVAILABLE.
     #[allow(clippy::type_complexity)]
     pub fn leave_group(
@@ -747,7 +908,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
     ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
         let (results, write, turn) = {
             let mut ctx = self.inner.ctx();
-            ctx.check_loaded_any()?;
+            ctx.check_loaded_any(&params.group_id)?;
             ctx.validate_commit(&params)?;
             let now_ms = ctx.now_ms;
             let max = self.inner.config.offset_metadata_max_bytes;
@@ -795,6 +956,11 @@ impl<S: GroupStore> GroupCoordinator<S> {
             ctx.state
                 .remove_pending_commits(&group_id, offsets.iter().map(|(p, _)| p));
             result?;
+            if !ctx.owns(&group_id) {
+                // The partition moved away meanwhile: the commit is in the
+                // log, the group is no longer this broker's.
+                return Ok(());
+            }
             let now_ms = ctx.now_ms;
             let group = ctx
                 .state
@@ -828,7 +994,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
     /// `fetchAllOffsets`). An unknown group has no commits.
     ///
     /// # Errors
-    /// COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID.
+    /// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID.
     #[allow(clippy::type_complexity)]
     pub fn fetch_offsets(
         &self,
@@ -836,7 +1002,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
         partitions: Option<Vec<TopicPartition>>,
     ) -> Result<Vec<(TopicPartition, Option<OffsetAndMetadata>)>, ResponseError> {
         let ctx = self.inner.ctx();
-        ctx.check_loaded_any()?;
+        ctx.check_loaded_any(group_id)?;
         let group = ctx
             .state
             .groups
@@ -867,7 +1033,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
     ///
     /// # Errors
     /// GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (a non-consumer group with
-    /// members), store failures, COORDINATOR_LOAD_IN_PROGRESS,
+    /// members), store failures, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
     /// INVALID_GROUP_ID.
     pub async fn delete_offsets(
         &self,
@@ -942,7 +1108,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
     async fn delete_group(&self, group_id: &str) -> Result<(), ResponseError> {
         let write = {
             let mut ctx = self.inner.ctx();
-            ctx.check_loaded_any()?;
+            ctx.check_loaded_any(group_id)?;
             let now_ms = ctx.now_ms;
             let group = ctx
                 .state
@@ -1003,10 +1169,10 @@ impl<S: GroupStore> GroupCoordinator<S> {
     /// DescribeGroups for one group (unknown groups are reported Dead).
     ///
     /// # Errors
-    /// COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID.
+    /// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID.
     pub fn describe_group(&self, group_id: &str) -> Result<GroupDescription, ResponseError> {
         let ctx = self.inner.ctx();
-        ctx.check_loaded_any()?;
+        ctx.check_loaded_any(group_id)?;
         let Some(group) = ctx.state.groups.get(group_id) else {
             return Ok(GroupDescription {
                 group_id: group_id.to_string(),
@@ -1049,13 +1215,19 @@ impl<S: GroupStore> GroupCoordinator<S> {
         })
     }
 
-    /// ListGroups: every group, sorted by id.
+    /// ListGroups: every group this broker coordinates, sorted by id.
     ///
     /// # Errors
-    /// COORDINATOR_LOAD_IN_PROGRESS.
+    /// COORDINATOR_LOAD_IN_PROGRESS while any of its offsets partitions is
+    /// loading.
     pub fn list_groups(&self) -> Result<Vec<GroupListing>, ResponseError> {
         let state = self.inner.lock();
-        if !state.loaded {
+        let loading = match &state.ownership {
+            Ownership::Starting => true,
+            Ownership::All => false,
+            Ownership::Partitions(led) => led.values().any(|load| !load.loaded),
+        };
+        if loading {
             return Err(ResponseError::CoordinatorLoadInProgress);
         }
         let mut groups: Vec<GroupListing> = state
@@ -1081,7 +1253,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
     pub async fn expire_offsets(&self) {
         let plans: Vec<(String, GroupWrite, WriteTurn)> = {
             let mut ctx = self.inner.ctx();
-            if !ctx.state.loaded {
+            if matches!(ctx.state.ownership, Ownership::Starting) {
                 return;
             }
             let now_ms = ctx.now_ms;
@@ -1303,6 +1475,48 @@ impl<S: GroupStore> Inner<S> {
         }
     }
 
+    /// Loads `partition`'s groups while it stays led here in
+    /// `leader_epoch` and not loaded (see [`GroupCoordinator::on_leadership`]).
+    async fn load_partition_task(self: Arc<Self>, partition: i32, leader_epoch: i32) {
+        loop {
+            if !self.ctx().loading(partition, leader_epoch) {
+                return;
+            }
+            match self.store.load_partition(partition).await {
+                Ok(groups) => {
+                    let mut ctx = self.ctx();
+                    if !ctx.loading(partition, leader_epoch) {
+                        return;
+                    }
+                    let groups: Vec<LoadedGroup> = groups
+                        .into_iter()
+                        .filter(|g| self.store.partition_for(&g.group_id) == partition)
+                        .collect();
+                    let count = groups.len();
+                    ctx.install(groups);
+                    if let Ownership::Partitions(led) = &mut ctx.state.ownership {
+                        if let Some(load) = led.get_mut(&partition) {
+                            load.loaded = true;
+                        }
+                    }
+                    let effects = ctx.finish();
+                    self.spawn_writes(effects);
+                    info!(
+                        partition,
+                        leader_epoch,
+                        groups = count,
+                        "loaded the groups of {OFFSETS_TOPIC} partition {partition}"
+                    );
+                    return;
+                }
+                Err(e) => {
+                    warn!(partition, error = %e, "loading consumer groups failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
     /// Runs a fired timer if it is still the current one for its key.
     async fn timer_task(self: Arc<Self>, key: TimerKey, id: u64, mut wake: Instant) {
         loop {
@@ -1360,17 +1574,31 @@ impl<S: GroupStore> Ctx<'_, S> {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
-        self.check_loaded_any()
+        self.check_loaded_any(group_id)
     }
 
-    /// COORDINATOR_LOAD_IN_PROGRESS until the store was loaded. OffsetCommit,
-    /// OffsetFetch, DescribeGroups and DeleteGroups accept the empty group
-    /// id, as Kafka does for backwards compatibility.
-    fn check_loaded_any(&self) -> Result<(), ResponseError> {
-        if !self.state.loaded {
-            return Err(ResponseError::CoordinatorLoadInProgress);
+    /// NOT_COORDINATOR when this broker does not lead the group's offsets
+    /// partition; COORDINATOR_LOAD_IN_PROGRESS until that partition (or the
+    /// store) was loaded. OffsetCommit, OffsetFetch, DescribeGroups and
+    /// DeleteGroups accept the empty group id, as Kafka does for backwards
+    /// compatibility.
+    fn check_loaded_any(&self, group_id: &str) -> Result<(), ResponseError> {
+        match &self.state.ownership {
+            Ownership::Starting => Err(ResponseError::CoordinatorLoadInProgress),
+            Ownership::All => Ok(()),
+            Ownership::Partitions(led) => {
+                match led.get(&self.inner.store.partition_for(group_id)) {
+                    None => Err(ResponseError::NotCoordinator),
+                    Some(load) if !load.loaded => Err(ResponseError::CoordinatorLoadInProgress),
+                    Some(_) => Ok(()),
+                }
+            }
         }
-        Ok(())
+    }
+
+    /// Whether `group_id` is served here now (its partition led and loaded).
+    fn owns(&self, group_id: &str) -> bool {
+        self.check_loaded_any(group_id).is_ok()
     }
 
     fn group(&mut self, group_id: &str) -> Option<&mut ClassicGroup> {

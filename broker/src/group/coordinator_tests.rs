@@ -966,3 +966,153 @@ async fn deleting_the_offsets_topic_unloads_every_group() {
     let ids = stable_group(&c, 1).await;
     assert_eq!(c.heartbeat("g", 1, &ids[0], None), None);
 }
+
+/// Leadership of offsets partitions `led`, all in leader epoch `epoch`.
+fn leads(led: &[i32], epoch: i32) -> OffsetsLeadership {
+    OffsetsLeadership::Leads(led.iter().map(|&p| (p, epoch)).collect())
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_group_api_answers_not_coordinator_for_a_partition_led_elsewhere() {
+    // "g" hashes to 103: partition 3 of 4, which this broker does not lead.
+    let store = Arc::new(MemoryGroupStore::with_partitions(4));
+    assert_eq!(store.partition_for("g"), 3);
+    let c = GroupCoordinator::new(store.clone(), no_delay());
+    c.on_leadership(leads(&[0, 1, 2], 0));
+    settle().await;
+    let not_coordinator = ResponseError::NotCoordinator;
+    assert_eq!(
+        c.join_group(join_params("")).await.error,
+        Some(not_coordinator)
+    );
+    assert_eq!(
+        c.sync_group(sync_params("m", 1, &[])).await.error,
+        Some(not_coordinator)
+    );
+    assert_eq!(c.heartbeat("g", 1, "m", None), Some(not_coordinator));
+    assert_eq!(
+        c.leave_group("g", vec![("m".to_string(), None)]),
+        Err(not_coordinator)
+    );
+    assert_eq!(
+        c.commit_offsets(commit(&c, -1, "", 5)).await,
+        Err(not_coordinator)
+    );
+    assert_eq!(c.fetch_offsets("g", None), Err(not_coordinator));
+    assert_eq!(c.describe_group("g"), Err(not_coordinator));
+    assert_eq!(
+        c.delete_offsets("g", vec![TopicPartition::new("t", 0)])
+            .await,
+        Err(not_coordinator)
+    );
+    assert_eq!(
+        c.delete_groups(vec!["g".to_string()]).await,
+        vec![("g".to_string(), Some(not_coordinator))]
+    );
+    assert_eq!(c.list_groups(), Ok(Vec::new()));
+    assert_eq!(store.appends(), 0, "nothing was written");
+    // The same requests are served once the partition is led here.
+    c.on_leadership(leads(&[3], 0));
+    settle().await;
+    assert_eq!(
+        c.commit_offsets(commit(&c, -1, "", 5)).await.unwrap().len(),
+        1
+    );
+    assert_eq!(c.list_groups().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_election_loads_the_partition_and_a_resignation_forgets_its_groups() {
+    let store = Arc::new(MemoryGroupStore::new());
+    let c = GroupCoordinator::new(store.clone(), no_delay());
+    // Before any leadership is known, requests wait for the load.
+    assert_eq!(
+        c.fetch_offsets("g", None),
+        Err(ResponseError::CoordinatorLoadInProgress)
+    );
+    c.on_leadership(leads(&[0], 0));
+    settle().await;
+    let members = stable_group(&c, 2).await;
+    assert!(c
+        .commit_offsets(commit(&c, 1, &members[0], 42))
+        .await
+        .is_ok());
+
+    // Resignation: the group is forgotten here.
+    c.on_leadership(leads(&[], 0));
+    assert_eq!(c.describe_group("g"), Err(ResponseError::NotCoordinator));
+    assert_eq!(
+        c.heartbeat("g", 1, &members[0], None),
+        Some(ResponseError::NotCoordinator)
+    );
+    assert_eq!(c.list_groups(), Ok(Vec::new()));
+
+    // Election again (a new leader epoch): loading, then the stored state.
+    c.on_leadership(leads(&[0], 1));
+    assert_eq!(
+        c.fetch_offsets("g", None),
+        Err(ResponseError::CoordinatorLoadInProgress)
+    );
+    assert_eq!(
+        c.heartbeat("g", 1, &members[0], None),
+        None,
+        "heartbeats are answered blindly while loading"
+    );
+    assert_eq!(
+        c.list_groups(),
+        Err(ResponseError::CoordinatorLoadInProgress)
+    );
+    settle().await;
+    let offsets = c.fetch_offsets("g", None).unwrap();
+    assert_eq!(offsets.len(), 1);
+    assert_eq!(offsets[0].1.as_ref().unwrap().committed_offset, 42);
+    let described = c.describe_group("g").unwrap();
+    assert_eq!(described.state, "Stable");
+    assert_eq!(described.members.len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resignation_answers_parked_joins_with_not_coordinator() {
+    // The initial rebalance delay keeps the first join parked.
+    let store = Arc::new(MemoryGroupStore::new());
+    let c = GroupCoordinator::new(store, GroupCoordinatorConfig::default());
+    c.on_leadership(leads(&[0], 0));
+    settle().await;
+    let join = spawn_join(&c, join_params(""));
+    settle().await;
+    assert!(!join.is_finished());
+    c.on_leadership(leads(&[0], 1));
+    assert_eq!(
+        join.await.unwrap().error,
+        Some(ResponseError::NotCoordinator)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn groups_served_before_the_topic_existed_stay_on_its_partitions_led_here() {
+    // "g" maps to partition 3 of 4, "a" (97) to partition 1.
+    let store = Arc::new(MemoryGroupStore::with_partitions(4));
+    let c = GroupCoordinator::new(store.clone(), no_delay());
+    c.on_leadership(OffsetsLeadership::NoTopic);
+    let members = stable_group(&c, 1).await;
+    let mut other = commit(&c, -1, "", 7);
+    other.group_id = "a".to_string();
+    assert!(c.commit_offsets(other).await.is_ok());
+    assert_eq!(c.list_groups().unwrap().len(), 2);
+    // The topic was created: partition 3 is led here, 1 elsewhere. No load
+    // is needed (the new logs hold only what this coordinator wrote).
+    c.on_leadership(leads(&[0, 3], 0));
+    assert_eq!(c.describe_group("g").unwrap().state, "Stable");
+    assert_eq!(c.heartbeat("g", 1, &members[0], None), None);
+    assert_eq!(
+        c.fetch_offsets("a", None),
+        Err(ResponseError::NotCoordinator)
+    );
+    let listed: Vec<String> = c
+        .list_groups()
+        .unwrap()
+        .into_iter()
+        .map(|g| g.group_id)
+        .collect();
+    assert_eq!(listed, vec!["g".to_string()]);
+}

@@ -28,7 +28,7 @@ pub use classic_group::{ClassicGroup, ClassicGroupState, JoinGroupResult, SyncGr
 pub use coordinator::{GroupCoordinator, GroupCoordinatorConfig};
 pub use store::{
     GroupMetadataRecord, GroupStore, GroupStoreError, GroupWrite, LoadedGroup,
-    MemberMetadataRecord, MemoryGroupStore, OffsetAndMetadata,
+    MemberMetadataRecord, MemoryGroupStore, OffsetAndMetadata, OffsetsLeadership,
 };
 
 /// The [`GroupStore`] the broker's group coordinator runs on:
@@ -70,6 +70,35 @@ mod tests {
         assert_eq!(java_string_hash("a"), 97);
         assert_eq!(java_string_hash("group"), 98_629_247);
         assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
+    }
+
+    /// Kafka's `Utils.abs(groupId.hashCode()) % partitions`, worked out
+    /// with Java's `String.hashCode` (`s[0]*31^(n-1) + ... + s[n-1]`,
+    /// wrapping at 32 bits, over UTF-16 code units) for the default 50
+    /// partitions and for 3, and checked against Java 17's
+    /// `String.hashCode` and kafka-clients 4.1.2's `Utils.abs`.
+    #[test]
+    fn group_ids_map_to_kafkas_offsets_partitions() {
+        let table: &[(&str, i32, i32, i32)] = &[
+            // (group id, hashCode, partition of 50, partition of 3)
+            ("", 0, 0, 0),
+            ("a", 97, 47, 1),
+            ("g", 103, 3, 1),
+            ("group", 98_629_247, 47, 2),
+            ("weir", 3_645_559, 9, 1),
+            ("my-group", -1_906_497_762, 12, 0),
+            ("test-group-negative", -1_662_195_106, 6, 1),
+            ("c07-group", -2_133_779_300, 0, 2),
+            ("zzzzzzzzzz", -1_580_979_136, 36, 1),
+            ("polygenelubricants", i32::MIN, 0, 0),
+            // U+1F600 is the surrogate pair D83D DE00: 55357 * 31 + 56832.
+            ("\u{1F600}", 1_772_899, 49, 1),
+        ];
+        for &(group, hash, of_50, of_3) in table {
+            assert_eq!(java_string_hash(group), hash, "hashCode of {group:?}");
+            assert_eq!(offsets_partition_for(group, 50), of_50, "{group:?} of 50");
+            assert_eq!(offsets_partition_for(group, 3), of_3, "{group:?} of 3");
+        }
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! writes ([`OffsetsTopicStore::ensure_topic`], Kafka's
 //! `AutoTopicCreationManager` for `__consumer_offsets`):
 //! `offsets.topic.num.partitions` partitions, `offsets.topic.replication.
-//! factor` replicas (capped at the registered brokers, with a warning), and
+//! factor` replicas (on a single-voter cluster capped at the registered
+//! brokers, with a warning; on a multi-voter cluster, as Kafka, not created
+//! while fewer brokers are unfenced), and
 //! the topic configs Kafka's `GroupCoordinatorService.
 //! groupMetadataTopicConfigs` sets: `cleanup.policy=compact`,
 //! `compression.type=producer`, `segment.bytes=offsets.topic.segment.bytes`.
@@ -16,9 +18,18 @@
 //! producer) on the group's partition ([`offsets_partition_for`]) through
 //! the path Produce uses ([`Partition::append_records_as_leader`]) and
 //! resolves once it is durable as an acks=all produce
-//! ([`Partition::wait_durable`]). A load replays every partition this broker
-//! leads from its log start to its high watermark (on a blocking thread);
-//! batches and records it cannot decode are logged and skipped.
+//! ([`Partition::wait_durable`]); a broker that does not lead the group's
+//! partition in the metadata image refuses the append (NOT_COORDINATOR). A
+//! load replays a partition this broker leads from its log start to its
+//! high watermark (on a blocking thread); batches and records it cannot
+//! decode are logged and skipped. [`OffsetsTopicStore::leadership`] tells
+//! the coordinator which partitions this broker leads.
+//!
+//! Partition data is not replicated between brokers yet: when leadership of
+//! an offsets partition moves (controlled shutdown, unclean election,
+//! ElectLeaders), the new leader loads whatever its own log of the
+//! partition holds, usually nothing, so the groups of that partition lose
+//! their committed offsets and metadata.
 //!
 //! Durability follows the topic's `write.caching` (the broker default
 //! `log.write.caching`): off, as by default, an append resolves after the
@@ -43,7 +54,7 @@ use super::records::{
     offset_commit_value_version, GroupRecordKey, RecordDecodeError, RecordEncodeError,
     GROUP_METADATA_VALUE_VERSION,
 };
-use super::store::{GroupStore, GroupStoreError, GroupWrite, LoadedGroup};
+use super::store::{GroupStore, GroupStoreError, GroupWrite, LoadedGroup, OffsetsLeadership};
 use super::{offsets_partition_for, OFFSETS_TOPIC};
 use crate::config::BrokerConfig;
 use crate::partition::Partition;
@@ -64,6 +75,11 @@ pub struct OffsetsTopicConfig {
     pub replication_factor: i16,
     /// `offsets.topic.segment.bytes`, bytes. Default: 104857600.
     pub segment_bytes: u64,
+    /// Whether a replication factor above the unfenced brokers is lowered
+    /// to their count (a single-voter cluster, so that one broker serves
+    /// groups under the default factor 3) rather than leaving the topic
+    /// uncreated until enough brokers are unfenced (Kafka).
+    pub cap_replication_factor: bool,
 }
 
 impl OffsetsTopicConfig {
@@ -73,6 +89,7 @@ impl OffsetsTopicConfig {
             num_partitions: config.offsets_topic_num_partitions,
             replication_factor: config.offsets_topic_replication_factor,
             segment_bytes: config.offsets_topic_segment_bytes,
+            cap_replication_factor: config.quorum_voters().len() <= 1,
         }
     }
 
@@ -146,10 +163,19 @@ impl OffsetsTopicStore {
         partition_count(&self.controller.image(), &self.config)
     }
 
-    /// The `__consumer_offsets` partition that holds `group_id`
-    /// ([`offsets_partition_for`] over [`OffsetsTopicStore::partition_count`]).
-    pub fn partition_for(&self, group_id: &str) -> i32 {
-        offsets_partition_for(group_id, self.partition_count())
+    /// Which `__consumer_offsets` partitions this broker leads in `image`.
+    pub fn leadership(&self, image: &MetadataImage) -> OffsetsLeadership {
+        match image.topic(OFFSETS_TOPIC) {
+            None => OffsetsLeadership::NoTopic,
+            Some(topic) => OffsetsLeadership::Leads(
+                topic
+                    .partitions
+                    .iter()
+                    .filter(|(_, p)| p.leader == self.node_id)
+                    .map(|(&index, p)| (index, p.leader_epoch))
+                    .collect(),
+            ),
+        }
     }
 
     /// Creates `__consumer_offsets` if it does not exist and opens its logs
@@ -157,10 +183,13 @@ impl OffsetsTopicStore {
     /// coordinator may call it earlier (Kafka creates the topic on the
     /// first FindCoordinator).
     ///
-    /// The replication factor is `offsets.topic.replication.factor` capped
-    /// at the number of registered unfenced brokers, with a warning (Kafka
-    /// would instead fail the creation until enough brokers exist, which
-    /// leaves a single-node broker without groups).
+    /// The replication factor is `offsets.topic.replication.factor`. With
+    /// [`OffsetsTopicConfig::cap_replication_factor`] (a single-voter
+    /// cluster) it is capped at the number of unfenced brokers, with a
+    /// warning; otherwise, as Kafka's `AutoTopicCreationManager`, the topic
+    /// is not created while fewer brokers are unfenced (the controller
+    /// refuses it), and FindCoordinator answers COORDINATOR_NOT_AVAILABLE
+    /// until they are.
     ///
     /// # Errors
     /// [`GroupStoreError::NotAvailable`] (partition -1) when the controller
@@ -177,7 +206,7 @@ impl OffsetsTopicStore {
         }
         let brokers = image.unfenced_broker_ids().len().max(1);
         let mut replication_factor = self.config.replication_factor;
-        if replication_factor as usize > brokers {
+        if replication_factor as usize > brokers && self.config.cap_replication_factor {
             warn!(
                 configured = replication_factor,
                 brokers,
@@ -360,22 +389,41 @@ impl GroupStore for OffsetsTopicStore {
                 partitions.push(self.leader_partition(index)?);
             }
         }
-        // Reading whole logs is blocking file I/O: off the async workers.
-        let replay = tokio::task::spawn_blocking(move || {
-            let mut groups = BTreeMap::new();
-            for partition in &partitions {
-                replay_partition(partition, &mut groups)?;
-            }
-            Ok::<_, GroupStoreError>(groups)
-        });
-        let groups = replay
-            .await
-            .map_err(|e| GroupStoreError::Storage(format!("loading {OFFSETS_TOPIC}: {e}")))??;
-        Ok(groups
-            .into_values()
-            .filter(|g| g.metadata.is_some() || !g.offsets.is_empty())
-            .collect())
+        replay_partitions(partitions).await
     }
+
+    fn partition_for(&self, group_id: &str) -> i32 {
+        offsets_partition_for(group_id, self.partition_count())
+    }
+
+    async fn load_partition(&self, partition: i32) -> Result<Vec<LoadedGroup>, GroupStoreError> {
+        let partition = self.leader_partition(partition)?;
+        replay_partitions(vec![partition]).await
+    }
+}
+
+/// Replays `partitions` (off the async workers) into the groups they hold.
+///
+/// # Errors
+/// [`GroupStoreError::Storage`] when a log cannot be read.
+async fn replay_partitions(
+    partitions: Vec<Arc<Partition>>,
+) -> Result<Vec<LoadedGroup>, GroupStoreError> {
+    // Reading whole logs is blocking file I/O: off the async workers.
+    let replay = tokio::task::spawn_blocking(move || {
+        let mut groups = BTreeMap::new();
+        for partition in &partitions {
+            replay_partition(partition, &mut groups)?;
+        }
+        Ok::<_, GroupStoreError>(groups)
+    });
+    let groups = replay
+        .await
+        .map_err(|e| GroupStoreError::Storage(format!("loading {OFFSETS_TOPIC}: {e}")))??;
+    Ok(groups
+        .into_values()
+        .filter(|g| g.metadata.is_some() || !g.offsets.is_empty())
+        .collect())
 }
 
 /// Replays one partition from its log start to its high watermark into

@@ -4,9 +4,12 @@
 //! `group-coordinator/src/main/resources/common/message/`).
 //!
 //! [`GroupStore`] is the seam: the coordinator's state machine calls
-//! [`GroupStore::append`] and answers the client only after it resolves, and
-//! calls [`GroupStore::load`] once at start. [`MemoryGroupStore`] keeps
-//! everything in memory for the coordinator's unit tests.
+//! [`GroupStore::append`] and answers the client only after it resolves;
+//! it loads one `__consumer_offsets` partition's groups with
+//! [`GroupStore::load_partition`] when this broker becomes that partition's
+//! leader (or everything with [`GroupStore::load`] when it serves every
+//! group). [`MemoryGroupStore`] keeps everything in memory for the
+//! coordinator's unit tests.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -143,14 +146,43 @@ pub trait GroupStore: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), GroupStoreError>> + Send;
 
     /// Every group stored, replayed in log order (newest value per key,
-    /// tombstones applied). Called once before the coordinator serves.
+    /// tombstones applied), for a coordinator that serves every group
+    /// ([`super::GroupCoordinator::load`]).
     fn load(&self) -> impl Future<Output = Result<Vec<LoadedGroup>, GroupStoreError>> + Send;
+
+    /// The `__consumer_offsets` partition that holds `group_id`
+    /// ([`super::offsets_partition_for`] over the store's partition count).
+    fn partition_for(&self, group_id: &str) -> i32;
+
+    /// The groups of `__consumer_offsets` partition `partition`, replayed as
+    /// [`GroupStore::load`] does; called when this broker became the
+    /// partition's leader (Kafka's `scheduleLoadGroupAndOffsets`).
+    fn load_partition(
+        &self,
+        partition: i32,
+    ) -> impl Future<Output = Result<Vec<LoadedGroup>, GroupStoreError>> + Send;
+}
+
+/// Which `__consumer_offsets` partitions this broker leads, as the
+/// coordinator follows them (Kafka's `onElection` / `onResignation`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OffsetsLeadership {
+    /// `__consumer_offsets` does not exist yet: the coordinator serves every
+    /// group (there is nothing to load) and the first write creates the
+    /// topic.
+    NoTopic,
+    /// The partitions this broker leads, with their leader epochs: a new
+    /// epoch of a partition still led here is a resignation followed by an
+    /// election (the log may have changed meanwhile).
+    Leads(BTreeMap<i32, i32>),
 }
 
 /// An in-memory [`GroupStore`] for tests. It can be told to fail appends,
 /// or to hold them (as a slow fsync would) until released.
 #[derive(Debug)]
 pub struct MemoryGroupStore {
+    /// Partitions groups are spread over ([`GroupStore::partition_for`]).
+    partitions: i32,
     state: Mutex<MemoryState>,
     /// `true` while appends wait.
     held: tokio::sync::watch::Sender<bool>,
@@ -159,6 +191,7 @@ pub struct MemoryGroupStore {
 impl Default for MemoryGroupStore {
     fn default() -> Self {
         MemoryGroupStore {
+            partitions: 1,
             state: Mutex::default(),
             held: tokio::sync::watch::Sender::new(false),
         }
@@ -173,9 +206,18 @@ struct MemoryState {
 }
 
 impl MemoryGroupStore {
-    /// An empty store.
+    /// An empty store with one partition.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store whose groups map to `partitions` partitions (at least
+    /// 1) as in `__consumer_offsets`.
+    pub fn with_partitions(partitions: i32) -> Self {
+        MemoryGroupStore {
+            partitions: partitions.max(1),
+            ..Self::default()
+        }
     }
 
     /// Makes the next append fail with `error()`.
@@ -240,6 +282,16 @@ impl GroupStore for MemoryGroupStore {
             .cloned()
             .collect();
         groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        Ok(groups)
+    }
+
+    fn partition_for(&self, group_id: &str) -> i32 {
+        super::offsets_partition_for(group_id, self.partitions)
+    }
+
+    async fn load_partition(&self, partition: i32) -> Result<Vec<LoadedGroup>, GroupStoreError> {
+        let mut groups = self.load().await?;
+        groups.retain(|g| self.partition_for(&g.group_id) == partition);
         Ok(groups)
     }
 }
