@@ -31,7 +31,7 @@ pub use image::{
     BrokerRegistration, MetadataImage, PartitionRegistration, ReplayError, TopicId, TopicImage,
 };
 pub use placement::{ReplicaPlacer, StripedReplicaPlacer};
-pub use quorum::{ControllerConfig, QuorumController, QuorumOptions};
+pub use quorum::{ControllerConfig, QuorumController, QuorumOptions, RaftStatus};
 pub use records::*;
 pub use transport::{MemoryRouter, QuorumTransport};
 pub use voters::{InvalidVoters, QuorumVoter};

@@ -108,6 +108,23 @@ impl Default for QuorumOptions {
     }
 }
 
+/// One voter's view of the metadata quorum's raft state, as returned by
+/// [`QuorumController::raft_status`]. Names no openraft type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaftStatus {
+    /// The raft term this voter is in (KRaft's leader epoch of the metadata
+    /// log); never decreases on one voter, across restarts too (the vote is
+    /// persisted).
+    pub term: u64,
+    /// The leader this voter knows for `term`, if any.
+    pub leader: Option<i32>,
+    /// True while this voter is the leader of `term` (the active controller).
+    pub is_leader: bool,
+    /// Raft log index of the last entry applied to this voter's image, if
+    /// any.
+    pub last_applied_offset: Option<u64>,
+}
+
 /// A controller command as it travels to the active controller.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum ControllerCommand {
@@ -428,6 +445,24 @@ impl QuorumController {
         let metrics = self.inner.raft.metrics();
         let m = metrics.borrow();
         m.running_state.is_ok() && m.state == ServerState::Leader
+    }
+
+    /// This voter's current view of the raft quorum (term, leader, applied
+    /// offset), for tests and the simulation's invariants. A stopped voter
+    /// reports no leader and `is_leader` false.
+    pub fn raft_status(&self) -> RaftStatus {
+        let metrics = self.inner.raft.metrics();
+        let m = metrics.borrow();
+        let running = m.running_state.is_ok();
+        RaftStatus {
+            term: m.current_term,
+            leader: m
+                .current_leader
+                .filter(|_| running)
+                .and_then(|l| i32::try_from(l).ok()),
+            is_leader: running && m.state == ServerState::Leader,
+            last_applied_offset: m.last_applied.map(|l| l.index),
+        }
     }
 
     /// The latest published image.
