@@ -911,6 +911,7 @@ impl Inner {
     ) -> Result<(T, u64), ControllerError> {
         let _queue = self.commands.lock().await;
         self.ensure_active()?;
+        self.wait_caught_up_in_term().await?;
         let image = self.images.borrow().clone();
         let result = compute(&image)?;
         let offset = if result.records.is_empty() {
@@ -933,6 +934,50 @@ impl Inner {
             });
         }
         Ok(())
+    }
+
+    /// Waits until this active controller's image has applied every entry
+    /// committed before its term. A new leader may hold entries a former
+    /// leader committed without having applied them yet; openraft commits
+    /// a blank entry first in every term, so once an entry of the current
+    /// term is applied, everything before it is in the image. (Kafka's
+    /// controller likewise claims leadership only once it has replayed the
+    /// log up to the start of its epoch: `KafkaRaftClient` fires
+    /// `handleLeaderChange` to the listener only then.)
+    ///
+    /// Fails with `NotController` when leadership is lost meanwhile, and
+    /// with `Timeout` after `options.forward_timeout`.
+    async fn wait_caught_up_in_term(&self) -> Result<(), ControllerError> {
+        let mut metrics = self.raft.metrics();
+        let caught_up = async {
+            loop {
+                {
+                    let m = metrics.borrow_and_update();
+                    if m.state != ServerState::Leader || m.running_state.is_err() {
+                        break;
+                    }
+                    if m.last_applied
+                        .is_some_and(|applied| applied.leader_id.term == m.current_term)
+                    {
+                        return Ok(());
+                    }
+                }
+                if metrics.changed().await.is_err() {
+                    break;
+                }
+            }
+            // Leadership lost or raft stopped: report which.
+            self.ensure_active()
+                .and(Err(ControllerError::NotController { leader: None }))
+        };
+        let timeout = self.options.forward_timeout;
+        tokio::time::timeout(timeout, caught_up)
+            .await
+            .map_err(|_| ControllerError::Timeout {
+                operation: "the new active controller to apply the metadata log of earlier terms"
+                    .into(),
+                waited_ms: timeout.as_millis() as u64,
+            })?
     }
 
     /// Commits one batch; returns the offset it was applied at.
