@@ -877,26 +877,10 @@ impl Inner {
                 .map(outcome),
             ControllerCommand::ReadOffset => {
                 self.ensure_active()?;
-                let read = tokio::time::timeout(
-                    self.options.forward_timeout,
-                    self.raft.ensure_linearizable(),
-                )
-                .await
-                .map_err(|_| ControllerError::Timeout {
-                    operation: "confirming metadata quorum leadership".into(),
-                    waited_ms: self.options.forward_timeout.as_millis() as u64,
-                })?
-                .map_err(|e| match e {
-                    RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(
-                        f,
-                    )) => ControllerError::NotController {
-                        leader: f.leader_id.and_then(|l| i32::try_from(l).ok()),
-                    },
-                    other => raft_err(other),
-                })?;
+                let offset = self.confirm_leadership_and_catch_up().await?;
                 Ok(CommandOutcome {
                     response: CommandResponse::Done,
-                    offset: read.map_or(0, |l| l.index),
+                    offset,
                 })
             }
         }
@@ -911,7 +895,7 @@ impl Inner {
     ) -> Result<(T, u64), ControllerError> {
         let _queue = self.commands.lock().await;
         self.ensure_active()?;
-        self.wait_caught_up_in_term().await?;
+        self.confirm_leadership_and_catch_up().await?;
         let image = self.images.borrow().clone();
         let result = compute(&image)?;
         let offset = if result.records.is_empty() {
@@ -936,48 +920,35 @@ impl Inner {
         Ok(())
     }
 
-    /// Waits until this active controller's image has applied every entry
-    /// committed before its term. A new leader may hold entries a former
-    /// leader committed without having applied them yet; openraft commits
-    /// a blank entry first in every term, so once an entry of the current
-    /// term is applied, everything before it is in the image. (Kafka's
-    /// controller likewise claims leadership only once it has replayed the
-    /// log up to the start of its epoch: `KafkaRaftClient` fires
-    /// `handleLeaderChange` to the listener only then.)
+    /// Confirms that this node still leads the quorum (a heartbeat round
+    /// with a majority: openraft's read index) and waits until its image has
+    /// applied everything committed so far, including what earlier leaders
+    /// committed. Answers computed from the image afterwards are
+    /// linearizable: a deposed leader that has not noticed yet cannot answer
+    /// from its stale image, and a new leader does not answer before it has
+    /// replayed the log of earlier terms (Kafka's controller likewise
+    /// claims leadership only once it has replayed up to the start of its
+    /// epoch). Returns the offset the image has applied at least.
     ///
-    /// Fails with `NotController` when leadership is lost meanwhile, and
-    /// with `Timeout` after `options.forward_timeout`.
-    async fn wait_caught_up_in_term(&self) -> Result<(), ControllerError> {
-        let mut metrics = self.raft.metrics();
-        let caught_up = async {
-            loop {
-                {
-                    let m = metrics.borrow_and_update();
-                    if m.state != ServerState::Leader || m.running_state.is_err() {
-                        break;
-                    }
-                    if m.last_applied
-                        .is_some_and(|applied| applied.leader_id.term == m.current_term)
-                    {
-                        return Ok(());
-                    }
-                }
-                if metrics.changed().await.is_err() {
-                    break;
-                }
-            }
-            // Leadership lost or raft stopped: report which.
-            self.ensure_active()
-                .and(Err(ControllerError::NotController { leader: None }))
-        };
+    /// Fails with `NotController` when another node leads, with `Timeout`
+    /// after `options.forward_timeout`.
+    async fn confirm_leadership_and_catch_up(&self) -> Result<u64, ControllerError> {
         let timeout = self.options.forward_timeout;
-        tokio::time::timeout(timeout, caught_up)
+        let read = tokio::time::timeout(timeout, self.raft.ensure_linearizable())
             .await
             .map_err(|_| ControllerError::Timeout {
-                operation: "the new active controller to apply the metadata log of earlier terms"
-                    .into(),
+                operation: "confirming metadata quorum leadership".into(),
                 waited_ms: timeout.as_millis() as u64,
             })?
+            .map_err(|e| match e {
+                RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(f)) => {
+                    ControllerError::NotController {
+                        leader: f.leader_id.and_then(|l| i32::try_from(l).ok()),
+                    }
+                }
+                other => raft_err(other),
+            })?;
+        Ok(read.map_or(0, |l| l.index))
     }
 
     /// Commits one batch; returns the offset it was applied at.
