@@ -102,11 +102,78 @@ fn violation(invariant: &'static str, detail: String) -> Result<(), Violation> {
     Err(Violation { invariant, detail })
 }
 
-/// Raft's election safety: no two voters are leader of the same term. A
+/// How the quorum identifies a leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaderIds {
+    /// Standard Raft and KRaft: one leader per term (epoch).
+    #[allow(dead_code)]
+    Term,
+    /// openraft's default (without its `single-term-leader` feature): a
+    /// leader id is `(term, node id)`, and a term may elect a second leader
+    /// with a higher node id after the first (a voter that voted for
+    /// `(t, 1)` may still grant `(t, 3)`).
+    TermAndNode,
+}
+
+/// Raft's election safety.
+///
+/// With [`LeaderIds::Term`]: no two voters are leader of the same term. A
 /// voter that claims leadership of a term and a voter that names a leader
 /// for a term both count, so followers that disagree about a term's leader
 /// fail too.
-pub fn at_most_one_leader_per_term(history: &[RaftObservation]) -> Result<(), Violation> {
+///
+/// With [`LeaderIds::TermAndNode`]: each voter process's `(term, leader)`
+/// never goes back in openraft's leader id order (a higher term, or the
+/// same term and a higher node id), and a voter that leads names itself.
+pub fn at_most_one_leader_per_term(
+    history: &[RaftObservation],
+    ids: LeaderIds,
+) -> Result<(), Violation> {
+    match ids {
+        LeaderIds::Term => one_leader_per_term(history),
+        LeaderIds::TermAndNode => leader_ids_never_go_backwards(history),
+    }
+}
+
+fn leader_ids_never_go_backwards(history: &[RaftObservation]) -> Result<(), Violation> {
+    const NAME: &str = "leader ids (term, node) never go backwards on a voter";
+    let mut last: BTreeMap<(i32, u32), (u64, i32)> = BTreeMap::new();
+    for o in history {
+        if o.status.is_leader && o.status.leader.is_some_and(|l| l != o.node) {
+            return violation(
+                NAME,
+                format!(
+                    "voter {} leads term {} but names leader {:?}",
+                    o.node, o.status.term, o.status.leader
+                ),
+            );
+        }
+        let leader = if o.status.is_leader {
+            Some(o.node)
+        } else {
+            o.status.leader
+        };
+        let Some(leader) = leader else { continue };
+        let now = (o.status.term, leader);
+        let process = (o.node, o.incarnation);
+        if let Some(&before) = last.get(&process) {
+            if now < before {
+                return violation(
+                    NAME,
+                    format!(
+                        "voter {} (incarnation {}) went from leader {} of term {} to leader {} \
+                         of term {}",
+                        o.node, o.incarnation, before.1, before.0, now.1, now.0
+                    ),
+                );
+            }
+        }
+        last.insert(process, now);
+    }
+    Ok(())
+}
+
+fn one_leader_per_term(history: &[RaftObservation]) -> Result<(), Violation> {
     const NAME: &str = "at most one leader per raft term";
     // term -> (leader, the observation that named it)
     let mut leaders: BTreeMap<u64, (i32, &RaftObservation)> = BTreeMap::new();
@@ -509,22 +576,47 @@ mod tests {
             raft(3, status(2, Some(2), false)),
             raft(2, status(2, Some(2), true)),
         ];
-        assert_eq!(at_most_one_leader_per_term(&good), Ok(()));
+        assert_eq!(at_most_one_leader_per_term(&good, LeaderIds::Term), Ok(()));
+        assert_eq!(
+            at_most_one_leader_per_term(&good, LeaderIds::TermAndNode),
+            Ok(())
+        );
 
         let two_claims = [
             raft(1, status(3, Some(1), true)),
             raft(2, status(3, Some(2), true)),
         ];
-        let err = at_most_one_leader_per_term(&two_claims).unwrap_err();
+        let err = at_most_one_leader_per_term(&two_claims, LeaderIds::Term).unwrap_err();
         assert_eq!(err.invariant, "at most one leader per raft term");
         assert!(err.detail.contains("term 3"), "{err}");
+        // openraft's default leader ids allow that (2 outranks 1 in term 3).
+        assert_eq!(
+            at_most_one_leader_per_term(&two_claims, LeaderIds::TermAndNode),
+            Ok(())
+        );
 
         // Followers that name different leaders for one term fail too.
         let disagree = [
             raft(1, status(4, Some(2), false)),
             raft(3, status(4, Some(3), false)),
         ];
-        assert!(at_most_one_leader_per_term(&disagree).is_err());
+        assert!(at_most_one_leader_per_term(&disagree, LeaderIds::Term).is_err());
+
+        // With (term, node) ids a voter never goes back to a lower leader
+        // id, and a leader names itself.
+        let backwards = [
+            raft(2, status(4, Some(3), false)),
+            raft(2, status(4, Some(1), false)),
+        ];
+        let err = at_most_one_leader_per_term(&backwards, LeaderIds::TermAndNode).unwrap_err();
+        assert!(err.detail.contains("voter 2"), "{err}");
+        let older_term = [
+            raft(2, status(5, Some(1), false)),
+            raft(2, status(4, Some(3), false)),
+        ];
+        assert!(at_most_one_leader_per_term(&older_term, LeaderIds::TermAndNode).is_err());
+        let confused = [raft(2, status(5, Some(1), true))];
+        assert!(at_most_one_leader_per_term(&confused, LeaderIds::TermAndNode).is_err());
     }
 
     #[test]
