@@ -376,17 +376,17 @@ pub fn no_acknowledged_command_lost(
                     );
                 }
             }
-            (Command::DeleteTopic { .. }, Outcome::Deleted(id)) => {
-                if image.topic_names_by_id.contains_key(id) {
-                    return violation(
-                        NAME,
-                        format!(
-                            "delete of '{name}' ({id}) via voter {} was acknowledged but the \
-                             topic is in the final image",
-                            c.via
-                        ),
-                    );
-                }
+            (Command::DeleteTopic { .. }, Outcome::Deleted(id))
+                if image.topic_names_by_id.contains_key(id) =>
+            {
+                return violation(
+                    NAME,
+                    format!(
+                        "delete of '{name}' ({id}) via voter {} was acknowledged but the \
+                         topic is in the final image",
+                        c.via
+                    ),
+                );
             }
             (Command::CreatePartitions { count, .. }, Outcome::PartitionsCreated) => {
                 if touched_later(c, &is_create_or_delete) {

@@ -4,11 +4,17 @@
 //! messages, while voters crash and restart from their directories and
 //! clients create and delete topics and add partitions through random
 //! voters. Everything the voters publish is recorded and checked against
-//! the invariants in [`invariants`]: at most one leader per raft term; every
+//! the invariants in [`invariants`]: at most one leader per raft term (in
+//! the form openraft's default leader ids allow, see [`LEADER_IDS`]); every
 //! partition's leader in its ISR and the ISR a subset of its replicas;
-//! leader and partition epochs never going backwards on any voter; and,
+//! leader and partition epochs never going backwards on any voter; answers
+//! that reflect every earlier acknowledged command (no stale reads); and,
 //! once the network is healed, every voter's image equal with no
-//! acknowledged command lost.
+//! acknowledged command lost (and a command through a healed voter works).
+//!
+//! Found so far: a new or deposed active controller answered from a stale
+//! image (seeds 1 and 5; fixed, with regression tests in
+//! `tests/quorum_voters.rs`).
 //!
 //! # Running
 //!
