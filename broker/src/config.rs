@@ -113,6 +113,26 @@ pub struct BrokerConfig {
     /// quorum between voters; never advertised to clients. Default:
     /// `CONTROLLER`.
     pub controller_listener_names: Vec<String>,
+    /// `broker.heartbeat.interval.ms`: how often the broker heartbeats to
+    /// the active controller (KIP-631), ms (>= 1). Default: 2000.
+    pub broker_heartbeat_interval_ms: u64,
+    /// `broker.session.timeout.ms`: the active controller fences a broker
+    /// whose last heartbeat is older than this, ms (>= 1). Default: 9000.
+    pub broker_session_timeout_ms: u64,
+    /// `auto.leader.rebalance.enable`: the active controller periodically
+    /// moves leadership back to preferred replicas. Default: true.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds`: how often it does, s
+    /// (>= 1). Default: 300.
+    pub leader_imbalance_check_interval_seconds: u64,
+    /// `leader.imbalance.per.broker.percentage`: accepted for compatibility
+    /// and unused, as in Kafka's KRaft controller (only the ZooKeeper
+    /// controller read it): every imbalanced partition is rebalanced.
+    /// Default: 10.
+    pub leader_imbalance_per_broker_percentage: i32,
+    /// `broker.rack`: the rack this broker is in, sent at registration and
+    /// shown in Metadata. Default: none.
+    pub broker_rack: Option<String>,
     /// `log.dirs` (or `log.dir`). Default: `./data`. Only the first is used.
     pub log_dirs: Vec<PathBuf>,
     /// `num.partitions`: partitions of auto-created topics and of
@@ -267,6 +287,12 @@ impl Default for BrokerConfig {
             advertised_listeners: None,
             controller_quorum_voters: String::new(),
             controller_listener_names: vec!["CONTROLLER".to_string()],
+            broker_heartbeat_interval_ms: 2000,
+            broker_session_timeout_ms: 9000,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_seconds: 300,
+            leader_imbalance_per_broker_percentage: 10,
+            broker_rack: None,
             log_dirs: vec![PathBuf::from("./data")],
             num_partitions: 1,
             default_replication_factor: 1,
@@ -468,6 +494,25 @@ impl BrokerConfig {
                     .filter(|s| !s.is_empty())
                     .map(str::to_string)
                     .collect();
+            }
+            "broker.heartbeat.interval.ms" => {
+                self.broker_heartbeat_interval_ms = parse_at_least(key, value, 1)?
+            }
+            "broker.session.timeout.ms" => {
+                self.broker_session_timeout_ms = parse_at_least(key, value, 1)?
+            }
+            "auto.leader.rebalance.enable" => {
+                self.auto_leader_rebalance_enable = parse_bool(key, value)?
+            }
+            "leader.imbalance.check.interval.seconds" => {
+                self.leader_imbalance_check_interval_seconds = parse_at_least(key, value, 1)?
+            }
+            "leader.imbalance.per.broker.percentage" => {
+                self.leader_imbalance_per_broker_percentage = parse_num(key, value)?
+            }
+            "broker.rack" => {
+                let rack = value.trim();
+                self.broker_rack = (!rack.is_empty()).then(|| rack.to_string());
             }
             "log.dirs" | "log.dir" => {
                 self.log_dirs = value
@@ -755,6 +800,50 @@ mod tests {
         assert!(c.is_controller_listener("C2") && !c.is_controller_listener("CONTROLLER"));
         let c = BrokerConfig::from_pairs(pairs("process.roles", "broker")).unwrap();
         assert!(!c.is_controller());
+    }
+
+    #[test]
+    fn leader_rebalance_keys_have_kafka_defaults_and_are_parsed() {
+        let pairs = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        let c = BrokerConfig::default();
+        assert!(c.auto_leader_rebalance_enable);
+        assert_eq!(c.leader_imbalance_check_interval_seconds, 300);
+        assert_eq!(c.leader_imbalance_per_broker_percentage, 10);
+        let c = BrokerConfig::from_pairs(pairs("auto.leader.rebalance.enable", "false")).unwrap();
+        assert!(!c.auto_leader_rebalance_enable);
+        let c = BrokerConfig::from_pairs(pairs("leader.imbalance.check.interval.seconds", "5"))
+            .unwrap();
+        assert_eq!(c.leader_imbalance_check_interval_seconds, 5);
+        let c =
+            BrokerConfig::from_pairs(pairs("leader.imbalance.per.broker.percentage", "0")).unwrap();
+        assert_eq!(c.leader_imbalance_per_broker_percentage, 0);
+        for (key, value) in [
+            ("auto.leader.rebalance.enable", "yes"),
+            ("leader.imbalance.check.interval.seconds", "0"),
+            ("leader.imbalance.per.broker.percentage", "ten"),
+        ] {
+            let err = BrokerConfig::from_pairs(pairs(key, value)).unwrap_err();
+            assert!(err.to_string().contains(key), "{err}");
+        }
+    }
+
+    #[test]
+    fn broker_lifecycle_keys_have_kafka_defaults_and_are_parsed() {
+        let pairs = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        let c = BrokerConfig::default();
+        assert_eq!(c.broker_heartbeat_interval_ms, 2000);
+        assert_eq!(c.broker_session_timeout_ms, 9000);
+        assert_eq!(c.broker_rack, None);
+        let c = BrokerConfig::from_pairs(pairs("broker.heartbeat.interval.ms", "200")).unwrap();
+        assert_eq!(c.broker_heartbeat_interval_ms, 200);
+        let c = BrokerConfig::from_pairs(pairs("broker.session.timeout.ms", "1500")).unwrap();
+        assert_eq!(c.broker_session_timeout_ms, 1500);
+        let c = BrokerConfig::from_pairs(pairs("broker.rack", "rack-a")).unwrap();
+        assert_eq!(c.broker_rack.as_deref(), Some("rack-a"));
+        for key in ["broker.heartbeat.interval.ms", "broker.session.timeout.ms"] {
+            let err = BrokerConfig::from_pairs(pairs(key, "0")).unwrap_err();
+            assert!(err.to_string().contains(key), "{err}");
+        }
     }
 
     #[test]

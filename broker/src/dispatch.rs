@@ -146,6 +146,12 @@ pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes, peer: SocketAdd
         RequestKind::OffsetDelete(r) => {
             ResponseKind::OffsetDelete(handlers::offset_delete::handle(&ctx, version, r).await)
         }
+        RequestKind::DescribeQuorum(r) => {
+            ResponseKind::DescribeQuorum(handlers::describe_quorum::handle(&ctx, version, r).await)
+        }
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(handlers::elect_leaders::handle(&ctx, version, r).await)
+        }
         other => {
             // The supported-API table and this match must agree; a unit test
             // checks it, so this is only reachable through a bug.
@@ -252,6 +258,8 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::ListGroups => "ListGroups",
         ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::OffsetDelete => "OffsetDelete",
+        ApiKey::DescribeQuorum => "DescribeQuorum",
+        ApiKey::ElectLeaders => "ElectLeaders",
         _ => "Other",
     }
 }

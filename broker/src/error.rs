@@ -24,6 +24,7 @@ pub fn storage_error_code(error: &StorageError) -> i16 {
         | StorageError::MalformedFile { .. }
         | StorageError::LogDirLocked { .. }
         | StorageError::NodeIdMismatch { .. }
+        | StorageError::AlreadyFormatted { .. }
         | StorageError::InconsistentTopicId { .. } => ResponseError::KafkaStorageError.code(),
         StorageError::OffsetOverflow { .. } => ResponseError::UnknownServerError.code(),
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
@@ -152,6 +153,14 @@ mod tests {
                     path: p.clone(),
                     found: 2,
                     expected: 1,
+                },
+                56,
+            ),
+            (
+                StorageError::AlreadyFormatted {
+                    path: p.clone(),
+                    cluster_id: "c".into(),
+                    node_id: 1,
                 },
                 56,
             ),

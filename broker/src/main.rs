@@ -1,6 +1,7 @@
 //! The `weir` binary: parses the command line, sets up logging and runs the
 //! broker until SIGTERM or SIGINT. `weir dump-log FILE...` lists segment and
-//! index files instead.
+//! index files instead; `weir format` and `weir random-uuid` prepare log
+//! directories for a cluster as `kafka-storage format` / `random-uuid`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,11 +17,11 @@ use weir_broker::config::BrokerConfig;
 #[command(name = "weir", version, about)]
 struct Cli {
     /// A Kafka-style server.properties file.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
     /// A `key=value` that overrides the file (repeatable), as
     /// kafka-server-start.sh --override.
-    #[arg(long = "override", value_name = "KEY=VALUE")]
+    #[arg(long = "override", value_name = "KEY=VALUE", global = true)]
     overrides: Vec<String>,
     #[command(subcommand)]
     command: Option<Command>,
@@ -36,12 +37,39 @@ enum Command {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
     },
+    /// Format log.dirs of the node in --config for one cluster, as
+    /// `kafka-storage format -t <id> -c <file>`: writes meta.properties
+    /// (version 1, cluster.id, node.id, directory.id). Every node of a
+    /// multi-voter quorum must be formatted with the same id before it
+    /// starts. Refuses a directory that is already formatted.
+    Format {
+        /// The cluster id, a Kafka UUID (22 base64url characters; see
+        /// `weir random-uuid`).
+        #[arg(long, short = 't', value_name = "ID", allow_hyphen_values = true)]
+        cluster_id: String,
+        /// Succeed without writing when the directory is already formatted
+        /// with the same cluster id and node id.
+        #[arg(long)]
+        ignore_formatted: bool,
+    },
+    /// Print a new random cluster id (a Kafka UUID: 16 random bytes,
+    /// base64url, 22 characters), as `kafka-storage random-uuid`.
+    RandomUuid,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::DumpLog { files }) = &cli.command {
-        return dump_log(files);
+    match &cli.command {
+        Some(Command::DumpLog { files }) => return dump_log(files),
+        Some(Command::RandomUuid) => {
+            println!("{}", weir_storage::random_kafka_uuid());
+            return ExitCode::SUCCESS;
+        }
+        Some(Command::Format {
+            cluster_id,
+            ignore_formatted,
+        }) => return format(&cli, cluster_id, *ignore_formatted),
+        None => {}
     }
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -110,6 +138,43 @@ fn raise_open_files_limit() {
         limit.current = limit.maximum;
         if let Err(e) = setrlimit(Resource::Nofile, limit) {
             tracing::warn!(error = %e, ?before, "cannot raise the open files limit");
+        }
+    }
+}
+
+/// `weir format`: formats the first of `log.dirs` (the only one used).
+fn format(cli: &Cli, cluster_id: &str, ignore_formatted: bool) -> ExitCode {
+    let config = match BrokerConfig::load(cli.config.as_deref(), &cli.overrides) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("weir: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if !weir_storage::is_kafka_uuid(cluster_id) {
+        eprintln!(
+            "weir: cluster id {cluster_id:?} is not a Kafka UUID (22 base64url characters \
+             encoding 16 bytes); make one with `weir random-uuid`"
+        );
+        return ExitCode::from(2);
+    }
+    let log_dir = config.log_dir();
+    match weir_storage::format_log_dir(&log_dir, config.node_id, cluster_id, ignore_formatted) {
+        Ok(weir_storage::FormatOutcome::Formatted) => {
+            println!(
+                "Formatted {} with cluster.id {cluster_id} for node.id {}",
+                log_dir.display(),
+                config.node_id
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(weir_storage::FormatOutcome::AlreadyFormatted) => {
+            println!("All of the log directories are already formatted.");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("weir: {e}");
+            ExitCode::FAILURE
         }
     }
 }

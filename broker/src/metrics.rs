@@ -133,6 +133,20 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
         ResponseKind::AlterConfigs(r) => r.responses.iter().map(|t| t.error_code).collect(),
         ResponseKind::CreatePartitions(r) => r.results.iter().map(|t| t.error_code).collect(),
         ResponseKind::DescribeCluster(r) => vec![r.error_code],
+        ResponseKind::ElectLeaders(r) => std::iter::once(r.error_code)
+            .chain(
+                r.replica_election_results
+                    .iter()
+                    .flat_map(|t| t.partition_result.iter().map(|p| p.error_code)),
+            )
+            .collect(),
+        ResponseKind::DescribeQuorum(r) => std::iter::once(r.error_code)
+            .chain(
+                r.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            )
+            .collect(),
         ResponseKind::OffsetForLeaderEpoch(r) => r
             .topics
             .iter()

@@ -28,6 +28,9 @@ pub struct Partition {
     topic_id: Uuid,
     log: Arc<Mutex<Log>>,
     leader_epoch: AtomicI32,
+    /// This broker leads the partition in the latest applied image; only
+    /// then does it take produce, consumer fetch and offset lookups.
+    leader: AtomicBool,
     isr_size: AtomicUsize,
     min_insync_replicas: AtomicI32,
     /// The topic's `write.caching`: acks=all is answered before fsync.
@@ -66,6 +69,7 @@ impl Partition {
             topic_id,
             log,
             leader_epoch: AtomicI32::new(leader_epoch),
+            leader: AtomicBool::new(true),
             isr_size: AtomicUsize::new(1),
             min_insync_replicas: AtomicI32::new(1),
             write_caching: AtomicBool::new(false),
@@ -104,6 +108,18 @@ impl Partition {
     /// Records a new leader epoch from the metadata image.
     pub fn set_leader_epoch(&self, epoch: i32) {
         self.leader_epoch.store(epoch, Ordering::Release);
+    }
+
+    /// Whether this broker leads the partition (true until the first
+    /// [`Partition::set_leader`]).
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::Acquire)
+    }
+
+    /// Records from the metadata image whether this broker leads the
+    /// partition.
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.store(leader, Ordering::Release);
     }
 
     /// Records the ISR size from the metadata image and the topic's

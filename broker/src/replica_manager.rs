@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
+use kafka_protocol::ResponseError;
 use tracing::{info, warn};
 use weir_controller::{MetadataImage, TopicImage};
 use weir_storage::{Log, LogManager, StorageError, TopicPartition};
@@ -46,6 +47,39 @@ impl ReplicaManager {
             .unwrap_or_else(|e| e.into_inner())
             .get(&tp)
             .cloned()
+    }
+
+    /// The partition if this broker hosts and leads it, for client requests
+    /// that only a leader serves (Produce, consumer Fetch, ListOffsets,
+    /// OffsetForLeaderEpoch, DeleteRecords).
+    ///
+    /// # Errors
+    /// NOT_LEADER_OR_FOLLOWER (6) when the partition exists in `image` but
+    /// another broker leads it or it has no leader (Kafka's
+    /// `ReplicaManager.getPartitionOrError`: the client refreshes its
+    /// metadata and retries); UNKNOWN_TOPIC_OR_PARTITION (3) when it does
+    /// not exist. `image` is only called on the error path.
+    pub fn leader_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        image: impl FnOnce() -> Arc<MetadataImage>,
+    ) -> Result<Arc<Partition>, i16> {
+        match self.partition(topic, partition) {
+            Some(p) if p.is_leader() => Ok(p),
+            Some(_) => Err(ResponseError::NotLeaderOrFollower.code()),
+            None => {
+                let exists = image()
+                    .topic(topic)
+                    .is_some_and(|t| t.partitions.contains_key(&partition));
+                Err(if exists {
+                    ResponseError::NotLeaderOrFollower
+                } else {
+                    ResponseError::UnknownTopicOrPartition
+                }
+                .code())
+            }
+        }
     }
 
     /// Every hosted partition.
@@ -91,8 +125,10 @@ impl ReplicaManager {
                     topic: topic.name.clone(),
                     partition: index,
                 };
+                let leader = registration.leader == self.node_id;
                 if let Some(p) = current.get(&tp) {
                     if p.topic_id() == topic.topic_id {
+                        p.set_leader(leader);
                         p.set_leader_epoch(registration.leader_epoch);
                         p.set_replication_state(registration.isr.len(), min_isr);
                         p.set_write_caching(write_caching);
@@ -108,6 +144,7 @@ impl ReplicaManager {
                     log,
                     registration.leader_epoch,
                 ));
+                p.set_leader(leader);
                 p.set_replication_state(registration.isr.len(), min_isr);
                 p.set_write_caching(write_caching);
                 next.insert(tp, p);

@@ -38,6 +38,22 @@ const PLAINTEXT: i16 = 0;
 /// during shutdown are logged.
 pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let log_dir = config.log_dir();
+    let voters = config.quorum_voters();
+    let multi_voter = voters.iter().any(|v| v.id != config.node_id);
+    // One node formats itself on first start; the nodes of a quorum must
+    // share one cluster id, so they are formatted first (as KRaft).
+    if multi_voter
+        && weir_storage::read_meta_properties(&log_dir)
+            .with_context(|| format!("reading meta.properties in {}", log_dir.display()))?
+            .is_none()
+    {
+        anyhow::bail!(
+            "No meta.properties found in {}: every node of a quorum of several voters \
+             (controller.quorum.voters) must be formatted with the same cluster id first: \
+             `weir format --config <file> --cluster-id <id>` (a new id from `weir random-uuid`)",
+            log_dir.display()
+        );
+    }
     std::fs::create_dir_all(&log_dir)
         .with_context(|| format!("creating log.dirs {}", log_dir.display()))?;
     let log_manager =
@@ -47,8 +63,6 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
 
     // With several voters, the CONTROLLER listener is bound first: the
     // quorum needs it to elect a leader before startup can go on.
-    let voters = config.quorum_voters();
-    let multi_voter = voters.iter().any(|v| v.id != config.node_id);
     let transport = if multi_voter {
         if !config.is_controller() {
             anyhow::bail!(
@@ -83,7 +97,13 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             metadata_dir: log_dir.join("__cluster_metadata-0"),
             cluster_id: cluster_id.clone(),
         },
-        QuorumOptions::default(),
+        QuorumOptions {
+            broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
+            leader_imbalance_check_interval: config
+                .auto_leader_rebalance_enable
+                .then(|| Duration::from_secs(config.leader_imbalance_check_interval_seconds)),
+            ..QuorumOptions::default()
+        },
         voters,
         transport,
     )
@@ -123,9 +143,19 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         })
         .collect();
     let broker_epoch = controller
-        .register_broker(config.node_id, uuid::Uuid::new_v4(), endpoints, None)
+        .register_broker(
+            config.node_id,
+            uuid::Uuid::new_v4(),
+            endpoints,
+            config.broker_rack.clone(),
+        )
         .await
         .context("registering the broker")?;
+    if multi_voter {
+        // As Kafka's BrokerServer, serve only once the controller has
+        // unfenced this broker (its first heartbeat, once caught up).
+        wait_until_unfenced(&controller, &config, broker_epoch, &shutdown).await?;
+    }
 
     let replica_manager = Arc::new(ReplicaManager::new(
         config.node_id,
@@ -164,6 +194,32 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
 
     let tracker = TaskTracker::new();
     tracker.spawn(follow_metadata(ctx.clone(), shutdown.clone()));
+    // Broker heartbeats (KIP-631) keep this broker's session alive on the
+    // active controller. A single voter's session never expires (its one
+    // broker is this process), so it needs none.
+    if multi_voter {
+        let controller = controller.clone();
+        let node_id = config.node_id;
+        tracker.spawn(every(
+            config.broker_heartbeat_interval_ms,
+            shutdown.clone(),
+            move || {
+                let controller = controller.clone();
+                async move {
+                    match controller
+                        .broker_heartbeat(node_id, broker_epoch, false)
+                        .await
+                    {
+                        Ok(reply) if reply.is_fenced => {
+                            warn!(node_id, "the controller has this broker fenced")
+                        }
+                        Ok(_) => {}
+                        Err(e) => warn!(error = %e, "broker heartbeat failed"),
+                    }
+                }
+            },
+        ));
+    }
     // Loads the groups, then expires offsets (Kafka's offsets retention).
     tracker.spawn(group_coordinator.run(shutdown.clone()));
     // Recovery point checkpoints (Kafka's kafka-recovery-point-checkpoint).
@@ -240,6 +296,9 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
 
     shutdown.cancelled().await;
     info!("shutting down");
+    if multi_voter {
+        controlled_shutdown(&controller, &config, broker_epoch).await;
+    }
     tracker.close();
     tracker.wait().await;
     connections.close();
@@ -313,6 +372,75 @@ async fn accept_loop(
                 }
             }
         }
+    }
+}
+
+/// Heartbeats every `broker.heartbeat.interval.ms` until the controller
+/// answers that this broker is unfenced.
+///
+/// # Errors
+///
+/// When shutdown is requested first, or the registration is gone
+/// (`STALE_BROKER_EPOCH`).
+async fn wait_until_unfenced(
+    controller: &QuorumController,
+    config: &BrokerConfig,
+    broker_epoch: i64,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let retry = task_period(config.broker_heartbeat_interval_ms);
+    loop {
+        match controller
+            .broker_heartbeat(config.node_id, broker_epoch, false)
+            .await
+        {
+            Ok(reply) if !reply.is_fenced => {
+                info!(
+                    node_id = config.node_id,
+                    broker_epoch, "unfenced by the controller"
+                );
+                return Ok(());
+            }
+            Ok(_) => {}
+            Err(e @ weir_controller::ControllerError::StaleBrokerEpoch { .. }) => {
+                return Err(e).context("waiting to be unfenced")
+            }
+            Err(e) => warn!(error = %e, "broker heartbeat failed; retrying"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => anyhow::bail!("shut down before being unfenced"),
+            _ = tokio::time::sleep(retry) => {}
+        }
+    }
+}
+
+/// Controlled shutdown (Kafka's `BrokerHeartbeat` with `WantShutDown`): the
+/// active controller fences this broker and moves its leaderships to live
+/// ISR members before the process exits. It waits at most
+/// `broker.session.timeout.ms` (the session would expire by then anyway);
+/// failures are logged.
+async fn controlled_shutdown(
+    controller: &QuorumController,
+    config: &BrokerConfig,
+    broker_epoch: i64,
+) {
+    let node_id = config.node_id;
+    let limit = Duration::from_millis(config.broker_session_timeout_ms);
+    let asked = controller.broker_heartbeat(node_id, broker_epoch, true);
+    match tokio::time::timeout(limit, asked)
+        .await
+        .unwrap_or_else(|_| {
+            Err(weir_controller::ControllerError::Timeout {
+                operation: "controlled shutdown".into(),
+                waited_ms: config.broker_session_timeout_ms,
+            })
+        }) {
+        Ok(reply) => info!(
+            node_id,
+            should_shut_down = reply.should_shut_down,
+            "controlled shutdown: fenced, leadership moved"
+        ),
+        Err(e) => warn!(error = %e, "controlled shutdown failed; the session will expire instead"),
     }
 }
 

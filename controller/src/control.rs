@@ -14,8 +14,9 @@ use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
 use crate::placement::ReplicaPlacer;
 use crate::records::{
-    BrokerEndpoint, ConfigRecord, ConfigResourceType, MetadataRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
+    BrokerEndpoint, ConfigRecord, ConfigResourceType, FenceBrokerRecord, MetadataRecord,
+    PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
+    RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
 };
 
 /// Records to commit and the response to give once they are committed
@@ -157,7 +158,8 @@ fn excessively_large_batch() -> ControllerError {
 /// topic (`InvalidTopic`), then either a valid manual assignment or
 /// `num_partitions >= 1` (`InvalidPartitions`) and a replication factor the
 /// placer accepts. Each success yields a `TopicRecord`, one `PartitionRecord`
-/// per partition (leader = first replica, isr = replicas, epochs 0) and one
+/// per partition (leader = first replica, isr = `[leader]`, epochs 0: until
+/// followers replicate, only the leader holds the data) and one
 /// `ConfigRecord` per config.
 ///
 /// If the successful topics together would generate more than
@@ -338,7 +340,7 @@ fn topic_records(
             partition_id: partition_id as i32,
             topic_id,
             replicas: replicas.clone(),
-            isr: replicas.clone(),
+            isr: vec![replicas[0]],
             leader: replicas[0],
             leader_epoch: 0,
             partition_epoch: 0,
@@ -499,28 +501,466 @@ pub fn delete_topics(
 /// The epoch is `last_applied_offset + 1`, which is the offset the record
 /// will be committed at when nothing else is in flight (Kafka uses the
 /// record's offset) and is always above every earlier epoch. A re-registration
-/// replaces the previous one. Without broker heartbeats the registration is
-/// unfenced at once.
+/// replaces the previous one.
+///
+/// With `fenced` (Kafka's `RegisterBrokerRecord.fenced`, always true in
+/// Kafka) the broker may not lead nor join ISRs until a heartbeat unfences
+/// it ([`broker_heartbeat`]); a previous, unfenced incarnation loses its
+/// leaderships in the same batch (its in-memory state is gone), as
+/// [`fence_brokers`] would. A single-voter controller registers its own
+/// broker unfenced, so a single node starts in one commit.
 pub fn register_broker(
     image: &MetadataImage,
     broker_id: i32,
     incarnation_id: uuid::Uuid,
     endpoints: Vec<BrokerEndpoint>,
     rack: Option<String>,
+    fenced: bool,
 ) -> ControllerResult<i64> {
     let broker_epoch = i64::try_from(image.last_applied_offset)
         .unwrap_or(i64::MAX - 1)
         .saturating_add(1);
+    let registration = MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+        broker_id,
+        incarnation_id,
+        broker_epoch,
+        end_points: endpoints,
+        rack,
+        fenced,
+    });
+    let was_live = image.brokers.get(&broker_id).is_some_and(|b| !b.fenced);
+    let records = if fenced && was_live {
+        with_elections(image, vec![registration])
+    } else {
+        vec![registration]
+    };
     ControllerResult {
-        records: vec![MetadataRecord::RegisterBroker(RegisterBrokerRecord {
-            broker_id,
-            incarnation_id,
-            broker_epoch,
-            end_points: endpoints,
-            rack,
-            fenced: false,
-        })],
+        records,
         response: broker_epoch,
+    }
+}
+
+/// The active controller's answer to a broker heartbeat (the
+/// `is_fenced` and `should_shut_down` fields of Kafka's
+/// `BrokerHeartbeatResponse`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HeartbeatReply {
+    /// The broker is fenced once this reply's records are applied.
+    pub is_fenced: bool,
+    /// The broker asked to shut down and may now do so: it is fenced and
+    /// leads no partition.
+    pub should_shut_down: bool,
+}
+
+/// Handles one broker heartbeat (Kafka's
+/// `ClusterControlManager.processBrokerHeartbeat` and
+/// `BrokerHeartbeatManager.calculateNextBrokerState`, KIP-631).
+///
+/// A heartbeat writes records only when the broker's state changes:
+/// - a fenced broker whose applied metadata offset `metadata_offset` has
+///   reached its registration (`broker_epoch` is the registration's offset)
+///   is unfenced (`UnfenceBrokerRecord`), and every leaderless partition
+///   whose ISR it is in elects it (`PartitionChangeRecord`s);
+/// - `want_shut_down` (controlled shutdown) fences an unfenced broker
+///   (`FenceBrokerRecord`) and moves its leaderships as [`fence_brokers`].
+///
+/// The session clock itself lives in the active controller's memory, not in
+/// the log.
+///
+/// # Errors
+///
+/// [`ControllerError::StaleBrokerEpoch`] when `broker_epoch` is not the
+/// broker's current registration.
+pub fn broker_heartbeat(
+    image: &MetadataImage,
+    broker_id: i32,
+    broker_epoch: i64,
+    metadata_offset: u64,
+    want_shut_down: bool,
+) -> Result<ControllerResult<HeartbeatReply>, ControllerError> {
+    let registration = image
+        .brokers
+        .get(&broker_id)
+        .filter(|b| b.broker_epoch == broker_epoch)
+        .ok_or(ControllerError::StaleBrokerEpoch {
+            broker_id,
+            requested: broker_epoch,
+            current: image.brokers.get(&broker_id).map(|b| b.broker_epoch),
+        })?;
+    if want_shut_down {
+        let result = fence_brokers(image, &[broker_id]);
+        return Ok(ControllerResult {
+            records: result.records,
+            response: HeartbeatReply {
+                is_fenced: true,
+                should_shut_down: true,
+            },
+        });
+    }
+    let caught_up = i64::try_from(metadata_offset).unwrap_or(i64::MAX) >= broker_epoch;
+    if !registration.fenced || !caught_up {
+        return Ok(ControllerResult {
+            records: Vec::new(),
+            response: HeartbeatReply {
+                is_fenced: registration.fenced,
+                should_shut_down: false,
+            },
+        });
+    }
+    let unfence = MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
+        id: broker_id,
+        epoch: broker_epoch,
+    });
+    Ok(ControllerResult {
+        records: with_elections(image, vec![unfence]),
+        response: HeartbeatReply {
+            is_fenced: false,
+            should_shut_down: false,
+        },
+    })
+}
+
+/// Fences the given brokers (Kafka's `ReplicationControlManager.handleBrokerFenced`,
+/// used when a session expires and on controlled shutdown): one
+/// `FenceBrokerRecord` per unfenced registered broker among `broker_ids`,
+/// then the leader elections that follow (see [`elect_leaders`]). Unknown
+/// or already fenced brokers add nothing; the response lists the brokers
+/// fenced.
+pub fn fence_brokers(image: &MetadataImage, broker_ids: &[i32]) -> ControllerResult<Vec<i32>> {
+    let mut fenced = Vec::new();
+    let mut records = Vec::new();
+    for id in broker_ids {
+        if let Some(b) = image.brokers.get(id).filter(|b| !b.fenced) {
+            if !fenced.contains(id) {
+                fenced.push(*id);
+                records.push(MetadataRecord::FenceBroker(FenceBrokerRecord {
+                    id: *id,
+                    epoch: b.broker_epoch,
+                }));
+            }
+        }
+    }
+    let records = if records.is_empty() {
+        records
+    } else {
+        with_elections(image, records)
+    };
+    ControllerResult {
+        records,
+        response: fenced,
+    }
+}
+
+/// `records` followed by the `PartitionChangeRecord`s that
+/// [`elect_leaders`] computes on `image` with `records` applied.
+fn with_elections(image: &MetadataImage, mut records: Vec<MetadataRecord>) -> Vec<MetadataRecord> {
+    let mut after = image.clone();
+    for r in &records {
+        // Built from this image: they replay (a failure would only mean no
+        // elections are derived from the record).
+        let _ = after.apply(r);
+    }
+    records.extend(elect_leaders(&after));
+    records
+}
+
+/// Topic config (and cluster-wide broker config) that lets a partition with
+/// no live ISR member elect a live replica outside the ISR, losing data.
+pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
+
+/// The `PartitionChangeRecord`s that bring every partition's leader and ISR
+/// in line with the live (registered, unfenced) brokers of `image`, as
+/// Kafka's `PartitionChangeBuilder` with ELR off:
+/// - ISR: members that are not live leave it, unless none is live, in which
+///   case the ISR is kept as it was (so the last leader's return can elect
+///   it again);
+/// - leader: kept if live and in the ISR, else the first replica (in
+///   replica order) that is live and in the ISR; else, when
+///   `unclean.leader.election.enable` is true for the topic (or, unset there,
+///   in the cluster-wide broker configs), the first live replica, whose ISR
+///   becomes just itself; else -1 (offline).
+///
+/// Replay bumps the partition epoch, and the leader epoch when the leader
+/// changes. Partitions that need no change add nothing.
+pub fn elect_leaders(image: &MetadataImage) -> Vec<MetadataRecord> {
+    let live = |b: &i32| image.brokers.get(b).is_some_and(|r| !r.fenced);
+    let cluster_unclean = image
+        .broker_configs
+        .get("")
+        .and_then(|c| c.get(UNCLEAN_LEADER_ELECTION_ENABLE));
+    let mut records = Vec::new();
+    for topic in image.topics.values() {
+        let unclean = topic
+            .configs
+            .get(UNCLEAN_LEADER_ELECTION_ENABLE)
+            .or(cluster_unclean)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        for (&partition_id, p) in &topic.partitions {
+            let live_isr: Vec<i32> = p.isr.iter().copied().filter(|b| live(b)).collect();
+            let mut isr = if live_isr.is_empty() {
+                p.isr.clone()
+            } else {
+                live_isr
+            };
+            let leader = if live(&p.leader) && isr.contains(&p.leader) {
+                p.leader
+            } else if let Some(&r) = p.replicas.iter().find(|r| live(r) && isr.contains(r)) {
+                r
+            } else if let Some(&r) = p.replicas.iter().find(|r| unclean && live(r)) {
+                isr = vec![r];
+                r
+            } else {
+                -1
+            };
+            if isr != p.isr || leader != p.leader {
+                records.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
+                    partition_id,
+                    topic_id: topic.topic_id,
+                    isr: (isr != p.isr).then_some(isr),
+                    leader: (leader != p.leader).then_some(leader),
+                    replicas: None,
+                }));
+            }
+        }
+    }
+    records
+}
+
+/// The election an ElectLeaders request asks for (KIP-460's
+/// `election_type`; v0 requests are always preferred).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ElectionType {
+    /// Wire value 0 (KIP-183): make the first replica (the preferred one)
+    /// the leader, when it is live and in the ISR.
+    Preferred,
+    /// Wire value 1 (KIP-460): give a partition with no leader one, a live
+    /// ISR member if any, else any live replica (whose ISR becomes just
+    /// itself, losing data).
+    Unclean,
+}
+
+impl ElectionType {
+    /// The type for an ElectLeaders `election_type` byte; `None` for values
+    /// Kafka does not know (it answers INVALID_REQUEST).
+    pub fn from_wire(value: i8) -> Option<ElectionType> {
+        match value {
+            0 => Some(ElectionType::Preferred),
+            1 => Some(ElectionType::Unclean),
+            _ => None,
+        }
+    }
+}
+
+/// What an ElectLeaders request did to one partition (Kafka's
+/// `ReplicationControlManager.electLeader` results).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ElectionOutcome {
+    /// A new leader was elected (error NONE).
+    Elected,
+    /// The partition already has the leader asked for: for a preferred
+    /// election its first replica leads, for an unclean one it has any
+    /// leader (ELECTION_NOT_NEEDED).
+    NotNeeded,
+    /// Preferred election: no live ISR member could take over
+    /// (PREFERRED_LEADER_NOT_AVAILABLE).
+    PreferredLeaderNotAvailable,
+    /// Unclean election: no replica is live (ELIGIBLE_LEADERS_NOT_AVAILABLE).
+    EligibleLeadersNotAvailable,
+    /// No such topic or partition (UNKNOWN_TOPIC_OR_PARTITION).
+    UnknownTopicOrPartition,
+}
+
+/// One topic's results of an ElectLeaders request: `(partition index,
+/// outcome)` in request order (partition order when all partitions were
+/// asked for).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TopicElections {
+    /// Topic name as given.
+    pub topic: String,
+    /// Per-partition outcomes.
+    pub partitions: Vec<(i32, ElectionOutcome)>,
+}
+
+/// The new `(leader, isr)` of `p` under `election` with `live` brokers, as
+/// Kafka's `PartitionChangeBuilder.electLeader` with ELR off, or `None`
+/// when the leader would not change.
+///
+/// - preferred: the first replica if live and in the ISR; else the current
+///   leader if it still is; else the next live ISR member in replica order;
+/// - unclean: the current leader if live and in the ISR; else the first
+///   live ISR member in replica order; else the first live replica, whose
+///   ISR becomes just itself.
+fn elect_one(
+    p: &crate::image::PartitionRegistration,
+    election: ElectionType,
+    live: impl Fn(i32) -> bool,
+) -> Option<(i32, Option<Vec<i32>>)> {
+    let valid = |r: i32| p.isr.contains(&r) && live(r);
+    let (leader, isr) = match election {
+        ElectionType::Preferred => {
+            let next = p.replicas.iter().skip(1).copied().find(|&r| valid(r));
+            match p.replicas.first().copied().filter(|&r| valid(r)) {
+                Some(r) => (r, None),
+                None if valid(p.leader) => (p.leader, None),
+                None => (next.unwrap_or(-1), None),
+            }
+        }
+        ElectionType::Unclean => {
+            if valid(p.leader) {
+                (p.leader, None)
+            } else if let Some(r) = p.replicas.iter().copied().find(|&r| valid(r)) {
+                (r, None)
+            } else if let Some(r) = p.replicas.iter().copied().find(|&r| live(r)) {
+                (r, Some(vec![r]))
+            } else {
+                (-1, None)
+            }
+        }
+    };
+    (leader != p.leader).then_some((leader, isr))
+}
+
+/// Runs an ElectLeaders request (KIP-183, KIP-460; Kafka's
+/// `ReplicationControlManager.electLeaders`). `partitions` lists
+/// `(topic, partition indexes)`; `None` (a null `topic_partitions` on the
+/// wire) means every partition of every topic, and then partitions whose
+/// election is not needed are left out of the results (a topic with none
+/// left still gets an empty entry), as in Kafka.
+///
+/// Per partition: UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or
+/// index; ELECTION_NOT_NEEDED when the first replica leads (preferred) or
+/// any replica leads (unclean); else one `PartitionChangeRecord` with the
+/// new leader (see `elect_one`), whose replay bumps the leader and
+/// partition epochs; when the leader would not change,
+/// PREFERRED_LEADER_NOT_AVAILABLE (preferred) or
+/// ELIGIBLE_LEADERS_NOT_AVAILABLE (unclean). A partition named twice is
+/// decided on the image with the first election applied, so it is
+/// elected once.
+pub fn elect_leaders_on_request(
+    image: &MetadataImage,
+    election: ElectionType,
+    partitions: Option<&[(String, Vec<i32>)]>,
+) -> ControllerResult<Vec<TopicElections>> {
+    let requested: Vec<(String, Vec<i32>)> = match partitions {
+        Some(p) => p.to_vec(),
+        None => image
+            .topics
+            .values()
+            .map(|t| (t.name.clone(), t.partitions.keys().copied().collect()))
+            .collect(),
+    };
+    let mut after = image.clone();
+    let mut records = Vec::new();
+    let mut results = Vec::with_capacity(requested.len());
+    for (name, indexes) in requested {
+        let mut outcomes = Vec::with_capacity(indexes.len());
+        for index in indexes {
+            let outcome = match elect_partition(&after, election, &name, index) {
+                Ok(record) => {
+                    // Built from `after`: it replays.
+                    let _ = after.apply(&record);
+                    records.push(record);
+                    ElectionOutcome::Elected
+                }
+                Err(outcome) => outcome,
+            };
+            if partitions.is_some() || outcome != ElectionOutcome::NotNeeded {
+                outcomes.push((index, outcome));
+            }
+        }
+        results.push(TopicElections {
+            topic: name,
+            partitions: outcomes,
+        });
+    }
+    ControllerResult {
+        records,
+        response: results,
+    }
+}
+
+/// One partition of [`elect_leaders_on_request`]: its record, or why none.
+fn elect_partition(
+    image: &MetadataImage,
+    election: ElectionType,
+    topic: &str,
+    index: i32,
+) -> Result<MetadataRecord, ElectionOutcome> {
+    let topic = image
+        .topic(topic)
+        .ok_or(ElectionOutcome::UnknownTopicOrPartition)?;
+    let p = topic
+        .partitions
+        .get(&index)
+        .ok_or(ElectionOutcome::UnknownTopicOrPartition)?;
+    let not_needed = match election {
+        ElectionType::Preferred => p.replicas.first() == Some(&p.leader),
+        ElectionType::Unclean => p.leader != -1,
+    };
+    if not_needed {
+        return Err(ElectionOutcome::NotNeeded);
+    }
+    let live = |b: i32| image.brokers.get(&b).is_some_and(|r| !r.fenced);
+    let (leader, isr) = elect_one(p, election, live).ok_or(match election {
+        ElectionType::Preferred => ElectionOutcome::PreferredLeaderNotAvailable,
+        ElectionType::Unclean => ElectionOutcome::EligibleLeadersNotAvailable,
+    })?;
+    Ok(MetadataRecord::PartitionChange(PartitionChangeRecord {
+        partition_id: index,
+        topic_id: topic.topic_id,
+        isr,
+        leader: Some(leader),
+        replicas: None,
+    }))
+}
+
+/// Most preferred elections one automatic rebalance pass writes (Kafka's
+/// `ReplicationControlManager.MAX_ELECTIONS_PER_IMBALANCE`); a pass that
+/// hits it is run again at once.
+pub const MAX_ELECTIONS_PER_IMBALANCE: usize = 1_000;
+
+/// One automatic leader rebalance pass (`auto.leader.rebalance.enable`;
+/// Kafka's `ReplicationControlManager.maybeBalancePartitionLeaders`): a
+/// preferred election (see `elect_one`) for every partition whose leader is
+/// not its first replica, at most `max_elections` records. The response is
+/// true when the pass stopped at `max_elections`, so more may be needed at
+/// once.
+///
+/// As Kafka's KRaft controller, every imbalanced partition is considered:
+/// `leader.imbalance.per.broker.percentage` (a ZooKeeper-controller
+/// setting) plays no part.
+pub fn balance_partition_leaders(
+    image: &MetadataImage,
+    max_elections: usize,
+) -> ControllerResult<bool> {
+    let live = |b: i32| image.brokers.get(&b).is_some_and(|r| !r.fenced);
+    let mut records = Vec::new();
+    for topic in image.topics.values() {
+        for (&partition_id, p) in &topic.partitions {
+            if p.replicas.first() == Some(&p.leader) {
+                continue;
+            }
+            if records.len() >= max_elections {
+                return ControllerResult {
+                    records,
+                    response: true,
+                };
+            }
+            if let Some((leader, isr)) = elect_one(p, ElectionType::Preferred, live) {
+                records.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
+                    partition_id,
+                    topic_id: topic.topic_id,
+                    isr,
+                    leader: Some(leader),
+                    replicas: None,
+                }));
+            }
+        }
+    }
+    let more = records.len() >= max_elections;
+    ControllerResult {
+        records,
+        response: more,
     }
 }
 
@@ -815,8 +1255,9 @@ fn validate_added_partition(
     Ok(())
 }
 
-/// The `PartitionRecord`s of a planned topic's added partitions: ISR = the
-/// unfenced replicas, leader = the first of them.
+/// The `PartitionRecord`s of a planned topic's added partitions: leader =
+/// the first unfenced replica, ISR = `[leader]` (until followers replicate,
+/// only the leader holds the data).
 fn partition_records(
     image: &MetadataImage,
     plan: &PartitionsPlan,
@@ -826,12 +1267,11 @@ fn partition_records(
         .into_iter()
         .enumerate()
         .map(|(i, replicas)| {
-            let isr: Vec<i32> = replicas
+            let live = replicas
                 .iter()
                 .copied()
-                .filter(|b| image.brokers.get(b).is_some_and(|r| !r.fenced))
-                .collect();
-            let Some(&leader) = isr.first() else {
+                .find(|b| image.brokers.get(b).is_some_and(|r| !r.fenced));
+            let Some(leader) = live else {
                 // Kafka: "All brokers are currently fenced or in controlled shutdown."
                 return Err(ControllerError::InvalidReplicationFactor {
                     requested: plan.replication_factor,
@@ -842,7 +1282,7 @@ fn partition_records(
                 partition_id: plan.first_partition_id + i as i32,
                 topic_id: plan.topic_id,
                 replicas,
-                isr,
+                isr: vec![leader],
                 leader,
                 leader_epoch: 0,
                 partition_epoch: 0,
@@ -903,7 +1343,7 @@ mod tests {
     fn image_with_brokers(n: i32) -> MetadataImage {
         let mut image = MetadataImage::new("c");
         for id in 0..n {
-            let r = register_broker(&image, id, uuid::Uuid::new_v4(), vec![], None);
+            let r = register_broker(&image, id, uuid::Uuid::new_v4(), vec![], None, false);
             for rec in &r.records {
                 image.apply(rec).unwrap();
             }
@@ -969,7 +1409,7 @@ mod tests {
         assert_eq!(orders.partitions.len(), 3);
         for p in orders.partitions.values() {
             assert_eq!(p.replicas.len(), 2);
-            assert_eq!(p.isr, p.replicas);
+            assert_eq!(p.isr, vec![p.leader], "ISR is the leader alone");
             assert_eq!(p.leader, p.replicas[0]);
             assert_eq!((p.leader_epoch, p.partition_epoch), (0, 0));
         }
@@ -1450,10 +1890,17 @@ mod tests {
     #[test]
     fn broker_epochs_grow_with_each_registration() {
         let mut image = MetadataImage::new("c");
-        let first = register_broker(&image, 1, uuid::Uuid::new_v4(), vec![], None);
+        let first = register_broker(&image, 1, uuid::Uuid::new_v4(), vec![], None, false);
         replay(&mut image, &first.records);
         image.last_applied_offset = 7;
-        let second = register_broker(&image, 1, uuid::Uuid::new_v4(), vec![], Some("r1".into()));
+        let second = register_broker(
+            &image,
+            1,
+            uuid::Uuid::new_v4(),
+            vec![],
+            Some("r1".into()),
+            false,
+        );
         assert!(second.response > first.response);
         replay(&mut image, &second.records);
         assert_eq!(image.brokers[&1].broker_epoch, second.response);
@@ -1528,7 +1975,7 @@ mod tests {
         );
         for p in placed.partitions.values() {
             assert_eq!(p.replicas.len(), 2, "{p:?}");
-            assert_eq!(p.isr, p.replicas);
+            assert_eq!(p.isr, vec![p.leader], "ISR is the leader alone");
             assert_eq!(p.leader, p.replicas[0]);
         }
         let manual = image.topic("manual").unwrap();
@@ -1687,5 +2134,410 @@ mod tests {
                 name: "missing".into()
             })
         );
+    }
+
+    /// Image with brokers 0..n unfenced and topic `t` with one partition per
+    /// `(replicas, isr)`, leader = first ISR member.
+    fn image_with_partitions(n: i32, partitions: &[(Vec<i32>, Vec<i32>)]) -> MetadataImage {
+        let mut image = image_with_brokers(n);
+        let topic_id = uuid::Uuid::from_u128(42);
+        let mut records = vec![MetadataRecord::Topic(TopicRecord {
+            name: "t".into(),
+            topic_id,
+        })];
+        for (i, (replicas, isr)) in partitions.iter().enumerate() {
+            records.push(MetadataRecord::Partition(PartitionRecord {
+                partition_id: i as i32,
+                topic_id,
+                replicas: replicas.clone(),
+                isr: isr.clone(),
+                leader: isr[0],
+                leader_epoch: 0,
+                partition_epoch: 0,
+            }));
+        }
+        replay(&mut image, &records);
+        image
+    }
+
+    fn partition(image: &MetadataImage, index: i32) -> (i32, Vec<i32>, i32, i32) {
+        let p = &image.topic("t").unwrap().partitions[&index];
+        (p.leader, p.isr.clone(), p.leader_epoch, p.partition_epoch)
+    }
+
+    #[test]
+    fn a_fenced_registration_is_unfenced_by_a_caught_up_heartbeat_only() {
+        let mut image = image_with_brokers(1);
+        image.last_applied_offset = 10;
+        let r = register_broker(&image, 7, uuid::Uuid::new_v4(), vec![], None, true);
+        let epoch = r.response;
+        assert_eq!(epoch, 11);
+        replay(&mut image, &r.records);
+        assert!(image.brokers[&7].fenced);
+        assert_eq!(image.unfenced_broker_ids(), vec![0]);
+
+        let behind = broker_heartbeat(&image, 7, epoch, 10, false).unwrap();
+        assert!(behind.records.is_empty(), "{behind:?}");
+        assert!(behind.response.is_fenced);
+
+        let caught_up = broker_heartbeat(&image, 7, epoch, 11, false).unwrap();
+        assert_eq!(
+            caught_up.records,
+            vec![MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
+                id: 7,
+                epoch
+            })]
+        );
+        assert!(!caught_up.response.is_fenced);
+        replay(&mut image, &caught_up.records);
+        assert_eq!(image.unfenced_broker_ids(), vec![0, 7]);
+
+        // An unfenced broker's heartbeat writes nothing.
+        let steady = broker_heartbeat(&image, 7, epoch, 11, false).unwrap();
+        assert!(steady.records.is_empty());
+        assert!(!steady.response.is_fenced);
+
+        assert_eq!(
+            broker_heartbeat(&image, 7, epoch - 1, 11, false),
+            Err(ControllerError::StaleBrokerEpoch {
+                broker_id: 7,
+                requested: epoch - 1,
+                current: Some(epoch)
+            })
+        );
+        assert!(matches!(
+            broker_heartbeat(&image, 8, 1, 11, false),
+            Err(ControllerError::StaleBrokerEpoch { current: None, .. })
+        ));
+    }
+
+    #[test]
+    fn fencing_a_leader_elects_the_next_live_isr_member_or_goes_offline() {
+        let mut image = image_with_partitions(
+            3,
+            &[
+                (vec![0, 1, 2], vec![0, 1, 2]),
+                (vec![0, 1, 2], vec![0]),
+                (vec![1, 0], vec![1, 0]),
+                (vec![2], vec![2]),
+            ],
+        );
+        let result = fence_brokers(&image, &[0]);
+        assert_eq!(result.response, vec![0]);
+        assert!(matches!(
+            result.records[0],
+            MetadataRecord::FenceBroker(FenceBrokerRecord { id: 0, .. })
+        ));
+        assert_eq!(result.records.len(), 1 + 3, "{:?}", result.records);
+        replay(&mut image, &result.records);
+        // Leader moves to the next live ISR member; both epochs bump.
+        assert_eq!(partition(&image, 0), (1, vec![1, 2], 1, 1));
+        // No live ISR member: offline, the last ISR is kept.
+        assert_eq!(partition(&image, 1), (-1, vec![0], 1, 1));
+        // A follower leaves the ISR; the leader and its epoch stay.
+        assert_eq!(partition(&image, 2), (1, vec![1], 0, 1));
+        // Partitions without the broker are untouched.
+        assert_eq!(partition(&image, 3), (2, vec![2], 0, 0));
+
+        // Fencing again, or an unknown broker, writes nothing.
+        let again = fence_brokers(&image, &[0, 9]);
+        assert!(again.records.is_empty() && again.response.is_empty());
+
+        // The broker's return (a caught-up heartbeat) elects it where the
+        // partition is offline with it in the ISR, and nowhere else.
+        let epoch = image.brokers[&0].broker_epoch;
+        let back = broker_heartbeat(&image, 0, epoch, u64::MAX, false).unwrap();
+        replay(&mut image, &back.records);
+        assert_eq!(partition(&image, 1), (0, vec![0], 2, 2));
+        assert_eq!(partition(&image, 0), (1, vec![1, 2], 1, 1));
+        assert_eq!(partition(&image, 2), (1, vec![1], 0, 1));
+    }
+
+    #[test]
+    fn unclean_election_picks_a_live_replica_outside_the_isr_when_enabled() {
+        let mut image = image_with_partitions(2, &[(vec![0, 1], vec![0])]);
+        let before = fence_brokers(&image, &[0]);
+        let mut clean = image.clone();
+        replay(&mut clean, &before.records);
+        assert_eq!(partition(&clean, 0), (-1, vec![0], 1, 1));
+
+        replay(
+            &mut image,
+            &[MetadataRecord::Config(ConfigRecord {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: "t".into(),
+                name: UNCLEAN_LEADER_ELECTION_ENABLE.into(),
+                value: Some("true".into()),
+            })],
+        );
+        let result = fence_brokers(&image, &[0]);
+        replay(&mut image, &result.records);
+        assert_eq!(partition(&image, 0), (1, vec![1], 1, 1));
+    }
+
+    #[test]
+    fn controlled_shutdown_fences_and_moves_leadership() {
+        let mut image = image_with_partitions(2, &[(vec![0, 1], vec![0, 1])]);
+        let epoch = image.brokers[&0].broker_epoch;
+        let result = broker_heartbeat(&image, 0, epoch, 0, true).unwrap();
+        assert_eq!(
+            result.response,
+            HeartbeatReply {
+                is_fenced: true,
+                should_shut_down: true
+            }
+        );
+        replay(&mut image, &result.records);
+        assert!(image.brokers[&0].fenced);
+        assert_eq!(partition(&image, 0), (1, vec![1], 1, 1));
+    }
+
+    #[test]
+    fn re_registering_a_live_broker_fenced_moves_its_leadership_away() {
+        let mut image = image_with_partitions(2, &[(vec![0, 1], vec![0, 1]), (vec![0], vec![0])]);
+        let r = register_broker(&image, 0, uuid::Uuid::new_v4(), vec![], None, true);
+        replay(&mut image, &r.records);
+        assert!(image.brokers[&0].fenced);
+        assert_eq!(partition(&image, 0), (1, vec![1], 1, 1));
+        assert_eq!(partition(&image, 1), (-1, vec![0], 1, 1));
+    }
+
+    fn elect(
+        image: &MetadataImage,
+        election: ElectionType,
+        partitions: &[(&str, &[i32])],
+    ) -> ControllerResult<Vec<TopicElections>> {
+        let partitions: Vec<(String, Vec<i32>)> = partitions
+            .iter()
+            .map(|(t, p)| (t.to_string(), p.to_vec()))
+            .collect();
+        elect_leaders_on_request(image, election, Some(&partitions))
+    }
+
+    fn outcomes(result: &ControllerResult<Vec<TopicElections>>) -> Vec<(i32, ElectionOutcome)> {
+        result
+            .response
+            .iter()
+            .flat_map(|t| t.partitions.clone())
+            .collect()
+    }
+
+    #[test]
+    fn election_type_from_wire() {
+        assert_eq!(ElectionType::from_wire(0), Some(ElectionType::Preferred));
+        assert_eq!(ElectionType::from_wire(1), Some(ElectionType::Unclean));
+        assert_eq!(ElectionType::from_wire(2), None);
+        assert_eq!(ElectionType::from_wire(-1), None);
+    }
+
+    #[test]
+    fn preferred_election_moves_leadership_to_the_first_replica() {
+        // p0: preferred replica 0 follows in the ISR; p1: 0 already leads.
+        let mut image = image_with_partitions(
+            3,
+            &[(vec![0, 1, 2], vec![1, 0, 2]), (vec![0, 1], vec![0, 1])],
+        );
+        assert_eq!(partition(&image, 0), (1, vec![1, 0, 2], 0, 0));
+        let result = elect(&image, ElectionType::Preferred, &[("t", &[0, 1])]);
+        assert_eq!(
+            outcomes(&result),
+            vec![
+                (0, ElectionOutcome::Elected),
+                (1, ElectionOutcome::NotNeeded)
+            ]
+        );
+        assert_eq!(result.records.len(), 1, "{:?}", result.records);
+        replay(&mut image, &result.records);
+        // Leader and partition epochs bump; the ISR stays.
+        assert_eq!(partition(&image, 0), (0, vec![1, 0, 2], 1, 1));
+        assert_eq!(partition(&image, 1), (0, vec![0, 1], 0, 0));
+
+        // Again: not needed, nothing written.
+        let again = elect(&image, ElectionType::Preferred, &[("t", &[0])]);
+        assert_eq!(outcomes(&again), vec![(0, ElectionOutcome::NotNeeded)]);
+        assert!(again.records.is_empty());
+    }
+
+    #[test]
+    fn preferred_election_needs_the_first_replica_live_and_in_the_isr() {
+        // p0: 0 is live but out of the ISR; p1: 0 is in the ISR but fenced.
+        let mut image =
+            image_with_partitions(3, &[(vec![0, 1], vec![1]), (vec![2, 1], vec![1, 2])]);
+        let fenced = fence_brokers(&image, &[2]);
+        replay(&mut image, &fenced.records);
+        assert_eq!(partition(&image, 1), (1, vec![1], 0, 1));
+        let result = elect(&image, ElectionType::Preferred, &[("t", &[0, 1])]);
+        assert_eq!(
+            outcomes(&result),
+            vec![
+                (0, ElectionOutcome::PreferredLeaderNotAvailable),
+                (1, ElectionOutcome::PreferredLeaderNotAvailable)
+            ]
+        );
+        assert!(result.records.is_empty());
+    }
+
+    #[test]
+    fn unclean_election_elects_a_live_replica_outside_the_isr() {
+        // p0: ISR [0] only; p1: has a leader; p2: every replica fenced.
+        let mut image = image_with_partitions(
+            3,
+            &[
+                (vec![0, 1, 2], vec![0]),
+                (vec![1, 2], vec![1, 2]),
+                (vec![0], vec![0]),
+            ],
+        );
+        let fenced = fence_brokers(&image, &[0]);
+        replay(&mut image, &fenced.records);
+        assert_eq!(partition(&image, 0), (-1, vec![0], 1, 1));
+        assert_eq!(partition(&image, 2), (-1, vec![0], 1, 1));
+
+        // A preferred election cannot help an offline partition whose ISR is dead.
+        let preferred = elect(&image, ElectionType::Preferred, &[("t", &[0])]);
+        assert_eq!(
+            outcomes(&preferred),
+            vec![(0, ElectionOutcome::PreferredLeaderNotAvailable)]
+        );
+
+        let result = elect(&image, ElectionType::Unclean, &[("t", &[0, 1, 2])]);
+        assert_eq!(
+            outcomes(&result),
+            vec![
+                (0, ElectionOutcome::Elected),
+                (1, ElectionOutcome::NotNeeded),
+                (2, ElectionOutcome::EligibleLeadersNotAvailable)
+            ]
+        );
+        replay(&mut image, &result.records);
+        // The first live replica leads; the ISR is just it; epochs bump.
+        assert_eq!(partition(&image, 0), (1, vec![1], 2, 2));
+        assert_eq!(partition(&image, 2), (-1, vec![0], 1, 1));
+    }
+
+    #[test]
+    fn unclean_election_prefers_a_live_isr_member() {
+        // Offline with ISR [0, 2] after both were fenced; 2 comes back
+        // unfenced without an election (as if the automatic one had not run).
+        let mut image = image_with_partitions(3, &[(vec![1, 0, 2], vec![0, 2])]);
+        replay(
+            &mut image,
+            &[MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id: 0,
+                topic_id: uuid::Uuid::from_u128(42),
+                isr: None,
+                leader: Some(-1),
+                replicas: None,
+            })],
+        );
+        let result = elect(&image, ElectionType::Unclean, &[("t", &[0])]);
+        assert_eq!(outcomes(&result), vec![(0, ElectionOutcome::Elected)]);
+        replay(&mut image, &result.records);
+        assert_eq!(partition(&image, 0), (0, vec![0, 2], 2, 2));
+    }
+
+    #[test]
+    fn unknown_topics_and_partitions_are_reported_per_partition() {
+        let image = image_with_partitions(1, &[(vec![0], vec![0])]);
+        let result = elect(
+            &image,
+            ElectionType::Preferred,
+            &[("t", &[0, 5, -1]), ("missing", &[0])],
+        );
+        assert_eq!(
+            result.response,
+            vec![
+                TopicElections {
+                    topic: "t".into(),
+                    partitions: vec![
+                        (0, ElectionOutcome::NotNeeded),
+                        (5, ElectionOutcome::UnknownTopicOrPartition),
+                        (-1, ElectionOutcome::UnknownTopicOrPartition)
+                    ]
+                },
+                TopicElections {
+                    topic: "missing".into(),
+                    partitions: vec![(0, ElectionOutcome::UnknownTopicOrPartition)]
+                }
+            ]
+        );
+        assert!(result.records.is_empty());
+    }
+
+    #[test]
+    fn all_partitions_leave_out_those_that_need_no_election() {
+        let mut image =
+            image_with_partitions(2, &[(vec![0, 1], vec![0, 1]), (vec![0, 1], vec![1, 0])]);
+        replay(
+            &mut image,
+            &[MetadataRecord::Topic(TopicRecord {
+                name: "u".into(),
+                topic_id: uuid::Uuid::from_u128(43),
+            })],
+        );
+        let result = elect_leaders_on_request(&image, ElectionType::Preferred, None);
+        assert_eq!(
+            result.response,
+            vec![
+                TopicElections {
+                    topic: "t".into(),
+                    partitions: vec![(1, ElectionOutcome::Elected)]
+                },
+                TopicElections {
+                    topic: "u".into(),
+                    partitions: vec![]
+                }
+            ]
+        );
+        replay(&mut image, &result.records);
+        assert_eq!(partition(&image, 1), (0, vec![1, 0], 1, 1));
+    }
+
+    #[test]
+    fn a_partition_named_twice_is_elected_once() {
+        let image = image_with_partitions(2, &[(vec![0, 1], vec![1, 0])]);
+        let result = elect(&image, ElectionType::Preferred, &[("t", &[0, 0])]);
+        assert_eq!(
+            outcomes(&result),
+            vec![
+                (0, ElectionOutcome::Elected),
+                (0, ElectionOutcome::NotNeeded)
+            ]
+        );
+        assert_eq!(result.records.len(), 1);
+    }
+
+    #[test]
+    fn rebalance_elects_available_preferred_replicas_up_to_the_limit() {
+        let mut image = image_with_partitions(
+            3,
+            &[
+                (vec![0, 1], vec![1, 0]),
+                (vec![1, 0], vec![1, 0]),
+                (vec![2, 0], vec![0, 2]),
+                (vec![0, 2], vec![2]),
+            ],
+        );
+        // Balanced partitions and ones whose preferred replica is out of
+        // the ISR (p3) write nothing.
+        let one = balance_partition_leaders(&image, 1);
+        assert_eq!(one.records.len(), 1);
+        assert!(one.response, "stopped at the limit: run again");
+
+        let all = balance_partition_leaders(&image, MAX_ELECTIONS_PER_IMBALANCE);
+        assert!(!all.response);
+        assert_eq!(all.records.len(), 2, "{:?}", all.records);
+        replay(&mut image, &all.records);
+        assert_eq!(partition(&image, 0), (0, vec![1, 0], 1, 1));
+        assert_eq!(partition(&image, 1), (1, vec![1, 0], 0, 0));
+        assert_eq!(partition(&image, 2), (2, vec![0, 2], 1, 1));
+        assert_eq!(partition(&image, 3), (2, vec![2], 0, 0));
+
+        // A fenced preferred replica is not elected.
+        let mut fenced = image_with_partitions(2, &[(vec![0, 1], vec![1, 0])]);
+        let r = fence_brokers(&fenced, &[0]);
+        replay(&mut fenced, &r.records);
+        let none = balance_partition_leaders(&fenced, MAX_ELECTIONS_PER_IMBALANCE);
+        assert!(none.records.is_empty() && !none.response);
     }
 }

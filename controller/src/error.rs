@@ -41,8 +41,12 @@ pub enum ControllerError {
         requested: i32,
     },
     /// `INVALID_REPLICATION_FACTOR` (38): below 1 or above the number of
-    /// unfenced brokers.
-    #[error("replication factor {requested} is invalid: {available} unfenced brokers available")]
+    /// unfenced brokers. The message is Kafka's (`ReplicationControlManager`
+    /// around `StripedReplicaPlacer`'s), e.g. "Unable to replicate the
+    /// partition 3 time(s): The target replication factor of 3 cannot be
+    /// reached because only 2 broker(s) are registered."; Weir places on
+    /// unfenced brokers only, so it counts those.
+    #[error("{}", invalid_replication_factor_message(*requested, *available))]
     InvalidReplicationFactor {
         /// The requested replication factor.
         requested: i16,
@@ -145,4 +149,20 @@ fn partitions_not_increased_message(name: &str, current: i32, requested: i32) ->
              an increase."
         )
     }
+}
+
+/// Kafka's INVALID_REPLICATION_FACTOR message for `requested` replicas with
+/// `available` unfenced brokers.
+fn invalid_replication_factor_message(requested: i16, available: usize) -> String {
+    let reason = if requested <= 0 {
+        format!("Invalid replication factor {requested}: the replication factor must be positive.")
+    } else if available == 0 {
+        "All brokers are currently fenced.".to_string()
+    } else {
+        format!(
+            "The target replication factor of {requested} cannot be reached because only \
+             {available} broker(s) are registered."
+        )
+    };
+    format!("Unable to replicate the partition {requested} time(s): {reason}")
 }

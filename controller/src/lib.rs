@@ -16,13 +16,15 @@ pub mod error;
 pub mod image;
 pub mod placement;
 pub mod quorum;
+pub mod quorum_state;
 mod raft;
 pub mod records;
 pub mod transport;
 pub mod voters;
 
 pub use control::{
-    validate_topic_name, ControllerResult, CreatableTopic, CreatedTopic, NewPartitions, TopicRef,
+    validate_topic_name, ControllerResult, CreatableTopic, CreatedTopic, ElectionOutcome,
+    ElectionType, HeartbeatReply, NewPartitions, TopicElections, TopicRef,
     CLUSTER_METADATA_TOPIC_NAME, MAX_RECORDS_PER_USER_OP, MAX_TOPIC_NAME_LENGTH,
     PRODUCER_ID_BLOCK_SIZE,
 };
@@ -32,6 +34,7 @@ pub use image::{
 };
 pub use placement::{ReplicaPlacer, StripedReplicaPlacer};
 pub use quorum::{ControllerConfig, QuorumController, QuorumOptions, RaftStatus};
+pub use quorum_state::{QuorumDescription, ReplicaProgress};
 pub use records::*;
 pub use transport::{MemoryRouter, QuorumTransport};
 pub use voters::{InvalidVoters, QuorumVoter};

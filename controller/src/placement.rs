@@ -1,12 +1,17 @@
 //! Replica placement: choosing brokers for the partitions of a new topic.
 //!
 //! [`ReplicaPlacer`] is the seam (Kafka's `ReplicaPlacer` interface);
-//! [`StripedReplicaPlacer`] is the default, Kafka's rack-unaware striping
+//! [`StripedReplicaPlacer`] is the default, Kafka's striping
 //! (`AdminUtils.assignReplicasToBrokersRackUnaware`): replicas are spread
 //! evenly over the unfenced brokers, leaders rotate, and the distance between
 //! a leader and its followers shifts every time the partitions wrap around the
-//! broker list. Pure: reads the image, writes nothing.
+//! broker list. When every unfenced broker has a rack (`broker.rack`), it is
+//! rack-aware as `AdminUtils.assignReplicasToBrokersRackAware`: the brokers
+//! are ordered alternating between racks and each partition's replicas go to
+//! as many different racks as there are. Pure: reads the image, writes
+//! nothing.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::control::MAX_RECORDS_PER_USER_OP;
@@ -109,13 +114,88 @@ impl ReplicaPlacer for StripedReplicaPlacer {
         }
         let brokers = image.unfenced_broker_ids();
         let start = self.next_start_index.fetch_add(1, Ordering::Relaxed) % brokers.len();
-        Ok(stripe(
-            &brokers,
-            num_partitions as usize,
-            replication_factor as usize,
-            start,
-        ))
+        let racks: Option<BTreeMap<i32, &str>> = brokers
+            .iter()
+            .map(|id| Some((*id, image.brokers.get(id)?.rack.as_deref()?)))
+            .collect();
+        Ok(match racks {
+            Some(racks) => stripe_rack_aware(
+                &racks,
+                num_partitions as usize,
+                replication_factor as usize,
+                start,
+            ),
+            None => stripe(
+                &brokers,
+                num_partitions as usize,
+                replication_factor as usize,
+                start,
+            ),
+        })
     }
+}
+
+/// Kafka's rack-alternated broker order: racks sorted by name, brokers
+/// within a rack by id, then one broker from each rack in turn.
+fn rack_alternated(racks: &BTreeMap<i32, &str>) -> Vec<i32> {
+    let mut by_rack: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (&id, &rack) in racks {
+        by_rack.entry(rack).or_default().push(id);
+    }
+    let mut queues: Vec<std::vec::IntoIter<i32>> =
+        by_rack.into_values().map(Vec::into_iter).collect();
+    let mut order = Vec::with_capacity(racks.len());
+    while order.len() < racks.len() {
+        for queue in &mut queues {
+            order.extend(queue.next());
+        }
+    }
+    order
+}
+
+/// Rack-aware striping over the rack-alternated order of `racks` (broker id
+/// to rack): the leader as in [`stripe`]; each follower is the next broker
+/// (at the shifted distance) whose rack holds no replica of the partition
+/// yet, or, once every rack has one, whose broker holds none.
+fn stripe_rack_aware(
+    racks: &BTreeMap<i32, &str>,
+    partitions: usize,
+    replication_factor: usize,
+    start: usize,
+) -> Vec<Vec<i32>> {
+    let brokers = rack_alternated(racks);
+    let n = brokers.len();
+    let rack_count = racks
+        .values()
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let mut shift = start;
+    (0..partitions)
+        .map(|p| {
+            if p > 0 && p % n == 0 {
+                shift += 1;
+            }
+            let first = (p + start) % n;
+            let mut replicas = Vec::with_capacity(replication_factor);
+            replicas.push(brokers[first]);
+            let mut used_racks = vec![racks[&brokers[first]]];
+            let mut k = 0;
+            while replicas.len() < replication_factor {
+                let offset = 1 + (shift * rack_count + k) % (n - 1);
+                let broker = brokers[(first + offset) % n];
+                let rack = racks[&broker];
+                k += 1;
+                let rack_ok = !used_racks.contains(&rack) || used_racks.len() == rack_count;
+                if rack_ok && !replicas.contains(&broker) {
+                    replicas.push(broker);
+                    if !used_racks.contains(&rack) {
+                        used_racks.push(rack);
+                    }
+                }
+            }
+            replicas
+        })
+        .collect()
 }
 
 /// The striping itself: partition `p` leads on `brokers[(start + p) % n]`;
@@ -191,6 +271,65 @@ mod tests {
     }
 
     #[test]
+    fn stripes_like_kafka_rack_aware_assignment() {
+        // Kafka's AdminRackAwareTest.testGetRackAlternatedBrokerListAndAssignReplicasToBrokers.
+        let racks = BTreeMap::from([
+            (0, "rack1"),
+            (1, "rack3"),
+            (2, "rack3"),
+            (3, "rack2"),
+            (4, "rack2"),
+            (5, "rack1"),
+        ]);
+        assert_eq!(rack_alternated(&racks), vec![0, 3, 1, 5, 4, 2]);
+        let mut without_5 = racks.clone();
+        without_5.remove(&5);
+        assert_eq!(rack_alternated(&without_5), vec![0, 3, 1, 4, 2]);
+        let expected = vec![
+            vec![0, 3, 1],
+            vec![3, 1, 5],
+            vec![1, 5, 4],
+            vec![5, 4, 2],
+            vec![4, 2, 0],
+            vec![2, 0, 3],
+            vec![0, 4, 2],
+        ];
+        assert_eq!(stripe_rack_aware(&racks, 7, 3, 0), expected);
+    }
+
+    #[test]
+    fn racked_unfenced_brokers_get_replicas_in_every_rack() {
+        let mut image = MetadataImage::new("c");
+        for (id, rack, fenced) in [
+            (1, "a", false),
+            (2, "a", false),
+            (3, "b", false),
+            (4, "b", true),
+            (5, "c", false),
+        ] {
+            image
+                .apply(&MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                    broker_id: id,
+                    incarnation_id: uuid::Uuid::from_u128(id as u128),
+                    broker_epoch: 1,
+                    end_points: vec![],
+                    rack: Some(rack.into()),
+                    fenced,
+                }))
+                .unwrap();
+        }
+        let placer = StripedReplicaPlacer::with_start_index(0);
+        for replicas in placer.place(&image, 8, 3).unwrap() {
+            let racks: BTreeSet<_> = replicas
+                .iter()
+                .map(|id| image.brokers[id].rack.clone().unwrap())
+                .collect();
+            assert_eq!(racks.len(), 3, "one replica per rack: {replicas:?}");
+            assert!(!replicas.contains(&4), "fenced broker placed: {replicas:?}");
+        }
+    }
+
+    #[test]
     fn placement_skips_fenced_brokers_and_balances_leaders() {
         let image = image_with_brokers(&[5, 1, 3, 9], &[9]);
         let placer = StripedReplicaPlacer::with_start_index(0);
@@ -252,5 +391,27 @@ mod tests {
             placer.place(&image, 0, 1),
             Err(ControllerError::InvalidReplicaAssignment { .. })
         ));
+    }
+
+    #[test]
+    fn invalid_replication_factor_messages_are_kafkas() {
+        let placer = StripedReplicaPlacer::default();
+        let message =
+            |image: &MetadataImage, rf| placer.place(image, 1, rf).unwrap_err().to_string();
+        let two_of_three = image_with_brokers(&[1, 2, 3], &[3]);
+        assert_eq!(
+            message(&two_of_three, 3),
+            "Unable to replicate the partition 3 time(s): The target replication factor of 3 \
+             cannot be reached because only 2 broker(s) are registered."
+        );
+        assert_eq!(
+            message(&two_of_three, 0),
+            "Unable to replicate the partition 0 time(s): Invalid replication factor 0: the \
+             replication factor must be positive."
+        );
+        assert_eq!(
+            message(&image_with_brokers(&[1], &[1]), 1),
+            "Unable to replicate the partition 1 time(s): All brokers are currently fenced."
+        );
     }
 }

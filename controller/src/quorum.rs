@@ -13,9 +13,16 @@
 //! response sees its effect in [`QuorumController::image`].
 //!
 //! Single node (the default) is a one-voter quorum in this process. With
-//! several voters (`controller.quorum.voters`), every voter whose store is
-//! pristine initializes the quorum with the same full voter set; a node
-//! whose metadata directory holds a vote, log or snapshot never initializes.
+//! several voters (`controller.quorum.voters`), the voter with the lowest id
+//! initializes the quorum with the full voter set when its store is
+//! pristine, and the others start empty and join it; a node whose metadata
+//! directory holds a vote, log or snapshot never initializes.
+//!
+//! With several voters, brokers register fenced and heartbeat through
+//! [`QuorumController::broker_heartbeat`]; the active controller keeps their
+//! session clocks in memory (restarted at every takeover) and fences a
+//! broker whose session expires, electing new leaders in the same batch
+//! (Kafka's `BrokerHeartbeatManager` and `ReplicationControlManager`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -33,11 +40,13 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::control::{
-    self, ControllerResult, CreatableTopic, CreatedTopic, NewPartitions, TopicRef,
+    self, ControllerResult, CreatableTopic, CreatedTopic, ElectionType, HeartbeatReply,
+    NewPartitions, TopicElections, TopicRef,
 };
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
 use crate::placement::{ReplicaPlacer, StripedReplicaPlacer};
+use crate::quorum_state::{self, QuorumDescription, ReplicaContacts};
 use crate::raft::log_store::MetadataLogStore;
 use crate::raft::network::QuorumNetworkFactory;
 use crate::raft::state_machine::MetadataStateMachine;
@@ -91,6 +100,17 @@ pub struct QuorumOptions {
     /// active controller waits for a majority to commit a batch before
     /// answering [`ControllerError::Timeout`]. Default: 10 s.
     pub forward_timeout: Duration,
+    /// `broker.session.timeout.ms`: the active controller fences a broker
+    /// whose last heartbeat is older than this (a new active controller
+    /// starts every session at its takeover). Sessions expire only with
+    /// several voters: a single voter's one broker is this process.
+    /// Default: 9000 ms (Kafka's).
+    pub broker_session_timeout: Duration,
+    /// `leader.imbalance.check.interval.seconds` when
+    /// `auto.leader.rebalance.enable` is true, else `None`: how often the
+    /// active controller moves leadership back to preferred replicas (see
+    /// [`control::balance_partition_leaders`]). Default: 300 s (Kafka's).
+    pub leader_imbalance_check_interval: Option<Duration>,
 }
 
 impl Default for QuorumOptions {
@@ -104,6 +124,8 @@ impl Default for QuorumOptions {
             startup_timeout: Duration::from_secs(10),
             leader_wait: Duration::from_secs(5),
             forward_timeout: Duration::from_secs(10),
+            broker_session_timeout: Duration::from_millis(9000),
+            leader_imbalance_check_interval: Some(Duration::from_secs(300)),
         }
     }
 }
@@ -157,9 +179,21 @@ pub(crate) enum ControllerCommand {
         topic: String,
         configs: BTreeMap<String, String>,
     },
+    BrokerHeartbeat {
+        broker_id: i32,
+        broker_epoch: i64,
+        metadata_offset: u64,
+        want_shut_down: bool,
+    },
     /// No change: the active controller confirms its leadership and answers
     /// with the offset a linearizable read must have applied.
     ReadOffset,
+    /// No change: the active controller describes the quorum.
+    DescribeQuorum,
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    },
 }
 
 /// The active controller's answer to a [`ControllerCommand`].
@@ -171,6 +205,9 @@ pub(crate) enum CommandResponse {
     ProducerIds(Range<i64>),
     Done,
     CreatedPartitions(Vec<Result<(), ControllerError>>),
+    Quorum(QuorumDescription),
+    Heartbeat(HeartbeatReply),
+    Elections(Vec<TopicElections>),
 }
 
 /// A command's response plus the metadata log offset the caller's image
@@ -194,7 +231,64 @@ struct Inner {
     /// Clients to the active controller, by voter id.
     forward_clients: tokio::sync::Mutex<BTreeMap<u64, PeerClient>>,
     leader_watcher: Mutex<Option<JoinHandle<()>>>,
+    /// See [`break_split_votes`]; several voters only.
+    split_vote_breaker: Mutex<Option<JoinHandle<()>>>,
     server: Mutex<Option<ServeGuard>>,
+    /// When each follower last answered and last held the whole log.
+    contacts: Arc<ReplicaContacts>,
+    /// Several voters: brokers register fenced and their sessions expire.
+    multi_voter: bool,
+    /// Broker session clocks of the active controller (never in the log).
+    sessions: Mutex<BrokerSessions>,
+    session_expirer: Mutex<Option<JoinHandle<()>>>,
+    /// This node's own `controller.quorum.voters` addresses by voter id.
+    voter_addresses: Arc<BTreeMap<u64, String>>,
+    /// The automatic preferred-leader rebalance task, when enabled.
+    leader_balancer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The active controller's in-memory broker session clocks (Kafka's
+/// `BrokerHeartbeatManager`).
+#[derive(Debug, Default)]
+struct BrokerSessions {
+    /// When this node became the active controller, and in which raft term;
+    /// `None` while it is not. Every session is at least as fresh as this.
+    active_since: Option<(u64, Instant)>,
+    /// Last heartbeat (or registration) seen per broker id.
+    last_contact: BTreeMap<i32, Instant>,
+}
+
+impl BrokerSessions {
+    /// Notes that this node is the active controller in raft `term` at
+    /// `now`; a new term is a takeover, which restarts every session.
+    fn active_in(&mut self, term: u64, now: Instant) {
+        if self.active_since.is_none_or(|(t, _)| t != term) {
+            self.active_since = Some((term, now));
+        }
+    }
+
+    /// Unfenced brokers of `image` whose session is older than `timeout` at
+    /// `now` (none before [`BrokerSessions::active_in`]).
+    fn expired(&self, image: &MetadataImage, now: Instant, timeout: Duration) -> Vec<i32> {
+        let Some((_, since)) = self.active_since else {
+            return Vec::new();
+        };
+        image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .filter(|b| {
+                let last = self
+                    .last_contact
+                    .get(&b.broker_id)
+                    .copied()
+                    .filter(|&t| t >= since)
+                    .unwrap_or(since);
+                now.saturating_duration_since(last) > timeout
+            })
+            .map(|b| b.broker_id)
+            .collect()
+    }
 }
 
 /// The running metadata controller. Cheap to clone (an `Arc` inside).
@@ -247,10 +341,11 @@ impl QuorumController {
     /// With no voters or only this node, the quorum is a single voter in
     /// this process, as [`QuorumController::start`]: it waits until this
     /// node is leader with its log applied. With several voters, `transport`
-    /// carries raft and forwarded commands between them; a pristine store
-    /// initializes the quorum with the full voter set (a voter that lost the
-    /// race to do so is fine), and startup waits until *a* leader is known
-    /// and this node has applied the leader's committed log.
+    /// carries raft and forwarded commands between them; the lowest voter
+    /// id initializes the quorum with the full voter set when its store is
+    /// pristine (the others wait to be contacted), and startup waits until
+    /// *a* leader is known and this node has applied the leader's committed
+    /// log.
     ///
     /// # Errors
     ///
@@ -312,10 +407,20 @@ impl QuorumController {
         }
         .validate()
         .map_err(raft_err)?;
+        let voter_addresses: Arc<BTreeMap<u64, String>> = Arc::new(
+            voters
+                .iter()
+                .filter(|_| multi_voter)
+                .map(|v| (v.id as u64, v.address()))
+                .collect(),
+        );
+        let network =
+            QuorumNetworkFactory::new(raft_node_id, transport.clone(), voter_addresses.clone());
+        let contacts = network.contacts();
         let raft = Raft::new(
             raft_node_id,
             Arc::new(raft_config),
-            QuorumNetworkFactory::new(raft_node_id, transport.clone()),
+            network,
             log_store,
             state_machine,
         )
@@ -334,9 +439,20 @@ impl QuorumController {
                 transport: transport.clone(),
                 forward_clients: tokio::sync::Mutex::new(BTreeMap::new()),
                 leader_watcher: Mutex::new(None),
+                split_vote_breaker: Mutex::new(
+                    multi_voter
+                        .then(|| tokio::spawn(break_split_votes(raft.clone(), options.clone()))),
+                ),
                 server: Mutex::new(None),
+                contacts: contacts.clone(),
+                multi_voter,
+                sessions: Mutex::new(BrokerSessions::default()),
+                session_expirer: Mutex::new(None),
+                leader_balancer: Mutex::new(None),
+                voter_addresses: voter_addresses.clone(),
             }),
         };
+        tokio::spawn(quorum_state::watch_caught_up(raft.metrics(), contacts));
         let handler: Weak<dyn QuorumRequestHandler> = {
             let strong: Arc<dyn QuorumRequestHandler> = controller.inner.clone();
             Arc::downgrade(&strong)
@@ -347,7 +463,21 @@ impl QuorumController {
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(transport.serve(raft_node_id, handler));
 
-        if pristine {
+        // With several voters only the lowest voter id initializes; the others
+        // start empty and join when it wins their votes. When every pristine
+        // voter initialized, a vote request from one that had already
+        // campaigned could reach another before its own `initialize`, which
+        // then failed; with openraft's (term, node) leader ids two leaders of
+        // term 1 could follow and a voter waited out its startup timeout
+        // (seen in CI as a 3-node start that never finished).
+        let initializer = voters.iter().map(|v| v.id).min();
+        if pristine && multi_voter && initializer != Some(config.node_id) {
+            tracing::info!(
+                node_id = config.node_id,
+                initializer = ?initializer,
+                "new metadata quorum: waiting for the lowest voter id to initialize it"
+            );
+        } else if pristine {
             let members: BTreeMap<u64, BasicNode> = if multi_voter {
                 voters
                     .iter()
@@ -413,6 +543,25 @@ impl QuorumController {
             .lock()
             .unwrap_or_else(|p| p.into_inner()) =
             Some(tokio::spawn(watch_leader(raft.metrics(), images.clone())));
+        if multi_voter {
+            *controller
+                .inner
+                .session_expirer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(tokio::spawn(expire_sessions(
+                Arc::downgrade(&controller.inner),
+            )));
+        }
+        if let Some(interval) = options.leader_imbalance_check_interval {
+            *controller
+                .inner
+                .leader_balancer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(tokio::spawn(balance_leaders(
+                Arc::downgrade(&controller.inner),
+                interval,
+            )));
+        }
         tracing::info!(
             node_id = config.node_id,
             leader = ?leader,
@@ -477,8 +626,11 @@ impl QuorumController {
     }
 
     /// Registers (or re-registers with a new incarnation) a broker with its
-    /// endpoints; returns the broker epoch. Unfenced immediately in
-    /// single-node (there is no heartbeat yet).
+    /// endpoints and rack (`broker.rack`); returns the broker epoch. With
+    /// several voters the broker starts fenced and a heartbeat
+    /// ([`QuorumController::broker_heartbeat`]) unfences it, as in Kafka; a
+    /// single voter registers its own broker unfenced (see
+    /// [`control::register_broker`]).
     ///
     /// # Errors
     ///
@@ -499,6 +651,37 @@ impl QuorumController {
         };
         match self.execute(command).await?.response {
             CommandResponse::BrokerEpoch(epoch) => Ok(epoch),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// One broker heartbeat (Kafka's `BrokerHeartbeat`, KIP-631), sent every
+    /// `broker.heartbeat.interval.ms` through the active controller, with
+    /// this node's applied metadata offset. It refreshes the broker's
+    /// session and writes records only when the broker's state changes:
+    /// unfencing once caught up with its registration, or, with
+    /// `want_shut_down`, fencing it and moving its leaderships (controlled
+    /// shutdown); see [`control::broker_heartbeat`].
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::StaleBrokerEpoch`] unless `broker_epoch` is the
+    /// broker's current registration; [`ControllerError::NotController`] or
+    /// a commit error.
+    pub async fn broker_heartbeat(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+        want_shut_down: bool,
+    ) -> Result<HeartbeatReply, ControllerError> {
+        let command = ControllerCommand::BrokerHeartbeat {
+            broker_id,
+            broker_epoch,
+            metadata_offset: self.image().last_applied_offset,
+            want_shut_down,
+        };
+        match self.execute(command).await?.response {
+            CommandResponse::Heartbeat(reply) => Ok(reply),
             other => Err(unexpected(other)),
         }
     }
@@ -643,6 +826,50 @@ impl QuorumController {
         }
     }
 
+    /// Elects partition leaders on request (ElectLeaders, KIP-183 and
+    /// KIP-460) on the active controller, as
+    /// [`control::elect_leaders_on_request`]: `partitions` lists `(topic,
+    /// partition indexes)`, `None` means every partition. All elections of
+    /// one call are committed as one batch; the call returns once this
+    /// node's image has applied them.
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::NotController`] when no active controller answers
+    /// within `options.leader_wait`, or a commit error.
+    pub async fn elect_leaders(
+        &self,
+        election: ElectionType,
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Result<Vec<TopicElections>, ControllerError> {
+        let command = ControllerCommand::ElectLeaders {
+            election,
+            partitions,
+        };
+        match self.execute(command).await?.response {
+            CommandResponse::Elections(results) => Ok(results),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The quorum as the active controller sees it (DescribeQuorum, KIP-595),
+    /// asked of the active controller wherever this node is.
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::NotController`] when no active controller answers
+    /// within `options.leader_wait`; transport or raft errors.
+    pub async fn describe_quorum(&self) -> Result<QuorumDescription, ControllerError> {
+        match self
+            .execute(ControllerCommand::DescribeQuorum)
+            .await?
+            .response
+        {
+            CommandResponse::Quorum(description) => Ok(description),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Stops the quorum and stops serving other voters. Commands after this
     /// fail with [`ControllerError::Raft`]. Calling it twice is harmless.
     ///
@@ -668,6 +895,33 @@ impl QuorumController {
             .take();
         if let Some(watcher) = watcher {
             watcher.abort();
+        }
+        let breaker = self
+            .inner
+            .split_vote_breaker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(breaker) = breaker {
+            breaker.abort();
+        }
+        let expirer = self
+            .inner
+            .session_expirer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(expirer) = expirer {
+            expirer.abort();
+        }
+        let balancer = self
+            .inner
+            .leader_balancer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(balancer) = balancer {
+            balancer.abort();
         }
         self.inner.raft.shutdown().await.map_err(raft_err)?;
         self.inner
@@ -701,11 +955,15 @@ impl QuorumController {
                 if let Err(fatal) = &m.running_state {
                     return Err(raft_err(fatal));
                 }
+                // This node's own voter addresses first (see
+                // `QuorumNetworkFactory`), then the replicated membership's.
                 let addr = m.current_leader.and_then(|l| {
-                    m.membership_config
-                        .membership()
-                        .get_node(&l)
-                        .map(|n| n.addr.clone())
+                    inner.voter_addresses.get(&l).cloned().or_else(|| {
+                        m.membership_config
+                            .membership()
+                            .get_node(&l)
+                            .map(|n| n.addr.clone())
+                    })
                 });
                 (m.current_leader, m.state == ServerState::Leader, addr)
             };
@@ -734,9 +992,17 @@ impl QuorumController {
                         }
                         Err(TransportError::Network { reason, .. }) => {
                             // The command may have run: do not run it twice.
-                            return Err(raft_err(format!(
-                                "forwarding to the active controller {l}: {reason}"
-                            )));
+                            // Its outcome is unknown, which Kafka answers
+                            // with the retriable REQUEST_TIMED_OUT (the
+                            // active controller died mid-request), not
+                            // UNKNOWN_SERVER_ERROR.
+                            return Err(ControllerError::Timeout {
+                                operation: format!(
+                                    "the active controller {l} to answer a forwarded command \
+                                     (connection lost: {reason}; it may or may not have run)"
+                                ),
+                                waited_ms: inner.options.forward_timeout.as_millis() as u64,
+                            });
                         }
                     }
                 }
@@ -748,10 +1014,27 @@ impl QuorumController {
                     leader: last_leader,
                 });
             }
-            // Wake on any raft state change, and re-check at least every
-            // 100 ms (a forward that failed changes no local state).
+            // Wake when the leader, term or role changes, and re-check at
+            // least every 100 ms (a forward that failed changes no local
+            // state). Other metrics changes (replication progress, the
+            // failed leadership check itself) do not count: an isolated
+            // leader's check fails at once and changes its metrics, and
+            // waking on that spun without pause (found by the simulation,
+            // where no simulated time passed any more).
             let wake = deadline.min(now + Duration::from_millis(100));
-            let _ = tokio::time::timeout_at(wake, metrics.changed()).await;
+            let seen = (leader, is_leader, metrics.borrow().current_term);
+            let _ = tokio::time::timeout_at(
+                wake,
+                metrics.wait_for(|m| {
+                    (
+                        m.current_leader,
+                        m.state == ServerState::Leader,
+                        m.current_term,
+                    ) != seen
+                        || m.running_state.is_err()
+                }),
+            )
+            .await;
         }
     }
 
@@ -819,9 +1102,35 @@ impl Inner {
                 rack,
             } => self
                 .run(|image| {
-                    let r =
-                        control::register_broker(image, broker_id, incarnation_id, endpoints, rack);
+                    self.touch_session(broker_id);
+                    let r = control::register_broker(
+                        image,
+                        broker_id,
+                        incarnation_id,
+                        endpoints,
+                        rack,
+                        self.multi_voter,
+                    );
                     Ok(r.map(CommandResponse::BrokerEpoch))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::BrokerHeartbeat {
+                broker_id,
+                broker_epoch,
+                metadata_offset,
+                want_shut_down,
+            } => self
+                .run(|image| {
+                    let r = control::broker_heartbeat(
+                        image,
+                        broker_id,
+                        broker_epoch,
+                        metadata_offset,
+                        want_shut_down,
+                    )?;
+                    self.touch_session(broker_id);
+                    Ok(r.map(CommandResponse::Heartbeat))
                 })
                 .await
                 .map(outcome),
@@ -875,6 +1184,30 @@ impl Inner {
                 })
                 .await
                 .map(outcome),
+            ControllerCommand::ElectLeaders {
+                election,
+                partitions,
+            } => self
+                .run(|image| {
+                    let r =
+                        control::elect_leaders_on_request(image, election, partitions.as_deref());
+                    Ok(r.map(CommandResponse::Elections))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::DescribeQuorum => {
+                self.ensure_active()?;
+                let metrics = self.raft.metrics().borrow().clone();
+                let description =
+                    quorum_state::describe(&metrics, &self.contacts, quorum_state::now_ms())
+                        .ok_or(ControllerError::NotController {
+                            leader: metrics.current_leader.and_then(|l| i32::try_from(l).ok()),
+                        })?;
+                Ok(CommandOutcome {
+                    response: CommandResponse::Quorum(description),
+                    offset: 0,
+                })
+            }
             ControllerCommand::ReadOffset => {
                 self.ensure_active()?;
                 let offset = self.confirm_leadership_and_catch_up().await?;
@@ -904,6 +1237,32 @@ impl Inner {
             self.commit(result.records).await?
         };
         Ok((result.response, offset))
+    }
+
+    /// Restarts `broker_id`'s session clock (called under the command lock).
+    fn touch_session(&self, broker_id: i32) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last_contact
+            .insert(broker_id, Instant::now());
+    }
+
+    /// Fences every unfenced broker whose session expired, with the leader
+    /// elections that follow; decided under the command lock so a heartbeat
+    /// cannot slip between the check and the records.
+    async fn fence_expired_sessions(&self) -> Result<Vec<i32>, ControllerError> {
+        let timeout = self.options.broker_session_timeout;
+        self.run(|image| {
+            let expired = self
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .expired(image, Instant::now(), timeout);
+            Ok(control::fence_brokers(image, &expired))
+        })
+        .await
+        .map(|(fenced, _)| fenced)
     }
 
     /// Fails with `NotController` unless this node leads the quorum.
@@ -945,6 +1304,12 @@ impl Inner {
                     ControllerError::NotController {
                         leader: f.leader_id.and_then(|l| i32::try_from(l).ok()),
                     }
+                }
+                // A restarted leader whose peers are not up yet cannot
+                // confirm leadership; callers retry until their deadline as
+                // with no leader (e.g. every voter restarting at once).
+                RaftError::APIError(openraft::error::CheckIsLeaderError::QuorumNotEnough(_)) => {
+                    ControllerError::NotController { leader: None }
                 }
                 other => raft_err(other),
             })?;
@@ -1006,6 +1371,84 @@ impl QuorumRequestHandler for Inner {
     }
 }
 
+/// The active controller's session expiry (Kafka's
+/// `QuorumController` `maybeFenceStaleBroker` timer): every quarter of
+/// `broker.session.timeout.ms` (at least 10 ms, at most 1 s), while this node
+/// is active, fences the brokers whose session expired. Losing leadership
+/// forgets the takeover time, so the next takeover restarts every clock.
+async fn expire_sessions(inner: Weak<Inner>) {
+    let period = {
+        let Some(inner) = inner.upgrade() else { return };
+        (inner.options.broker_session_timeout / 4)
+            .clamp(Duration::from_millis(10), Duration::from_secs(1))
+    };
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        let active = inner.ensure_active().is_ok();
+        let term = inner.raft.metrics().borrow().current_term;
+        let any_expired = {
+            let mut sessions = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            if active {
+                let now = Instant::now();
+                sessions.active_in(term, now);
+                let image = inner.images.borrow().clone();
+                !sessions
+                    .expired(&image, now, inner.options.broker_session_timeout)
+                    .is_empty()
+            } else {
+                sessions.active_since = None;
+                false
+            }
+        };
+        // Decided again under the command lock, which only an expiry takes.
+        if !any_expired {
+            continue;
+        }
+        match inner.fence_expired_sessions().await {
+            Ok(fenced) if !fenced.is_empty() => {
+                tracing::warn!(brokers = ?fenced, "fenced brokers whose session expired");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "could not fence expired broker sessions"),
+        }
+    }
+}
+
+/// The active controller's automatic leader rebalance
+/// (`auto.leader.rebalance.enable`; Kafka's `QuorumController`
+/// `maybeBalancePartitionLeaders` event): every `interval`
+/// (`leader.imbalance.check.interval.seconds`), while this node is active,
+/// one [`control::balance_partition_leaders`] pass under the command lock;
+/// a pass that stopped at [`control::MAX_ELECTIONS_PER_IMBALANCE`] runs
+/// again after 10 ms, as Kafka reschedules it.
+async fn balance_leaders(inner: Weak<Inner>, interval: Duration) {
+    let mut delay = interval;
+    loop {
+        tokio::time::sleep(delay).await;
+        delay = interval;
+        let Some(inner) = inner.upgrade() else { return };
+        if inner.ensure_active().is_err() {
+            continue;
+        }
+        let pass = inner
+            .run(|image| {
+                Ok(control::balance_partition_leaders(
+                    image,
+                    control::MAX_ELECTIONS_PER_IMBALANCE,
+                ))
+            })
+            .await;
+        match pass {
+            Ok((true, _)) => delay = Duration::from_millis(10),
+            Ok((false, _)) => {}
+            Err(e) => tracing::debug!(error = %e, "could not rebalance partition leaders"),
+        }
+    }
+}
+
 /// Sets `controller_id` on the published image; true if it changed.
 fn set_controller_id(image: &mut Arc<MetadataImage>, controller_id: Option<i32>) -> bool {
     if image.controller_id == controller_id {
@@ -1013,6 +1456,56 @@ fn set_controller_id(image: &mut Arc<MetadataImage>, controller_id: Option<i32>)
     }
     Arc::make_mut(image).controller_id = controller_id;
     true
+}
+
+/// Re-runs an election that split, after a delay drawn afresh each time.
+///
+/// openraft draws each voter's election timeout once, at start, and checks
+/// it on a tick of 1.5 heartbeat intervals. With one leader per term
+/// (`single-term-leader`, as KRaft), two voters whose timeouts fall in the
+/// same tick and whose ticks are in phase start every election at the same
+/// moment, each votes for itself, and the vote splits again and again: on
+/// tokio's paused clock (every tick in phase) a two-survivor quorum never
+/// elected a leader. Raft's answer is a randomized timeout per election;
+/// this task adds it: while this voter stays a candidate of one term, it
+/// starts the next election itself after a random
+/// `[election_timeout_min / 4, election_timeout_min)` ms, so one of the
+/// rivals asks first and the other, not having voted in the new term,
+/// grants it. Ends when the raft stops.
+async fn break_split_votes(raft: Raft<MetadataTypeConfig>, options: QuorumOptions) {
+    use rand::Rng;
+    let mut metrics = raft.metrics();
+    loop {
+        let term = {
+            let m = metrics.borrow_and_update();
+            if m.running_state.is_err() {
+                return;
+            }
+            (m.state == ServerState::Candidate).then_some(m.current_term)
+        };
+        if let Some(term) = term {
+            let min = options.election_timeout_min_ms.max(4);
+            let delay = Duration::from_millis(rand::thread_rng().gen_range(min / 4..min));
+            let moved_on = tokio::time::timeout(
+                delay,
+                metrics.wait_for(|m| m.state != ServerState::Candidate || m.current_term != term),
+            )
+            .await
+            .map(|r| r.is_ok());
+            match moved_on {
+                Ok(true) => continue,
+                Ok(false) => return,
+                Err(_) => {
+                    tracing::debug!(term, "election split; starting the next one");
+                    if raft.trigger().elect().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        } else if metrics.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Republishes the image whenever the raft leader changes.

@@ -2,19 +2,19 @@
 //! from any voter, partitions, restarts, over the in-memory router and over
 //! TCP on 127.0.0.1. Every wait polls observable state with a deadline.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use support::{eventually, DEADLINE};
 use weir_controller::{
     BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter, MetadataImage,
-    QuorumController, QuorumOptions, QuorumTransport, QuorumVoter,
+    QuorumController, QuorumDescription, QuorumOptions, QuorumTransport, QuorumVoter,
+    ReplicaProgress,
 };
-
-const DEADLINE: Duration = Duration::from_secs(15);
 
 fn options() -> QuorumOptions {
     QuorumOptions {
@@ -24,6 +24,9 @@ fn options() -> QuorumOptions {
         startup_timeout: DEADLINE,
         leader_wait: Duration::from_secs(5),
         forward_timeout: Duration::from_secs(5),
+        // These tests send one heartbeat per broker: its session must
+        // outlast them (broker_lifecycle.rs tests expiry).
+        broker_session_timeout: Duration::from_secs(600),
         ..QuorumOptions::default()
     }
 }
@@ -106,22 +109,6 @@ async fn start_three_with(
     BTreeMap::from([(1, a), (2, b), (3, c)])
 }
 
-/// Polls `check` until it returns `Some`, failing after [`DEADLINE`].
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// The one active controller among `nodes`, once all of them agree on it.
 async fn agreed_leader(nodes: &BTreeMap<i32, QuorumController>) -> i32 {
     eventually(
@@ -161,10 +148,19 @@ async fn register(controller: &QuorumController, broker_id: i32) {
         port: 9092,
         security_protocol: 0,
     };
-    controller
+    let epoch = controller
         .register_broker(broker_id, uuid::Uuid::new_v4(), vec![endpoint], None)
         .await
         .unwrap();
+    // Several voters register brokers fenced; a heartbeat from a broker
+    // that has applied its registration unfences it.
+    assert!(controller.image().brokers[&broker_id].fenced);
+    let reply = controller
+        .broker_heartbeat(broker_id, epoch, false)
+        .await
+        .unwrap();
+    assert!(!reply.is_fenced);
+    assert!(!controller.image().brokers[&broker_id].fenced);
 }
 
 async fn create(controller: &QuorumController, name: &str) {
@@ -294,6 +290,54 @@ async fn leader_restarted_from_its_directory_rejoins_without_reinitializing() {
     }
 }
 
+/// Every voter stops, then all start again from their directories (as
+/// `scripts/cluster down` then `up`), the former leader first: it may resume
+/// as leader before its peers listen and must wait for them, not fail
+/// startup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_voter_restarting_with_the_former_leader_first_forms_the_quorum_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let all = voters(&[9001, 9002, 9003]);
+    let mut nodes = start_three(dir.path(), &router).await;
+    register(&nodes[&agreed_leader(&nodes).await], 1).await;
+    for round in 0..3 {
+        let leader = agreed_leader(&nodes).await;
+        let topic = format!("round-{round}");
+        create(&nodes[&leader], &topic).await;
+        for node in nodes.values() {
+            node.shutdown().await.unwrap();
+        }
+        drop(nodes);
+
+        let first = tokio::spawn({
+            let (root, all, router) = (dir.path().to_path_buf(), all.clone(), router.clone());
+            async move { start(&root, leader, &all, QuorumTransport::memory(&router)).await }
+        });
+        let others: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
+        let (a, b) = tokio::join!(
+            start(
+                dir.path(),
+                others[0],
+                &all,
+                QuorumTransport::memory(&router)
+            ),
+            start(
+                dir.path(),
+                others[1],
+                &all,
+                QuorumTransport::memory(&router)
+            ),
+        );
+        let restarted = first.await.expect("the former leader's startup task");
+        nodes = BTreeMap::from([(leader, restarted), (others[0], a), (others[1], b)]);
+        converged(&nodes, &topic).await;
+    }
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_voters_over_tcp_share_a_topic() {
     let dir = tempfile::tempdir().unwrap();
@@ -385,6 +429,12 @@ async fn a_voter_cut_off_from_the_leader_answers_not_controller_after_a_bounded_
 /// Found by the simulation (seed 1).
 #[tokio::test(start_paused = true)]
 async fn a_new_leader_answers_from_everything_committed_before_its_term() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
     for round in 0..5 {
         let dir = tempfile::tempdir().unwrap();
         let router = MemoryRouter::new();
@@ -450,6 +500,140 @@ async fn a_deposed_leader_does_not_answer_from_its_stale_image() {
         )])
         .await;
     assert!(deleted[0].is_ok(), "{deleted:?}");
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+/// An isolated active controller cannot confirm its leadership: each check
+/// fails at once (every peer unreachable). A command through it must wait
+/// for a leader change between attempts, not retry at once: the retry loop
+/// woke on every metrics change, the failed check itself changed the
+/// metrics, and the node spun at full CPU logging errors (on tokio's paused
+/// clock no time passed at all, which hung the simulation). Here the
+/// command must end with an error within its deadline of simulated time;
+/// the real-time bound only catches the spin.
+#[test]
+fn an_isolated_leader_retries_a_command_without_spinning() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let outcome = runtime.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let router = MemoryRouter::new();
+            let nodes = start_three(dir.path(), &router).await;
+            let leader = agreed_leader(&nodes).await;
+            register(&nodes[&leader], 1).await;
+            router.isolate(leader);
+            let created = nodes[&leader]
+                .create_topics(vec![topic("never")], false)
+                .await;
+            for node in nodes.values() {
+                node.shutdown().await.unwrap();
+            }
+            created
+        });
+        let _ = done.send(format!("{outcome:?}"));
+    });
+    let outcome = finished
+        .recv_timeout(Duration::from_secs(120))
+        .expect("a command through an isolated leader never returned (a retry loop that spins)");
+    assert!(
+        outcome.contains("NotController") || outcome.contains("Timeout"),
+        "{outcome}"
+    );
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// The voter `id`'s progress in `quorum`.
+fn progress(quorum: &QuorumDescription, id: i32) -> ReplicaProgress {
+    quorum
+        .voters
+        .iter()
+        .find(|v| v.replica_id == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("voter {id} in {quorum:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_quorum_is_the_leaders_view_from_every_voter_and_shows_a_lagging_follower() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let nodes = start_three(dir.path(), &router).await;
+    let leader = agreed_leader(&nodes).await;
+    register(&nodes[&leader], 1).await;
+    create(&nodes[&leader], "before").await;
+
+    for (id, node) in &nodes {
+        let quorum = eventually("every voter caught up with the leader", || async move {
+            let quorum = node.describe_quorum().await.ok()?;
+            let leader_end = progress(&quorum, quorum.leader_id).log_end_offset;
+            quorum
+                .voters
+                .iter()
+                .all(|v| v.log_end_offset == leader_end && v.last_caught_up_timestamp_ms > 0)
+                .then_some(quorum)
+        })
+        .await;
+        assert_eq!(quorum.leader_id, leader, "asked voter {id}");
+        let ids: Vec<i32> = quorum.voters.iter().map(|v| v.replica_id).collect();
+        assert_eq!(ids, vec![1, 2, 3], "asked voter {id}");
+        assert!(quorum.leader_epoch >= 1, "{quorum:?}");
+        assert!(quorum.high_watermark > 0, "{quorum:?}");
+        assert!(quorum.observers.is_empty(), "{quorum:?}");
+    }
+
+    // A follower cut off from the leader falls behind; the other keeps up.
+    let lagging = nodes.keys().copied().find(|&id| id != leader).unwrap();
+    let other = nodes
+        .keys()
+        .copied()
+        .find(|&id| id != leader && id != lagging)
+        .unwrap();
+    router.isolate(lagging);
+    let cut_off_at = progress(&nodes[&leader].describe_quorum().await.unwrap(), lagging);
+    create(&nodes[&leader], "while-cut-off").await;
+    // From here on the cut-off follower lacks the leader's last record.
+    let behind_since = now_ms();
+    // The other follower keeps answering heartbeats with the whole log.
+    let quorum = eventually("the other follower caught up after the append", || async {
+        let quorum = nodes[&leader].describe_quorum().await.ok()?;
+        let leader_end = progress(&quorum, leader).log_end_offset;
+        let other = progress(&quorum, other);
+        (other.log_end_offset == leader_end && other.last_caught_up_timestamp_ms > behind_since)
+            .then_some(quorum)
+    })
+    .await;
+    let behind = progress(&quorum, lagging);
+    assert!(
+        behind.log_end_offset < progress(&quorum, leader).log_end_offset,
+        "{quorum:?}"
+    );
+    assert!(
+        behind.last_caught_up_timestamp_ms <= behind_since,
+        "a lagging follower's last caught-up time stays in the past: {quorum:?}"
+    );
+
+    router.heal(lagging);
+    eventually("the healed follower to catch up", || async {
+        let quorum = nodes[&leader].describe_quorum().await.ok()?;
+        let leader_end = progress(&quorum, leader).log_end_offset;
+        let healed = progress(&quorum, lagging);
+        (healed.log_end_offset == leader_end
+            && healed.last_caught_up_timestamp_ms > cut_off_at.last_caught_up_timestamp_ms)
+            .then_some(())
+    })
+    .await;
     for node in nodes.values() {
         node.shutdown().await.unwrap();
     }

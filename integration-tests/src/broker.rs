@@ -86,6 +86,7 @@ pub struct TestBrokerBuilder {
     config: Vec<(String, String)>,
     overrides: Vec<(String, String)>,
     metrics: bool,
+    format_cluster_id: Option<String>,
 }
 
 impl Default for TestBrokerBuilder {
@@ -95,6 +96,7 @@ impl Default for TestBrokerBuilder {
             config: Vec::new(),
             overrides: Vec::new(),
             metrics: false,
+            format_cluster_id: None,
         }
     }
 }
@@ -123,6 +125,15 @@ impl TestBrokerBuilder {
     /// with an empty `metrics.listener`).
     pub fn metrics(mut self, enabled: bool) -> Self {
         self.metrics = enabled;
+        self
+    }
+
+    /// Runs `weir format --cluster-id <cluster_id>` on the broker's config
+    /// before its first start (the nodes of a multi-voter quorum must share
+    /// one cluster id and refuse to start unformatted). Default: not
+    /// formatted, so a single node formats itself.
+    pub fn format_cluster_id(mut self, cluster_id: &str) -> Self {
+        self.format_cluster_id = Some(cluster_id.to_owned());
         self
     }
 
@@ -156,6 +167,9 @@ impl TestBrokerBuilder {
             port: 0,
             cluster_id: String::new(),
         };
+        if let Some(cluster_id) = broker.settings.format_cluster_id.clone() {
+            broker.format(&cluster_id)?;
+        }
         broker.spawn(0)?;
         Ok(broker)
     }
@@ -371,6 +385,34 @@ impl TestBroker {
         }
         std::fs::write(&self.config_path, text)
             .map_err(|e| HarnessError::io(format!("writing {}", self.config_path.display()), e))
+    }
+
+    /// Runs `weir format` with this broker's config and overrides.
+    fn format(&self, cluster_id: &str) -> Result<(), HarnessError> {
+        self.write_config(0)?;
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("format")
+            .arg("--config")
+            .arg(&self.config_path)
+            .arg(format!("--cluster-id={cluster_id}"));
+        for (key, value) in &self.settings.overrides {
+            command.arg("--override").arg(format!("{key}={value}"));
+        }
+        let output = command.output().map_err(|e| {
+            HarnessError::io(format!("running {} format", self.binary.display()), e)
+        })?;
+        if !output.status.success() {
+            return Err(HarnessError::io(
+                "weir format",
+                std::io::Error::other(format!(
+                    "exited with {}: {}",
+                    output.status,
+                    String::from_utf8_lossy(&output.stderr)
+                )),
+            ));
+        }
+        Ok(())
     }
 
     fn spawn(&mut self, port: u16) -> Result<(), HarnessError> {

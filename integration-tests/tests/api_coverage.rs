@@ -113,6 +113,18 @@ fn every_advertised_api_version_is_answered() {
                 max,
                 kafka_protocol::messages::IncrementalAlterConfigsRequest::default(),
             ),
+            ApiKey::ElectLeaders => probe(
+                &mut client,
+                min,
+                max,
+                kafka_protocol::messages::ElectLeadersRequest::default(),
+            ),
+            ApiKey::DescribeQuorum => probe(
+                &mut client,
+                min,
+                max,
+                kafka_protocol::messages::DescribeQuorumRequest::default(),
+            ),
             other => panic!("the broker advertises {other:?}, which this test does not know yet"),
         };
         assert!(

@@ -410,3 +410,26 @@ fn authorized_operations_of_unknown_topics_when_requested() {
     assert_eq!(response.topics[0].error_code, error_code::UNKNOWN_TOPIC_ID);
     assert_eq!(response.topics[0].topic_authorized_operations, i32::MIN);
 }
+
+/// `broker.rack` is sent at registration and Metadata (v1+) shows it.
+#[test]
+fn broker_rack_is_shown_in_metadata() {
+    let broker = weir_integration_tests::TestBroker::builder()
+        .override_config("broker.rack", "rack-a")
+        .start()
+        .expect("starting weir");
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    let response = metadata(
+        &mut client,
+        version,
+        &MetadataRequest::default().with_topics(Some(vec![])),
+    );
+    let racks: Vec<Option<String>> = response
+        .brokers
+        .iter()
+        .map(|b| b.rack.as_ref().map(|r| r.to_string()))
+        .collect();
+    assert_eq!(racks, vec![Some("rack-a".to_string())]);
+}

@@ -84,8 +84,10 @@ pub static SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::DeleteGroups, 0, 2),
+    api(ApiKey::ElectLeaders, 0, 2),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::OffsetDelete, 0, 0),
+    api(ApiKey::DescribeQuorum, 0, 2),
     api(ApiKey::DescribeCluster, 0, 1),
 ];
 

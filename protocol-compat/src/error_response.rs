@@ -20,6 +20,9 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::elect_leaders_response::{
+    PartitionResult as ElectionPartitionResult, ReplicaElectionResult,
+};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -41,10 +44,10 @@ use kafka_protocol::messages::{
     AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsRequest,
-    DescribeConfigsResponse, FetchRequest, FetchResponse, InitProducerIdResponse,
-    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
-    RequestKind, ResponseKind, TopicName,
+    DescribeConfigsResponse, DescribeQuorumResponse, ElectLeadersResponse, FetchRequest,
+    FetchResponse, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    ProduceRequest, ProduceResponse, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::messages::{
     DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -107,6 +110,12 @@ pub fn error_response(
             response.error_message = None;
             response.into()
         }
+        // Kafka's DescribeQuorumRequest.getErrorResponse: a top-level error.
+        RequestKind::DescribeQuorum(_) => {
+            let mut response = DescribeQuorumResponse::default();
+            response.error_code = error_code;
+            response.into()
+        }
         RequestKind::OffsetCommit(request) => offset_commit(request, error_code).into(),
         RequestKind::OffsetFetch(request) => offset_fetch(request, api_version, error_code).into(),
         RequestKind::FindCoordinator(request) => {
@@ -164,6 +173,35 @@ pub fn error_response(
                     result.error_code = error_code;
                     result.resource_type = resource.resource_type;
                     result.resource_name = resource.resource_name.clone();
+                    result
+                })
+                .collect();
+            response.into()
+        }
+        // Kafka's ElectLeadersRequest.getErrorResponse: the error at the top
+        // level (v1+) and on every listed partition.
+        RequestKind::ElectLeaders(request) => {
+            let mut response = ElectLeadersResponse::default();
+            if api_version >= 1 {
+                response.error_code = error_code;
+            }
+            response.replica_election_results = request
+                .topic_partitions
+                .iter()
+                .flatten()
+                .map(|topic| {
+                    let mut result = ReplicaElectionResult::default();
+                    result.topic = topic.topic.clone();
+                    result.partition_result = topic
+                        .partitions
+                        .iter()
+                        .map(|&partition_id| {
+                            let mut p = ElectionPartitionResult::default();
+                            p.partition_id = partition_id;
+                            p.error_code = error_code;
+                            p
+                        })
+                        .collect();
                     result
                 })
                 .collect();
@@ -346,6 +384,7 @@ pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
         RequestKind::DescribeConfigs(_) => ApiKey::DescribeConfigs,
         RequestKind::DescribeCluster(_) => ApiKey::DescribeCluster,
+        RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
         RequestKind::OffsetCommit(_) => ApiKey::OffsetCommit,
         RequestKind::OffsetFetch(_) => ApiKey::OffsetFetch,
         RequestKind::FindCoordinator(_) => ApiKey::FindCoordinator,
@@ -359,6 +398,7 @@ pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::IncrementalAlterConfigs(_) => ApiKey::IncrementalAlterConfigs,
         RequestKind::AlterConfigs(_) => ApiKey::AlterConfigs,
         RequestKind::CreatePartitions(_) => ApiKey::CreatePartitions,
+        RequestKind::ElectLeaders(_) => ApiKey::ElectLeaders,
         RequestKind::OffsetDelete(_) => ApiKey::OffsetDelete,
         _ => return None,
     })
@@ -670,6 +710,11 @@ mod tests {
             }
             ResponseKind::AlterConfigs(r) => r.responses.iter().map(|g| g.error_code).collect(),
             ResponseKind::CreatePartitions(r) => r.results.iter().map(|t| t.error_code).collect(),
+            ResponseKind::ElectLeaders(r) => r
+                .replica_election_results
+                .iter()
+                .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
+                .collect(),
             _ => Vec::new(),
         }
     }
@@ -703,6 +748,12 @@ mod tests {
             RequestKind::IncrementalAlterConfigs(r) => r.resources.len(),
             RequestKind::AlterConfigs(r) => r.resources.len(),
             RequestKind::CreatePartitions(r) => r.topics.len(),
+            RequestKind::ElectLeaders(r) => r
+                .topic_partitions
+                .iter()
+                .flatten()
+                .map(|t| t.partitions.len())
+                .sum(),
             _ => 0,
         }
     }
@@ -713,6 +764,7 @@ mod tests {
             ResponseKind::Fetch(r) if v >= 7 => Some(r.error_code),
             ResponseKind::InitProducerId(r) => Some(r.error_code),
             ResponseKind::DescribeCluster(r) => Some(r.error_code),
+            ResponseKind::DescribeQuorum(r) => Some(r.error_code),
             ResponseKind::OffsetFetch(r) if (2..8).contains(&v) => Some(r.error_code),
             ResponseKind::FindCoordinator(r) if v < 4 => Some(r.error_code),
             ResponseKind::JoinGroup(r) => Some(r.error_code),
@@ -721,6 +773,7 @@ mod tests {
             ResponseKind::SyncGroup(r) => Some(r.error_code),
             ResponseKind::ListGroups(r) => Some(r.error_code),
             ResponseKind::OffsetDelete(r) => Some(r.error_code),
+            ResponseKind::ElectLeaders(r) if v >= 1 => Some(r.error_code),
             _ => None,
         }
     }

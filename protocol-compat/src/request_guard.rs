@@ -247,6 +247,8 @@ fn first_flexible_version(api_key: ApiKey) -> Option<i16> {
         ApiKey::CreatePartitions => 2,
         // OffsetDelete has no flexible version.
         ApiKey::OffsetDelete => i16::MAX,
+        ApiKey::DescribeQuorum => 0,
+        ApiKey::ElectLeaders => 2,
         _ => return None,
     })
 }
@@ -682,6 +684,27 @@ pub(crate) fn check_request_body(
                 c.array(4, Cursor::int32)?; // partitions
                 c.tagged_fields()
             })?;
+        }
+        ApiKey::DescribeQuorum => {
+            c.array(2, |c| {
+                c.string()?; // topic_name
+                c.array(5, |c| {
+                    c.int32()?; // partition_index
+                    c.tagged_fields()
+                })?;
+                c.tagged_fields()
+            })?;
+        }
+        ApiKey::ElectLeaders => {
+            if v >= 1 {
+                c.int8()?; // election_type
+            }
+            c.array(2, |c| {
+                c.string()?; // topic
+                c.array(4, Cursor::int32)?; // partitions
+                c.tagged_fields()
+            })?; // topic_partitions (nullable)
+            c.int32()?; // timeout_ms
         }
         _ => return Err(GuardError::NoGuard { api_key }),
     }

@@ -519,6 +519,43 @@ pub(crate) fn populated_request(api_key: ApiKey, v: i16) -> RequestKind {
                 .collect();
             request.into()
         }
+        ApiKey::ElectLeaders => {
+            let mut request = ElectLeadersRequest::default();
+            if v >= 1 {
+                request.election_type = 1;
+            }
+            request.topic_partitions = Some(
+                (0..2)
+                    .map(|t| {
+                        let mut topic = elect_leaders_request::TopicPartitions::default();
+                        topic.topic = name(if t == 0 { "orders" } else { "payments" });
+                        topic.partitions = vec![0, 3, 7];
+                        topic.unknown_tagged_fields = tagged(flex);
+                        topic
+                    })
+                    .collect(),
+            );
+            request.timeout_ms = 30_000;
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::DescribeQuorum => {
+            let mut request = DescribeQuorumRequest::default();
+            let mut topic = describe_quorum_request::TopicData::default();
+            topic.topic_name = name("__cluster_metadata");
+            topic.partitions = (0..2)
+                .map(|p| {
+                    let mut partition = describe_quorum_request::PartitionData::default();
+                    partition.partition_index = p;
+                    partition.unknown_tagged_fields = tagged(flex);
+                    partition
+                })
+                .collect();
+            topic.unknown_tagged_fields = tagged(flex);
+            request.topics = vec![topic.clone(), topic];
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
         other => panic!("no populated request for {other:?}"),
     }
 }

@@ -73,6 +73,17 @@ pub enum StorageError {
         /// What was wrong.
         reason: String,
     },
+    /// `weir format` found the log directory already formatted (Kafka's
+    /// `kafka-storage format`: "Log directory ... is already formatted").
+    #[error("log directory is already formatted: {path} names cluster.id={cluster_id} node.id={node_id}")]
+    AlreadyFormatted {
+        /// The existing `meta.properties` file.
+        path: PathBuf,
+        /// Its `cluster.id`.
+        cluster_id: String,
+        /// Its `node.id`.
+        node_id: i32,
+    },
     /// `meta.properties` belongs to another broker.
     #[error("log dir {path} belongs to node.id {found}, not {expected}")]
     NodeIdMismatch {

@@ -43,7 +43,10 @@ pub use log::retention::SegmentDeletion;
 pub use log::{
     CleanupPolicy, FetchDataInfo, Log, LogAppendInfo, LogConfig, PendingFlush, TimestampType,
 };
-pub use log_manager::LogManager;
+pub use log_manager::{
+    format_log_dir, is_kafka_uuid, random_kafka_uuid, read_meta_properties, FormatOutcome,
+    LogManager, MetaProperties,
+};
 pub use producer_state::ProducerStateManager;
 
 /// A Kafka topic partition. Its directory under `log.dirs` is

@@ -68,11 +68,134 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A random Kafka-style UUID string (16 random bytes, base64url, no padding),
-/// as Kafka's `Uuid.randomUuid().toString()`.
-fn random_kafka_uuid() -> String {
+/// A random Kafka-style UUID string (16 random bytes, base64url, no padding:
+/// 22 characters), as Kafka's `Uuid.randomUuid().toString()` and
+/// `kafka-storage random-uuid`: never one that starts with `-` (it would
+/// read as a command-line option) nor the reserved zero and one UUIDs.
+pub fn random_kafka_uuid() -> String {
     use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
+    loop {
+        let uuid = uuid::Uuid::new_v4();
+        let text = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid.as_bytes());
+        if !text.starts_with('-') && uuid.as_u128() > 1 {
+            return text;
+        }
+    }
+}
+
+/// True when `id` is a Kafka UUID string: 22 base64url characters (no
+/// padding) that decode to 16 bytes, as Kafka's `Uuid.fromString` accepts.
+pub fn is_kafka_uuid(id: &str) -> bool {
+    use base64::Engine as _;
+    id.len() == 22
+        && base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(id)
+            .is_ok_and(|bytes| bytes.len() == 16)
+}
+
+/// The fields of a log directory's `meta.properties` (Kafka's
+/// `MetaProperties`, version 1 as written by KRaft's `kafka-storage format`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaProperties {
+    /// `cluster.id`: 22-character Kafka UUID string.
+    pub cluster_id: String,
+    /// `node.id`.
+    pub node_id: i32,
+    /// `directory.id`, when the file has one.
+    pub directory_id: Option<String>,
+}
+
+/// Reads `<log_dir>/meta.properties`; `Ok(None)` when the directory is not
+/// formatted (no such file).
+///
+/// # Errors
+/// [`StorageError::MalformedFile`] when `cluster.id` or `node.id` is missing
+/// or unreadable; [`StorageError::Io`] on other read errors.
+pub fn read_meta_properties(log_dir: &Path) -> Result<Option<MetaProperties>, StorageError> {
+    let path = log_dir.join(META_PROPERTIES_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StorageError::io("read", &path, e)),
+    };
+    let props = parse_properties(&text);
+    let malformed = |reason: String| StorageError::MalformedFile {
+        path: path.clone(),
+        reason,
+    };
+    let node_id = props
+        .get("node.id")
+        .ok_or_else(|| malformed("missing node.id".to_string()))?;
+    let node_id: i32 = node_id
+        .parse()
+        .map_err(|_| malformed(format!("bad node.id {node_id:?}")))?;
+    let cluster_id = props
+        .get("cluster.id")
+        .cloned()
+        .ok_or_else(|| malformed("missing cluster.id".to_string()))?;
+    Ok(Some(MetaProperties {
+        cluster_id,
+        node_id,
+        directory_id: props.get("directory.id").cloned(),
+    }))
+}
+
+/// What [`format_log_dir`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FormatOutcome {
+    /// `meta.properties` was written (version 1, with a new `directory.id`).
+    Formatted,
+    /// The directory was already formatted with the same cluster and node id
+    /// and `ignore_formatted` was set; nothing was written.
+    AlreadyFormatted,
+}
+
+/// Formats `log_dir` for `node_id` in cluster `cluster_id`, as Kafka's
+/// `kafka-storage format -t <cluster_id> -c <config>`: creates the directory
+/// and writes `meta.properties` (`version=1`, `cluster.id`, `node.id`, a new
+/// random `directory.id`).
+///
+/// # Errors
+/// [`StorageError::AlreadyFormatted`] when the directory already has a
+/// `meta.properties`, unless `ignore_formatted` is set and it names the same
+/// cluster and node (Kafka's `--ignore-formatted`);
+/// [`StorageError::MalformedFile`] when `cluster_id` is not a Kafka UUID
+/// string or the existing file is unreadable; [`StorageError::Io`] on file
+/// errors.
+pub fn format_log_dir(
+    log_dir: &Path,
+    node_id: i32,
+    cluster_id: &str,
+    ignore_formatted: bool,
+) -> Result<FormatOutcome, StorageError> {
+    let path = log_dir.join(META_PROPERTIES_FILE);
+    if !is_kafka_uuid(cluster_id) {
+        return Err(StorageError::MalformedFile {
+            path,
+            reason: format!(
+                "cluster id {cluster_id:?} is not a Kafka UUID (22 base64url characters of 16 bytes)"
+            ),
+        });
+    }
+    if let Some(existing) = read_meta_properties(log_dir)? {
+        if ignore_formatted && existing.cluster_id == cluster_id && existing.node_id == node_id {
+            return Ok(FormatOutcome::AlreadyFormatted);
+        }
+        return Err(StorageError::AlreadyFormatted {
+            path,
+            cluster_id: existing.cluster_id,
+            node_id: existing.node_id,
+        });
+    }
+    let fs = RealFileSystem::shared();
+    fs.create_dir_all(log_dir)
+        .map_err(|e| StorageError::io("create_dir", log_dir, e))?;
+    let directory_id = random_kafka_uuid();
+    let text = format!(
+        "#\n#Written by weir format\ncluster.id={cluster_id}\ndirectory.id={directory_id}\nnode.id={node_id}\nversion=1\n"
+    );
+    checkpoint::write_atomically(&*fs, &path, text.as_bytes())?;
+    Ok(FormatOutcome::Formatted)
 }
 
 /// Parses a partition directory name `<topic>-<partition>` (topic names use
@@ -754,6 +877,93 @@ mod tests {
         assert_eq!(lock(&log).recovered_segments(), 1);
         assert_eq!(lock(&log).log_end_offset(), end);
         assert_eq!(std::fs::metadata(&segment).unwrap().len(), size);
+    }
+
+    #[test]
+    fn format_writes_meta_properties_that_open_keeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let log_dir = dir.path().join("data");
+        let cluster_id = random_kafka_uuid();
+        assert!(is_kafka_uuid(&cluster_id));
+        assert_eq!(read_meta_properties(&log_dir).unwrap(), None);
+        assert_eq!(
+            format_log_dir(&log_dir, 3, &cluster_id, false).unwrap(),
+            FormatOutcome::Formatted
+        );
+        let text = std::fs::read_to_string(log_dir.join(META_PROPERTIES_FILE)).unwrap();
+        assert!(
+            text.contains(&format!("cluster.id={cluster_id}\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains("node.id=3\n") && text.contains("version=1\n"),
+            "{text}"
+        );
+        let meta = read_meta_properties(&log_dir).unwrap().unwrap();
+        assert_eq!(
+            (meta.cluster_id.as_str(), meta.node_id),
+            (cluster_id.as_str(), 3)
+        );
+        assert!(meta.directory_id.as_deref().is_some_and(is_kafka_uuid));
+
+        let manager = LogManager::open(log_dir.clone(), 3, LogConfig::default()).unwrap();
+        assert_eq!(manager.cluster_id(), cluster_id);
+        assert_eq!(Some(manager.directory_id()), meta.directory_id.as_deref());
+    }
+
+    #[test]
+    fn format_refuses_a_formatted_dir_unless_ignored_with_the_same_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let cluster_id = random_kafka_uuid();
+        format_log_dir(dir.path(), 1, &cluster_id, false).unwrap();
+        let before = std::fs::read_to_string(dir.path().join(META_PROPERTIES_FILE)).unwrap();
+        assert!(matches!(
+            format_log_dir(dir.path(), 1, &cluster_id, false),
+            Err(StorageError::AlreadyFormatted { cluster_id: ref found, node_id: 1, .. }) if *found == cluster_id
+        ));
+        assert_eq!(
+            format_log_dir(dir.path(), 1, &cluster_id, true).unwrap(),
+            FormatOutcome::AlreadyFormatted
+        );
+        let other = random_kafka_uuid();
+        assert!(matches!(
+            format_log_dir(dir.path(), 1, &other, true),
+            Err(StorageError::AlreadyFormatted { .. })
+        ));
+        assert!(matches!(
+            format_log_dir(dir.path(), 2, &cluster_id, true),
+            Err(StorageError::AlreadyFormatted { .. })
+        ));
+        let after = std::fs::read_to_string(dir.path().join(META_PROPERTIES_FILE)).unwrap();
+        assert_eq!(before, after);
+    }
+
+    #[test]
+    fn random_uuids_never_start_with_a_dash() {
+        for _ in 0..2_000 {
+            let id = random_kafka_uuid();
+            assert!(is_kafka_uuid(&id) && !id.starts_with('-'), "{id}");
+        }
+    }
+
+    #[test]
+    fn format_rejects_a_cluster_id_that_is_not_a_kafka_uuid() {
+        let dir = tempfile::tempdir().unwrap();
+        for bad in [
+            "",
+            "my-cluster",
+            "AAAAAAAAAAAAAAAAAAAAAAAA",
+            "AAAAAAAAAAAAAAAAAAAAA+",
+        ] {
+            assert!(
+                matches!(
+                    format_log_dir(dir.path(), 1, bad, false),
+                    Err(StorageError::MalformedFile { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+        assert!(!dir.path().join(META_PROPERTIES_FILE).exists());
     }
 
     #[test]

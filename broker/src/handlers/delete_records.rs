@@ -48,13 +48,13 @@ pub async fn handle(
             }
             match ctx
                 .replica_manager
-                .partition(&topic.name, p.partition_index)
+                .leader_partition(&topic.name, p.partition_index, || ctx.metadata())
             {
-                None => r.error_code = ResponseError::UnknownTopicOrPartition.code(),
-                Some(partition) if !partition.cleanup_policy_allows_delete() => {
+                Err(code) => r.error_code = code,
+                Ok(partition) if !partition.cleanup_policy_allows_delete() => {
                     r.error_code = ResponseError::PolicyViolation.code();
                 }
-                Some(partition) => {
+                Ok(partition) => {
                     let before = partition.log_start_offset();
                     match partition.delete_records(p.offset) {
                         Ok(low_watermark) => {

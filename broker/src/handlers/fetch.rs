@@ -93,8 +93,7 @@ pub async fn handle(
         for p in &topic.partitions {
             let resolved = resolved.and_then(|()| {
                 ctx.replica_manager
-                    .partition(&name, p.partition)
-                    .ok_or(ResponseError::UnknownTopicOrPartition.code())
+                    .leader_partition(&name, p.partition, || ctx.metadata())
             });
             targets.push(Target {
                 topic: topic_index,

@@ -57,10 +57,10 @@ pub fn handle(
             r.leader_epoch = -1;
             match ctx
                 .replica_manager
-                .partition(&topic.name, p.partition_index)
+                .leader_partition(&topic.name, p.partition_index, || ctx.metadata())
             {
-                None => r.error_code = ResponseError::UnknownTopicOrPartition.code(),
-                Some(partition) => match partition.check_leader_epoch(p.current_leader_epoch) {
+                Err(code) => r.error_code = code,
+                Ok(partition) => match partition.check_leader_epoch(p.current_leader_epoch) {
                     Err(code) => r.error_code = code,
                     Ok(()) => match lookup(&partition, version, p.timestamp) {
                         Ok((timestamp, offset)) => {

@@ -6,7 +6,6 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
-use kafka_protocol::ResponseError;
 
 use crate::context::BrokerContext;
 
@@ -25,9 +24,12 @@ pub fn handle(
             r.partition = p.partition;
             r.leader_epoch = -1;
             r.end_offset = -1;
-            match ctx.replica_manager.partition(&topic.topic, p.partition) {
-                None => r.error_code = ResponseError::UnknownTopicOrPartition.code(),
-                Some(partition) => match partition.check_leader_epoch(p.current_leader_epoch) {
+            match ctx
+                .replica_manager
+                .leader_partition(&topic.topic, p.partition, || ctx.metadata())
+            {
+                Err(code) => r.error_code = code,
+                Ok(partition) => match partition.check_leader_epoch(p.current_leader_epoch) {
                     Err(code) => r.error_code = code,
                     Ok(()) => {
                         let (epoch, end_offset) = partition.end_offset_for_epoch(p.leader_epoch);

@@ -189,8 +189,8 @@ fn append(
     }
     let partition = ctx
         .replica_manager
-        .partition(topic, index)
-        .ok_or((ResponseError::UnknownTopicOrPartition.code(), None))?;
+        .leader_partition(topic, index, || ctx.metadata())
+        .map_err(|code| (code, None))?;
     let records = records.ok_or_else(|| invalid_record("records are null"))?;
     if records.len() < RECORD_BATCH_OVERHEAD {
         return Err(invalid_record(

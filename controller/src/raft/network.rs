@@ -18,7 +18,11 @@ use openraft::raft::{
 };
 use openraft::BasicNode;
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use super::MetadataTypeConfig;
+use crate::quorum_state::{now_ms, ReplicaContacts};
 use crate::transport::{
     PeerClient, QuorumRequest, QuorumResponse, QuorumTransport, TransportError,
 };
@@ -28,17 +32,38 @@ use crate::transport::{
 pub(crate) struct QuorumNetworkFactory {
     node_id: u64,
     transport: QuorumTransport,
+    contacts: Arc<ReplicaContacts>,
+    /// This node's own `controller.quorum.voters` addresses by voter id:
+    /// they win over the addresses in the replicated membership, which are
+    /// the initializing voter's view (as Kafka, each node uses its own
+    /// config to reach the others).
+    voter_addresses: Arc<BTreeMap<u64, String>>,
 }
 
 impl QuorumNetworkFactory {
-    pub(crate) fn new(node_id: u64, transport: QuorumTransport) -> Self {
-        QuorumNetworkFactory { node_id, transport }
+    pub(crate) fn new(
+        node_id: u64,
+        transport: QuorumTransport,
+        voter_addresses: Arc<BTreeMap<u64, String>>,
+    ) -> Self {
+        QuorumNetworkFactory {
+            node_id,
+            transport,
+            contacts: Arc::default(),
+            voter_addresses,
+        }
+    }
+
+    /// When each voter last answered an AppendEntries from this node.
+    pub(crate) fn contacts(&self) -> Arc<ReplicaContacts> {
+        self.contacts.clone()
     }
 }
 
 /// A client to one voter.
 pub(crate) struct VoterClient {
     client: PeerClient,
+    contacts: Arc<ReplicaContacts>,
 }
 
 fn rpc_error<E: std::error::Error>(e: TransportError) -> RPCError<u64, BasicNode, E> {
@@ -64,7 +89,12 @@ impl RaftNetworkFactory<MetadataTypeConfig> for QuorumNetworkFactory {
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> Self::Network {
         VoterClient {
-            client: self.transport.client(self.node_id, target, &node.addr),
+            client: self.transport.client(
+                self.node_id,
+                target,
+                self.voter_addresses.get(&target).unwrap_or(&node.addr),
+            ),
+            contacts: self.contacts.clone(),
         }
     }
 }
@@ -83,6 +113,7 @@ impl RaftNetwork<MetadataTypeConfig> for VoterClient {
             .map_err(rpc_error)?
         {
             QuorumResponse::AppendEntries(r) => {
+                self.contacts.acked(target, now_ms());
                 r.map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))
             }
             other => Err(mismatched(target, &other)),
@@ -139,7 +170,8 @@ mod tests {
 
     #[tokio::test]
     async fn single_voter_clients_report_unreachable_instead_of_panicking() {
-        let mut factory = QuorumNetworkFactory::new(1, QuorumTransport::single_voter());
+        let mut factory =
+            QuorumNetworkFactory::new(1, QuorumTransport::single_voter(), Arc::default());
         let mut client = factory.new_client(2, &BasicNode::default()).await;
         let option = RPCOption::new(Duration::from_millis(10));
         let err = client

@@ -102,41 +102,21 @@ fn violation(invariant: &'static str, detail: String) -> Result<(), Violation> {
     Err(Violation { invariant, detail })
 }
 
-/// How the quorum identifies a leader.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaderIds {
-    /// Standard Raft and KRaft: one leader per term (epoch).
-    #[allow(dead_code)]
-    Term,
-    /// openraft's default (without its `single-term-leader` feature): a
-    /// leader id is `(term, node id)`, and a term may elect a second leader
-    /// with a higher node id after the first (a voter that voted for
-    /// `(t, 1)` may still grant `(t, 3)`).
-    TermAndNode,
-}
-
-/// Raft's election safety.
+/// Raft's election safety, as KRaft's one leader per epoch (openraft is
+/// built with its `single-term-leader` feature for this).
 ///
-/// With [`LeaderIds::Term`]: no two voters are leader of the same term. A
-/// voter that claims leadership of a term and a voter that names a leader
-/// for a term both count, so followers that disagree about a term's leader
-/// fail too.
-///
-/// With [`LeaderIds::TermAndNode`]: each voter process's `(term, leader)`
-/// never goes back in openraft's leader id order (a higher term, or the
-/// same term and a higher node id), and a voter that leads names itself.
-pub fn at_most_one_leader_per_term(
-    history: &[RaftObservation],
-    ids: LeaderIds,
-) -> Result<(), Violation> {
-    match ids {
-        LeaderIds::Term => one_leader_per_term(history),
-        LeaderIds::TermAndNode => leader_ids_never_go_backwards(history),
-    }
+/// No two voters are leader of the same term. A voter that claims
+/// leadership of a term and a voter that names a leader for a term both
+/// count, so followers that disagree about a term's leader fail too. And
+/// each voter process's `(term, leader)` never goes back (a later sample
+/// never names an older term), and a voter that leads names itself.
+pub fn at_most_one_leader_per_term(history: &[RaftObservation]) -> Result<(), Violation> {
+    one_leader_per_term(history)?;
+    leader_ids_never_go_backwards(history)
 }
 
 fn leader_ids_never_go_backwards(history: &[RaftObservation]) -> Result<(), Violation> {
-    const NAME: &str = "leader ids (term, node) never go backwards on a voter";
+    const NAME: &str = "a voter's (term, leader) never goes backwards";
     let mut last: BTreeMap<(i32, u32), (u64, i32)> = BTreeMap::new();
     for o in history {
         if o.status.is_leader && o.status.leader.is_some_and(|l| l != o.node) {
@@ -576,47 +556,38 @@ mod tests {
             raft(3, status(2, Some(2), false)),
             raft(2, status(2, Some(2), true)),
         ];
-        assert_eq!(at_most_one_leader_per_term(&good, LeaderIds::Term), Ok(()));
-        assert_eq!(
-            at_most_one_leader_per_term(&good, LeaderIds::TermAndNode),
-            Ok(())
-        );
+        assert_eq!(at_most_one_leader_per_term(&good), Ok(()));
 
         let two_claims = [
             raft(1, status(3, Some(1), true)),
             raft(2, status(3, Some(2), true)),
         ];
-        let err = at_most_one_leader_per_term(&two_claims, LeaderIds::Term).unwrap_err();
+        let err = at_most_one_leader_per_term(&two_claims).unwrap_err();
         assert_eq!(err.invariant, "at most one leader per raft term");
         assert!(err.detail.contains("term 3"), "{err}");
-        // openraft's default leader ids allow that (2 outranks 1 in term 3).
-        assert_eq!(
-            at_most_one_leader_per_term(&two_claims, LeaderIds::TermAndNode),
-            Ok(())
-        );
 
         // Followers that name different leaders for one term fail too.
         let disagree = [
             raft(1, status(4, Some(2), false)),
             raft(3, status(4, Some(3), false)),
         ];
-        assert!(at_most_one_leader_per_term(&disagree, LeaderIds::Term).is_err());
+        assert!(at_most_one_leader_per_term(&disagree).is_err());
 
-        // With (term, node) ids a voter never goes back to a lower leader
-        // id, and a leader names itself.
+        // A voter never goes back to an older leader, and a leader names
+        // itself.
         let backwards = [
             raft(2, status(4, Some(3), false)),
             raft(2, status(4, Some(1), false)),
         ];
-        let err = at_most_one_leader_per_term(&backwards, LeaderIds::TermAndNode).unwrap_err();
+        let err = at_most_one_leader_per_term(&backwards).unwrap_err();
         assert!(err.detail.contains("voter 2"), "{err}");
         let older_term = [
             raft(2, status(5, Some(1), false)),
             raft(2, status(4, Some(3), false)),
         ];
-        assert!(at_most_one_leader_per_term(&older_term, LeaderIds::TermAndNode).is_err());
+        assert!(at_most_one_leader_per_term(&older_term).is_err());
         let confused = [raft(2, status(5, Some(1), true))];
-        assert!(at_most_one_leader_per_term(&confused, LeaderIds::TermAndNode).is_err());
+        assert!(at_most_one_leader_per_term(&confused).is_err());
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! messages, while voters crash and restart from their directories and
 //! clients create and delete topics and add partitions through random
 //! voters. Everything the voters publish is recorded and checked against
-//! the invariants in [`invariants`]: at most one leader per raft term (in
-//! the form openraft's default leader ids allow, see [`LEADER_IDS`]); every
+//! the invariants in [`invariants`]: at most one leader per raft term
+//! (openraft's `single-term-leader` feature, as KRaft's one leader per
+//! epoch); every
 //! partition's leader in its ISR and the ISR a subset of its replicas;
 //! leader and partition epochs never going backwards on any voter; answers
 //! that reflect every earlier acknowledged command (no stale reads); and,
@@ -54,8 +55,8 @@ use std::time::Duration;
 use invariants::{
     answers_reflect_earlier_acknowledged_commands, at_most_one_leader_per_term,
     epochs_never_go_backwards, images_converged, no_acknowledged_command_lost,
-    partition_leader_in_isr_and_isr_in_replicas, Command, CommandRecord, ImageObservation,
-    LeaderIds, Outcome, RaftObservation,
+    partition_leader_in_isr_and_isr_in_replicas, Command, CommandRecord, ImageObservation, Outcome,
+    RaftObservation,
 };
 use schedule::{Op, Schedule, Step};
 use tokio::task::JoinHandle;
@@ -65,12 +66,6 @@ use weir_controller::{
     QuorumController, QuorumOptions, QuorumTransport, QuorumVoter, TopicRef,
 };
 
-/// How the quorum identifies leaders: openraft is built without its
-/// `single-term-leader` feature, so a term may see a second leader with a
-/// higher node id (a 150-seed run with [`LeaderIds::Term`] failed at seed 24:
-/// term 2 led by voter 1, then by voter 3). KRaft's one leader per epoch
-/// needs that feature.
-const LEADER_IDS: LeaderIds = LeaderIds::TermAndNode;
 /// Seeds per run unless `WEIR_SIM_SEEDS` says otherwise.
 const DEFAULT_SEEDS: u64 = 16;
 /// How often each voter's raft state is sampled, in simulated time.
@@ -80,6 +75,13 @@ const CONVERGE_WITHIN: Duration = Duration::from_secs(60);
 
 #[test]
 fn seeded_runs_keep_every_invariant() {
+    // `RUST_LOG=weir_controller=debug` shows what the voters do.
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
     for seed in seeds() {
         let _report_on_panic = SeedOnPanic(seed);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -185,6 +187,11 @@ fn options() -> QuorumOptions {
         startup_timeout: Duration::from_secs(30),
         leader_wait: Duration::from_secs(3),
         forward_timeout: Duration::from_secs(3),
+        // The simulated brokers register once and never heartbeat; they
+        // must not be fenced during a run (fencing is covered by
+        // `tests/broker_lifecycle.rs`).
+        broker_session_timeout: Duration::from_secs(24 * 3600),
+        ..QuorumOptions::default()
     }
 }
 
@@ -279,7 +286,7 @@ impl Simulation {
         let images = self.converged().await?;
 
         let history = lock(&self.history);
-        at_most_one_leader_per_term(&history.raft, LEADER_IDS).map_err(|v| v.to_string())?;
+        at_most_one_leader_per_term(&history.raft).map_err(|v| v.to_string())?;
         partition_leader_in_isr_and_isr_in_replicas(&history.images).map_err(|v| v.to_string())?;
         epochs_never_go_backwards(&history.images).map_err(|v| v.to_string())?;
         no_acknowledged_command_lost(&images[0].1, &history.commands).map_err(|v| v.to_string())?;
@@ -416,14 +423,35 @@ impl Simulation {
             };
             let incarnation = uuid::Uuid::from_u128(id as u128 + 1);
             let mut attempts = 0;
-            while let Err(e) = node
-                .controller
-                .register_broker(id, incarnation, vec![endpoint.clone()], None)
-                .await
-            {
-                attempts += 1;
-                if attempts == 5 {
-                    return Err(format!("broker {id} did not register: {e}"));
+            let epoch = loop {
+                match node
+                    .controller
+                    .register_broker(id, incarnation, vec![endpoint.clone()], None)
+                    .await
+                {
+                    Ok(epoch) => break epoch,
+                    Err(e) => {
+                        attempts += 1;
+                        if attempts == 5 {
+                            return Err(format!("broker {id} did not register: {e}"));
+                        }
+                    }
+                }
+            };
+            // Brokers register fenced; a heartbeat from a broker that has
+            // caught up with its registration unfences it (KIP-631).
+            let mut attempts = 0;
+            loop {
+                match node.controller.broker_heartbeat(id, epoch, false).await {
+                    Ok(reply) if !reply.is_fenced => break,
+                    outcome => {
+                        attempts += 1;
+                        if attempts == 50 {
+                            return Err(format!("broker {id} stayed fenced: {outcome:?}"));
+                        }
+                        // The broker heartbeat interval, in simulated time.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
                 }
             }
         }

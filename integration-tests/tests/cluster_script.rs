@@ -1,0 +1,149 @@
+//! `scripts/cluster up|status|down`: a local 3-node cluster on 127.0.0.1-3
+//! (state in a temp `WEIR_CLUSTER_DIR`, the debug binary via `WEIR_BIN`).
+//! `up` prints the bootstrap addresses of three nodes that answer Metadata
+//! with the same three brokers; `status` prints
+//! `node <id> <host:port> pid <pid> <role>` with one active controller and two
+//! voters; `down` stops every process and keeps the data, so a second `up`
+//! restarts the same cluster (every voter restarting at once); `down --clean`
+//! removes the directory.
+
+use std::path::Path;
+use std::process::Command;
+
+use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse};
+use weir_integration_tests::{clients, weir_binary, RawClient};
+
+use crate::support;
+
+/// Runs `scripts/cluster <args>` and returns its stdout; panics with its
+/// stderr when it fails.
+fn cluster(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new(clients::repo_root().join("scripts/cluster"))
+        .args(args)
+        .env("WEIR_CLUSTER_DIR", dir)
+        .env("WEIR_BIN", weir_binary())
+        .output()
+        .expect("running scripts/cluster");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "scripts/cluster {args:?} exited with {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+    stdout
+}
+
+/// Stops the cluster when the test ends, also on failure (showing node logs).
+struct Down<'a>(&'a Path);
+
+impl Drop for Down<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for id in 1..=3 {
+                let log = self.0.join(format!("node-{id}/weir.log"));
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                eprintln!("---- node {id} ({}) ----", log.display());
+                for line in tail.iter().rev() {
+                    eprintln!("{line}");
+                }
+            }
+        }
+        let _ = Command::new(clients::repo_root().join("scripts/cluster"))
+            .arg("down")
+            .env("WEIR_CLUSTER_DIR", self.0)
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// Checks `status` lines against the bootstrap addresses; returns the pids.
+fn check_status(status: &str, addresses: &[&str]) -> Vec<u32> {
+    let lines: Vec<&str> = status.lines().collect();
+    assert_eq!(lines.len(), 3, "{status}");
+    let mut pids = Vec::new();
+    let mut active = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        assert_eq!(fields.len(), 6, "{line}");
+        assert_eq!(fields[0], "node", "{line}");
+        assert_eq!(fields[1], (i + 1).to_string(), "{line}");
+        assert_eq!(fields[2], addresses[i], "{line}");
+        assert!(
+            fields[2].starts_with(&format!("127.0.0.{}:", i + 1)),
+            "{line}"
+        );
+        assert_eq!(fields[3], "pid", "{line}");
+        let pid: u32 = fields[4]
+            .parse()
+            .unwrap_or_else(|_| panic!("pid in {line}"));
+        assert!(
+            Path::new(&format!("/proc/{pid}")).exists(),
+            "{line}: no such process"
+        );
+        match fields[5] {
+            "active-controller" => active += 1,
+            "voter" => {}
+            other => panic!("role {other} in {line}"),
+        }
+        pids.push(pid);
+    }
+    assert_eq!(active, 1, "one active controller:\n{status}");
+    pids
+}
+
+#[test]
+fn cluster_script_starts_reports_restarts_and_stops_three_nodes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("cluster");
+    let _down = Down(&state);
+
+    let bootstrap = cluster(&state, &["up"]);
+    let bootstrap = bootstrap.trim();
+    let addresses: Vec<&str> = bootstrap.split(',').collect();
+    assert_eq!(addresses.len(), 3, "bootstrap {bootstrap:?}");
+    for address in &addresses {
+        let mut client = RawClient::connect(address).expect("connecting to a node");
+        let versions = support::api_versions(&mut client);
+        let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+        let response: MetadataResponse = client
+            .send(
+                &MetadataRequest::default().with_topics(Some(vec![])),
+                version,
+            )
+            .expect("Metadata");
+        let mut listed: Vec<String> = response
+            .brokers
+            .iter()
+            .map(|b| format!("{}:{}", b.host.as_str(), b.port))
+            .collect();
+        listed.sort();
+        assert_eq!(listed, addresses, "{address}'s Metadata brokers");
+    }
+    let pids = check_status(&cluster(&state, &["status"]), &addresses);
+    assert!(cluster(&state, &["up"]).contains(bootstrap), "up when up");
+
+    cluster(&state, &["down"]);
+    for pid in &pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "pid {pid} still runs after down"
+        );
+    }
+    let status = cluster(&state, &["status"]);
+    for (i, line) in status.lines().enumerate() {
+        assert_eq!(line, format!("node {} {} pid - down", i + 1, addresses[i]));
+    }
+    assert!(
+        state.join("node-1/data/meta.properties").exists(),
+        "down keeps the data"
+    );
+
+    // All three voters restart on their data at once.
+    assert_eq!(cluster(&state, &["up"]).trim(), bootstrap);
+    check_status(&cluster(&state, &["status"]), &addresses);
+
+    cluster(&state, &["down", "--clean"]);
+    assert!(!state.exists(), "down --clean removes {}", state.display());
+}

@@ -1,0 +1,134 @@
+//! ElectLeaders (key 43) on a three-node cluster, over the raw protocol:
+//! ELECTION_NOT_NEEDED and UNKNOWN_TOPIC_OR_PARTITION on a healthy
+//! partition; after kill -9 of the broker that alone holds an RF=3
+//! partition's ISR, a preferred election cannot help
+//! (PREFERRED_LEADER_NOT_AVAILABLE) and an unclean one (KIP-460) makes a
+//! live replica leader with itself as the ISR, on every surviving node.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+use kafka_protocol::messages::{
+    ApiKey, ElectLeadersRequest, ElectLeadersResponse, MetadataRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use weir_integration_tests::RawClient;
+
+use crate::cluster::{
+    agreed_controller, create_assigned, start_three_nodes_with, topic_state, FAST_SESSIONS,
+};
+use crate::support::{self, error_code};
+
+const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
+const ELECTION_NOT_NEEDED: i16 = 84;
+
+/// `(partition, error code)` per partition of `topic`'s results.
+fn elect(
+    client: &mut RawClient,
+    version: i16,
+    election_type: i8,
+    topic: &str,
+    partitions: &[i32],
+) -> Vec<(i32, i16)> {
+    let request = ElectLeadersRequest::default()
+        .with_election_type(election_type)
+        .with_timeout_ms(30_000)
+        .with_topic_partitions(Some(vec![TopicPartitions::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partitions(partitions.to_vec())]));
+    let response: ElectLeadersResponse = client.send(&request, version).expect("ElectLeaders");
+    assert_eq!(response.error_code, error_code::NONE, "{response:?}");
+    assert_eq!(response.replica_election_results.len(), 1, "{response:?}");
+    let result = &response.replica_election_results[0];
+    assert_eq!(result.topic.0.as_str(), topic);
+    result
+        .partition_result
+        .iter()
+        .map(|p| (p.partition_id, p.error_code))
+        .collect()
+}
+
+#[test]
+fn unclean_election_makes_a_live_replica_lead_an_offline_partition() {
+    let (mut brokers, _) = start_three_nodes_with(&FAST_SESSIONS);
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let versions = support::api_versions(&mut clients[0]);
+    let metadata = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    let version = support::newest::<ElectLeadersRequest>(&versions, ApiKey::ElectLeaders);
+    assert_eq!(version, 2);
+    let active = agreed_controller(&mut clients, metadata, None);
+    // Not the active controller: the survivors keep it, and requests to
+    // both survivors exercise forwarding.
+    let victim = (1..=3).find(|&id| id != active).unwrap();
+    let others: Vec<i32> = (1..=3).filter(|&id| id != victim).collect();
+    let first = others[0];
+    create_assigned(&mut clients[0], "rf3", &[&[victim, others[0], others[1]]]);
+    let led_by = |id: i32| vec![(error_code::NONE, id, vec![id], vec![])];
+    support::poll_until(
+        Duration::from_secs(10),
+        "rf3 led by its first replica",
+        || (topic_state(&mut clients[0], metadata, "rf3")?.0 == led_by(victim)).then_some(()),
+    );
+
+    assert_eq!(
+        elect(&mut clients[0], version, 0, "rf3", &[0, 5]),
+        vec![
+            (0, ELECTION_NOT_NEEDED),
+            (5, error_code::UNKNOWN_TOPIC_OR_PARTITION)
+        ]
+    );
+    assert_eq!(
+        elect(&mut clients[0], version, 1, "rf3", &[0]),
+        vec![(0, ELECTION_NOT_NEEDED)]
+    );
+
+    let index = brokers.iter().position(|b| b.node_id() == victim).unwrap();
+    brokers[index].kill9().expect("kill -9 a broker");
+    let survivors: Vec<usize> = (0..3).filter(|&i| i != index).collect();
+    let offline = vec![(
+        error_code::LEADER_NOT_AVAILABLE,
+        -1,
+        vec![victim],
+        vec![victim],
+    )];
+    support::poll_until(
+        Duration::from_secs(10),
+        "rf3 offline once its only ISR member is fenced",
+        || (topic_state(&mut clients[survivors[0]], metadata, "rf3")?.0 == offline).then_some(()),
+    );
+
+    let asker = survivors[1];
+    assert_eq!(
+        elect(&mut clients[asker], version, 0, "rf3", &[0]),
+        vec![(0, PREFERRED_LEADER_NOT_AVAILABLE)]
+    );
+    assert_eq!(
+        elect(&mut clients[asker], version, 1, "rf3", &[0]),
+        vec![(0, error_code::NONE)]
+    );
+    // The first live replica leads; the ISR is just it; the dead broker
+    // stays an offline replica.
+    let elected = vec![(error_code::NONE, first, vec![first], vec![victim])];
+    // The asking node answers after applying the election.
+    assert_eq!(
+        topic_state(&mut clients[asker], metadata, "rf3").unwrap().0,
+        elected
+    );
+    support::poll_until(
+        Duration::from_secs(10),
+        "every survivor to see the unclean election",
+        || {
+            survivors
+                .iter()
+                .all(|&i| {
+                    topic_state(&mut clients[i], metadata, "rf3").map(|s| s.0)
+                        == Some(elected.clone())
+                })
+                .then_some(())
+        },
+    );
+    assert_eq!(
+        elect(&mut clients[asker], version, 1, "rf3", &[0]),
+        vec![(0, ELECTION_NOT_NEEDED)]
+    );
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Profiles the weir release binary with `perf record` under Kafka's ProducerPerformance
+(acks=1 and acks=all, 16 partitions) and ConsumerPerformance, the load generators of
+`scripts/bench` (issue 6, scope 5), and writes a flat profile of each scenario to
+bench/results/profile-<scenario>.txt: the split between kernel and Weir's own code, the
+hottest symbols, and the CPU split (broker / load generator / machine) of the run.
+
+Usage: scripts/bench profile [--records N] [--out-dir DIR]
+(scripts/bench builds the release binary and resolves the Kafka classpath first; needs `perf`).
+For a flamegraph of one scenario, record call stacks and keep the data (--keep) and run e.g.
+`perf script -i <file> | inferno-collapse-perf | inferno-flamegraph > out.svg`.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_vs_kafka as bench  # noqa: E402  (the same brokers, load generators and CPU split)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def perf_report(data, *extra):
+    out = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--stdio",
+                          "-g", "none", *extra], capture_output=True, text=True).stdout
+    # perf pads every row to the terminal width and ends it with empty columns ("-  -").
+    rows = (re.sub(r"(\s+-)*\s*$", "", line) for line in out.splitlines())
+    return "\n".join(row for row in rows if row.strip() and not row.startswith("#"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--records", type=int, default=1_000_000, help="1 KiB records per scenario")
+    ap.add_argument("--out-dir", default=str(REPO / "bench/results"))
+    ap.add_argument("--keep", action="store_true", help="keep the perf.data files (printed)")
+    args = ap.parse_args()
+    args.classpath = Path(os.environ["KAFKA_CLASSPATH_FILE"]).read_text().strip()
+    args.weir_bin = os.environ["WEIR_BIN"]
+    work = Path(tempfile.mkdtemp(prefix="weir-profile-", dir=os.environ.get("TMPDIR", "/tmp")))
+    broker = bench.Weir("weir", args, work)
+    broker.start()
+    n, gigabytes = args.records, args.records * bench.RECORD_SIZE / 1e9
+    scenarios = [
+        ("produce-acks1-p16", "p16-acks1", lambda: bench.producer_perf(args, broker.port, "p16-acks1", n, "1")),
+        ("produce-acksall-p16", "p16-acksall",
+         lambda: bench.producer_perf(args, broker.port, "p16-acksall", n, "all")),
+        ("consume-p16", None, lambda: bench.consumer_perf(args, broker.port, "p16-acks1", n)),
+    ]
+    try:
+        for _, topic, _ in scenarios:
+            if topic:
+                bench.create_topic(broker.port, topic, 16)
+                bench.wait_for_leaders(broker.port, topic, 16)
+        for name, _, run in scenarios:
+            data = work / f"{name}.data"
+            stacks = ["--call-graph", "dwarf"] if args.keep else []
+            perf = subprocess.Popen(["perf", "record", "-F", "999", *stacks, "-o", str(data),
+                                     "-p", str(broker.proc.pid)], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            time.sleep(0.5)  # perf attaches before the load starts
+            result, split = bench.cpu_split(broker.proc.pid, gigabytes, run)
+            perf.send_signal(2)
+            perf.wait()
+            text = "\n".join([
+                f"# {name}: perf record -F 999 -p <weir> during {args.records} records of 1 KiB",
+                f"# weir {bench.sh(f'git -C {REPO} rev-parse --short HEAD')}, "
+                f"result {result}",
+                "# CPU split: " + ", ".join(f"{k}={v:.2f}" for k, v in split.items()),
+                "", "## by shared object", perf_report(data, "--sort", "dso"),
+                "", "## top symbols (self time, >= 0.5%)",
+                perf_report(data, "--sort", "dso,symbol", "--percent-limit", "0.5"), ""])
+            out = Path(args.out_dir) / f"profile-{name}.txt"
+            out.write_text(text)
+            bench.log(f"{name}: {result}; {split}; written to {out}")
+            if args.keep:
+                bench.log(f"perf data kept: {data}")
+    finally:
+        broker.stop()
+        if not args.keep:
+            subprocess.run(["rm", "-rf", str(work)])
+
+
+if __name__ == "__main__":
+    main()
