@@ -1468,8 +1468,9 @@ fn set_controller_id(image: &mut Arc<MetadataImage>, controller_id: Option<i32>)
 /// tokio's paused clock (every tick in phase) a two-survivor quorum never
 /// elected a leader. Raft's answer is a randomized timeout per election;
 /// this task adds it: while this voter stays a candidate of one term, it
-/// starts the next election itself after a random
-/// `[election_timeout_min / 4, election_timeout_min)` ms, so one of the
+/// starts the next election itself after a random `[election_timeout_min,
+/// election_timeout_max)` ms drawn for this term (about as often as
+/// openraft's own timer, so terms do not climb faster), so one of the
 /// rivals asks first and the other, not having voted in the new term,
 /// grants it. Ends when the raft stops.
 async fn break_split_votes(raft: Raft<MetadataTypeConfig>, options: QuorumOptions) {
@@ -1484,8 +1485,9 @@ async fn break_split_votes(raft: Raft<MetadataTypeConfig>, options: QuorumOption
             (m.state == ServerState::Candidate).then_some(m.current_term)
         };
         if let Some(term) = term {
-            let min = options.election_timeout_min_ms.max(4);
-            let delay = Duration::from_millis(rand::thread_rng().gen_range(min / 4..min));
+            let min = options.election_timeout_min_ms.max(1);
+            let max = options.election_timeout_max_ms.max(min + 1);
+            let delay = Duration::from_millis(rand::thread_rng().gen_range(min..max));
             let moved_on = tokio::time::timeout(
                 delay,
                 metrics.wait_for(|m| m.state != ServerState::Candidate || m.current_term != term),
