@@ -39,7 +39,7 @@ pub use image::{
 pub use metadata_controller::MetadataController;
 pub use observer::MetadataObserver;
 pub use placement::{ReplicaPlacer, StripedReplicaPlacer};
-pub use quorum::{ControllerConfig, QuorumController, QuorumOptions};
+pub use quorum::{ControllerConfig, QuorumController, QuorumOptions, RaftStatus};
 pub use quorum_state::{QuorumDescription, ReplicaProgress};
 pub use records::*;
 pub use transport::{MemoryRouter, QuorumTransport};

@@ -131,6 +131,23 @@ impl Default for QuorumOptions {
     }
 }
 
+/// One voter's view of the metadata quorum's raft state, as returned by
+/// [`QuorumController::raft_status`]. Names no openraft type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaftStatus {
+    /// The raft term this voter is in (KRaft's leader epoch of the metadata
+    /// log); never decreases on one voter, across restarts too (the vote is
+    /// persisted).
+    pub term: u64,
+    /// The leader this voter knows for `term`, if any.
+    pub leader: Option<i32>,
+    /// True while this voter is the leader of `term` (the active controller).
+    pub is_leader: bool,
+    /// Raft log index of the last entry applied to this voter's image, if
+    /// any.
+    pub last_applied_offset: Option<u64>,
+}
+
 /// A controller command as it travels to the active controller.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum ControllerCommand {
@@ -215,6 +232,8 @@ struct Inner {
     /// Clients to the active controller, by voter id.
     forward_clients: tokio::sync::Mutex<BTreeMap<u64, PeerClient>>,
     leader_watcher: Mutex<Option<JoinHandle<()>>>,
+    /// See [`break_split_votes`]; several voters only.
+    split_vote_breaker: Mutex<Option<JoinHandle<()>>>,
     server: Mutex<Option<ServeGuard>>,
     /// When each follower last answered and last held the whole log.
     contacts: Arc<ReplicaContacts>,
@@ -223,9 +242,6 @@ struct Inner {
     /// Broker session clocks of the active controller (never in the log).
     sessions: Mutex<BrokerSessions>,
     session_expirer: Mutex<Option<JoinHandle<()>>>,
-    /// `(raft term, log end index)` when this node's first command of that
-    /// term ran (see `Inner::wait_image_current`).
-    log_end_at_takeover: Mutex<(u64, u64)>,
     /// This node's own `controller.quorum.voters` addresses by voter id.
     voter_addresses: Arc<BTreeMap<u64, String>>,
     /// The automatic preferred-leader rebalance task, when enabled.
@@ -433,12 +449,15 @@ impl QuorumController {
                 transport: transport.clone(),
                 forward_clients: tokio::sync::Mutex::new(BTreeMap::new()),
                 leader_watcher: Mutex::new(None),
+                split_vote_breaker: Mutex::new(
+                    multi_voter
+                        .then(|| tokio::spawn(break_split_votes(raft.clone(), options.clone()))),
+                ),
                 server: Mutex::new(None),
                 contacts: contacts.clone(),
                 multi_voter,
                 sessions: Mutex::new(BrokerSessions::default()),
                 session_expirer: Mutex::new(None),
-                log_end_at_takeover: Mutex::new((0, 0)),
                 leader_balancer: Mutex::new(None),
                 voter_addresses: voter_addresses.clone(),
                 recent,
@@ -586,6 +605,24 @@ impl QuorumController {
         let metrics = self.inner.raft.metrics();
         let m = metrics.borrow();
         m.running_state.is_ok() && m.state == ServerState::Leader
+    }
+
+    /// This voter's current view of the raft quorum (term, leader, applied
+    /// offset), for tests and the simulation's invariants. A stopped voter
+    /// reports no leader and `is_leader` false.
+    pub fn raft_status(&self) -> RaftStatus {
+        let metrics = self.inner.raft.metrics();
+        let m = metrics.borrow();
+        let running = m.running_state.is_ok();
+        RaftStatus {
+            term: m.current_term,
+            leader: m
+                .current_leader
+                .filter(|_| running)
+                .and_then(|l| i32::try_from(l).ok()),
+            is_leader: running && m.state == ServerState::Leader,
+            last_applied_offset: m.last_applied.map(|l| l.index),
+        }
     }
 
     /// The latest published image.
@@ -870,6 +907,15 @@ impl QuorumController {
         if let Some(watcher) = watcher {
             watcher.abort();
         }
+        let breaker = self
+            .inner
+            .split_vote_breaker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(breaker) = breaker {
+            breaker.abort();
+        }
         let expirer = self
             .inner
             .session_expirer
@@ -979,10 +1025,27 @@ impl QuorumController {
                     leader: last_leader,
                 });
             }
-            // Wake on any raft state change, and re-check at least every
-            // 100 ms (a forward that failed changes no local state).
+            // Wake when the leader, term or role changes, and re-check at
+            // least every 100 ms (a forward that failed changes no local
+            // state). Other metrics changes (replication progress, the
+            // failed leadership check itself) do not count: an isolated
+            // leader's check fails at once and changes its metrics, and
+            // waking on that spun without pause (found by the simulation,
+            // where no simulated time passed any more).
             let wake = deadline.min(now + Duration::from_millis(100));
-            let _ = tokio::time::timeout_at(wake, metrics.changed()).await;
+            let seen = (leader, is_leader, metrics.borrow().current_term);
+            let _ = tokio::time::timeout_at(
+                wake,
+                metrics.wait_for(|m| {
+                    (
+                        m.current_leader,
+                        m.state == ServerState::Leader,
+                        m.current_term,
+                    ) != seen
+                        || m.running_state.is_err()
+                }),
+            )
+            .await;
         }
     }
 
@@ -1190,32 +1253,10 @@ impl Inner {
             }
             ControllerCommand::ReadOffset => {
                 self.ensure_active()?;
-                let read = tokio::time::timeout(
-                    self.options.forward_timeout,
-                    self.raft.ensure_linearizable(),
-                )
-                .await
-                .map_err(|_| ControllerError::Timeout {
-                    operation: "confirming metadata quorum leadership".into(),
-                    waited_ms: self.options.forward_timeout.as_millis() as u64,
-                })?
-                .map_err(|e| match e {
-                    RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(
-                        f,
-                    )) => ControllerError::NotController {
-                        leader: f.leader_id.and_then(|l| i32::try_from(l).ok()),
-                    },
-                    // A restarted leader whose peers are not up yet cannot
-                    // confirm leadership; callers retry until their deadline
-                    // as with no leader (e.g. every voter restarting at once).
-                    RaftError::APIError(openraft::error::CheckIsLeaderError::QuorumNotEnough(
-                        _,
-                    )) => ControllerError::NotController { leader: None },
-                    other => raft_err(other),
-                })?;
+                let offset = self.confirm_leadership_and_catch_up().await?;
                 Ok(CommandOutcome {
                     response: CommandResponse::Done,
-                    offset: read.map_or(0, |l| l.index),
+                    offset,
                 })
             }
         }
@@ -1230,7 +1271,7 @@ impl Inner {
     ) -> Result<(T, u64), ControllerError> {
         let _queue = self.commands.lock().await;
         self.ensure_active()?;
-        self.wait_image_current().await?;
+        self.confirm_leadership_and_catch_up().await?;
         let image = self.images.borrow().clone();
         let result = compute(&image)?;
         let offset = if result.records.is_empty() {
@@ -1239,57 +1280,6 @@ impl Inner {
             self.commit(result.records).await?
         };
         Ok((result.response, offset))
-    }
-
-    /// Waits (at most `forward_timeout`) until the image has applied every
-    /// entry this leader's log held when its term's first command ran. A new active controller's log holds
-    /// entries of the previous leader that are committed but may not be
-    /// replayed yet; a command computed on the older image could contradict
-    /// them (a topic created twice: the second batch is skipped on replay
-    /// and the client saw UNKNOWN_SERVER_ERROR instead of
-    /// TOPIC_ALREADY_EXISTS). Kafka's new active controller likewise replays
-    /// the log before it handles requests.
-    ///
-    /// # Errors
-    ///
-    /// [`ControllerError::Timeout`] when the replay does not get there in
-    /// time.
-    async fn wait_image_current(&self) -> Result<(), ControllerError> {
-        let (term, log_end) = {
-            let m = self.raft.metrics();
-            let m = m.borrow();
-            (m.current_term, m.last_log_index.unwrap_or(0))
-        };
-        // The log end when this term's first command ran: the previous
-        // leaders' entries and this leader's blank entry. Later entries are
-        // this leader's own commands, run one at a time; waiting for one
-        // that cannot commit (no majority) would stall every command.
-        let target = {
-            let mut at_takeover = self
-                .log_end_at_takeover
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if at_takeover.0 != term {
-                *at_takeover = (term, log_end);
-            }
-            at_takeover.1
-        };
-        let timeout = self.options.forward_timeout;
-        let mut images = self.images.subscribe();
-        let caught_up = tokio::time::timeout(
-            timeout,
-            images.wait_for(|image| image.last_applied_offset >= target),
-        )
-        .await
-        .map_err(|_| ControllerError::Timeout {
-            operation: format!(
-                "the active controller to replay the metadata log to offset {target}"
-            ),
-            waited_ms: timeout.as_millis() as u64,
-        })?
-        .map(|_| ())
-        .map_err(raft_err);
-        caught_up
     }
 
     /// Restarts `broker_id`'s session clock (called under the command lock).
@@ -1330,6 +1320,43 @@ impl Inner {
             });
         }
         Ok(())
+    }
+
+    /// Confirms that this node still leads the quorum (a heartbeat round
+    /// with a majority: openraft's read index) and waits until its image has
+    /// applied everything committed so far, including what earlier leaders
+    /// committed. Answers computed from the image afterwards are
+    /// linearizable: a deposed leader that has not noticed yet cannot answer
+    /// from its stale image, and a new leader does not answer before it has
+    /// replayed the log of earlier terms (Kafka's controller likewise
+    /// claims leadership only once it has replayed up to the start of its
+    /// epoch). Returns the offset the image has applied at least.
+    ///
+    /// Fails with `NotController` when another node leads, with `Timeout`
+    /// after `options.forward_timeout`.
+    async fn confirm_leadership_and_catch_up(&self) -> Result<u64, ControllerError> {
+        let timeout = self.options.forward_timeout;
+        let read = tokio::time::timeout(timeout, self.raft.ensure_linearizable())
+            .await
+            .map_err(|_| ControllerError::Timeout {
+                operation: "confirming metadata quorum leadership".into(),
+                waited_ms: timeout.as_millis() as u64,
+            })?
+            .map_err(|e| match e {
+                RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(f)) => {
+                    ControllerError::NotController {
+                        leader: f.leader_id.and_then(|l| i32::try_from(l).ok()),
+                    }
+                }
+                // A restarted leader whose peers are not up yet cannot
+                // confirm leadership; callers retry until their deadline as
+                // with no leader (e.g. every voter restarting at once).
+                RaftError::APIError(openraft::error::CheckIsLeaderError::QuorumNotEnough(_)) => {
+                    ControllerError::NotController { leader: None }
+                }
+                other => raft_err(other),
+            })?;
+        Ok(read.map_or(0, |l| l.index))
     }
 
     /// Commits one batch; returns the offset it was applied at.
@@ -1475,6 +1502,58 @@ fn set_controller_id(image: &mut Arc<MetadataImage>, controller_id: Option<i32>)
     }
     Arc::make_mut(image).controller_id = controller_id;
     true
+}
+
+/// Re-runs an election that split, after a delay drawn afresh each time.
+///
+/// openraft draws each voter's election timeout once, at start, and checks
+/// it on a tick of 1.5 heartbeat intervals. With one leader per term
+/// (`single-term-leader`, as KRaft), two voters whose timeouts fall in the
+/// same tick and whose ticks are in phase start every election at the same
+/// moment, each votes for itself, and the vote splits again and again: on
+/// tokio's paused clock (every tick in phase) a two-survivor quorum never
+/// elected a leader. Raft's answer is a randomized timeout per election;
+/// this task adds it: while this voter stays a candidate of one term, it
+/// starts the next election itself after a random `[election_timeout_min,
+/// election_timeout_max)` ms drawn for this term (about as often as
+/// openraft's own timer, so terms do not climb faster), so one of the
+/// rivals asks first and the other, not having voted in the new term,
+/// grants it. Ends when the raft stops.
+async fn break_split_votes(raft: Raft<MetadataTypeConfig>, options: QuorumOptions) {
+    use rand::Rng;
+    let mut metrics = raft.metrics();
+    loop {
+        let term = {
+            let m = metrics.borrow_and_update();
+            if m.running_state.is_err() {
+                return;
+            }
+            (m.state == ServerState::Candidate).then_some(m.current_term)
+        };
+        if let Some(term) = term {
+            let min = options.election_timeout_min_ms.max(1);
+            let max = options.election_timeout_max_ms.max(min + 1);
+            let delay = Duration::from_millis(rand::thread_rng().gen_range(min..max));
+            let moved_on = tokio::time::timeout(
+                delay,
+                metrics.wait_for(|m| m.state != ServerState::Candidate || m.current_term != term),
+            )
+            .await
+            .map(|r| r.is_ok());
+            match moved_on {
+                Ok(true) => continue,
+                Ok(false) => return,
+                Err(_) => {
+                    tracing::debug!(term, "election split; starting the next one");
+                    if raft.trigger().elect().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        } else if metrics.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Republishes the image whenever the raft leader changes.

@@ -607,7 +607,12 @@ async fn serve_connection(
 ///
 /// Every message is encoded to a frame and decoded again, as over TCP.
 /// Tests can isolate a voter (no message to or from it is delivered, as a
-/// network partition), heal it, and make the router drop every n-th message.
+/// network partition), cut single links between two voters, heal them, and
+/// make the router drop every n-th message. A router made with
+/// [`MemoryRouter::seeded`] can also lose each message with a probability
+/// ([`MemoryRouter::set_loss_per_mille`]) and delay it by a random time
+/// ([`MemoryRouter::set_max_delay`]); those draws come from a generator
+/// seeded once, so the same sequence of messages meets the same faults.
 /// Cheap to clone; clones share the same network.
 #[derive(Clone, Default)]
 pub struct MemoryRouter {
@@ -628,11 +633,48 @@ impl std::fmt::Debug for MemoryRouter {
 struct RouterState {
     nodes: BTreeMap<u64, Weak<dyn QuorumRequestHandler>>,
     isolated: BTreeSet<u64>,
-    /// Cut links between two nodes, `(lower id, higher id)`.
-    disconnected: BTreeSet<(u64, u64)>,
+    /// Cut links, each as `(lower id, higher id)`.
+    cut_links: BTreeSet<(u64, u64)>,
     /// Drop every n-th message (request or response).
     drop_every: Option<u64>,
     messages: u64,
+    /// Random faults; all zero unless the router was seeded.
+    random: RandomFaults,
+}
+
+/// Seeded message loss and delay.
+#[derive(Default)]
+struct RandomFaults {
+    /// splitmix64 state.
+    state: u64,
+    /// Probability of losing one message, in 1/1000.
+    loss_per_mille: u32,
+    /// Longest delay of one message, in milliseconds.
+    max_delay_ms: u64,
+}
+
+impl RandomFaults {
+    /// splitmix64 (Steele, Lea and Flood): one 64-bit draw.
+    fn next(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Whether the next message is lost, and how long it is delayed.
+    fn draw(&mut self) -> (bool, Duration) {
+        if self.loss_per_mille == 0 && self.max_delay_ms == 0 {
+            return (false, Duration::ZERO);
+        }
+        let lost = self.next() % 1000 < u64::from(self.loss_per_mille);
+        let delay = match self.max_delay_ms {
+            0 => 0,
+            max => self.next() % (max + 1),
+        };
+        (lost, Duration::from_millis(delay))
+    }
 }
 
 impl RouterState {
@@ -643,25 +685,82 @@ impl RouterState {
         if self.isolated.contains(&target) {
             return Some(format!("voter {target} is partitioned away"));
         }
-        if self
-            .disconnected
-            .contains(&(from.min(target), from.max(target)))
-        {
-            return Some(format!("the link between {from} and {target} is cut"));
+        if self.cut_links.contains(&link(from, target)) {
+            return Some(format!(
+                "the link between voters {from} and {target} is cut"
+            ));
         }
         None
     }
 
-    fn lose_message(&mut self) -> bool {
+    /// Whether the next message is lost, and how long it is delayed first.
+    fn lose_message(&mut self) -> (bool, Duration) {
         self.messages += 1;
-        self.drop_every.is_some_and(|n| self.messages % n == 0)
+        let every = self.drop_every.is_some_and(|n| self.messages % n == 0);
+        let (random, delay) = self.random.draw();
+        (every || random, delay)
     }
+}
+
+fn link(a: u64, b: u64) -> (u64, u64) {
+    (a.min(b), a.max(b))
 }
 
 impl MemoryRouter {
     /// An empty network.
     pub fn new() -> MemoryRouter {
         MemoryRouter::default()
+    }
+
+    /// An empty network whose random message loss and delay (off until
+    /// [`MemoryRouter::set_loss_per_mille`] or
+    /// [`MemoryRouter::set_max_delay`]) draw from a generator seeded with
+    /// `seed`: the n-th message routed meets the same fault for the same
+    /// seed.
+    pub fn seeded(seed: u64) -> MemoryRouter {
+        let router = MemoryRouter::default();
+        router.lock().random.state = seed;
+        router
+    }
+
+    /// Loses each message (request or response) with probability
+    /// `per_mille` / 1000 from now on (0: none; values above 1000 lose
+    /// everything). A lost request never reaches its target; a lost
+    /// response was handled but its caller gets an error.
+    pub fn set_loss_per_mille(&self, per_mille: u32) {
+        self.lock().random.loss_per_mille = per_mille.min(1000);
+    }
+
+    /// Delays each message (request and response separately) by a time
+    /// drawn uniformly from `0..=max` (whole milliseconds) from now on;
+    /// `Duration::ZERO`: no delay. Messages on one client still go one at a
+    /// time; messages between different pairs overtake each other.
+    pub fn set_max_delay(&self, max: Duration) {
+        self.lock().random.max_delay_ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
+    }
+
+    /// Cuts the link between voters `a` and `b` in both directions until
+    /// [`MemoryRouter::heal_link`] or [`MemoryRouter::heal_all`]; both still
+    /// reach every other voter.
+    pub fn cut_link(&self, a: i32, b: i32) {
+        if let (Ok(a), Ok(b)) = (u64::try_from(a), u64::try_from(b)) {
+            self.lock().cut_links.insert(link(a, b));
+        }
+    }
+
+    /// Reconnects a link cut by [`MemoryRouter::cut_link`].
+    pub fn heal_link(&self, a: i32, b: i32) {
+        if let (Ok(a), Ok(b)) = (u64::try_from(a), u64::try_from(b)) {
+            self.lock().cut_links.remove(&link(a, b));
+        }
+    }
+
+    /// Reconnects every isolated voter and every cut link (message loss and
+    /// delay stay as set).
+    pub fn heal_all(&self) {
+        let mut state = self.lock();
+        state.isolated.clear();
+        state.cut_links.clear();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RouterState> {
@@ -680,21 +779,6 @@ impl MemoryRouter {
     pub fn heal(&self, node_id: i32) {
         if let Ok(id) = u64::try_from(node_id) {
             self.lock().isolated.remove(&id);
-        }
-    }
-
-    /// Cuts the link between nodes `a` and `b` only (both still reach
-    /// everyone else) until [`MemoryRouter::reconnect`].
-    pub fn disconnect(&self, a: i32, b: i32) {
-        if let (Ok(a), Ok(b)) = (u64::try_from(a), u64::try_from(b)) {
-            self.lock().disconnected.insert((a.min(b), a.max(b)));
-        }
-    }
-
-    /// Restores a link cut by [`MemoryRouter::disconnect`].
-    pub fn reconnect(&self, a: i32, b: i32) {
-        if let (Ok(a), Ok(b)) = (u64::try_from(a), u64::try_from(b)) {
-            self.lock().disconnected.remove(&(a.min(b), a.max(b)));
         }
     }
 
@@ -721,13 +805,23 @@ impl MemoryRouter {
     ) -> Result<QuorumResponse, TransportError> {
         let unreachable = |reason: String| TransportError::Unreachable { target, reason };
         let network = |reason: String| TransportError::Network { target, reason };
-        let handler = {
+        let (lost, delay) = {
             let mut state = self.lock();
             if let Some(reason) = state.cut(from, target) {
                 return Err(unreachable(reason));
             }
-            if state.lose_message() {
-                return Err(network("request lost".into()));
+            state.lose_message()
+        };
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        if lost {
+            return Err(network("request lost".into()));
+        }
+        let handler = {
+            let state = self.lock();
+            if let Some(reason) = state.cut(from, target) {
+                return Err(network(format!("request lost: {reason}")));
             }
             state
                 .nodes
@@ -738,12 +832,16 @@ impl MemoryRouter {
         let frame = encode_request(0, &request).map_err(|e| unreachable(e.to_string()))?;
         let (_, request) = decode_request(&frame).map_err(|e| network(e.to_string()))?;
         let response = handler.handle(request).await;
+        let (lost, delay) = self.lock().lose_message();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         {
-            let mut state = self.lock();
+            let state = self.lock();
             if let Some(reason) = state.cut(from, target) {
                 return Err(network(format!("response lost: {reason}")));
             }
-            if state.lose_message() {
+            if lost {
                 return Err(network("response lost".into()));
             }
         }
@@ -903,6 +1001,75 @@ mod tests {
             client.call(command(), timeout).await.unwrap(),
             QuorumResponse::Command(Err(ControllerError::NotController { leader: None }))
         ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn memory_router_cuts_single_links_and_draws_faults_from_its_seed() {
+        let handler: Arc<dyn QuorumRequestHandler> = Arc::new(NotControllerHandler);
+        let command = || QuorumRequest::Command(ControllerCommand::ReadOffset);
+        let timeout = Duration::from_secs(1);
+
+        let router = MemoryRouter::seeded(1);
+        let _served: Vec<ServeGuard> = (1..=3)
+            .map(|id| QuorumTransport::memory(&router).serve(id, Arc::downgrade(&handler)))
+            .collect();
+        let transport = QuorumTransport::memory(&router);
+        router.cut_link(2, 1);
+        let err = transport
+            .client(1, 2, "")
+            .call(command(), timeout)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, TransportError::Unreachable { target: 2, .. }),
+            "{err}"
+        );
+        // The other links still carry messages.
+        assert!(transport
+            .client(1, 3, "")
+            .call(command(), timeout)
+            .await
+            .is_ok());
+        assert!(transport
+            .client(3, 2, "")
+            .call(command(), timeout)
+            .await
+            .is_ok());
+        router.heal_all();
+        assert!(transport
+            .client(2, 1, "")
+            .call(command(), timeout)
+            .await
+            .is_ok());
+
+        // Half the messages lost, each delayed up to 20 ms: which calls
+        // fail and how long each takes depend only on the seed.
+        let run = |seed: u64| {
+            let handler = handler.clone();
+            async move {
+                let router = MemoryRouter::seeded(seed);
+                let _served = QuorumTransport::memory(&router).serve(2, Arc::downgrade(&handler));
+                router.set_loss_per_mille(500);
+                router.set_max_delay(Duration::from_millis(20));
+                let mut client = QuorumTransport::memory(&router).client(1, 2, "");
+                let mut outcomes = Vec::new();
+                for _ in 0..40 {
+                    let before = tokio::time::Instant::now();
+                    let ok = client.call(command(), timeout).await.is_ok();
+                    outcomes.push((ok, before.elapsed()));
+                }
+                outcomes
+            }
+        };
+        let first = run(7).await;
+        assert_eq!(first, run(7).await);
+        assert_ne!(first, run(8).await);
+        let delivered = first.iter().filter(|(ok, _)| *ok).count();
+        assert!((1..40).contains(&delivered), "{delivered} of 40 delivered");
+        assert!(first.iter().any(|(_, took)| !took.is_zero()));
+        assert!(first
+            .iter()
+            .all(|(_, took)| *took <= Duration::from_millis(40)));
     }
 
     struct NotControllerHandler;

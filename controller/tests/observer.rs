@@ -343,7 +343,7 @@ async fn observer_leaves_a_deposed_leader_that_still_answers_it() {
     // The old leader loses the other voters but not the observer, which
     // fetches from it: it still answers, with nothing new.
     for id in (1..=3).filter(|&id| id != old_leader) {
-        router.disconnect(old_leader, id);
+        router.cut_link(old_leader, id);
     }
     let rest: BTreeMap<i32, QuorumController> = nodes
         .iter()
@@ -367,7 +367,7 @@ async fn observer_leaves_a_deposed_leader_that_still_answers_it() {
     .await;
 
     for id in (1..=3).filter(|&id| id != old_leader) {
-        router.reconnect(old_leader, id);
+        router.heal_link(old_leader, id);
     }
     observer.shutdown().await.unwrap();
     for node in nodes.values() {

@@ -142,3 +142,65 @@ mod tests {
         assert_eq!(read_optional(dir.path(), "missing").unwrap(), None);
     }
 }
+
+/// Parses one JSON document of the metadata directory (`what` names it in
+/// errors).
+///
+/// # Errors
+///
+/// `InvalidData` when `bytes` is not the expected JSON. Metadata written
+/// before Weir built openraft with `single-term-leader` (one leader per
+/// term, as KRaft's one leader per epoch) holds leader ids of the form
+/// `{"term":T,"node_id":N}`; those are refused with a message that says so
+/// rather than read with the voted-for node dropped (a vote that forgot
+/// whom it voted for could vote twice in one term).
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
+    what: &str,
+    bytes: &[u8],
+) -> io::Result<T> {
+    if is_legacy_leader_id(bytes) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{what}: written by an older Weir whose metadata quorum allowed several leaders \
+                 per term (leader ids with a node_id); this version keeps one leader per term and \
+                 cannot read it: move the metadata directory away and format the node again"
+            ),
+        ));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{what}: {e}")))
+}
+
+/// True when `bytes` holds a leader id of openraft's default mode,
+/// `"leader_id":{"term":T,"node_id":N}`.
+fn is_legacy_leader_id(bytes: &[u8]) -> bool {
+    const MARK: &[u8] = b"\"leader_id\":{\"term\":";
+    bytes.windows(MARK.len()).enumerate().any(|(at, w)| {
+        w == MARK && {
+            let rest = &bytes[at + MARK.len()..];
+            let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+            rest[digits..].starts_with(b",\"node_id\":")
+        }
+    })
+}
+
+#[cfg(test)]
+mod legacy_tests {
+    use super::*;
+
+    #[test]
+    fn leader_ids_of_the_default_openraft_mode_are_refused_by_name() {
+        let old_vote = br#"{"leader_id":{"term":3,"node_id":2},"committed":true}"#;
+        let err = parse_json::<serde_json::Value>("vote.json", old_vote).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("one leader per term"), "{err}");
+        let old_entry = br#"{"Entry":{"log_id":{"leader_id":{"term":12,"node_id":1},"index":4}}}"#;
+        assert!(parse_json::<serde_json::Value>("metadata.log", old_entry).is_err());
+
+        let new_vote = br#"{"leader_id":{"term":3,"voted_for":2},"committed":true}"#;
+        assert!(parse_json::<serde_json::Value>("vote.json", new_vote).is_ok());
+        let new_entry = br#"{"Entry":{"log_id":{"leader_id":12,"index":4}}}"#;
+        assert!(parse_json::<serde_json::Value>("metadata.log", new_entry).is_ok());
+    }
+}

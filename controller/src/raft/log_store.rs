@@ -27,7 +27,9 @@ use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{AnyError, LogState, RaftLogReader, StorageIOError};
 use serde::{Deserialize, Serialize};
 
-use super::fs::{decode_frames, encode_frame, read_optional, sync_dir, write_atomically};
+use super::fs::{
+    decode_frames, encode_frame, parse_json, read_optional, sync_dir, write_atomically,
+};
 use super::{Entry, LogId, MetadataTypeConfig, StorageError, Vote};
 
 /// Name of the raft log file.
@@ -69,10 +71,6 @@ fn io_err(e: impl std::error::Error + 'static) -> StorageError {
     }
 }
 
-fn invalid_data(message: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, message)
-}
-
 impl MetadataLogStore {
     /// Opens (creating if needed) the log and vote in `dir`, truncating a
     /// torn tail of `metadata.log`. Blocking.
@@ -89,8 +87,7 @@ impl MetadataLogStore {
         let mut entries = BTreeMap::new();
         let mut last_purged: Option<LogId> = None;
         for (pos, payload) in frames {
-            let frame: LogFrame = serde_json::from_slice(payload)
-                .map_err(|e| invalid_data(format!("{LOG_FILE} frame at byte {pos}: {e}")))?;
+            let frame: LogFrame = parse_json(&format!("{LOG_FILE} frame at byte {pos}"), payload)?;
             match frame {
                 LogFrame::Entry(entry) => {
                     entries.insert(entry.log_id.index, (entry, pos));
@@ -115,10 +112,7 @@ impl MetadataLogStore {
             sync_dir(dir)?;
         }
         let vote = match read_optional(dir, VOTE_FILE)? {
-            Some(bytes) => Some(
-                serde_json::from_slice(&bytes)
-                    .map_err(|e| invalid_data(format!("{VOTE_FILE}: {e}")))?,
-            ),
+            Some(bytes) => Some(parse_json(VOTE_FILE, &bytes)?),
             None => None,
         };
         Ok(MetadataLogStore {

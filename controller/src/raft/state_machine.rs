@@ -18,7 +18,7 @@ use openraft::{AnyError, EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::fs::{read_optional, write_atomically};
+use super::fs::{parse_json, read_optional, write_atomically};
 use super::{
     AppliedBatch, Entry, LogId, MetadataTypeConfig, Snapshot, SnapshotMeta, StorageError,
     StoredMembership,
@@ -76,9 +76,7 @@ impl MetadataStateMachine {
         std::fs::create_dir_all(dir)?;
         let (mut image, last_applied, membership) = match read_optional(dir, SNAPSHOT_FILE)? {
             Some(bytes) => {
-                let stored: StoredSnapshot = serde_json::from_slice(&bytes).map_err(|e| {
-                    io::Error::new(io::ErrorKind::InvalidData, format!("{SNAPSHOT_FILE}: {e}"))
-                })?;
+                let stored: StoredSnapshot = parse_json(SNAPSHOT_FILE, &bytes)?;
                 (
                     stored.image,
                     stored.meta.last_log_id,
