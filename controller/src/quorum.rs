@@ -320,6 +320,17 @@ fn unexpected(response: CommandResponse) -> ControllerError {
     }
 }
 
+impl ControllerCommand {
+    /// True for commands that change nothing, which may be sent again when
+    /// their answer was lost.
+    fn is_read_only(&self) -> bool {
+        matches!(
+            self,
+            ControllerCommand::ReadOffset | ControllerCommand::DescribeQuorum
+        )
+    }
+}
+
 impl QuorumController {
     /// Opens storage, starts openraft, initializes a one-voter quorum only if
     /// the store is empty, and waits until this node is leader and the log is
@@ -1000,6 +1011,12 @@ impl QuorumController {
                         Ok(Err(e)) => return Err(e),
                         Err(TransportError::Unreachable { reason, .. }) => {
                             tracing::debug!(leader = l, %reason, "active controller unreachable; retrying");
+                        }
+                        Err(TransportError::Network { reason, .. }) if command.is_read_only() => {
+                            // Nothing to run twice: ask again (a starting
+                            // voter's catch-up read whose answer was lost
+                            // failed the start; simulation seed 73).
+                            tracing::debug!(leader = l, %reason, "read-only command lost; retrying");
                         }
                         Err(TransportError::Network { reason, .. }) => {
                             // The command may have run: do not run it twice.

@@ -548,6 +548,28 @@ fn an_isolated_leader_retries_a_command_without_spinning() {
     );
 }
 
+/// A read-only command forwarded by a follower (DescribeQuorum here; the
+/// startup catch-up read is the other) is asked again when its answer is
+/// lost, instead of failing: nothing can run twice. A lost answer to a
+/// starting voter's catch-up read failed its start (simulation seed 73).
+#[tokio::test(start_paused = true)]
+async fn a_follower_asks_again_when_a_read_only_answer_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::seeded(73);
+    let nodes = start_three(dir.path(), &router).await;
+    let leader = agreed_leader(&nodes).await;
+    let asking = follower(&nodes, leader);
+    router.set_loss_per_mille(300);
+    for round in 0..20 {
+        let described = asking.describe_quorum().await;
+        assert!(described.is_ok(), "round {round}: {described:?}");
+    }
+    router.set_loss_per_mille(0);
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
