@@ -26,6 +26,10 @@ use crate::replica_manager::ReplicaManager;
 /// backoff (so shutdown is never delayed by a long queue).
 const LOGS_PER_CLEANER_PASS: usize = 16;
 
+/// How long a node of a multi-node quorum waits at startup for a quorum
+/// leader: in effect without end, as Kafka (a year).
+const MULTI_NODE_STARTUP_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// How long shutdown waits for open connections to finish, ms.
 const SHUTDOWN_GRACE_MS: u64 = 5_000;
 
@@ -79,21 +83,32 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         leader_imbalance_check_interval: config
             .auto_leader_rebalance_enable
             .then(|| Duration::from_secs(config.leader_imbalance_check_interval_seconds)),
+        // As Kafka, a node of a multi-node quorum waits for the others
+        // however long they take to start (logging while it waits); a
+        // single node elects itself at once.
+        startup_timeout: if multi_node {
+            MULTI_NODE_STARTUP_WAIT
+        } else {
+            QuorumOptions::default().startup_timeout
+        },
         ..QuorumOptions::default()
     };
     let controller: MetadataController = if broker_only {
         // A broker-only node has no controller listener: it dials the
         // voters and pulls the metadata (see weir_controller::observer).
-        MetadataObserver::start(
+        let started = MetadataObserver::start(
             controller_config,
             options,
             voters,
             config.controller_quorum_bootstrap_servers.clone(),
             QuorumTransport::tcp_dial_only(),
-        )
-        .await
-        .context("following the metadata quorum")?
-        .into()
+        );
+        tokio::select! {
+            started = started => started.context("following the metadata quorum")?.into(),
+            _ = shutdown.cancelled() => {
+                anyhow::bail!("shut down while waiting for the metadata quorum")
+            }
+        }
     } else {
         // With several voters, the CONTROLLER listener is bound first: the
         // quorum needs it to elect a leader before startup can go on.
@@ -118,10 +133,13 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         } else {
             QuorumTransport::single_voter()
         };
-        QuorumController::start_with(controller_config, options, voters, transport)
-            .await
-            .context("starting the metadata quorum")?
-            .into()
+        let started = QuorumController::start_with(controller_config, options, voters, transport);
+        tokio::select! {
+            started = started => started.context("starting the metadata quorum")?.into(),
+            _ = shutdown.cancelled() => {
+                anyhow::bail!("shut down while waiting for the metadata quorum")
+            }
+        }
     };
 
     let mut bound = Vec::new();

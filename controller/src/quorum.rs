@@ -320,6 +320,10 @@ fn unexpected(response: CommandResponse) -> ControllerError {
     }
 }
 
+/// How often a voter waiting at startup for a quorum leader logs that it
+/// is still waiting.
+const STARTUP_PROGRESS_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
 impl ControllerCommand {
     /// True for commands that change nothing, which may be sent again when
     /// their answer was lost.
@@ -596,17 +600,34 @@ impl QuorumController {
     /// Waits until a leader is known and this voter has applied everything
     /// the leader had committed when asked.
     async fn catch_up_with_leader(&self, timeout: Duration) -> Result<(), ControllerError> {
-        let deadline = Instant::now() + timeout;
-        match self
-            .execute_until(ControllerCommand::ReadOffset, deadline)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(ControllerError::NotController { .. }) => Err(ControllerError::Timeout {
-                operation: "a metadata quorum leader and log replay".into(),
-                waited_ms: timeout.as_millis() as u64,
-            }),
-            Err(e) => Err(e),
+        let started = Instant::now();
+        let deadline = started + timeout;
+        loop {
+            // Ask in slices so a node waiting for the other voters (started
+            // one by one, as Kafka allows) says so in its log.
+            let slice_end = deadline.min(Instant::now() + STARTUP_PROGRESS_LOG_INTERVAL);
+            match self
+                .execute_until(ControllerCommand::ReadOffset, slice_end)
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(ControllerError::NotController { leader }) if slice_end < deadline => {
+                    tracing::warn!(
+                        node_id = self.inner.node_id,
+                        waited_s = started.elapsed().as_secs(),
+                        leader = ?leader,
+                        voters = ?self.inner.voter_addresses,
+                        "no metadata quorum leader yet; waiting for the other voters"
+                    );
+                }
+                Err(ControllerError::NotController { .. }) => {
+                    return Err(ControllerError::Timeout {
+                        operation: "a metadata quorum leader and log replay".into(),
+                        waited_ms: timeout.as_millis() as u64,
+                    })
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 

@@ -658,3 +658,57 @@ fn only_the_leader_takes_produce_fetch_and_list_offsets() {
         1
     );
 }
+
+/// As in Kafka, a voter started long before the others waits for them
+/// (logging that it waits) instead of giving up: node 1 starts alone and
+/// binds its CONTROLLER listener, nodes 2 and 3 follow 12 s later (longer
+/// than the 10 s a voter used to wait before it exited), and all three
+/// come up as one quorum.
+#[test]
+fn a_voter_started_long_before_the_others_waits_for_them() {
+    let cluster_id = weir_storage::random_kafka_uuid();
+    let ports = three_free_ports();
+    let voters = voters_of(&ports);
+    let start = |i: usize| {
+        let (cluster_id, voters, port) = (cluster_id.clone(), voters.clone(), ports[i]);
+        std::thread::spawn(move || {
+            TestBroker::builder()
+                .node_id(i as i32 + 1)
+                .format_cluster_id(&cluster_id)
+                .override_config(
+                    "listeners",
+                    &format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
+                )
+                .override_config("controller.quorum.voters", &voters)
+                .start()
+        })
+    };
+    let first = start(0);
+    support::poll_until(
+        Duration::from_secs(15),
+        "node 1 to listen for the quorum",
+        || std::net::TcpStream::connect(("127.0.0.1", ports[0])).ok(),
+    );
+    // The scenario, not synchronisation: the other voters start late.
+    std::thread::sleep(Duration::from_secs(12));
+    let others = [start(1), start(2)];
+    let mut nodes = vec![first
+        .join()
+        .expect("starter thread")
+        .expect("node 1 waited and started")];
+    for other in others {
+        nodes.push(
+            other
+                .join()
+                .expect("starter thread")
+                .expect("starting weir"),
+        );
+    }
+    let mut clients: Vec<RawClient> = nodes.iter().map(support::connect).collect();
+    agreed_controller(&mut clients, 12, None);
+    let log = std::fs::read_to_string(nodes[0].log_path()).expect("node 1's log");
+    assert!(
+        log.contains("no metadata quorum leader yet; waiting for the other voters"),
+        "node 1 says it waits: {log}"
+    );
+}
