@@ -40,7 +40,9 @@ use tokio::time::Instant;
 
 use crate::error::ControllerError;
 use crate::image::MetadataImage;
-use crate::quorum::{CommandOutcome, ControllerCommand, ControllerConfig, QuorumOptions};
+use crate::quorum::{
+    forward_connection_lost, CommandOutcome, ControllerCommand, ControllerConfig, QuorumOptions,
+};
 use crate::records::MetadataRecord;
 use crate::transport::{
     PeerClient, QuorumRequest, QuorumResponse, QuorumTransport, TransportError,
@@ -420,16 +422,18 @@ impl MetadataObserver {
                     tracing::debug!(target = %target.address, %reason, "voter unreachable; trying another");
                     inner.forget_leader(&target);
                 }
+                Err(TransportError::Network { reason, .. }) if command.is_read_only() => {
+                    // Nothing to run twice: ask again.
+                    tracing::debug!(target = %target.address, %reason, "read-only command lost; retrying");
+                    inner.forget_leader(&target);
+                }
                 Err(TransportError::Network { reason, .. }) => {
                     inner.forget_leader(&target);
-                    return Err(ControllerError::Timeout {
-                        operation: format!(
-                            "the active controller at {} to answer a forwarded command \
-                             (connection lost: {reason}; it may or may not have run)",
-                            target.address
-                        ),
-                        waited_ms: inner.options.forward_timeout.as_millis() as u64,
-                    });
+                    return Err(forward_connection_lost(
+                        &format!("the active controller at {}", target.address),
+                        &reason,
+                        inner.options.forward_timeout,
+                    ));
                 }
             }
             let now = Instant::now();

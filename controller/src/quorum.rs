@@ -320,6 +320,25 @@ fn unexpected(response: CommandResponse) -> ControllerError {
     }
 }
 
+/// The error for a forwarded command whose connection broke before the
+/// answer came: the command may have run, so it is not sent twice, and its
+/// outcome is unknown, which Kafka answers with the retriable
+/// REQUEST_TIMED_OUT (the active controller died mid-request), not
+/// UNKNOWN_SERVER_ERROR. `target` names the controller asked.
+pub(crate) fn forward_connection_lost(
+    target: &str,
+    reason: &str,
+    forward_timeout: Duration,
+) -> ControllerError {
+    ControllerError::Timeout {
+        operation: format!(
+            "{target} to answer a forwarded command (connection lost: {reason}; it may or may \
+             not have run)"
+        ),
+        waited_ms: forward_timeout.as_millis() as u64,
+    }
+}
+
 /// How often a voter waiting at startup for a quorum leader logs that it
 /// is still waiting.
 const STARTUP_PROGRESS_LOG_INTERVAL: Duration = Duration::from_secs(10);
@@ -327,7 +346,7 @@ const STARTUP_PROGRESS_LOG_INTERVAL: Duration = Duration::from_secs(10);
 impl ControllerCommand {
     /// True for commands that change nothing, which may be sent again when
     /// their answer was lost.
-    fn is_read_only(&self) -> bool {
+    pub(crate) fn is_read_only(&self) -> bool {
         matches!(
             self,
             ControllerCommand::ReadOffset | ControllerCommand::DescribeQuorum
@@ -1040,18 +1059,11 @@ impl QuorumController {
                             tracing::debug!(leader = l, %reason, "read-only command lost; retrying");
                         }
                         Err(TransportError::Network { reason, .. }) => {
-                            // The command may have run: do not run it twice.
-                            // Its outcome is unknown, which Kafka answers
-                            // with the retriable REQUEST_TIMED_OUT (the
-                            // active controller died mid-request), not
-                            // UNKNOWN_SERVER_ERROR.
-                            return Err(ControllerError::Timeout {
-                                operation: format!(
-                                    "the active controller {l} to answer a forwarded command \
-                                     (connection lost: {reason}; it may or may not have run)"
-                                ),
-                                waited_ms: inner.options.forward_timeout.as_millis() as u64,
-                            });
+                            return Err(forward_connection_lost(
+                                &format!("the active controller {l}"),
+                                &reason,
+                                inner.options.forward_timeout,
+                            ));
                         }
                     }
                 }
