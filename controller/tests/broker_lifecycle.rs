@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{eventually, DEADLINE};
+use support::eventually;
 use tokio::task::JoinHandle;
 use weir_controller::{
     BrokerEndpoint, ControllerConfig, CreatableTopic, MemoryRouter, MetadataImage,
@@ -22,16 +22,7 @@ use weir_controller::{
 const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
 
 fn options() -> QuorumOptions {
-    QuorumOptions {
-        heartbeat_interval_ms: 50,
-        election_timeout_min_ms: 200,
-        election_timeout_max_ms: 400,
-        startup_timeout: DEADLINE,
-        leader_wait: Duration::from_secs(5),
-        forward_timeout: Duration::from_secs(5),
-        broker_session_timeout: Duration::from_millis(800),
-        ..QuorumOptions::default()
-    }
+    support::quorum_options(Duration::from_millis(800))
 }
 
 async fn start_three(root: &Path, router: &MemoryRouter) -> BTreeMap<i32, QuorumController> {

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{eventually, DEADLINE};
+use support::eventually;
 use weir_controller::{
     BrokerEndpoint, ControllerConfig, CreatableTopic, MemoryRouter, MetadataController,
     MetadataImage, MetadataObserver, QuorumController, QuorumOptions, QuorumTransport, QuorumVoter,
@@ -21,16 +21,7 @@ use weir_controller::{
 const OBSERVER: i32 = 4;
 
 fn options() -> QuorumOptions {
-    QuorumOptions {
-        heartbeat_interval_ms: 50,
-        election_timeout_min_ms: 200,
-        election_timeout_max_ms: 400,
-        startup_timeout: DEADLINE,
-        leader_wait: Duration::from_secs(5),
-        forward_timeout: Duration::from_secs(5),
-        broker_session_timeout: Duration::from_secs(600),
-        ..QuorumOptions::default()
-    }
+    support::quorum_options(Duration::from_secs(600))
 }
 
 fn voters() -> Vec<QuorumVoter> {
@@ -44,11 +35,7 @@ fn voters() -> Vec<QuorumVoter> {
 }
 
 fn config(root: &Path, id: i32) -> ControllerConfig {
-    ControllerConfig {
-        node_id: id,
-        metadata_dir: root.join(format!("node-{id}")).join("__cluster_metadata-0"),
-        cluster_id: "observer-test".into(),
-    }
+    support::controller_config(root, id, "observer-test")
 }
 
 async fn start_three(

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{eventually, DEADLINE};
+use support::eventually;
 use weir_controller::{
     BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter, MetadataImage,
     QuorumController, QuorumDescription, QuorumOptions, QuorumTransport, QuorumVoter,
@@ -17,18 +17,9 @@ use weir_controller::{
 };
 
 fn options() -> QuorumOptions {
-    QuorumOptions {
-        heartbeat_interval_ms: 50,
-        election_timeout_min_ms: 200,
-        election_timeout_max_ms: 400,
-        startup_timeout: DEADLINE,
-        leader_wait: Duration::from_secs(5),
-        forward_timeout: Duration::from_secs(5),
-        // These tests send one heartbeat per broker: its session must
-        // outlast them (broker_lifecycle.rs tests expiry).
-        broker_session_timeout: Duration::from_secs(600),
-        ..QuorumOptions::default()
-    }
+    // These tests send one heartbeat per broker: its session must outlast
+    // them (broker_lifecycle.rs tests expiry).
+    support::quorum_options(Duration::from_secs(600))
 }
 
 fn voters(ports: &[u16]) -> Vec<QuorumVoter> {
@@ -44,11 +35,7 @@ fn voters(ports: &[u16]) -> Vec<QuorumVoter> {
 }
 
 fn config(root: &Path, id: i32) -> ControllerConfig {
-    ControllerConfig {
-        node_id: id,
-        metadata_dir: root.join(format!("node-{id}")).join("__cluster_metadata-0"),
-        cluster_id: "quorum-test".into(),
-    }
+    support::controller_config(root, id, "quorum-test")
 }
 
 async fn start(
