@@ -725,6 +725,22 @@ async fn follow(inner: Arc<ObserverInner>) {
                     }
                     continue;
                 }
+                if response.offset < after_offset {
+                    // A voter behind this node (a lagging follower, or a
+                    // deposed leader cut off from the quorum that still
+                    // names itself) knows less than it: ignore its word on
+                    // who leads and ask the others.
+                    tracing::debug!(
+                        target = %target.address,
+                        its_offset = response.offset,
+                        ours = after_offset,
+                        "voter behind this node; asking another"
+                    );
+                    inner.forget_leader(&target);
+                    *slot = None;
+                    tokio::time::sleep(FETCH_RETRY_BACKOFF).await;
+                    continue;
+                }
                 full_image = !inner.take(response);
                 if leader.is_none() {
                     // The voter knows no leader: ask the next one.

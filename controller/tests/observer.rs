@@ -361,3 +361,85 @@ async fn observer_leaves_a_deposed_leader_that_still_answers_it() {
         node.shutdown().await.unwrap();
     }
 }
+
+/// An observer that ends up on a deposed leader whose image is older than
+/// its own (it lost the current voters for a moment and rotated to it)
+/// must not take that voter's word for who leads: the answer is behind
+/// what it has, so it asks the others again. It stayed on the deposed
+/// leader for as long as the partition lasted, polling it every 2 s and
+/// never learning anything new (found in review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observer_does_not_return_to_a_deposed_leader_behind_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let nodes = start_three(dir.path(), &router, &options()).await;
+    let observer = start_observer(dir.path(), &router).await;
+    register(&nodes[&1].clone().into(), 1).await;
+    let old_leader = leader_of(&nodes).await;
+    let others: Vec<i32> = (1..=3).filter(|&id| id != old_leader).collect();
+    for &id in &others {
+        router.cut_link(old_leader, id);
+    }
+    let rest: BTreeMap<i32, QuorumController> = nodes
+        .iter()
+        .filter(|(&id, _)| id != old_leader)
+        .map(|(&id, c)| (id, c.clone()))
+        .collect();
+    let new_leader = eventually("a new leader among the other two", || async {
+        rest.iter().find(|(_, c)| c.is_active()).map(|(&id, _)| id)
+    })
+    .await;
+    let results = rest[&new_leader]
+        .create_topics(vec![topic("first", 1)], false)
+        .await;
+    assert!(results[0].is_ok(), "{results:?}");
+    converged(&rest, &observer, "the observer to follow the new leader", |i| {
+        i.controller_id == Some(new_leader) && i.topic("first").is_some()
+    })
+    .await;
+
+    // The observer loses the current voters and can reach only the deposed
+    // leader, which is behind it.
+    let cut_at = now_ms();
+    for &id in &others {
+        router.cut_link(OBSERVER, id);
+    }
+    // The deposed leader (which still believes it leads and lists the
+    // observers fetching from it) sees the observer fetch from it.
+    let deposed = &nodes[&old_leader];
+    eventually("the observer to fetch from the deposed leader", || async {
+        let quorum = deposed.describe_quorum().await.ok()?;
+        quorum
+            .observers
+            .iter()
+            .any(|o| o.replica_id == OBSERVER && o.last_fetch_timestamp_ms > cut_at)
+            .then_some(())
+    })
+    .await;
+    for &id in &others {
+        router.heal_link(OBSERVER, id);
+    }
+    let results = rest[&new_leader]
+        .create_topics(vec![topic("second", 1)], false)
+        .await;
+    assert!(results[0].is_ok(), "{results:?}");
+    converged(&rest, &observer, "the observer to come back to the new leader", |i| {
+        i.controller_id == Some(new_leader) && i.topic("second").is_some()
+    })
+    .await;
+
+    for &id in &others {
+        router.heal_link(old_leader, id);
+    }
+    observer.shutdown().await.unwrap();
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
