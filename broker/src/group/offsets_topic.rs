@@ -89,7 +89,11 @@ impl OffsetsTopicConfig {
             num_partitions: config.offsets_topic_num_partitions,
             replication_factor: config.offsets_topic_replication_factor,
             segment_bytes: config.offsets_topic_segment_bytes,
-            cap_replication_factor: config.quorum_voters().len() <= 1,
+            // A single node (one voter, this one); a broker-only node is
+            // part of a cluster even when it knows the quorum only by
+            // controller.quorum.bootstrap.servers (no voters listed).
+            cap_replication_factor: !config.is_broker_only()
+                && config.quorum_voters().len() <= 1,
         }
     }
 
@@ -581,6 +585,34 @@ mod tests {
 
     const NODE: i32 = 1;
     const PARTITIONS: i32 = 4;
+
+    /// Only a single node caps the offsets topic's replication factor at
+    /// its live brokers; a broker-only node is part of a cluster even when
+    /// it lists no voters (controller.quorum.bootstrap.servers only).
+    #[test]
+    fn only_a_single_node_caps_the_replication_factor() {
+        let config = |pairs: &[(&str, &str)]| {
+            BrokerConfig::from_pairs(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
+            .unwrap()
+        };
+        assert!(OffsetsTopicConfig::from_broker(&config(&[])).cap_replication_factor);
+        let voters = config(&[(
+            "controller.quorum.voters",
+            "1@127.0.0.1:9093,2@127.0.0.2:9093,3@127.0.0.3:9093",
+        )]);
+        assert!(!OffsetsTopicConfig::from_broker(&voters).cap_replication_factor);
+        let bootstrap_only = config(&[
+            ("process.roles", "broker"),
+            ("node.id", "4"),
+            ("controller.quorum.bootstrap.servers", "127.0.0.1:9093"),
+        ]);
+        assert!(!OffsetsTopicConfig::from_broker(&bootstrap_only).cap_replication_factor);
+    }
 
     /// A broker's storage and controller in `dir`, without listeners.
     struct Broker {
