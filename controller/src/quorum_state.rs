@@ -103,6 +103,9 @@ impl ReplicaContacts {
         now_ms: i64,
     ) {
         let mut observers = self.observers.lock().unwrap_or_else(|p| p.into_inner());
+        // Observer ids come from the network: forget the silent ones so
+        // the map stays bounded by the observers that fetch.
+        observers.retain(|_, (_, c)| c.last_ack_ms >= now_ms - OBSERVER_SESSION_TIMEOUT_MS);
         let entry = observers.entry(node_id).or_insert((
             -1,
             Contact {
@@ -110,7 +113,7 @@ impl ReplicaContacts {
                 last_caught_up_ms: -1,
             },
         ));
-        entry.0 = applied as i64 + 1;
+        entry.0 = i64::try_from(applied).unwrap_or(i64::MAX).saturating_add(1);
         entry.1.last_ack_ms = entry.1.last_ack_ms.max(now_ms);
         if caught_up {
             entry.1.last_caught_up_ms = entry.1.last_caught_up_ms.max(now_ms);
@@ -223,5 +226,32 @@ pub(crate) async fn watch_caught_up(
         if metrics.changed().await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Observer fetches come from the network: any offset is taken without
+    /// overflow, and observers silent for the session timeout are dropped
+    /// from memory, not only from the answer.
+    #[test]
+    fn observer_fetches_take_any_offset_and_silent_observers_are_forgotten() {
+        let contacts = ReplicaContacts::default();
+        contacts.observer_fetched(7, u64::MAX, false, 1_000);
+        assert_eq!(contacts.observers(1_000)[0].log_end_offset, i64::MAX);
+
+        let later = 1_000 + OBSERVER_SESSION_TIMEOUT_MS + 1;
+        contacts.observer_fetched(8, 5, true, later);
+        let held: Vec<i32> = contacts
+            .observers
+            .lock()
+            .unwrap()
+            .keys()
+            .copied()
+            .collect();
+        assert_eq!(held, vec![8]);
+        assert_eq!(contacts.observers(later)[0].log_end_offset, 6);
     }
 }
