@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use kafka_protocol::ResponseError;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 use weir_controller::{MetadataImage, TopicImage};
 use weir_storage::{Log, LogManager, StorageError, TopicPartition};
 
@@ -189,12 +189,26 @@ impl ReplicaManager {
     }
 
     /// Deletes logs on disk that no topic in `image` owns (a topic deleted
-    /// while the broker was down).
+    /// while the broker was down). When `image` has no topic at all but
+    /// logs exist, nothing is deleted and an error is logged: that is
+    /// metadata lost or replaced (a metadata directory moved away, a node
+    /// formatted again), not every topic deleted, and deleting would turn
+    /// it into lost data.
     ///
     /// # Errors
     /// Storage errors while deleting.
     pub fn delete_stray_logs(&self, image: &MetadataImage) -> Result<(), StorageError> {
-        for (tp, _) in self.log_manager.logs() {
+        let logs = self.log_manager.logs();
+        if image.topics.is_empty() && !logs.is_empty() {
+            error!(
+                logs = logs.len(),
+                "the metadata has no topic but the log directory holds partition logs; keeping \
+                 them (was the metadata directory replaced?): delete them by hand if they are \
+                 not wanted"
+            );
+            return Ok(());
+        }
+        for (tp, _) in logs {
             let owned = image
                 .topic(&tp.topic)
                 .map(|t| t.partitions.contains_key(&tp.partition))
@@ -311,5 +325,78 @@ impl ReplicaManager {
     /// I/O errors.
     pub fn shutdown(&self) -> Result<(), StorageError> {
         self.log_manager.shutdown()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_controller::{MetadataRecord, PartitionRecord, TopicRecord};
+
+    use super::*;
+
+    fn manager(dir: &std::path::Path) -> ReplicaManager {
+        let config = BrokerConfig {
+            log_dirs: vec![dir.to_path_buf()],
+            ..BrokerConfig::default()
+        };
+        let log_manager =
+            LogManager::open(dir.to_path_buf(), 1, config.default_log_config()).unwrap();
+        ReplicaManager::new(1, config, log_manager)
+    }
+
+    fn image_with(topic: &str) -> MetadataImage {
+        let topic_id = uuid::Uuid::new_v4();
+        let mut image = MetadataImage::default();
+        image
+            .apply(&MetadataRecord::Topic(TopicRecord {
+                name: topic.into(),
+                topic_id,
+            }))
+            .unwrap();
+        image
+            .apply(&MetadataRecord::Partition(PartitionRecord {
+                partition_id: 0,
+                topic_id,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            }))
+            .unwrap();
+        image
+    }
+
+    /// A log whose topic is gone is deleted, but an image with no topic
+    /// at all (lost or replaced metadata) deletes nothing.
+    #[test]
+    fn stray_logs_are_deleted_unless_the_metadata_has_no_topic_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let replicas = manager(dir.path());
+        let config = replicas.config.default_log_config();
+        for topic in ["kept", "gone"] {
+            replicas
+                .log_manager
+                .get_or_create(&TopicPartition::new(topic, 0), config.clone())
+                .unwrap();
+        }
+        let names = |r: &ReplicaManager| {
+            let mut names: Vec<String> = r
+                .log_manager
+                .logs()
+                .into_iter()
+                .map(|(tp, _)| tp.topic)
+                .collect();
+            names.sort();
+            names
+        };
+
+        replicas
+            .delete_stray_logs(&MetadataImage::default())
+            .unwrap();
+        assert_eq!(names(&replicas), ["gone", "kept"]);
+
+        replicas.delete_stray_logs(&image_with("kept")).unwrap();
+        assert_eq!(names(&replicas), ["kept"]);
     }
 }

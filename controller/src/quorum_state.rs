@@ -244,13 +244,7 @@ mod tests {
 
         let later = 1_000 + OBSERVER_SESSION_TIMEOUT_MS + 1;
         contacts.observer_fetched(8, 5, true, later);
-        let held: Vec<i32> = contacts
-            .observers
-            .lock()
-            .unwrap()
-            .keys()
-            .copied()
-            .collect();
+        let held: Vec<i32> = contacts.observers.lock().unwrap().keys().copied().collect();
         assert_eq!(held, vec![8]);
         assert_eq!(contacts.observers(later)[0].log_end_offset, 6);
     }

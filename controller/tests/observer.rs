@@ -393,9 +393,12 @@ async fn observer_does_not_return_to_a_deposed_leader_behind_it() {
         .create_topics(vec![topic("first", 1)], false)
         .await;
     assert!(results[0].is_ok(), "{results:?}");
-    converged(&rest, &observer, "the observer to follow the new leader", |i| {
-        i.controller_id == Some(new_leader) && i.topic("first").is_some()
-    })
+    converged(
+        &rest,
+        &observer,
+        "the observer to follow the new leader",
+        |i| i.controller_id == Some(new_leader) && i.topic("first").is_some(),
+    )
     .await;
 
     // The observer loses the current voters and can reach only the deposed
@@ -423,9 +426,12 @@ async fn observer_does_not_return_to_a_deposed_leader_behind_it() {
         .create_topics(vec![topic("second", 1)], false)
         .await;
     assert!(results[0].is_ok(), "{results:?}");
-    converged(&rest, &observer, "the observer to come back to the new leader", |i| {
-        i.controller_id == Some(new_leader) && i.topic("second").is_some()
-    })
+    converged(
+        &rest,
+        &observer,
+        "the observer to come back to the new leader",
+        |i| i.controller_id == Some(new_leader) && i.topic("second").is_some(),
+    )
     .await;
 
     for &id in &others {

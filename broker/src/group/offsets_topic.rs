@@ -92,8 +92,7 @@ impl OffsetsTopicConfig {
             // A single node (one voter, this one); a broker-only node is
             // part of a cluster even when it knows the quorum only by
             // controller.quorum.bootstrap.servers (no voters listed).
-            cap_replication_factor: !config.is_broker_only()
-                && config.quorum_voters().len() <= 1,
+            cap_replication_factor: !config.is_broker_only() && config.quorum_voters().len() <= 1,
         }
     }
 

@@ -164,7 +164,8 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
             format!(
                 "{what}: written by an older Weir whose metadata quorum allowed several leaders \
                  per term (leader ids with a node_id); this version keeps one leader per term and \
-                 cannot read it: move the metadata directory away and format the node again"
+                 has no upgrade path for it yet: run the Weir that wrote it (the directory is left \
+                 as it is)"
             ),
         ));
     }
