@@ -59,6 +59,13 @@ const MAX_FETCH_WAIT_MS: u64 = 30_000;
 /// Pause before asking another voter after a failed fetch.
 const FETCH_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
+/// Pause after a voter of another cluster answered (a configuration
+/// mistake that retrying soon will not mend).
+const OTHER_CLUSTER_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Failed fetches in a row (about 5 s of retries) before each warning.
+const FAILURES_BEFORE_WARNING: u64 = 50;
+
 /// Voter id used for a `controller.quorum.bootstrap.servers` address whose
 /// node id is not known (TCP only uses it in error messages).
 const UNKNOWN_VOTER: u64 = u64::MAX;
@@ -150,6 +157,10 @@ pub(crate) struct FetchMetadataRequest {
 /// A voter's answer to [`FetchMetadataRequest`].
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct FetchMetadataResponse {
+    /// The voter's cluster id: an observer of another cluster takes
+    /// nothing from it (Kafka's INCONSISTENT_CLUSTER_ID).
+    #[serde(default)]
+    pub(crate) cluster_id: String,
     /// The offset the voter's image had applied when it answered.
     pub(crate) offset: u64,
     /// The active controller in the voter's image.
@@ -199,6 +210,7 @@ pub(crate) fn answer(
     request: &FetchMetadataRequest,
 ) -> FetchMetadataResponse {
     let mut response = FetchMetadataResponse {
+        cluster_id: image.cluster_id.clone(),
         offset: image.last_applied_offset,
         controller_id: image.controller_id,
         ..FetchMetadataResponse::default()
@@ -672,6 +684,7 @@ async fn follow(inner: Arc<ObserverInner>) {
     let mut next_probe = 0usize;
     let mut full_image = false;
     let mut probe = false;
+    let mut failures = 0u64;
     loop {
         let (after_offset, known_controller) = {
             let image = inner.images.borrow();
@@ -706,7 +719,26 @@ async fn follow(inner: Arc<ObserverInner>) {
                 max_wait + inner.options.forward_timeout,
             )
             .await;
+        if answer.is_ok() {
+            failures = 0;
+        }
         match answer {
+            Ok(QuorumResponse::FetchMetadata(Ok(response)))
+                if response.cluster_id != inner.cluster_id =>
+            {
+                tracing::error!(
+                    target = %target.address,
+                    ours = %inner.cluster_id,
+                    theirs = %response.cluster_id,
+                    "a voter of another cluster answered; ignoring it (check \
+                     controller.quorum.voters and the cluster id this node was formatted with)"
+                );
+                if !probing {
+                    inner.forget_leader(&target);
+                }
+                *slot = None;
+                tokio::time::sleep(OTHER_CLUSTER_BACKOFF).await;
+            }
             Ok(QuorumResponse::FetchMetadata(Ok(mut response))) => {
                 let leader = response
                     .leader
@@ -761,6 +793,19 @@ async fn follow(inner: Arc<ObserverInner>) {
                 tokio::time::sleep(FETCH_RETRY_BACKOFF).await;
             }
             Err(e) => {
+                failures += 1;
+                if failures % FAILURES_BEFORE_WARNING == 0 {
+                    // A voter list that reaches no voter (wrong addresses,
+                    // a single voter without a CONTROLLER listener) shows
+                    // up here instead of only at debug level.
+                    tracing::warn!(
+                        target = %target.address,
+                        error = %e,
+                        failures,
+                        "metadata fetches keep failing; is controller.quorum.voters (or \
+                         controller.quorum.bootstrap.servers) right?"
+                    );
+                }
                 tracing::debug!(target = %target.address, error = %e, "metadata fetch failed; trying another voter");
                 if !probing {
                     inner.forget_leader(&target);

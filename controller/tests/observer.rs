@@ -449,3 +449,35 @@ fn now_ms() -> i64 {
         .unwrap()
         .as_millis() as i64
 }
+
+/// An observer formatted for another cluster takes nothing from these
+/// voters (Kafka's INCONSISTENT_CLUSTER_ID): it does not start. The
+/// records it was sent were replayed whatever their cluster (found in
+/// review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_of_another_cluster_takes_nothing_from_the_voters() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let nodes = start_three(dir.path(), &router, &options()).await;
+    register(&nodes[&1].clone().into(), 1).await;
+    let results = nodes[&1]
+        .create_topics(vec![topic("theirs", 1)], false)
+        .await;
+    assert!(results[0].is_ok(), "{results:?}");
+
+    let started = MetadataObserver::start(
+        support::controller_config(dir.path(), OBSERVER, "another-cluster"),
+        QuorumOptions {
+            startup_timeout: Duration::from_secs(2),
+            ..options()
+        },
+        voters(),
+        vec![],
+        QuorumTransport::memory(&router),
+    )
+    .await;
+    assert!(started.is_err(), "an observer of another cluster started");
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
