@@ -56,6 +56,10 @@ pub const FETCH_MAX_WAIT: Duration = Duration::from_millis(2000);
 /// Longest `max_wait_ms` a voter honours, ms.
 const MAX_FETCH_WAIT_MS: u64 = 30_000;
 
+/// Most JSON bytes of entries in one answer to an observer (the
+/// transport's frames are at most 16 MiB).
+const MAX_ANSWER_RECORD_BYTES: usize = 1024 * 1024;
+
 /// Pause before asking another voter after a failed fetch.
 const FETCH_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -209,6 +213,19 @@ pub(crate) fn answer(
     recent: &RecentBatches,
     request: &FetchMetadataRequest,
 ) -> FetchMetadataResponse {
+    answer_within(image, recent, request, MAX_ANSWER_RECORD_BYTES)
+}
+
+/// [`answer`] with the entries capped at about `max_bytes` of JSON (at
+/// least one entry): the answer then stops at the last entry included and
+/// the observer asks again at once for the rest. Keeps an answer well
+/// under the transport's frame limit when an observer is far behind.
+fn answer_within(
+    image: &MetadataImage,
+    recent: &RecentBatches,
+    request: &FetchMetadataRequest,
+    max_bytes: usize,
+) -> FetchMetadataResponse {
     let mut response = FetchMetadataResponse {
         cluster_id: image.cluster_id.clone(),
         offset: image.last_applied_offset,
@@ -222,7 +239,18 @@ pub(crate) fn answer(
         .then(|| recent.between(request.after_offset, image.last_applied_offset))
         .flatten();
     match batches {
-        Some(batches) => response.batches = batches,
+        Some(batches) => {
+            let mut bytes = 0usize;
+            for entry in batches {
+                let size = serde_json::to_vec(&entry.1).map_or(usize::MAX, |v| v.len());
+                if !response.batches.is_empty() && bytes.saturating_add(size) > max_bytes {
+                    break;
+                }
+                bytes = bytes.saturating_add(size);
+                response.offset = entry.0;
+                response.batches.push(entry);
+            }
+        }
         None => response.image = Some(image.clone()),
     }
     response
@@ -868,6 +896,36 @@ mod tests {
 
     fn voter(capacity: usize) -> (MetadataImage, RecentBatches) {
         voter_at(5, capacity)
+    }
+
+    /// Far behind, an observer gets the entries in pieces that stay under
+    /// the byte budget, each ending at the last entry it holds, and it can
+    /// replay them in turn up to the voter's image.
+    #[test]
+    fn a_long_answer_is_cut_at_the_byte_budget_and_ends_at_its_last_entry() {
+        let (image, recent) = voter_at(9, 20);
+        let one_entry = serde_json::to_vec(&topic("t2", 2)).unwrap().len();
+        let mut observer = MetadataImage::new("c");
+        observer.last_applied_offset = 1;
+        let mut answers = 0;
+        while observer.last_applied_offset < image.last_applied_offset {
+            let answered = answer_within(
+                &image,
+                &recent,
+                &request(observer.last_applied_offset),
+                2 * one_entry + 2,
+            );
+            assert!(answered.batches.len() <= 2, "{answered:?}");
+            assert_eq!(answered.offset, answered.batches.last().unwrap().0);
+            match next_image(&observer, answered) {
+                Next::Image(next) => observer = next,
+                other => panic!("{other:?}"),
+            }
+            answers += 1;
+        }
+        assert_eq!(answers, 4);
+        observer.cluster_id = image.cluster_id.clone();
+        assert_eq!(observer, image);
     }
 
     #[test]
