@@ -615,6 +615,21 @@ impl<S: GroupStore> GroupCoordinator<S> {
                             Some(load) if load.leader_epoch == leader_epoch => {
                                 next.insert(partition, *load);
                             }
+                            // Still led here under a new leader epoch (an
+                            // election that picked this broker again): its
+                            // log is the one already loaded, so the groups
+                            // stay, as Kafka keeps an active coordinator on
+                            // an epoch bump. Unloading and reloading raced
+                            // with commits whose appends were in flight.
+                            Some(load) if load.loaded => {
+                                next.insert(
+                                    partition,
+                                    PartitionLoad {
+                                        leader_epoch,
+                                        loaded: true,
+                                    },
+                                );
+                            }
                             _ => {
                                 next.insert(
                                     partition,
@@ -641,7 +656,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
                         .cloned()
                         .collect();
                     for (partition, load) in &old {
-                        if next.get(partition) != Some(load) {
+                        if next.get(partition).is_none_or(|n| !n.loaded && load.loaded) {
                             info!(
                                 partition,
                                 leader_epoch = load.leader_epoch,
@@ -957,9 +972,11 @@ impl<S: GroupStore> GroupCoordinator<S> {
                 .remove_pending_commits(&group_id, offsets.iter().map(|(p, _)| p));
             result?;
             if !ctx.owns(&group_id) {
-                // The partition moved away meanwhile: the commit is in the
-                // log, the group is no longer this broker's.
-                return Ok(());
+                // The partition moved away meanwhile: the commit is in this
+                // broker's log, which the new coordinator does not read
+                // (partition data is not replicated yet). NOT_COORDINATOR
+                // sends the client to commit there again, as Kafka.
+                return Ok(false);
             }
             let now_ms = ctx.now_ms;
             let group = ctx
@@ -972,10 +989,11 @@ impl<S: GroupStore> GroupCoordinator<S> {
                     group.offsets.insert(partition, offset);
                 }
             }
-            Ok::<(), GroupStoreError>(())
+            Ok::<bool, GroupStoreError>(true)
         });
         match task.await {
-            Ok(Ok(())) => Ok(results),
+            Ok(Ok(true)) => Ok(results),
+            Ok(Ok(false)) => Err(ResponseError::NotCoordinator),
             Ok(Err(e)) => {
                 warn!(
                     group = %bounded(&params.group_id),
