@@ -73,7 +73,10 @@ fn main() -> ExitCode {
     }
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+            // openraft logs every vote and election step at info; its
+            // warnings and errors are what an operator needs.
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
         )
         .with_writer(std::io::stderr)
         .with_ansi(false)
