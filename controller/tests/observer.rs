@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::eventually;
+use support::{eventually, now_ms};
 use weir_controller::{
     BrokerEndpoint, ControllerConfig, CreatableTopic, MemoryRouter, MetadataController,
     MetadataImage, MetadataObserver, QuorumController, QuorumOptions, QuorumTransport, QuorumVoter,
@@ -66,6 +66,43 @@ async fn start_observer(root: &Path, router: &MemoryRouter) -> MetadataControlle
     .await
     .unwrap_or_else(|e| panic!("observer did not start: {e}"))
     .into()
+}
+
+/// Cuts `old_leader` off from the other voters (not from the observer),
+/// waits for them to elect a new leader, creates `topic` through it and
+/// waits for the observer to follow; returns the new leader and the voters
+/// other than `old_leader`.
+async fn depose(
+    nodes: &BTreeMap<i32, QuorumController>,
+    router: &MemoryRouter,
+    old_leader: i32,
+    observer: &MetadataController,
+    topic_name: &str,
+) -> (i32, BTreeMap<i32, QuorumController>) {
+    for id in (1..=3).filter(|&id| id != old_leader) {
+        router.cut_link(old_leader, id);
+    }
+    let rest: BTreeMap<i32, QuorumController> = nodes
+        .iter()
+        .filter(|(&id, _)| id != old_leader)
+        .map(|(&id, c)| (id, c.clone()))
+        .collect();
+    let new_leader = eventually("a new leader among the other two", || async {
+        rest.iter().find(|(_, c)| c.is_active()).map(|(&id, _)| id)
+    })
+    .await;
+    let results = rest[&new_leader]
+        .create_topics(vec![topic(topic_name, 1)], false)
+        .await;
+    assert!(results[0].is_ok(), "{results:?}");
+    converged(
+        &rest,
+        observer,
+        "the observer to follow the new leader",
+        |i| i.controller_id == Some(new_leader) && i.topic(topic_name).is_some(),
+    )
+    .await;
+    (new_leader, rest)
 }
 
 fn topic(name: &str, replication_factor: i16) -> CreatableTopic {
@@ -329,29 +366,7 @@ async fn observer_leaves_a_deposed_leader_that_still_answers_it() {
 
     // The old leader loses the other voters but not the observer, which
     // fetches from it: it still answers, with nothing new.
-    for id in (1..=3).filter(|&id| id != old_leader) {
-        router.cut_link(old_leader, id);
-    }
-    let rest: BTreeMap<i32, QuorumController> = nodes
-        .iter()
-        .filter(|(&id, _)| id != old_leader)
-        .map(|(&id, c)| (id, c.clone()))
-        .collect();
-    let new_leader = eventually("a new leader among the other two", || async {
-        rest.iter().find(|(_, c)| c.is_active()).map(|(&id, _)| id)
-    })
-    .await;
-    let results = rest[&new_leader]
-        .create_topics(vec![topic("behind-its-back", 1)], false)
-        .await;
-    assert!(results[0].is_ok(), "{results:?}");
-    converged(
-        &rest,
-        &observer,
-        "the observer to follow the new leader",
-        |i| i.controller_id == Some(new_leader) && i.topic("behind-its-back").is_some(),
-    )
-    .await;
+    depose(&nodes, &router, old_leader, &observer, "behind-its-back").await;
 
     for id in (1..=3).filter(|&id| id != old_leader) {
         router.heal_link(old_leader, id);
@@ -377,29 +392,7 @@ async fn observer_does_not_return_to_a_deposed_leader_behind_it() {
     register(&nodes[&1].clone().into(), 1).await;
     let old_leader = leader_of(&nodes).await;
     let others: Vec<i32> = (1..=3).filter(|&id| id != old_leader).collect();
-    for &id in &others {
-        router.cut_link(old_leader, id);
-    }
-    let rest: BTreeMap<i32, QuorumController> = nodes
-        .iter()
-        .filter(|(&id, _)| id != old_leader)
-        .map(|(&id, c)| (id, c.clone()))
-        .collect();
-    let new_leader = eventually("a new leader among the other two", || async {
-        rest.iter().find(|(_, c)| c.is_active()).map(|(&id, _)| id)
-    })
-    .await;
-    let results = rest[&new_leader]
-        .create_topics(vec![topic("first", 1)], false)
-        .await;
-    assert!(results[0].is_ok(), "{results:?}");
-    converged(
-        &rest,
-        &observer,
-        "the observer to follow the new leader",
-        |i| i.controller_id == Some(new_leader) && i.topic("first").is_some(),
-    )
-    .await;
+    let (new_leader, rest) = depose(&nodes, &router, old_leader, &observer, "first").await;
 
     // The observer loses the current voters and can reach only the deposed
     // leader, which is behind it.
@@ -441,13 +434,6 @@ async fn observer_does_not_return_to_a_deposed_leader_behind_it() {
     for node in nodes.values() {
         node.shutdown().await.unwrap();
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 /// An observer formatted for another cluster takes nothing from these

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::eventually;
+use support::{eventually, now_ms};
 use weir_controller::{
     BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter, MetadataImage,
     QuorumController, QuorumDescription, QuorumOptions, QuorumTransport, QuorumVoter,
@@ -555,13 +555,6 @@ async fn a_follower_asks_again_when_a_read_only_answer_is_lost() {
     for node in nodes.values() {
         node.shutdown().await.unwrap();
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 /// The voter `id`'s progress in `quorum`.

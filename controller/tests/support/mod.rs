@@ -52,3 +52,13 @@ pub fn controller_config(root: &Path, id: i32, cluster_id: &str) -> ControllerCo
         cluster_id: cluster_id.into(),
     }
 }
+
+/// Wall-clock milliseconds since the Unix epoch (DescribeQuorum's
+/// timestamps use the same clock).
+#[allow(dead_code)] // not every test file reads DescribeQuorum timestamps
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
