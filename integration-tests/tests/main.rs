@@ -34,6 +34,7 @@ mod groups_clients;
 mod groups_durability;
 mod groups_offsets_topic;
 mod groups_raw;
+mod hostile;
 mod idempotence;
 mod kafka_compat;
 mod lifecycle;

@@ -1,0 +1,1 @@
+//! Hostile inputs: see `super` for the conventions.
