@@ -1,4 +1,4 @@
-//! Broker configuration in Kafka's `server.properties` format (DESIGN.md §6).
+//! Broker configuration in Kafka's `server.properties` format.
 //!
 //! Property names and defaults follow Apache Kafka wherever Kafka has the
 //! concept. The only Weir-specific key is `metrics.listener`. Unknown keys are

@@ -1,5 +1,5 @@
 //! The one place that maps Weir's internal errors to Kafka error codes
-//! (DESIGN.md §7). Codes are from Kafka's `Errors.java` / the protocol guide.
+//! (Kafka's `Errors.java` / the protocol guide's error table).
 //! The matches are exhaustive so that a new variant cannot go unmapped.
 
 use kafka_protocol::ResponseError;

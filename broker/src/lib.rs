@@ -1,6 +1,6 @@
 //! The Weir broker: configuration, listeners, connections, request dispatch,
 //! one handler per Kafka API, the `ReplicaManager` that owns partitions, and
-//! the metrics endpoint (DESIGN.md §1, §2).
+//! the metrics endpoint.
 //!
 //! This crate is the only place that translates between the Kafka wire types
 //! (`kafka-protocol`) and the domain crates (`weir-storage`,

@@ -1,7 +1,7 @@
 //! `Partition`: one hosted topic partition, its log and the offsets the
 //! protocol exposes (high watermark, log start and end offsets, leader
 //! epoch), plus the wake-up that parks fetches (DelayedFetch) and the group
-//! commit of fsyncs that acks=all waits for (DESIGN.md §4 Durability).
+//! commit of fsyncs that acks=all waits for.
 //!
 //! Single node: this broker is the only replica, so the high watermark is the
 //! log end offset after every append.

@@ -1,6 +1,6 @@
 //! `ReplicaManager`: the partitions this broker hosts, kept in line with the
-//! metadata image (DESIGN.md §2 step 5: a new `MetadataImage` ->
-//! `apply_image` creates or deletes logs).
+//! metadata image (a new `MetadataImage` -> `apply_image` creates or
+//! deletes logs).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};

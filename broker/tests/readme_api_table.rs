@@ -1,5 +1,5 @@
 //! The README's table of supported APIs must match the supported-API table
-//! that ApiVersions is derived from (DESIGN.md §3).
+//! that ApiVersions is derived from (`weir_protocol_compat::api_table`).
 
 use weir_protocol_compat::api_table::SUPPORTED_APIS;
 

@@ -1,4 +1,4 @@
-//! Weir's cluster metadata controller (DESIGN.md §5), KRaft-style.
+//! Weir's cluster metadata controller, KRaft-style.
 //!
 //! Owns: the metadata records ([`records`]), the immutable
 //! [`MetadataImage`] they replay into ([`image`]), the pure controller logic

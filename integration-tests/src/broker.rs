@@ -559,7 +559,7 @@ fn tail_of_file(path: &Path, lines: usize) -> String {
 /// The brokers of one test, stopped when dropped.
 ///
 /// Today this is a single-node cluster (the broker is its own one-voter
-/// controller quorum, DESIGN.md section 5); multi-node clusters need the
+/// controller quorum); multi-node clusters need the
 /// `controller.quorum.voters` wiring of the broker and will be added with it.
 #[derive(Debug)]
 pub struct TestCluster {

@@ -2,8 +2,8 @@
 //! default field values at each advertised version gets a response that
 //! decodes at that version (never a hang or a closed connection). This is
 //! the end-to-end check that dispatch covers the supported-API table
-//! (DESIGN.md §3) and that every handler's response encodes at every
-//! version it claims.
+//! (`weir_protocol_compat::api_table`) and that every handler's response
+//! encodes at every version it claims.
 
 use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,

@@ -1,5 +1,5 @@
-//! Kafka byte compatibility of Weir's log files (issue 3, point 8; DESIGN.md
-//! §4): Apache Kafka's own `kafka.tools.DumpLogSegments` (what
+//! Kafka byte compatibility of Weir's log files (issue 3, point 8): Apache
+//! Kafka's own `kafka.tools.DumpLogSegments` (what
 //! `bin/kafka-dump-log.sh` runs, from the `kafka_2.13` 4.1 artifact) reads
 //! the `.log`, `.index` and `.timeindex` files the real `weir` binary wrote
 //! and finds exactly the batches and records that were produced, with no

@@ -1,5 +1,4 @@
-//! The one supported-API table (DESIGN.md §3) and the ApiVersions response
-//! derived from it.
+//! The one supported-API table and the ApiVersions response derived from it.
 //!
 //! The table lists what the broker's handlers implement, never what the
 //! `kafka-protocol` codec could parse. Dispatch in the broker is checked
@@ -50,11 +49,12 @@ const fn api(api_key: ApiKey, min_version: i16, max_version: i16) -> SupportedAp
 /// Every API the broker implements, ordered by API key.
 ///
 /// The group APIs keep their non-flexible versions (librdkafka uses them)
-/// and JoinGroup keeps v0-1 (older librdkafka; DESIGN.md §3).
+/// and JoinGroup keeps v0-1 (older librdkafka).
 ///
-/// Produce is advertised from v0 but served from v3 (DESIGN.md §3; the
-/// `kafka-protocol` crate cannot decode v0-2 either). ListOffsets starts at
-/// v1 because `kafka-protocol` 0.18 has no v0.
+/// Produce is advertised from v0 but served from v3 (librdkafka derives
+/// compression support from the advertised range; the `kafka-protocol`
+/// crate cannot decode v0-2 either). ListOffsets starts at v1 because
+/// `kafka-protocol` 0.18 has no v0.
 pub static SUPPORTED_APIS: &[SupportedApi] = &[
     SupportedApi {
         api_key: ApiKey::Produce,

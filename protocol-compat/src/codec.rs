@@ -35,7 +35,7 @@ pub struct DecodedRequest {
 
 /// Why a request frame could not be turned into a [`DecodedRequest`].
 ///
-/// What to do with each (DESIGN.md §2, §7): `Truncated`, `UnknownApiKey` and
+/// What to do with each: `Truncated`, `UnknownApiKey` and
 /// `Malformed` close the connection, as Kafka does; `UnsupportedVersion`
 /// goes to [`unsupported_version_response`], which answers ApiVersions and
 /// Produce v0-2 and otherwise says to close.

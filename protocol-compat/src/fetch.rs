@@ -1,5 +1,5 @@
 //! Hand-written Fetch response encoder that leaves a slot for each
-//! partition's record bytes (DESIGN.md §2 point 7).
+//! partition's record bytes.
 //!
 //! The broker answers Fetch with record batches read from log segments. To
 //! send those with `sendfile`, the response is produced as a list of chunks:
@@ -38,7 +38,7 @@ pub enum FetchChunk<R, B = Bytes> {
 }
 
 /// The record bytes of one partition in a Fetch response: whole record
-/// batches, as stored (DESIGN.md §4).
+/// batches, as stored (never re-based, split or recompressed).
 pub trait RecordsSource {
     /// Exact number of bytes this source will write.
     fn len(&self) -> usize;

@@ -1,7 +1,7 @@
 //! Speaking Kafka on the wire: framing, request/response header versions, the
 //! supported-API table, request decode and response encode over the
 //! `kafka-protocol` crate, and the hand-written Fetch response encoder that
-//! leaves slots for file regions (DESIGN.md §1 and §2).
+//! leaves slots for file regions.
 //!
 //! This crate has no I/O: it turns bytes into requests and responses into
 //! bytes. It must not depend on tokio, storage, or the controller.

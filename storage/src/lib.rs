@@ -1,5 +1,5 @@
 //! `weir-storage`: one partition's log on disk in Kafka's own format, byte
-//! for byte (DESIGN.md §4), and the log directory that holds them.
+//! for byte, and the log directory that holds them.
 //!
 //! * [`batch`]: the 61-byte v2 record batch header and produce validation;
 //! * [`segment`], [`index`]: `.log`, `.index` and `.timeindex` files;

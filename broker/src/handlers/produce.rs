@@ -1,5 +1,6 @@
-//! Produce (key 0): advertised from v0, served v3-11 (DESIGN.md §3; v0-2 are
-//! answered with UNSUPPORTED_VERSION by `dispatch`).
+//! Produce (key 0): advertised from v0 (librdkafka derives compression support
+//! from it), served v3-11 (v0-2 are answered with UNSUPPORTED_VERSION by
+//! `dispatch`; see `weir_protocol_compat::api_table`).
 //!
 //! Each partition's records must be exactly one magic-2 record batch (Kafka's
 //! `ProduceRequest.validateRecords` for v3+). The batch is validated and

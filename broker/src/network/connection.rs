@@ -1,6 +1,6 @@
 //! One client connection: framing, pipelined request processing with
 //! responses in request order, and the writer that interleaves encoded bytes
-//! with `sendfile` of log file regions (DESIGN.md §2 steps 2, 6, 7).
+//! with `sendfile` of log file regions.
 //!
 //! Ordering: requests are turned into futures in arrival order and kept in a
 //! `FuturesOrdered`, so their first polls happen in arrival order on this
