@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use tokio::sync::{watch, Notify};
 use uuid::Uuid;
+use weir_storage::batch::ValidatedRecords;
 use weir_storage::{FetchDataInfo, Log, LogAppendInfo, StorageError, TopicPartition};
 
 /// `current_leader_epoch` value meaning "not given" (Kafka's
@@ -280,9 +281,40 @@ impl Partition {
         records: &Bytes,
         now_ms: i64,
     ) -> Result<(LogAppendInfo, bool), StorageError> {
+        self.append_with(|log, epoch| log.append_as_leader(records, epoch, now_ms))
+    }
+
+    /// [`Partition::append_records_as_leader`] for produced records whose
+    /// compressed batches were validated off the runtime
+    /// ([`weir_storage::compression::validate_compressed_batch`]):
+    /// `compressed[i]` is the outcome of the `i`-th compressed batch, whose
+    /// real max timestamp the stored header gets ([`Log::append_produced`]).
+    ///
+    /// # Errors
+    /// As [`Partition::append_records_as_leader`];
+    /// [`StorageError::LogDeleted`] when the topic was deleted meanwhile.
+    pub fn append_produced(
+        &self,
+        records: &Bytes,
+        now_ms: i64,
+        compressed: &[ValidatedRecords],
+    ) -> Result<(LogAppendInfo, bool), StorageError> {
+        self.append_with(|log, epoch| log.append_produced(records, epoch, now_ms, compressed))
+    }
+
+    /// The topic's log config (message timestamp rules, compaction), for
+    /// validating produced records before they reach the log.
+    pub fn log_config(&self) -> weir_storage::LogConfig {
+        lock(&self.log).config().clone()
+    }
+
+    fn append_with(
+        &self,
+        append: impl FnOnce(&mut Log, i32) -> Result<LogAppendInfo, StorageError>,
+    ) -> Result<(LogAppendInfo, bool), StorageError> {
         let (info, log_end_offset, flush_due) = {
             let mut log = lock(&self.log);
-            let info = log.append_as_leader(records, self.leader_epoch(), now_ms)?;
+            let info = append(&mut log, self.leader_epoch())?;
             let log_end_offset = log.log_end_offset();
             self.high_watermark.store(log_end_offset, Ordering::Release);
             (info, log_end_offset, log.flush_messages_due())
@@ -361,13 +393,24 @@ impl Partition {
     /// which publishes it when dropped.
     async fn flush(&self, ended: &mut FlushEnded<'_>) -> Result<(), StorageError> {
         let pending = lock(&self.log).prepare_flush()?;
-        let pending = tokio::task::spawn_blocking(move || pending.sync().map(|()| pending))
+        let synced = tokio::task::spawn_blocking(move || pending.sync().map(|()| pending))
             .await
             .map_err(|e| StorageError::Io {
                 op: "fdatasync",
                 path: Default::default(),
                 source: std::io::Error::other(e.to_string()),
-            })??;
+            })?;
+        let pending = match synced {
+            Ok(pending) => pending,
+            // The topic was deleted while the sync ran (its directory is
+            // gone): not a storage failure.
+            Err(_) if lock(&self.log).is_deleted() => {
+                return Err(StorageError::LogDeleted {
+                    topic_partition: self.topic_partition.to_string(),
+                })
+            }
+            Err(e) => return Err(e),
+        };
         ended.recovery_point = Some(lock(&self.log).complete_flush(&pending));
         Ok(())
     }

@@ -281,6 +281,18 @@ pub fn broker_config_entries(
             "CreateTime or LogAppendTime",
         ),
         (
+            "log.message.timestamp.before.max.ms",
+            c.log_message_timestamp_before_max_ms.to_string(),
+            ConfigType::Long,
+            "how far a CreateTime timestamp may lie in the past (ms)",
+        ),
+        (
+            "log.message.timestamp.after.max.ms",
+            c.log_message_timestamp_after_max_ms.to_string(),
+            ConfigType::Long,
+            "how far a CreateTime timestamp may lie in the future (ms)",
+        ),
+        (
             "log.retention.ms",
             c.log_retention_ms.to_string(),
             ConfigType::Long,
