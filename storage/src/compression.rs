@@ -414,6 +414,170 @@ pub fn compress(codec: u8, records: &[u8]) -> Result<Vec<u8>, StorageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::RecordRules;
+    use crate::testutil::{batch_with_records, RawRecord};
+    use crate::StorageError;
+
+    const CODECS: [u8; 4] = [GZIP, SNAPPY, LZ4, ZSTD];
+
+    /// A batch of `section` compressed with `codec`, declaring `count`
+    /// records, base timestamp 1000 and a lying max timestamp 2^62.
+    fn compressed_batch(codec: u8, section: &[u8], count: i32) -> (RecordBatchHeader, Vec<u8>) {
+        let payload = compress(codec, section).unwrap();
+        let mut batch = batch_with_records(&payload, count, count - 1, codec as i16);
+        batch[27..35].copy_from_slice(&1000i64.to_be_bytes());
+        batch[35..43].copy_from_slice(&(1i64 << 62).to_be_bytes());
+        let crc = crc32c::crc32c(&batch[21..]);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        (RecordBatchHeader::validate(&batch).unwrap(), batch)
+    }
+
+    fn section(records: &[RawRecord<'_>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in records {
+            r.encode(&mut out);
+        }
+        out
+    }
+
+    fn validate(
+        codec: u8,
+        section: &[u8],
+        count: i32,
+        budget: &mut DecompressionBudget,
+    ) -> Result<ValidatedRecords, StorageError> {
+        let (header, batch) = compressed_batch(codec, section, count);
+        validate_compressed_batch(&header, &batch, &RecordRules::STRUCTURE_ONLY, budget)
+    }
+
+    fn invalid_reason(result: Result<ValidatedRecords, StorageError>) -> String {
+        match result {
+            Err(StorageError::InvalidRecord { reason }) => reason,
+            other => panic!("expected InvalidRecord, got {other:?}"),
+        }
+    }
+
+    /// Issue 15: a bomb of zeros (64 MiB) fails at its first record, having
+    /// decompressed a few KiB, not the whole bomb, in every codec.
+    #[test]
+    fn a_bomb_of_zeros_fails_at_its_first_record_in_every_codec() {
+        let zeros = vec![0u8; 64 << 20];
+        for codec in CODECS {
+            let mut budget = DecompressionBudget::new(MAX_DECOMPRESSED_REQUEST_BYTES);
+            let reason = invalid_reason(validate(codec, &zeros, 1, &mut budget));
+            assert!(reason.starts_with("record 0:"), "codec {codec}: {reason}");
+            let used = MAX_DECOMPRESSED_REQUEST_BYTES - budget.remaining();
+            assert!(used < 1024, "codec {codec} decompressed {used} bytes");
+        }
+    }
+
+    /// Well-formed records beyond the request budget are refused once the
+    /// budget runs out, and the budget is shared by the request's batches.
+    #[test]
+    fn the_request_budget_bounds_well_formed_records_across_batches() {
+        let value = vec![7u8; 300 << 10];
+        let records: Vec<RawRecord<'_>> = (0..4).map(|i| RawRecord::new(i, &value)).collect();
+        let section = section(&records);
+        for codec in CODECS {
+            let mut budget = DecompressionBudget::new(2 << 20);
+            // 1.2 MiB each: the first passes, the second runs out.
+            validate(codec, &section, 4, &mut budget).unwrap();
+            let reason = invalid_reason(validate(codec, &section, 4, &mut budget));
+            assert!(
+                reason.contains("one produce request may decompress"),
+                "{reason}"
+            );
+            // Nothing left: the next batch fails at once.
+            let reason = invalid_reason(validate(codec, &section, 4, &mut budget));
+            assert!(reason.starts_with("record 0:"), "{reason}");
+        }
+    }
+
+    /// Each invalid shape of a compressed records section is refused with
+    /// INVALID_RECORD naming the fault, in every codec.
+    #[test]
+    fn every_invalid_shape_is_refused_while_streaming() {
+        let two = section(&[RawRecord::new(0, b"a"), RawRecord::new(1, b"b")]);
+        let mut long = RawRecord::new(0, b"abc");
+        long.length = Some(1 << 20);
+        let mut gap = section(&[RawRecord::new(0, b"a")]);
+        gap.extend(section(&[RawRecord::new(5, b"b")]));
+        let cases: Vec<(&str, Vec<u8>, i32, &str)> = vec![
+            (
+                "fewer records than declared",
+                two.clone(),
+                3,
+                "ends after 2",
+            ),
+            ("data after the last record", two.clone(), 1, "data remains"),
+            (
+                "a record longer than the data",
+                section(&[long]),
+                1,
+                "exceeds",
+            ),
+            ("offsets not contiguous", gap, 2, "contiguous"),
+            ("a 6-byte length varint", vec![0x80; 6], 1, "varint"),
+            ("empty", Vec::new(), 1, "ends after 0"),
+        ];
+        for codec in CODECS {
+            for (what, section, count, expected) in &cases {
+                let mut budget = DecompressionBudget::new(MAX_DECOMPRESSED_REQUEST_BYTES);
+                let reason = invalid_reason(validate(codec, section, *count, &mut budget));
+                assert!(reason.contains(expected), "codec {codec}, {what}: {reason}");
+            }
+            // A payload that is not the codec's format at all.
+            let batch = batch_with_records(b"not compressed at all", 1, 0, codec as i16);
+            let header = RecordBatchHeader::validate(&batch).unwrap();
+            let mut budget = DecompressionBudget::new(MAX_DECOMPRESSED_REQUEST_BYTES);
+            assert!(matches!(
+                validate_compressed_batch(
+                    &header,
+                    &batch,
+                    &RecordRules::STRUCTURE_ONLY,
+                    &mut budget
+                ),
+                Err(StorageError::InvalidRecord { .. })
+            ));
+        }
+    }
+
+    /// The real max timestamp comes from the records, whatever the header
+    /// says (here 2^62), and the timestamp window applies to compressed
+    /// records (INVALID_TIMESTAMP naming the record).
+    #[test]
+    fn the_max_timestamp_is_the_records_and_the_window_applies() {
+        let mut late = RawRecord::new(1, b"b");
+        late.timestamp_delta = 4000;
+        let mut early = RawRecord::new(2, b"c");
+        early.timestamp_delta = -500;
+        let section = section(&[RawRecord::new(0, b"a"), late, early]);
+        for codec in CODECS {
+            let (header, batch) = compressed_batch(codec, &section, 3);
+            assert_eq!(header.max_timestamp, 1 << 62);
+            let mut budget = DecompressionBudget::new(MAX_DECOMPRESSED_REQUEST_BYTES);
+            let rules = RecordRules {
+                now_ms: 5000,
+                timestamp_before_max_ms: 10_000,
+                timestamp_after_max_ms: 0,
+                ..RecordRules::STRUCTURE_ONLY
+            };
+            let validated = validate_compressed_batch(&header, &batch, &rules, &mut budget);
+            assert_eq!(validated.unwrap().max_timestamp, 5000, "codec {codec}");
+            let rules = RecordRules {
+                now_ms: 1000,
+                timestamp_after_max_ms: 3999,
+                ..rules
+            };
+            match validate_compressed_batch(&header, &batch, &rules, &mut budget) {
+                Err(StorageError::InvalidTimestamp {
+                    record_index: 1,
+                    reason,
+                }) => assert!(reason.contains("5000"), "{reason}"),
+                other => panic!("codec {codec}: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn gzip_bomb_is_refused_without_decompressing_it_all() {
