@@ -414,8 +414,16 @@ fn prepare(
     }
     let compressed = (header.compression_codec() != 0).then_some(header);
     if compressed.is_some() {
-        // The CRC covers the compressed payload: check it before spending
-        // CPU on decompression (Kafka's `ensureValid` comes first too).
+        // Kafka's `UnifiedLog.analyzeAndValidateRecords` checks the size
+        // and CRC before `LogValidator` decompresses anything.
+        let max = partition.log_config().max_message_bytes;
+        if records.len() > max {
+            return Err(StorageError::RecordBatchTooLarge {
+                size: records.len(),
+                max,
+            }
+            .into());
+        }
         RecordBatchHeader::validate(&records)?;
     }
     Ok((
