@@ -573,6 +573,36 @@ mod tests {
         assert_eq!(resumed.first_offset, first.last_offset + 1);
     }
 
+    /// Issue 15: a topic deleted under its producer. An append made before
+    /// the deletion whose fsync comes after it, and an append after it,
+    /// both answer NOT_LEADER_OR_FOLLOWER (`LogDeleted`), never
+    /// KAFKA_STORAGE_ERROR (before: the flush opened files of the removed
+    /// directory and failed, "fsync failed").
+    #[tokio::test]
+    async fn appends_and_flushes_racing_with_deletion_answer_not_leader() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = weir_storage::LogManager::open(
+            dir.path().to_path_buf(),
+            1,
+            weir_storage::LogConfig::default(),
+        )
+        .unwrap();
+        let tp = TopicPartition::new("doomed", 0);
+        let log = manager
+            .get_or_create(&tp, weir_storage::LogConfig::default())
+            .unwrap();
+        lock(&log).set_topic_id([7; 16]).unwrap();
+        let partition = Arc::new(Partition::new(tp.clone(), Uuid::new_v4(), log, 0));
+        let (info, _) = partition.append_records_as_leader(&batch("a"), 0).unwrap();
+        manager.delete(&tp).unwrap();
+        let flushed = partition.wait_durable(info.last_offset + 1).await;
+        let appended = partition.append_records_as_leader(&batch("b"), 0);
+        for error in [flushed.unwrap_err(), appended.unwrap_err()] {
+            assert!(matches!(error, StorageError::LogDeleted { .. }), "{error}");
+            assert_eq!(crate::error::storage_error_code(&error), 6);
+        }
+    }
+
     /// Regression: a waiter cancelled while its flush runs (the client went
     /// away) must not abandon the flush: the flush completes and publishes,
     /// holding the flush lock until its fdatasync is done (otherwise the next
