@@ -742,13 +742,15 @@ impl Log {
     /// length, a valid CRC-32C, a known compression codec (0-4),
     /// `last_offset_delta >= 0` matching its record count, and be at most
     /// `max.message.bytes`; an uncompressed batch's records must also pass
-    /// [`batch::validate_records`]. A compressed batch's records cannot be
-    /// read here: the caller must decompress them and run
-    /// [`batch::validate_records`] first (Kafka's `LogValidator`). If any
-    /// batch is invalid nothing is appended. When `cleanup.policy` includes
-    /// `compact`, every record of an uncompressed batch must have a key
-    /// (the caller checks compressed ones, see
-    /// [`compression::validate_compressed_batch`](crate::compression::validate_compressed_batch)). Offsets are assigned from the log end offset; `base_offset`
+    /// [`batch::validate_records_with`] under the topic's rules (structure,
+    /// the KIP-937 timestamp window at `now_ms`, keys when `cleanup.policy`
+    /// includes `compact`), and under CreateTime its header gets its
+    /// records' real max timestamp (CRC recomputed when it changes, Kafka's
+    /// `LogValidator`). A compressed batch's records are not read here:
+    /// produced ones go through [`Log::append_produced`] with the outcome of
+    /// [`compression::validate_compressed_batch`](crate::compression::validate_compressed_batch);
+    /// here they keep their header (broker-internal writers). If any batch
+    /// is invalid nothing is appended. Offsets are assigned from the log end offset; `base_offset`
     /// and `partition_leader_epoch` are stamped into a copy of each 61-byte
     /// header (both outside the CRC); under LogAppendTime `max_timestamp` is
     /// set to `now_ms`, attributes bit 3 set and the CRC recomputed. Record
@@ -771,7 +773,10 @@ impl Log {
     /// [`StorageError::OutOfOrderSequence`] / [`StorageError::InvalidProducerEpoch`]
     /// for an idempotent batch that does not follow its producer's state,
     /// [`StorageError::RecordWithoutKey`] for a keyless record on a compacted
-    /// topic, [`StorageError::Io`] if the write fails (the segment is cut back).
+    /// topic, [`StorageError::InvalidTimestamp`] for a record outside the
+    /// timestamp window, [`StorageError::LogDeleted`] once the log is
+    /// deleted, [`StorageError::Io`] if the write fails (the segment is cut
+    /// back).
     pub fn append_as_leader(
         &mut self,
         records: &Bytes,
