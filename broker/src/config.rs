@@ -159,6 +159,16 @@ pub struct BrokerConfig {
     pub message_max_bytes: usize,
     /// `log.message.timestamp.type`. Default: CreateTime.
     pub log_message_timestamp_type: TimestampType,
+    /// `log.message.timestamp.before.max.ms` (KIP-937): how far in the past
+    /// a CreateTime record's timestamp may lie, ms; older records are
+    /// refused with INVALID_TIMESTAMP. Default: 9223372036854775807 (no
+    /// bound). Topics override it with `message.timestamp.before.max.ms`.
+    pub log_message_timestamp_before_max_ms: i64,
+    /// `log.message.timestamp.after.max.ms` (KIP-937): how far in the future
+    /// a CreateTime record's timestamp may lie, ms. Default: 3600000 (Kafka
+    /// 4's, KIP-1030). Topics override it with
+    /// `message.timestamp.after.max.ms`.
+    pub log_message_timestamp_after_max_ms: i64,
     /// `log.retention.ms`, else `log.retention.minutes`, else
     /// `log.retention.hours` (Kafka's precedence), in ms; negative keeps
     /// segments forever. Default: 168 hours. Topics override it with
@@ -308,6 +318,8 @@ impl Default for BrokerConfig {
             log_index_interval_bytes: log.index_interval_bytes,
             message_max_bytes: log.max_message_bytes,
             log_message_timestamp_type: TimestampType::CreateTime,
+            log_message_timestamp_before_max_ms: i64::MAX,
+            log_message_timestamp_after_max_ms: 3_600_000,
             log_retention_ms: 168 * 3_600_000,
             log_retention_bytes: -1,
             log_roll_ms: 168 * 3_600_000,
@@ -570,6 +582,12 @@ impl BrokerConfig {
             "log.message.timestamp.type" => {
                 self.log_message_timestamp_type = parse_timestamp_type(key, value)?
             }
+            "log.message.timestamp.before.max.ms" => {
+                self.log_message_timestamp_before_max_ms = parse_at_least(key, value, 0)?
+            }
+            "log.message.timestamp.after.max.ms" => {
+                self.log_message_timestamp_after_max_ms = parse_at_least(key, value, 0)?
+            }
             "log.retention.hours" => {
                 self.log_retention_ms = parse_num::<i64>(key, value)?.saturating_mul(3_600_000)
             }
@@ -721,6 +739,8 @@ impl BrokerConfig {
             min_compaction_lag_ms: self.log_cleaner_min_compaction_lag_ms,
             max_compaction_lag_ms: self.log_cleaner_max_compaction_lag_ms,
             delete_retention_ms: self.log_cleaner_delete_retention_ms,
+            message_timestamp_before_max_ms: self.log_message_timestamp_before_max_ms,
+            message_timestamp_after_max_ms: self.log_message_timestamp_after_max_ms,
         }
     }
 
@@ -780,6 +800,8 @@ mod tests {
         assert_eq!(c.offsets_topic_replication_factor, 3);
         assert_eq!(c.offsets_topic_segment_bytes, 104_857_600);
         assert_eq!(c.log_segment_bytes, 1 << 30);
+        assert_eq!(c.log_message_timestamp_before_max_ms, i64::MAX);
+        assert_eq!(c.log_message_timestamp_after_max_ms, 3_600_000);
         assert_eq!(c.metrics_listener, Some("127.0.0.1:9464".parse().unwrap()));
     }
 

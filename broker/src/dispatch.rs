@@ -30,10 +30,15 @@ pub enum Response {
 
 /// Decodes and serves one request frame (size prefix already removed).
 ///
-/// Produce appends happen before the returned future's first await, so
-/// requests of one connection append in arrival order (see
-/// `network::connection`).
-pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes, peer: SocketAddr) -> Response {
+/// A Produce takes its turn in the connection's `append_order` before the
+/// returned future's first await, so requests of one connection append in
+/// arrival order (see `network::connection`).
+pub async fn handle_frame(
+    ctx: Arc<BrokerContext>,
+    frame: Bytes,
+    peer: SocketAddr,
+    append_order: Arc<handlers::produce::AppendOrder>,
+) -> Response {
     let started = Instant::now();
     let request = match codec::decode_request(frame.clone()) {
         Ok(r) => r,
@@ -57,7 +62,8 @@ pub async fn handle_frame(ctx: Arc<BrokerContext>, frame: Bytes, peer: SocketAdd
             let internal_topics_allowed =
                 request.header.client_id.as_deref() == Some(handlers::produce::ADMIN_CLIENT_ID);
             let response =
-                handlers::produce::handle(&ctx, version, internal_topics_allowed, r).await;
+                handlers::produce::handle(&ctx, version, internal_topics_allowed, r, &append_order)
+                    .await;
             if acks == 0 {
                 let body = ResponseKind::Produce(response);
                 crate::metrics::record_request(api, started.elapsed().as_secs_f64(), Some(&body));

@@ -15,6 +15,8 @@ pub fn storage_error_code(error: &StorageError) -> i16 {
         StorageError::InvalidRecord { .. } | StorageError::RecordWithoutKey { .. } => {
             ResponseError::InvalidRecord.code()
         }
+        StorageError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp.code(),
+        StorageError::LogDeleted { .. } => ResponseError::NotLeaderOrFollower.code(),
         StorageError::RecordBatchTooLarge { .. } => ResponseError::MessageTooLarge.code(),
         StorageError::OffsetOutOfRange { .. }
         | StorageError::LogStartOffsetBeyondHighWatermark { .. } => {
@@ -115,6 +117,19 @@ mod tests {
                     record_index: 0,
                 },
                 87,
+            ),
+            (
+                StorageError::InvalidTimestamp {
+                    record_index: 0,
+                    reason: "future".into(),
+                },
+                32,
+            ),
+            (
+                StorageError::LogDeleted {
+                    topic_partition: "t-0".into(),
+                },
+                6,
             ),
             (StorageError::RecordBatchTooLarge { size: 2, max: 1 }, 10),
             (

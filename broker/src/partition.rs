@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use tokio::sync::{watch, Notify};
 use uuid::Uuid;
+use weir_storage::batch::ValidatedRecords;
 use weir_storage::{FetchDataInfo, Log, LogAppendInfo, StorageError, TopicPartition};
 
 /// `current_leader_epoch` value meaning "not given" (Kafka's
@@ -280,9 +281,40 @@ impl Partition {
         records: &Bytes,
         now_ms: i64,
     ) -> Result<(LogAppendInfo, bool), StorageError> {
+        self.append_with(|log, epoch| log.append_as_leader(records, epoch, now_ms))
+    }
+
+    /// [`Partition::append_records_as_leader`] for produced records whose
+    /// compressed batches were validated off the runtime
+    /// ([`weir_storage::compression::validate_compressed_batch`]):
+    /// `compressed[i]` is the outcome of the `i`-th compressed batch, whose
+    /// real max timestamp the stored header gets ([`Log::append_produced`]).
+    ///
+    /// # Errors
+    /// As [`Partition::append_records_as_leader`];
+    /// [`StorageError::LogDeleted`] when the topic was deleted meanwhile.
+    pub fn append_produced(
+        &self,
+        records: &Bytes,
+        now_ms: i64,
+        compressed: &[ValidatedRecords],
+    ) -> Result<(LogAppendInfo, bool), StorageError> {
+        self.append_with(|log, epoch| log.append_produced(records, epoch, now_ms, compressed))
+    }
+
+    /// The topic's log config (message timestamp rules, compaction), for
+    /// validating produced records before they reach the log.
+    pub fn log_config(&self) -> weir_storage::LogConfig {
+        lock(&self.log).config().clone()
+    }
+
+    fn append_with(
+        &self,
+        append: impl FnOnce(&mut Log, i32) -> Result<LogAppendInfo, StorageError>,
+    ) -> Result<(LogAppendInfo, bool), StorageError> {
         let (info, log_end_offset, flush_due) = {
             let mut log = lock(&self.log);
-            let info = log.append_as_leader(records, self.leader_epoch(), now_ms)?;
+            let info = append(&mut log, self.leader_epoch())?;
             let log_end_offset = log.log_end_offset();
             self.high_watermark.store(log_end_offset, Ordering::Release);
             (info, log_end_offset, log.flush_messages_due())
@@ -361,13 +393,24 @@ impl Partition {
     /// which publishes it when dropped.
     async fn flush(&self, ended: &mut FlushEnded<'_>) -> Result<(), StorageError> {
         let pending = lock(&self.log).prepare_flush()?;
-        let pending = tokio::task::spawn_blocking(move || pending.sync().map(|()| pending))
+        let synced = tokio::task::spawn_blocking(move || pending.sync().map(|()| pending))
             .await
             .map_err(|e| StorageError::Io {
                 op: "fdatasync",
                 path: Default::default(),
                 source: std::io::Error::other(e.to_string()),
-            })??;
+            })?;
+        let pending = match synced {
+            Ok(pending) => pending,
+            // The topic was deleted while the sync ran (its directory is
+            // gone): not a storage failure.
+            Err(_) if lock(&self.log).is_deleted() => {
+                return Err(StorageError::LogDeleted {
+                    topic_partition: self.topic_partition.to_string(),
+                })
+            }
+            Err(e) => return Err(e),
+        };
         ended.recovery_point = Some(lock(&self.log).complete_flush(&pending));
         Ok(())
     }
@@ -528,6 +571,36 @@ mod tests {
         }
         let (resumed, _) = partition.append_records_as_leader(&batch("c"), 0).unwrap();
         assert_eq!(resumed.first_offset, first.last_offset + 1);
+    }
+
+    /// Issue 15: a topic deleted under its producer. An append made before
+    /// the deletion whose fsync comes after it, and an append after it,
+    /// both answer NOT_LEADER_OR_FOLLOWER (`LogDeleted`), never
+    /// KAFKA_STORAGE_ERROR (before: the flush opened files of the removed
+    /// directory and failed, "fsync failed").
+    #[tokio::test]
+    async fn appends_and_flushes_racing_with_deletion_answer_not_leader() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = weir_storage::LogManager::open(
+            dir.path().to_path_buf(),
+            1,
+            weir_storage::LogConfig::default(),
+        )
+        .unwrap();
+        let tp = TopicPartition::new("doomed", 0);
+        let log = manager
+            .get_or_create(&tp, weir_storage::LogConfig::default())
+            .unwrap();
+        lock(&log).set_topic_id([7; 16]).unwrap();
+        let partition = Arc::new(Partition::new(tp.clone(), Uuid::new_v4(), log, 0));
+        let (info, _) = partition.append_records_as_leader(&batch("a"), 0).unwrap();
+        manager.delete(&tp).unwrap();
+        let flushed = partition.wait_durable(info.last_offset + 1).await;
+        let appended = partition.append_records_as_leader(&batch("b"), 0);
+        for error in [flushed.unwrap_err(), appended.unwrap_err()] {
+            assert!(matches!(error, StorageError::LogDeleted { .. }), "{error}");
+            assert_eq!(crate::error::storage_error_code(&error), 6);
+        }
     }
 
     /// Regression: a waiter cancelled while its flush runs (the client went

@@ -270,6 +270,8 @@ impl ReplicaManager {
             };
             match partition.wait_durable(end_offset).await {
                 Ok(()) => flushed += 1,
+                // Deleted while this pass ran: nothing left to flush.
+                Err(StorageError::LogDeleted { .. }) => {}
                 Err(e) => {
                     warn!(topic_partition = ?partition.topic_partition(), error = %e, "background flush failed");
                     first_error.get_or_insert(e);

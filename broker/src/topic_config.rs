@@ -113,6 +113,18 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "maximum time a record may stay uncompacted (ms)",
     ),
     def(
+        "message.timestamp.after.max.ms",
+        Some("log.message.timestamp.after.max.ms"),
+        ConfigType::Long,
+        "how far a CreateTime timestamp may lie in the future (ms, KIP-937)",
+    ),
+    def(
+        "message.timestamp.before.max.ms",
+        Some("log.message.timestamp.before.max.ms"),
+        ConfigType::Long,
+        "how far a CreateTime timestamp may lie in the past (ms, KIP-937)",
+    ),
+    def(
         "message.timestamp.type",
         Some("log.message.timestamp.type"),
         ConfigType::String,
@@ -218,6 +230,8 @@ pub fn default_value(broker: &BrokerConfig, name: &str) -> String {
         "flush.ms" => broker.log_flush_interval_ms_or_default().to_string(),
         "index.interval.bytes" => broker.log_index_interval_bytes.to_string(),
         "max.message.bytes" => broker.message_max_bytes.to_string(),
+        "message.timestamp.after.max.ms" => broker.log_message_timestamp_after_max_ms.to_string(),
+        "message.timestamp.before.max.ms" => broker.log_message_timestamp_before_max_ms.to_string(),
         "message.timestamp.type" => match broker.log_message_timestamp_type {
             TimestampType::CreateTime => "CreateTime".into(),
             TimestampType::LogAppendTime => "LogAppendTime".into(),
@@ -297,9 +311,10 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
             .parse::<f64>()
             .map(|v| (0.0..=1.0).contains(&v))
             .unwrap_or(false),
-        "min.compaction.lag.ms" | "delete.retention.ms" => {
-            value.parse::<i64>().map(|v| v >= 0).unwrap_or(false)
-        }
+        "min.compaction.lag.ms"
+        | "delete.retention.ms"
+        | "message.timestamp.before.max.ms"
+        | "message.timestamp.after.max.ms" => value.parse::<i64>().map(|v| v >= 0).unwrap_or(false),
         "max.compaction.lag.ms" => value.parse::<i64>().map(|v| v >= 1).unwrap_or(false),
         "cleanup.policy" => crate::config::parse_cleanup_policy(value).is_some(),
         _ => true,
@@ -356,6 +371,16 @@ pub fn log_config_for(
         topic_configs,
         "delete.retention.ms",
         &mut c.delete_retention_ms,
+    );
+    override_from(
+        topic_configs,
+        "message.timestamp.before.max.ms",
+        &mut c.message_timestamp_before_max_ms,
+    );
+    override_from(
+        topic_configs,
+        "message.timestamp.after.max.ms",
+        &mut c.message_timestamp_after_max_ms,
     );
     if let Some(t) = get("message.timestamp.type").and_then(|v| parse_timestamp_type("", v).ok()) {
         c.message_timestamp_type = t;
@@ -430,6 +455,33 @@ mod tests {
         assert!(validate("min.cleanable.dirty.ratio", "1.5").is_err());
         assert!(validate("delete.retention.ms", "-1").is_err());
         assert!(validate("max.compaction.lag.ms", "0").is_err());
+        assert!(validate("message.timestamp.after.max.ms", "-1").is_err());
+        assert!(validate("message.timestamp.before.max.ms", "0").is_ok());
+    }
+
+    #[test]
+    fn timestamp_window_keys_map_to_the_log_config() {
+        let broker = BrokerConfig::from_pairs(vec![(
+            "log.message.timestamp.before.max.ms".into(),
+            "86400000".into(),
+        )])
+        .unwrap();
+        let c = log_config_for(&broker, &BTreeMap::new());
+        assert_eq!(
+            (
+                c.message_timestamp_before_max_ms,
+                c.message_timestamp_after_max_ms
+            ),
+            (86_400_000, 3_600_000)
+        );
+        let topic: BTreeMap<String, String> = [("message.timestamp.after.max.ms", "5")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(
+            log_config_for(&broker, &topic).message_timestamp_after_max_ms,
+            5
+        );
     }
 
     #[test]

@@ -333,12 +333,126 @@ pub fn records_section(batch: &[u8]) -> &[u8] {
 ///   the last byte are dropped, as Kafka's `ByteUtils` does).
 ///
 /// One forward scan, no allocation unless it fails; timestamps and
-/// attributes are not interpreted.
+/// attributes are not interpreted (see [`validate_records_with`] for the
+/// timestamp and key rules).
 ///
 /// # Errors
 /// [`StorageError::InvalidRecord`] (Kafka's `InvalidRecordException`,
 /// `INVALID_RECORD`) naming the first broken record and field.
 pub fn validate_records(header: &RecordBatchHeader, records: &[u8]) -> Result<(), StorageError> {
+    validate_records_with(header, records, &RecordRules::STRUCTURE_ONLY).map(drop)
+}
+
+/// The rules of Kafka's `LogValidator` for a batch's records beyond their
+/// structure: the record timestamp window (KIP-937) and keys on compacted
+/// topics. Built per append from the topic's config and the broker's clock.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordRules<'a> {
+    /// The topic's `message.timestamp.type`.
+    pub timestamp_type: TimestampType,
+    /// The broker's clock at the append, ms since the epoch.
+    pub now_ms: i64,
+    /// `message.timestamp.before.max.ms`: a CreateTime record may be at most
+    /// this many ms older than `now_ms`.
+    pub timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`: a CreateTime record may be at most
+    /// this many ms newer than `now_ms`.
+    pub timestamp_after_max_ms: i64,
+    /// `Some(partition)` when the topic's `cleanup.policy` includes
+    /// `compact`: every record must then have a key (`LogValidator.validateKey`).
+    pub require_keys: Option<&'a crate::TopicPartition>,
+}
+
+impl RecordRules<'static> {
+    /// Structure only: any timestamp, keys optional.
+    pub const STRUCTURE_ONLY: RecordRules<'static> = RecordRules {
+        timestamp_type: TimestampType::CreateTime,
+        now_ms: 0,
+        timestamp_before_max_ms: i64::MAX,
+        timestamp_after_max_ms: i64::MAX,
+        require_keys: None,
+    };
+}
+
+/// What validating a batch's records found (Kafka's `LogValidator`
+/// `ValidationResult`, per batch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValidatedRecords {
+    /// The largest record timestamp (ms), -1 (`NO_TIMESTAMP`) if no record
+    /// has one. Under CreateTime this replaces whatever the header claims
+    /// (`LogValidator` calls `setMaxTimestamp` with it).
+    pub max_timestamp: i64,
+}
+
+/// [`validate_records`] plus the record-level rules of `rules`
+/// (`LogValidator.validateRecord`): on a CreateTime topic each record
+/// timestamp other than -1 must lie within `[now - before.max.ms, now +
+/// after.max.ms]`; a producer may not send a LogAppendTime batch to a
+/// LogAppendTime topic; a compacted topic needs keys. Returns the batch's
+/// real max timestamp.
+///
+/// Structural faults stop the scan at once (Kafka's record iterator throws);
+/// a timestamp or key fault is remembered and the scan goes on, so a later
+/// structural fault wins, as in Kafka, where `processRecordErrors` runs after
+/// the loop. Kafka lists every offending record in `record_errors`; Weir
+/// reports the first.
+///
+/// # Errors
+/// [`StorageError::InvalidRecord`] for a structural fault,
+/// [`StorageError::InvalidTimestamp`] and [`StorageError::RecordWithoutKey`]
+/// naming the first offending record.
+pub fn validate_records_with(
+    header: &RecordBatchHeader,
+    records: &[u8],
+    rules: &RecordRules<'_>,
+) -> Result<ValidatedRecords, StorageError> {
+    validate_record_source(header, &mut SliceSource(Reader { buf: records }), rules)
+}
+
+/// A records section read one record at a time: a slice in memory or a
+/// decompressing stream (`compression::validate_compressed_batch`).
+pub(crate) trait RecordSource {
+    /// The next record's length varint, `None` if the section has ended.
+    fn record_length(&mut self) -> Result<Option<i32>, RecordFault>;
+    /// The next `length` bytes: one record's body.
+    fn record_body(&mut self, declared: i32, length: usize) -> Result<&[u8], RecordFault>;
+    /// `Ok(None)` if nothing follows; otherwise how many bytes remain, if
+    /// known.
+    fn remaining(&mut self) -> Result<Option<Option<usize>>, RecordFault>;
+}
+
+struct SliceSource<'a>(Reader<'a>);
+
+impl RecordSource for SliceSource<'_> {
+    fn record_length(&mut self) -> Result<Option<i32>, RecordFault> {
+        if self.0.buf.is_empty() {
+            return Ok(None);
+        }
+        self.0.varint("record length", SECTION).map(Some)
+    }
+
+    fn record_body(&mut self, declared: i32, length: usize) -> Result<&[u8], RecordFault> {
+        if length > self.0.buf.len() {
+            return Err(RecordFault::LengthPastEnd {
+                declared,
+                available: self.0.buf.len(),
+            });
+        }
+        self.0.take(length, SECTION)
+    }
+
+    fn remaining(&mut self) -> Result<Option<Option<usize>>, RecordFault> {
+        Ok((!self.0.buf.is_empty()).then_some(Some(self.0.buf.len())))
+    }
+}
+
+/// The one validation loop behind [`validate_records_with`] and the
+/// streaming validation of compressed batches.
+pub(crate) fn validate_record_source(
+    header: &RecordBatchHeader,
+    source: &mut impl RecordSource,
+    rules: &RecordRules<'_>,
+) -> Result<ValidatedRecords, StorageError> {
     let count = header.records_count;
     if count < 1 {
         return Err(StorageError::InvalidRecord {
@@ -353,33 +467,107 @@ pub fn validate_records(header: &RecordBatchHeader, records: &[u8]) -> Result<()
             ),
         });
     }
-    let mut reader = Reader { buf: records };
+    let at = |index: i32| {
+        move |fault: RecordFault| StorageError::InvalidRecord {
+            reason: format!("record {index}: {fault}"),
+        }
+    };
+    let mut max_timestamp = NO_TIMESTAMP;
+    let mut rule_error = None;
     for index in 0..count {
-        if reader.buf.is_empty() {
+        let Some(declared) = source.record_length().map_err(at(index))? else {
             return Err(StorageError::InvalidRecord {
                 reason: format!(
                     "batch declares {count} records but its records section ends after {index}"
                 ),
             });
+        };
+        let Ok(length) = usize::try_from(declared) else {
+            return Err(at(index)(RecordFault::NegativeLength(declared)));
+        };
+        let body = source.record_body(declared, length).map_err(at(index))?;
+        let record = validate_record_body(body, declared, index).map_err(at(index))?;
+        let timestamp = match header.timestamp_type() {
+            TimestampType::LogAppendTime => header.max_timestamp,
+            TimestampType::CreateTime => header.base_timestamp.wrapping_add(record.timestamp_delta),
+        };
+        max_timestamp = max_timestamp.max(timestamp);
+        if rule_error.is_none() {
+            rule_error =
+                check_record_rules(header, rules, index as usize, timestamp, record.has_key);
         }
-        validate_record(&mut reader, index).map_err(|fault| StorageError::InvalidRecord {
-            reason: format!("record {index}: {fault}"),
-        })?;
     }
-    if !reader.buf.is_empty() {
-        return Err(StorageError::InvalidRecord {
-            reason: format!(
-                "{} bytes remain after the last of {count} records",
-                reader.buf.len()
-            ),
+    match source.remaining().map_err(at(count))? {
+        None => {}
+        Some(Some(bytes)) => {
+            return Err(StorageError::InvalidRecord {
+                reason: format!("{bytes} bytes remain after the last of {count} records"),
+            })
+        }
+        Some(None) => {
+            return Err(StorageError::InvalidRecord {
+                reason: format!(
+                    "incorrect declared batch size: data remains after the last of {count} records"
+                ),
+            })
+        }
+    }
+    match rule_error {
+        Some(e) => Err(e),
+        None => Ok(ValidatedRecords { max_timestamp }),
+    }
+}
+
+/// Kafka's `RecordBatch.NO_TIMESTAMP`.
+const NO_TIMESTAMP: i64 = -1;
+
+/// `LogValidator.validateKey` and `validateTimestamp` for one record.
+fn check_record_rules(
+    header: &RecordBatchHeader,
+    rules: &RecordRules<'_>,
+    record_index: usize,
+    timestamp: i64,
+    has_key: bool,
+) -> Option<StorageError> {
+    if let Some(tp) = rules.require_keys.filter(|_| !has_key) {
+        return Some(StorageError::RecordWithoutKey {
+            topic_partition: tp.to_string(),
+            record_index,
         });
     }
-    Ok(())
+    if rules.timestamp_type == TimestampType::CreateTime && timestamp != NO_TIMESTAMP {
+        // `recordHasInvalidTimestamp`, in i128 so that no difference
+        // overflows; `i64::MAX` (Kafka's "no limit") bounds nothing.
+        let now = i128::from(rules.now_ms);
+        let difference = now - i128::from(timestamp);
+        let beyond = |difference: i128, max: i64| max != i64::MAX && difference > i128::from(max);
+        if beyond(difference, rules.timestamp_before_max_ms)
+            || beyond(-difference, rules.timestamp_after_max_ms)
+        {
+            let lower = now - i128::from(rules.timestamp_before_max_ms);
+            let upper = now + i128::from(rules.timestamp_after_max_ms);
+            return Some(StorageError::InvalidTimestamp {
+                record_index,
+                reason: format!(
+                    "Timestamp {timestamp} of message with offset delta {record_index} is out of \
+                     range. The timestamp should be within [{lower}, {upper}]"
+                ),
+            });
+        }
+    } else if header.timestamp_type() == TimestampType::LogAppendTime {
+        return Some(StorageError::InvalidTimestamp {
+            record_index,
+            reason: "Invalid timestamp type in message: producer should not set timestamp type \
+                     to LogAppendTime."
+                .to_string(),
+        });
+    }
+    None
 }
 
 /// What is wrong with one record; [`validate_records`] adds its index.
 #[derive(Debug, thiserror::Error)]
-enum RecordFault {
+pub(crate) enum RecordFault {
     #[error("a field runs past the end of the {0}")]
     Truncated(&'static str),
     #[error("{0} varint is longer than 5 bytes")]
@@ -400,6 +588,10 @@ enum RecordFault {
     NegativeHeaderCount(i32),
     #[error("header count {count} exceeds the {remaining} bytes left in the record")]
     HeaderCountTooLarge { count: i32, remaining: usize },
+    #[error("{codec} payload does not decompress: {reason}")]
+    Decompress { codec: &'static str, reason: String },
+    #[error("decompressed records exceed the {limit} bytes one produce request may decompress")]
+    OverBudget { limit: u64 },
 }
 
 /// A forward reader over a byte slice with Kafka's varint rules.
@@ -457,11 +649,12 @@ impl<'a> Reader<'a> {
     }
 
     /// Skips a length-prefixed field: `-1` is null when `nullable`.
-    fn bytes_field(&mut self, field: &'static str, nullable: bool) -> Result<(), RecordFault> {
+    /// Returns whether the field is not null.
+    fn bytes_field(&mut self, field: &'static str, nullable: bool) -> Result<bool, RecordFault> {
         let length = self.varint(field, RECORD)?;
         match usize::try_from(length) {
-            Ok(n) => self.take(n, RECORD).map(drop),
-            Err(_) if nullable && length == -1 => Ok(()),
+            Ok(n) => self.take(n, RECORD).map(|_| true),
+            Err(_) if nullable && length == -1 => Ok(false),
             Err(_) => Err(RecordFault::BadLength { field, length }),
         }
     }
@@ -471,23 +664,23 @@ impl<'a> Reader<'a> {
 const RECORD: &str = "record";
 const SECTION: &str = "records section";
 
-/// Checks the record at the front of `reader` and moves past it.
-fn validate_record(reader: &mut Reader<'_>, index: i32) -> Result<(), RecordFault> {
-    let declared = reader.varint("record length", SECTION)?;
-    let Ok(length) = usize::try_from(declared) else {
-        return Err(RecordFault::NegativeLength(declared));
-    };
-    if length > reader.buf.len() {
-        return Err(RecordFault::LengthPastEnd {
-            declared,
-            available: reader.buf.len(),
-        });
-    }
-    let mut body = Reader {
-        buf: reader.take(length, SECTION)?,
-    };
+/// What [`validate_record_body`] reads of a valid record.
+struct RecordSummary {
+    timestamp_delta: i64,
+    has_key: bool,
+}
+
+/// Checks one record's body (the `declared` bytes after its length varint)
+/// as `DefaultRecord.readFrom` does.
+fn validate_record_body(
+    body: &[u8],
+    declared: i32,
+    index: i32,
+) -> Result<RecordSummary, RecordFault> {
+    let length = body.len();
+    let mut body = Reader { buf: body };
     body.byte(RECORD)?; // attributes: unused in v2
-    body.varlong("timestamp delta", RECORD)?;
+    let timestamp_delta = body.varlong("timestamp delta", RECORD)?;
     let offset_delta = body.varint("offset delta", RECORD)?;
     if offset_delta != index {
         return Err(RecordFault::OffsetDelta {
@@ -495,7 +688,7 @@ fn validate_record(reader: &mut Reader<'_>, index: i32) -> Result<(), RecordFaul
             expected: index,
         });
     }
-    body.bytes_field("key", true)?;
+    let has_key = body.bytes_field("key", true)?;
     body.bytes_field("value", true)?;
     let header_count = body.varint("header count", RECORD)?;
     let Ok(headers) = usize::try_from(header_count) else {
@@ -517,7 +710,10 @@ fn validate_record(reader: &mut Reader<'_>, index: i32) -> Result<(), RecordFaul
             used: length - body.buf.len(),
         });
     }
-    Ok(())
+    Ok(RecordSummary {
+        timestamp_delta,
+        has_key,
+    })
 }
 
 /// One record of an uncompressed records section, as the
@@ -688,29 +884,6 @@ pub fn read_key_values(records: &[u8]) -> Result<Vec<KeyValue<'_>>, StorageError
         .collect()
 }
 
-/// Checks that every record of a (decompressed, already validated) records
-/// section has a key, as Kafka's `LogValidator.validateKey` does for topics
-/// whose `cleanup.policy` includes `compact`.
-///
-/// # Errors
-/// [`StorageError::RecordWithoutKey`] naming `topic_partition` and the first
-/// keyless record; [`StorageError::CorruptRecord`] if the section does not
-/// parse.
-pub fn ensure_record_keys(
-    records: &[u8],
-    topic_partition: &crate::TopicPartition,
-) -> Result<(), StorageError> {
-    for (record_index, record) in record_views(records).enumerate() {
-        if record?.key.is_none() {
-            return Err(StorageError::RecordWithoutKey {
-                topic_partition: topic_partition.to_string(),
-                record_index,
-            });
-        }
-    }
-    Ok(())
-}
-
 /// Appends `v` as a zigzag varint / varlong (`ByteUtils.writeVarlong`).
 pub(crate) fn put_varlong(out: &mut Vec<u8>, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
@@ -766,9 +939,29 @@ pub(crate) fn write_batch(header: &RecordBatchHeader, records: &[u8]) -> Vec<u8>
 
 /// Sets the LogAppendTime attribute bit in a raw header.
 pub(crate) fn set_log_append_time(header: &mut [u8; RECORD_BATCH_OVERHEAD], now_ms: i64) {
-    let attributes = be_i16(header, ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK;
+    set_max_timestamp(header, TimestampType::LogAppendTime, now_ms);
+}
+
+/// Sets the timestamp type bit and max timestamp of a raw header, as Kafka's
+/// `DefaultRecordBatch.setMaxTimestamp` does; returns whether anything
+/// changed (only then must the caller recompute the CRC, [`restamp_crc`]).
+pub(crate) fn set_max_timestamp(
+    header: &mut [u8; RECORD_BATCH_OVERHEAD],
+    timestamp_type: TimestampType,
+    max_timestamp: i64,
+) -> bool {
+    let old_attributes = be_i16(header, ATTRIBUTES_OFFSET);
+    let attributes = match timestamp_type {
+        TimestampType::LogAppendTime => old_attributes | TIMESTAMP_TYPE_MASK,
+        TimestampType::CreateTime => old_attributes & !TIMESTAMP_TYPE_MASK,
+    };
+    if attributes == old_attributes && be_i64(header, MAX_TIMESTAMP_OFFSET) == max_timestamp {
+        return false;
+    }
     header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
-    header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
+    header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+        .copy_from_slice(&max_timestamp.to_be_bytes());
+    true
 }
 
 /// Recomputes the CRC of a batch whose header (possibly edited) is `header`

@@ -149,6 +149,28 @@ pub enum StorageError {
         /// Index of the first keyless record in its batch.
         record_index: usize,
     },
+    /// A record's timestamp is outside the window the topic allows
+    /// (`message.timestamp.before.max.ms` / `message.timestamp.after.max.ms`,
+    /// KIP-937), or a producer sent a LogAppendTime batch to a topic that
+    /// stamps LogAppendTime itself (Kafka's `LogValidator.validateTimestamp`).
+    /// Kafka answers `INVALID_TIMESTAMP` with the record's index in
+    /// `record_errors`.
+    #[error("One or more records have been rejected due to invalid timestamp: {reason}")]
+    InvalidTimestamp {
+        /// Index of the first offending record in its batch.
+        record_index: usize,
+        /// Kafka's per-record message, with the timestamp and the window.
+        reason: String,
+    },
+    /// The log was deleted (its topic was deleted or recreated) while an
+    /// append, flush or read was under way. The broker answers
+    /// `NOT_LEADER_OR_FOLLOWER`, as Kafka does for an append that finds the
+    /// partition's log gone (`Partition.appendRecordsToLeader`).
+    #[error("the log of {topic_partition} was deleted")]
+    LogDeleted {
+        /// The partition, `<topic>-<partition>`.
+        topic_partition: String,
+    },
     /// An append would need a relative offset or file position that does not
     /// fit in 32 bits even in a fresh segment.
     #[error("offset {offset} cannot be appended to a log whose end offset is {log_end}")]

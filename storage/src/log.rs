@@ -29,7 +29,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use bytes::Bytes;
 
-use crate::batch::{self, RecordBatchHeader, RECORD_BATCH_OVERHEAD};
+use crate::batch::{self, RecordBatchHeader, RecordRules, ValidatedRecords, RECORD_BATCH_OVERHEAD};
 use crate::checkpoint;
 use crate::error::StorageError;
 use crate::file_slice::FileSlice;
@@ -140,6 +140,15 @@ pub struct LogConfig {
     /// first sees it as the newest value of its key (KIP-534 delete
     /// horizon), ms. Default: 86400000 (1 day).
     pub delete_retention_ms: i64,
+    /// `message.timestamp.before.max.ms` (KIP-937): a CreateTime record may
+    /// be at most this many ms older than the broker's clock. Default:
+    /// `i64::MAX` (Kafka's).
+    pub message_timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms` (KIP-937): a CreateTime record may
+    /// be at most this many ms ahead of the broker's clock. Default here:
+    /// `i64::MAX` (no bound, for storage's own callers); the broker applies
+    /// Kafka 4's default of 3600000 (KIP-1030).
+    pub message_timestamp_after_max_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -160,6 +169,8 @@ impl Default for LogConfig {
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
             delete_retention_ms: 86_400_000,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: i64::MAX,
         }
     }
 }
@@ -380,12 +391,20 @@ fn duplicate_info(original: BatchMetadata, log_append_time: bool) -> LogAppendIn
     }
 }
 
-fn deleted_error(dir: &Path) -> StorageError {
-    StorageError::io(
-        "append",
-        dir,
-        std::io::Error::new(std::io::ErrorKind::NotFound, "log was deleted"),
-    )
+/// Which records sections a leader append validates.
+enum RecordsCheck<'a> {
+    /// Scan uncompressed sections; compressed batches take their outcomes
+    /// from the slice in order when one is given, else keep their header's
+    /// max timestamp (broker-internal writers).
+    Scan(Option<&'a [ValidatedRecords]>),
+    /// The caller validated every section.
+    Prevalidated,
+}
+
+fn deleted_error(topic_partition: &TopicPartition) -> StorageError {
+    StorageError::LogDeleted {
+        topic_partition: topic_partition.to_string(),
+    }
 }
 
 fn base64_uuid(id: &[u8; 16]) -> String {
@@ -669,7 +688,7 @@ impl Log {
     /// removed.
     pub fn write_producer_snapshot(&mut self) -> Result<(), StorageError> {
         if self.deleted {
-            return Err(deleted_error(&self.dir));
+            return Err(deleted_error(&self.topic_partition));
         }
         self.producer_state
             .write_snapshot(&*self.fs, &self.dir, self.log_end_offset)?;
@@ -710,11 +729,11 @@ impl Log {
 
     fn active_segment(&mut self) -> Result<&mut LogSegment, StorageError> {
         if self.deleted {
-            return Err(deleted_error(&self.dir));
+            return Err(deleted_error(&self.topic_partition));
         }
         match self.segments.values_mut().next_back() {
             Some(segment) => Ok(segment),
-            None => Err(deleted_error(&self.dir)),
+            None => Err(deleted_error(&self.topic_partition)),
         }
     }
 
@@ -723,13 +742,15 @@ impl Log {
     /// length, a valid CRC-32C, a known compression codec (0-4),
     /// `last_offset_delta >= 0` matching its record count, and be at most
     /// `max.message.bytes`; an uncompressed batch's records must also pass
-    /// [`batch::validate_records`]. A compressed batch's records cannot be
-    /// read here: the caller must decompress them and run
-    /// [`batch::validate_records`] first (Kafka's `LogValidator`). If any
-    /// batch is invalid nothing is appended. When `cleanup.policy` includes
-    /// `compact`, every record of an uncompressed batch must have a key
-    /// (the caller checks compressed ones, see
-    /// [`compression::validate_compressed_batch`](crate::compression::validate_compressed_batch)). Offsets are assigned from the log end offset; `base_offset`
+    /// [`batch::validate_records_with`] under the topic's rules (structure,
+    /// the KIP-937 timestamp window at `now_ms`, keys when `cleanup.policy`
+    /// includes `compact`), and under CreateTime its header gets its
+    /// records' real max timestamp (CRC recomputed when it changes, Kafka's
+    /// `LogValidator`). A compressed batch's records are not read here:
+    /// produced ones go through [`Log::append_produced`] with the outcome of
+    /// [`compression::validate_compressed_batch`](crate::compression::validate_compressed_batch);
+    /// here they keep their header (broker-internal writers). If any batch
+    /// is invalid nothing is appended. Offsets are assigned from the log end offset; `base_offset`
     /// and `partition_leader_epoch` are stamped into a copy of each 61-byte
     /// header (both outside the CRC); under LogAppendTime `max_timestamp` is
     /// set to `now_ms`, attributes bit 3 set and the CRC recomputed. Record
@@ -752,14 +773,45 @@ impl Log {
     /// [`StorageError::OutOfOrderSequence`] / [`StorageError::InvalidProducerEpoch`]
     /// for an idempotent batch that does not follow its producer's state,
     /// [`StorageError::RecordWithoutKey`] for a keyless record on a compacted
-    /// topic, [`StorageError::Io`] if the write fails (the segment is cut back).
+    /// topic, [`StorageError::InvalidTimestamp`] for a record outside the
+    /// timestamp window, [`StorageError::LogDeleted`] once the log is
+    /// deleted, [`StorageError::Io`] if the write fails (the segment is cut
+    /// back).
     pub fn append_as_leader(
         &mut self,
         records: &Bytes,
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<LogAppendInfo, StorageError> {
-        self.append_validated(records, leader_epoch, now_ms, true)
+        self.append_validated(records, leader_epoch, now_ms, RecordsCheck::Scan(None))
+    }
+
+    /// [`Log::append_as_leader`] for produced batches whose compressed
+    /// batches the caller has validated with
+    /// [`compression::validate_compressed_batch`](crate::compression::validate_compressed_batch)
+    /// (off the async runtime's threads): `compressed[i]` is the outcome for
+    /// the `i`-th compressed batch of `records`. Every batch's max timestamp
+    /// is then the real one (Kafka's `LogValidator`: under CreateTime
+    /// `setMaxTimestamp` with the largest record timestamp, the CRC
+    /// recomputed when it changes; a compressed payload is never
+    /// recompressed, DESIGN.md §4).
+    ///
+    /// # Errors
+    /// As [`Log::append_as_leader`]; [`StorageError::InvalidRecord`] for a
+    /// compressed batch without an outcome in `compressed`.
+    pub fn append_produced(
+        &mut self,
+        records: &Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+        compressed: &[ValidatedRecords],
+    ) -> Result<LogAppendInfo, StorageError> {
+        self.append_validated(
+            records,
+            leader_epoch,
+            now_ms,
+            RecordsCheck::Scan(Some(compressed)),
+        )
     }
 
     /// [`Log::append_as_leader`] for a caller that has already run
@@ -776,23 +828,37 @@ impl Log {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<LogAppendInfo, StorageError> {
-        self.append_validated(records, leader_epoch, now_ms, false)
+        self.append_validated(records, leader_epoch, now_ms, RecordsCheck::Prevalidated)
     }
 
-    /// The leader append; `validate_uncompressed_records` runs
-    /// [`batch::validate_records`] on codec-0 batches.
+    /// The leader append; `check` says which records sections to validate.
     fn append_validated(
         &mut self,
         records: &Bytes,
         leader_epoch: i32,
         now_ms: i64,
-        validate_uncompressed_records: bool,
+        check: RecordsCheck<'_>,
     ) -> Result<LogAppendInfo, StorageError> {
         if records.is_empty() {
             return Err(StorageError::InvalidRecord {
                 reason: "no record batch to append".to_string(),
             });
         }
+        let rules = RecordRules {
+            timestamp_type: self.config.message_timestamp_type,
+            now_ms,
+            timestamp_before_max_ms: self.config.message_timestamp_before_max_ms,
+            timestamp_after_max_ms: self.config.message_timestamp_after_max_ms,
+            require_keys: self
+                .config
+                .cleanup_policy
+                .compact
+                .then_some(&self.topic_partition),
+        };
+        let mut compressed_outcomes = match check {
+            RecordsCheck::Scan(Some(outcomes)) => Some(outcomes.iter()),
+            _ => None,
+        };
         let log_append_time = self.config.message_timestamp_type == TimestampType::LogAppendTime;
         // Validate everything first, stamping header copies as we go.
         let mut headers: Vec<[u8; RECORD_BATCH_OVERHEAD]> = Vec::new();
@@ -823,23 +889,41 @@ impl Log {
                     max: self.config.max_message_bytes,
                 });
             }
-            if validate_uncompressed_records && header.compression_codec() == 0 {
-                batch::validate_records(&header, &bytes[RECORD_BATCH_OVERHEAD..size])?;
-            }
-            if self.config.cleanup_policy.compact && header.compression_codec() == 0 {
-                batch::ensure_record_keys(
-                    &bytes[RECORD_BATCH_OVERHEAD..size],
-                    &self.topic_partition,
-                )?;
-            }
+            let section = &bytes[RECORD_BATCH_OVERHEAD..size];
+            let validated = match (&check, header.compression_codec()) {
+                (RecordsCheck::Scan(_), 0) => {
+                    Some(batch::validate_records_with(&header, section, &rules)?)
+                }
+                (RecordsCheck::Scan(_), _) => match compressed_outcomes.as_mut() {
+                    Some(outcomes) => {
+                        Some(*outcomes.next().ok_or_else(|| StorageError::InvalidRecord {
+                            reason:
+                                "a compressed batch was appended without validation".to_string(),
+                        })?)
+                    }
+                    None => None,
+                },
+                (RecordsCheck::Prevalidated, _) => None,
+            };
             let mut stamped = [0u8; RECORD_BATCH_OVERHEAD];
             stamped.copy_from_slice(&bytes[..RECORD_BATCH_OVERHEAD]);
             batch::stamp_offset_and_epoch(&mut stamped, next_offset, leader_epoch);
             let mut max_timestamp = header.max_timestamp;
             if log_append_time {
                 batch::set_log_append_time(&mut stamped, now_ms);
-                batch::restamp_crc(&mut stamped, &bytes[RECORD_BATCH_OVERHEAD..size]);
+                batch::restamp_crc(&mut stamped, section);
                 max_timestamp = now_ms;
+            } else if let Some(validated) = validated {
+                // `LogValidator`: CreateTime batches carry their records'
+                // real max timestamp, whatever the producer wrote.
+                if batch::set_max_timestamp(
+                    &mut stamped,
+                    TimestampType::CreateTime,
+                    validated.max_timestamp,
+                ) {
+                    batch::restamp_crc(&mut stamped, section);
+                }
+                max_timestamp = validated.max_timestamp;
             }
             let last_offset = next_offset + header.last_offset_delta as i64;
             if header.producer_id >= 0 {
@@ -1115,12 +1199,16 @@ impl Log {
     /// flush covered is left unsynced.
     ///
     /// # Errors
-    /// [`StorageError::Io`] if index entries cannot be written.
+    /// [`StorageError::Io`] if index entries cannot be written;
+    /// [`StorageError::LogDeleted`] once the log is deleted.
     pub fn prepare_flush(&mut self) -> Result<PendingFlush, StorageError> {
         self.prepare_flush_with(false)
     }
 
     fn prepare_flush_with(&mut self, active_indexes: bool) -> Result<PendingFlush, StorageError> {
+        if self.deleted {
+            return Err(deleted_error(&self.topic_partition));
+        }
         if self.flush_failed.swap(false, Ordering::AcqRel) {
             let floor = self
                 .segments
@@ -1438,8 +1526,14 @@ impl Log {
         self.delete_in_place()
     }
 
-    /// [`Log::delete`] for a log shared behind a lock: every later operation
-    /// on it fails with an I/O error.
+    /// Whether the log was deleted ([`Log::delete`]): appends and flushes
+    /// then fail with [`StorageError::LogDeleted`].
+    pub fn is_deleted(&self) -> bool {
+        self.deleted
+    }
+
+    /// [`Log::delete`] for a log shared behind a lock: every later append or
+    /// flush on it fails with [`StorageError::LogDeleted`].
     pub(crate) fn delete_in_place(&mut self) -> Result<(), StorageError> {
         if self.deleted {
             return Ok(());

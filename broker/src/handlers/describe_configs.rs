@@ -281,6 +281,18 @@ pub fn broker_config_entries(
             "CreateTime or LogAppendTime",
         ),
         (
+            "log.message.timestamp.before.max.ms",
+            c.log_message_timestamp_before_max_ms.to_string(),
+            ConfigType::Long,
+            "how far a CreateTime timestamp may lie in the past (ms)",
+        ),
+        (
+            "log.message.timestamp.after.max.ms",
+            c.log_message_timestamp_after_max_ms.to_string(),
+            ConfigType::Long,
+            "how far a CreateTime timestamp may lie in the future (ms)",
+        ),
+        (
             "log.retention.ms",
             c.log_retention_ms.to_string(),
             ConfigType::Long,
@@ -343,4 +355,46 @@ pub fn broker_config_entries(
             entry(name, value, source, true, config_type, doc, synonyms)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(rows: &[DescribeConfigsResourceResult], name: &str) -> Option<String> {
+        rows.iter()
+            .find(|r| r.name.as_str() == name)
+            .and_then(|r| r.value.as_ref())
+            .map(|v| v.to_string())
+    }
+
+    /// KIP-937: the broker keys and the topic keys of the timestamp window
+    /// are described with Kafka 4's defaults (after.max.ms one hour,
+    /// KIP-1030) and a topic's own value.
+    #[test]
+    fn timestamp_window_keys_are_described() {
+        let broker = BrokerConfig::default();
+        let rows = broker_config_entries(&broker, None);
+        assert_eq!(
+            value(&rows, "log.message.timestamp.after.max.ms").as_deref(),
+            Some("3600000")
+        );
+        assert_eq!(
+            value(&rows, "log.message.timestamp.before.max.ms").as_deref(),
+            Some("9223372036854775807")
+        );
+        let explicit = BTreeMap::from([(
+            "message.timestamp.before.max.ms".to_string(),
+            "5".to_string(),
+        )]);
+        let rows = topic_config_entries(&broker, &explicit, None);
+        assert_eq!(
+            value(&rows, "message.timestamp.before.max.ms").as_deref(),
+            Some("5")
+        );
+        assert_eq!(
+            value(&rows, "message.timestamp.after.max.ms").as_deref(),
+            Some("3600000")
+        );
+    }
 }

@@ -3,13 +3,25 @@
 //! `dispatch`; see `weir_protocol_compat::api_table`).
 //!
 //! Each partition's records must be exactly one magic-2 record batch (Kafka's
-//! `ProduceRequest.validateRecords` for v3+). The batch is validated and
-//! appended by storage without copying record bytes; acks=-1 then waits for
-//! the group-committed fsync that covers it unless the topic has
-//! `write.caching`, and any produce waits once `flush.messages` is reached.
-//! zstd needs v7+ (KIP-110).
+//! `ProduceRequest.validateRecords` for v3+). A request is served in three
+//! steps:
+//!
+//! 1. header checks, in request order, before the first await;
+//! 2. the records of compressed batches are validated by streaming them out
+//!    of their codec (Kafka's `LogValidator`), on a blocking thread, at most
+//!    [`validation_threads`] at once, with one
+//!    [`DecompressionBudget`] of [`MAX_DECOMPRESSED_REQUEST_BYTES`] for the
+//!    whole request: a decompression bomb costs its sender, never the
+//!    runtime threads that serve other connections;
+//! 3. the appends, in the order the connection's requests arrived
+//!    ([`AppendOrder`]), then acks=-1 waits for the group-committed fsync
+//!    that covers them unless the topic has `write.caching`, and any produce
+//!    waits once `flush.messages` is reached.
+//!
+//! Uncompressed batches are validated by storage during the append (a scan
+//! of bytes already in memory). zstd needs v7+ (KIP-110).
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{
@@ -17,6 +29,9 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
+use tokio::sync::{oneshot, Semaphore};
+use weir_storage::batch::{RecordRules, ValidatedRecords};
+use weir_storage::compression::{DecompressionBudget, MAX_DECOMPRESSED_REQUEST_BYTES};
 use weir_storage::{RecordBatchHeader, StorageError};
 
 use super::{now_ms, str_bytes};
@@ -37,6 +52,132 @@ const MAGIC_OFFSET: usize = 16;
 /// Size of a record batch header (magic 2), bytes.
 const RECORD_BATCH_OVERHEAD: usize = 61;
 
+/// How many compressed-batch validations run at once, broker-wide: the
+/// machine's available parallelism (at least 1). They run on tokio's
+/// blocking pool (`spawn_blocking`), but never more than this many, so that
+/// requests full of bombs occupy at most as many threads as there are cores
+/// and leave the runtime's worker threads their share of the CPU, and leave
+/// the blocking pool's other threads (512 by default) to fsyncs and file
+/// I/O; further validations wait in FIFO order (a fair semaphore). Kafka's
+/// equivalent bound is its `num.io.threads` request handlers.
+pub fn validation_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+static VALIDATION_SLOTS: LazyLock<Arc<Semaphore>> =
+    LazyLock::new(|| Arc::new(Semaphore::new(validation_threads())));
+
+/// The order in which one connection's Produce requests append: each takes
+/// a turn before its first await (requests are first polled in arrival
+/// order, see `network::connection`) and appends only after the turn before
+/// it has appended or given up. Validation of compressed batches, which
+/// awaits, may thus overlap, while appends keep the order sent, as Kafka's
+/// one-request-at-a-time channel muting guarantees. A request with no
+/// compressed batch whose predecessors have appended does not await at all.
+#[derive(Debug, Default)]
+pub struct AppendOrder {
+    last: Mutex<Option<oneshot::Receiver<()>>>,
+}
+
+impl AppendOrder {
+    /// Takes the next turn. Call it before the first await.
+    pub fn next_turn(&self) -> AppendTurn {
+        let (done, next) = oneshot::channel();
+        let previous = self
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(next);
+        AppendTurn {
+            previous,
+            _done: done,
+        }
+    }
+}
+
+/// One request's place in its connection's [`AppendOrder`]; dropping it
+/// (after appending, or when the request is cancelled) lets the next
+/// request append.
+#[derive(Debug)]
+pub struct AppendTurn {
+    previous: Option<oneshot::Receiver<()>>,
+    _done: oneshot::Sender<()>,
+}
+
+impl AppendTurn {
+    /// Waits until every earlier request of the connection has appended.
+    pub async fn wait(&mut self) {
+        if let Some(previous) = self.previous.take() {
+            // Err: the sender was dropped, i.e. the earlier request is done.
+            let _ = previous.await;
+        }
+    }
+}
+
+/// One partition's records between the checks and the append.
+struct Prepared {
+    partition: Arc<Partition>,
+    records: Bytes,
+    /// The validation outcome of a compressed batch.
+    compressed: Option<ValidatedRecords>,
+}
+
+/// A compressed batch to validate off the runtime.
+struct ValidationJob {
+    slot: usize,
+    partition: Arc<Partition>,
+    header: RecordBatchHeader,
+    records: Bytes,
+}
+
+/// Validates, in order, every batch of `jobs` on a blocking thread under
+/// one request-wide [`DecompressionBudget`]. The slot is held by the
+/// blocking task itself, so a cancelled request still counts until its
+/// validation ends.
+async fn validate_off_runtime(
+    jobs: Vec<ValidationJob>,
+    now_ms: i64,
+) -> Vec<(usize, Result<ValidatedRecords, StorageError>)> {
+    let slots: Vec<usize> = jobs.iter().map(|j| j.slot).collect();
+    let permit = VALIDATION_SLOTS.clone().acquire_owned().await;
+    let validated = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let mut budget = DecompressionBudget::new(MAX_DECOMPRESSED_REQUEST_BYTES);
+        jobs.into_iter()
+            .map(|job| {
+                let config = job.partition.log_config();
+                let rules = RecordRules {
+                    timestamp_type: config.message_timestamp_type,
+                    now_ms,
+                    timestamp_before_max_ms: config.message_timestamp_before_max_ms,
+                    timestamp_after_max_ms: config.message_timestamp_after_max_ms,
+                    require_keys: config
+                        .cleanup_policy
+                        .compact
+                        .then(|| job.partition.topic_partition()),
+                };
+                let result = weir_storage::compression::validate_compressed_batch(
+                    &job.header,
+                    &job.records,
+                    &rules,
+                    &mut budget,
+                );
+                (job.slot, result)
+            })
+            .collect()
+    })
+    .await;
+    validated.unwrap_or_else(|e| {
+        slots
+            .into_iter()
+            .map(|slot| {
+                let reason = format!("record validation failed: {e}");
+                (slot, Err(StorageError::InvalidRecord { reason }))
+            })
+            .collect()
+    })
+}
+
 /// Appends every partition's batch; waits until they are durable where
 /// [`Partition::ack_requires_flush`] says so (acks=-1 without
 /// `write.caching`, or `flush.messages` reached).
@@ -46,13 +187,16 @@ const RECORD_BATCH_OVERHEAD: usize = 61;
 /// (the request's client id is [`ADMIN_CLIENT_ID`]), as Kafka's
 /// `ReplicaManager.appendToLocalLog`.
 ///
-/// All appends happen before the first await (see `network::connection`).
+/// `order` is the connection's [`AppendOrder`]: the turn is taken before
+/// the first await.
 pub async fn handle(
     ctx: &BrokerContext,
     version: i16,
     internal_topics_allowed: bool,
     request: ProduceRequest,
+    order: &AppendOrder,
 ) -> ProduceResponse {
+    let mut turn = order.next_turn();
     let acks = request.acks;
     let shared = ProduceContext {
         version,
@@ -62,7 +206,10 @@ pub async fn handle(
         now_ms: now_ms(),
     };
     let mut response = ProduceResponse::default();
-    let mut durable_waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
+    // Per partition, in request order: where its answer goes and what is
+    // left to do.
+    let mut slots: Vec<((usize, usize), Result<Prepared, AppendFailure>)> = Vec::new();
+    let mut jobs = Vec::new();
     for topic in request.topic_data {
         let mut topic_response = TopicProduceResponse::default();
         topic_response.name = topic.name.clone();
@@ -72,42 +219,74 @@ pub async fn handle(
             p.base_offset = -1;
             p.log_append_time_ms = -1;
             p.log_start_offset = -1;
-            let result = if !matches!(acks, -1..=1) {
+            let prepared = if !matches!(acks, -1..=1) {
                 Err(AppendFailure::from((
                     ResponseError::InvalidRequiredAcks.code(),
                     None,
                 )))
             } else {
-                append(ctx, &shared, &topic.name, data.index, data.records)
+                prepare(ctx, &shared, &topic.name, data.index, data.records)
             };
-            match result {
-                Ok((partition, info, flush_due)) => {
-                    p.base_offset = info.first_offset;
-                    p.log_append_time_ms = info.log_append_time;
-                    p.log_start_offset = partition.log_start_offset();
-                    if partition.ack_requires_flush(acks, flush_due) {
-                        let at = (
-                            response.responses.len(),
-                            topic_response.partition_responses.len(),
-                        );
-                        durable_waits.push((at.0, at.1, partition, info.last_offset + 1));
-                    }
-                }
-                Err(failure) => {
-                    p.error_code = failure.code;
-                    p.error_message = failure.message.map(str_bytes);
-                    if version >= 8 {
-                        p.record_errors = failure.record_errors;
-                    }
-                }
+            let at = (
+                response.responses.len(),
+                topic_response.partition_responses.len(),
+            );
+            if let Ok((prepared, Some(header))) = &prepared {
+                jobs.push(ValidationJob {
+                    slot: slots.len(),
+                    partition: prepared.partition.clone(),
+                    header: *header,
+                    records: prepared.records.clone(),
+                });
             }
+            slots.push((at, prepared.map(|(prepared, _)| prepared)));
             topic_response.partition_responses.push(p);
         }
         response.responses.push(topic_response);
     }
+    if !jobs.is_empty() {
+        for (slot, outcome) in validate_off_runtime(jobs, shared.now_ms).await {
+            let (_, prepared) = &mut slots[slot];
+            match outcome {
+                Ok(validated) => {
+                    if let Ok(prepared) = prepared {
+                        prepared.compressed = Some(validated);
+                    }
+                }
+                Err(e) => *prepared = Err(AppendFailure::from(e)),
+            }
+        }
+    }
+    turn.wait().await;
+    let mut durable_waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
+    for ((t, p), prepared) in slots {
+        let r = &mut response.responses[t].partition_responses[p];
+        match prepared.and_then(|prepared| append(&shared, prepared)) {
+            Ok((partition, info, flush_due)) => {
+                r.base_offset = info.first_offset;
+                r.log_append_time_ms = info.log_append_time;
+                r.log_start_offset = partition.log_start_offset();
+                if partition.ack_requires_flush(acks, flush_due) {
+                    durable_waits.push((t, p, partition, info.last_offset + 1));
+                }
+            }
+            Err(failure) => {
+                r.error_code = failure.code;
+                r.error_message = failure.message.map(str_bytes);
+                if version >= 8 {
+                    r.record_errors = failure.record_errors;
+                }
+            }
+        }
+    }
+    drop(turn);
     for (t, p, partition, end_offset) in durable_waits {
         if let Err(e) = partition.wait_durable(end_offset).await {
-            tracing::error!(topic_partition = ?partition.topic_partition(), error = %e, "fsync failed");
+            if matches!(e, StorageError::LogDeleted { .. }) {
+                tracing::debug!(topic_partition = ?partition.topic_partition(), "partition deleted before its produce was durable");
+            } else {
+                tracing::error!(topic_partition = ?partition.topic_partition(), error = %e, "fsync failed");
+            }
             let r = &mut response.responses[t].partition_responses[p];
             r.error_code = storage_error_code(&e);
             r.error_message = Some(str_bytes(e.to_string()));
@@ -141,7 +320,8 @@ impl From<(i16, Option<String>)> for AppendFailure {
 impl From<StorageError> for AppendFailure {
     fn from(e: StorageError) -> Self {
         let record_errors = match &e {
-            StorageError::RecordWithoutKey { record_index, .. } => {
+            StorageError::RecordWithoutKey { record_index, .. }
+            | StorageError::InvalidTimestamp { record_index, .. } => {
                 let mut record_error = BatchIndexAndErrorMessage::default();
                 record_error.batch_index = *record_index as i32;
                 record_error.batch_index_error_message = Some(str_bytes(e.to_string()));
@@ -173,15 +353,17 @@ fn invalid_record(message: &str) -> AppendFailure {
     ))
 }
 
-/// Validates one partition's records as Kafka's `ProduceRequest.validateRecords`
-/// and `Partition.appendRecordsToLeader` do, then appends them.
-fn append(
+/// Checks one partition's records as Kafka's `ProduceRequest.validateRecords`
+/// and `Partition.appendRecordsToLeader` do, up to what needs decompression;
+/// returns the header of a compressed batch, whose records are still to be
+/// validated.
+fn prepare(
     ctx: &BrokerContext,
     request: &ProduceContext,
     topic: &str,
     index: i32,
     records: Option<Bytes>,
-) -> AppendResult {
+) -> Result<(Prepared, Option<RecordBatchHeader>), AppendFailure> {
     if !request.internal_topics_allowed && super::metadata::is_internal(topic) {
         return Err(AppendFailure::from((
             ResponseError::InvalidTopicException.code(),
@@ -231,12 +413,38 @@ fn append(
             Some("zstd needs Produce v7 or later".to_string()),
         )));
     }
-    if header.compression_codec() != 0 {
-        let require_keys = partition
-            .is_compacted()
-            .then(|| partition.topic_partition());
-        weir_storage::compression::validate_compressed_batch(&header, &records, require_keys)?;
+    let compressed = (header.compression_codec() != 0).then_some(header);
+    if compressed.is_some() {
+        // Kafka's `UnifiedLog.analyzeAndValidateRecords` checks the size
+        // and CRC before `LogValidator` decompresses anything.
+        let max = partition.log_config().max_message_bytes;
+        if records.len() > max {
+            return Err(StorageError::RecordBatchTooLarge {
+                size: records.len(),
+                max,
+            }
+            .into());
+        }
+        RecordBatchHeader::validate(&records)?;
     }
+    Ok((
+        Prepared {
+            partition,
+            records,
+            compressed: None,
+        },
+        compressed,
+    ))
+}
+
+/// Appends one partition's prepared records (the compressed batch's
+/// validation outcome included).
+fn append(request: &ProduceContext, prepared: Prepared) -> AppendResult {
+    let Prepared {
+        partition,
+        records,
+        compressed,
+    } = prepared;
     if request.acks == -1 {
         partition.check_enough_replicas().map_err(|code| {
             (
@@ -245,7 +453,8 @@ fn append(
             )
         })?;
     }
-    let (info, flush_due) = partition.append_records_as_leader(&records, request.now_ms)?;
+    let compressed: &[ValidatedRecords] = compressed.as_slice();
+    let (info, flush_due) = partition.append_produced(&records, request.now_ms, compressed)?;
     if !info.duplicate {
         metrics::counter!("weir_produced_bytes_total").increment(records.len() as u64);
     }

@@ -4,9 +4,11 @@
 //!
 //! Ordering: requests are turned into futures in arrival order and kept in a
 //! `FuturesOrdered`, so their first polls happen in arrival order on this
-//! connection's task. Handlers do their log appends before their first
-//! await, so pipelined Produce requests append in the order sent (as Kafka's
-//! one-request-at-a-time channel muting guarantees), while waits (acks=all
+//! connection's task. A Produce takes its turn in the connection's
+//! `AppendOrder` in that first poll and appends only after the Produce
+//! before it, so pipelined Produce requests append in the order sent (as
+//! Kafka's one-request-at-a-time channel muting guarantees) even when the
+//! validation of compressed batches awaits, while waits (validation, acks=all
 //! fsync, Fetch long polls) overlap. Completed responses leave in request
 //! order.
 //!
@@ -69,6 +71,7 @@ pub async fn run(
     let idle = Duration::from_millis(ctx.config.connections_max_idle_ms);
     let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
     let mut pending = FuturesOrdered::new();
+    let append_order = Arc::new(crate::handlers::produce::AppendOrder::default());
     // Frame sizes of the requests in `pending`, in the same order.
     let mut in_flight_sizes: VecDeque<usize> = VecDeque::new();
     let mut in_flight_bytes = 0usize;
@@ -86,7 +89,12 @@ pub async fn run(
                 Ok(Some(frame)) => {
                     in_flight_bytes += frame.len();
                     in_flight_sizes.push_back(frame.len());
-                    pending.push_back(dispatch::handle_frame(ctx.clone(), frame.freeze(), peer));
+                    pending.push_back(dispatch::handle_frame(
+                        ctx.clone(),
+                        frame.freeze(),
+                        peer,
+                        append_order.clone(),
+                    ));
                 }
                 Ok(None) => break,
                 Err(e) => {

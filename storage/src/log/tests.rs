@@ -949,3 +949,111 @@ mod model {
         }
     }
 }
+
+/// `batch` with its header max timestamp replaced by `max_timestamp` and
+/// the CRC recomputed (a producer that lies about it).
+fn with_max_timestamp(mut batch: Vec<u8>, max_timestamp: i64) -> Vec<u8> {
+    batch[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch
+}
+
+/// Issue 15 (LogValidator): under CreateTime a batch's stored max timestamp
+/// is its records' largest, whatever the producer wrote (2^62 here), with a
+/// valid CRC; for a compressed batch the caller's outcome is written into
+/// the header and the payload stays byte for byte as sent.
+#[test]
+fn a_lying_max_timestamp_is_replaced_by_the_records_with_a_valid_crc() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), 0);
+    let lying = with_max_timestamp(
+        build_batch(&BatchSpec::new(&[1000, 1005, 1003], 4)),
+        1 << 62,
+    );
+    let info = log.append_as_leader(&Bytes::from(lying), 0, 0).unwrap();
+    assert_eq!(
+        (info.max_timestamp, info.offset_of_max_timestamp),
+        (1005, 2)
+    );
+    let gzip = with_max_timestamp(
+        batch_with_records(
+            &crate::compression::compress(1, b"opaque").unwrap(),
+            2,
+            1,
+            1,
+        ),
+        1 << 62,
+    );
+    let validated = [batch::ValidatedRecords { max_timestamp: 777 }];
+    let info = log
+        .append_produced(&Bytes::from(gzip.clone()), 0, 0, &validated)
+        .unwrap();
+    assert_eq!(info.max_timestamp, 777);
+    // Without an outcome a compressed produced batch is refused.
+    assert!(matches!(
+        log.append_produced(&Bytes::from(gzip.clone()), 0, 0, &[]),
+        Err(StorageError::InvalidRecord { .. })
+    ));
+    let stored = read_all(&log, 0);
+    let first = RecordBatchHeader::validate(&stored).unwrap();
+    assert_eq!(first.max_timestamp, 1005);
+    let second = RecordBatchHeader::validate(&stored[first.size_in_bytes()..]).unwrap();
+    assert_eq!(second.max_timestamp, 777);
+    assert_eq!(
+        &stored[first.size_in_bytes() + RECORD_BATCH_OVERHEAD..],
+        &gzip[RECORD_BATCH_OVERHEAD..]
+    );
+    // The time index and ListOffsets by time follow the real timestamps.
+    assert_eq!(
+        log.read_batch_for_timestamp(1004).unwrap().map(|b| b.len()),
+        { Some(first.size_in_bytes()) }
+    );
+}
+
+/// KIP-937: CreateTime records outside `[now - before.max.ms, now +
+/// after.max.ms]` are refused with INVALID_TIMESTAMP naming the record, and
+/// nothing is appended.
+#[test]
+fn record_timestamps_outside_the_window_are_invalid_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        message_timestamp_before_max_ms: 1000,
+        message_timestamp_after_max_ms: 100,
+        ..LogConfig::default()
+    };
+    let mut log = open(dir.path(), config, 0);
+    let now = 10_000;
+    for (timestamps, bad) in [(&[9000, 8999][..], 1), (&[10_100, 10_101][..], 1)] {
+        let batch = build_batch(&BatchSpec::new(timestamps, 4));
+        match log.append_as_leader(&Bytes::from(batch), 0, now) {
+            Err(StorageError::InvalidTimestamp { record_index, .. }) => {
+                assert_eq!(record_index, bad)
+            }
+            other => panic!("{timestamps:?}: {other:?}"),
+        }
+    }
+    assert_eq!(log.log_end_offset(), 0);
+    let edges = build_batch(&BatchSpec::new(&[9000, 10_100], 4));
+    log.append_as_leader(&Bytes::from(edges), 0, now).unwrap();
+}
+
+/// A log deleted under an appender answers `LogDeleted` on append and
+/// flush (the broker's NOT_LEADER_OR_FOLLOWER), never an I/O error.
+#[test]
+fn appends_and_flushes_of_a_deleted_log_answer_log_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(&dir.path().join("orders-3"), LogConfig::default(), 0);
+    log.append_as_leader(&Bytes::from(simple_batch(1, 4, 1)), 0, 0)
+        .unwrap();
+    log.delete_in_place().unwrap();
+    assert!(log.is_deleted());
+    assert!(matches!(
+        log.append_as_leader(&Bytes::from(simple_batch(1, 4, 1)), 0, 0),
+        Err(StorageError::LogDeleted { .. })
+    ));
+    assert!(matches!(
+        log.prepare_flush(),
+        Err(StorageError::LogDeleted { .. })
+    ));
+}

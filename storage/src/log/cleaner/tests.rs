@@ -670,14 +670,23 @@ fn keyless_records_are_refused_on_compacted_topics() {
     assert_eq!(locked(&log).log_end_offset(), 0);
     let gz = batch_of(&[(None, Some(b"v"))], 1, compression::GZIP, None);
     let header = RecordBatchHeader::parse(&gz).unwrap();
+    let validate = |require_keys| {
+        let rules = crate::batch::RecordRules {
+            require_keys,
+            ..crate::batch::RecordRules::STRUCTURE_ONLY
+        };
+        let mut budget = compression::DecompressionBudget::new(1 << 20);
+        compression::validate_compressed_batch(&header, &gz, &rules, &mut budget)
+    };
+    let tp = tp();
     assert!(matches!(
-        compression::validate_compressed_batch(&header, &gz, Some(&tp())),
+        validate(Some(&tp)),
         Err(StorageError::RecordWithoutKey {
             record_index: 0,
             ..
         })
     ));
-    assert!(compression::validate_compressed_batch(&header, &gz, None).is_ok());
+    assert!(validate(None).is_ok());
     // Under `delete` keyless records are fine.
     let plain_dir = tempfile::tempdir().unwrap();
     let plain = open(plain_dir.path(), LogConfig::default());
