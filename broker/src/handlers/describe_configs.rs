@@ -14,7 +14,9 @@ use kafka_protocol::ResponseError;
 use super::str_bytes;
 use crate::config::BrokerConfig;
 use crate::context::BrokerContext;
-use crate::topic_config::{default_value, ConfigSource, ConfigType, TOPIC_CONFIGS};
+use crate::topic_config::{
+    default_value, ConfigSource, ConfigType, INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS,
+};
 
 /// `ConfigResource.Type` of a topic.
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -118,7 +120,8 @@ fn wanted(filter: Option<&[String]>, name: &str) -> bool {
 /// Every topic config with its effective value: the topic's own setting
 /// (DYNAMIC_TOPIC_CONFIG), else the broker's (STATIC_BROKER_CONFIG when set
 /// in server.properties, DEFAULT_CONFIG otherwise). Synonyms list the topic
-/// value then the broker value.
+/// value then the broker value. Internal keys (`internal.segment.bytes`)
+/// are listed only when set on the topic, as Kafka's `ConfigHelper` does.
 pub fn topic_config_entries(
     broker: &BrokerConfig,
     explicit: &BTreeMap<String, String>,
@@ -126,6 +129,11 @@ pub fn topic_config_entries(
 ) -> Vec<DescribeConfigsResourceResult> {
     TOPIC_CONFIGS
         .iter()
+        .chain(
+            INTERNAL_TOPIC_CONFIGS
+                .iter()
+                .filter(|d| explicit.contains_key(d.name)),
+        )
         .filter(|d| wanted(filter, d.name))
         .map(|d| {
             let broker_source = match d.broker_synonym {
@@ -303,6 +311,12 @@ pub fn broker_config_entries(
             c.log_retention_check_interval_ms.to_string(),
             ConfigType::Long,
             "how often retention runs (ms)",
+        ),
+        (
+            "num.recovery.threads.per.data.dir",
+            c.num_recovery_threads_per_data_dir.to_string(),
+            ConfigType::Int,
+            "threads per log directory for log recovery at start (accepted; KIP-1030 default)",
         ),
         (
             "producer.id.expiration.ms",
