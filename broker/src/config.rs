@@ -2,7 +2,8 @@
 //!
 //! Property names and defaults follow Apache Kafka wherever Kafka has the
 //! concept. The only Weir-specific key is `metrics.listener`. Unknown keys are
-//! an error that names the key. This module owns parsing and validation only;
+//! an error that names the key; numeric values are held to Kafka 4.1's
+//! bounds by their row in [`crate::config_bounds`]. This module owns parsing and validation only;
 //! it must not depend on the network or storage layers beyond their config
 //! types.
 

@@ -348,7 +348,21 @@ pub fn broker_config_entries(
     rows.into_iter()
         .filter(|(name, ..)| wanted(filter, name))
         .map(|(name, value, config_type, doc)| {
-            let source = if c.explicit.contains_key(name) {
+            let explicit = c.explicit.contains_key(name);
+            if !explicit && NULL_DEFAULT_BROKER_KEYS.contains(&name) {
+                let mut e = entry(
+                    name,
+                    String::new(),
+                    ConfigSource::DefaultConfig,
+                    true,
+                    config_type,
+                    doc,
+                    Vec::new(),
+                );
+                e.value = None;
+                return e;
+            }
+            let source = if explicit {
                 ConfigSource::StaticBrokerConfig
             } else {
                 ConfigSource::DefaultConfig
@@ -357,4 +371,44 @@ pub fn broker_config_entries(
             entry(name, value, source, true, config_type, doc, synonyms)
         })
         .collect()
+}
+
+/// Broker keys whose Kafka 4.1 default is null (`LogConfig`'s
+/// `SERVER_CONFIG_DEF` defines them with no default; the effective value
+/// comes from their `.hours` / `.minutes` forms): unless set themselves,
+/// Kafka's `ConfigHelper` reports them with a null value, DEFAULT_CONFIG
+/// and no synonyms (its synonym list starts at the key itself).
+const NULL_DEFAULT_BROKER_KEYS: &[&str] = &["log.retention.ms", "log.roll.ms"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_and_roll_ms_are_null_unless_set_as_in_kafka() {
+        let keys = ["log.retention.ms".to_string(), "log.roll.ms".to_string()];
+        let defaults = broker_config_entries(&BrokerConfig::default(), Some(&keys));
+        assert_eq!(defaults.len(), 2);
+        for e in &defaults {
+            assert_eq!(e.value, None, "{}", e.name.as_str());
+            assert_eq!(e.config_source, ConfigSource::DefaultConfig as i8);
+            assert!(e.synonyms.is_empty());
+        }
+        let set = BrokerConfig::from_pairs(vec![
+            ("log.retention.ms".into(), "1234".into()),
+            ("log.roll.hours".into(), "2".into()),
+        ])
+        .unwrap();
+        let entries = broker_config_entries(&set, Some(&keys));
+        assert_eq!(
+            entries[0].value.as_ref().map(|v| v.to_string()).as_deref(),
+            Some("1234")
+        );
+        assert_eq!(
+            entries[0].config_source,
+            ConfigSource::StaticBrokerConfig as i8
+        );
+        // Only the .hours form was set: Kafka still reports log.roll.ms null.
+        assert_eq!(entries[1].value, None);
+    }
 }

@@ -29,6 +29,8 @@ const INVALID_CONFIG: i16 = 40;
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 const SET: i8 = 0;
+/// How [`describe`] shows a null value.
+const NULL: &str = "<null>";
 
 /// Topic configs Kafka 4.1 refuses (LogConfig's validators; KIP-1030's
 /// 1 MiB for segment.bytes), each with the text its message must carry.
@@ -166,7 +168,7 @@ fn send_configs(
 }
 
 /// Every config of a resource as DescribeConfigs v4 reports it:
-/// `(name, value)`.
+/// `(name, value)`, a null value as [`NULL`].
 fn describe(client: &mut RawClient, resource_type: i8, name: &str) -> Vec<(String, String)> {
     let request =
         DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
@@ -182,7 +184,7 @@ fn describe(client: &mut RawClient, resource_type: i8, name: &str) -> Vec<(Strin
         .map(|c| {
             (
                 c.name.to_string(),
-                c.value.as_ref().map_or(String::new(), |v| v.to_string()),
+                c.value.as_ref().map_or(NULL.to_string(), |v| v.to_string()),
             )
         })
         .collect()
@@ -440,6 +442,15 @@ fn describe_configs_reports_kafka_4_1_defaults_and_internal_segment_bytes() {
         assert_eq!(
             value_of(&broker_configs, key).as_deref(),
             Some(default),
+            "broker {key}"
+        );
+    }
+    // Kafka 4.1 defines these two with a null default (the .hours forms
+    // carry the 168 hours): listed, with a null value.
+    for key in ["log.retention.ms", "log.roll.ms"] {
+        assert_eq!(
+            value_of(&broker_configs, key).as_deref(),
+            Some(NULL),
             "broker {key}"
         );
     }
