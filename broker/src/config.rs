@@ -370,6 +370,15 @@ fn parse_num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigEr
     })
 }
 
+/// A retention in `unit_ms` units as ms: -1 (unlimited) stays -1.
+fn unlimited_or(value: i64, unit_ms: i64) -> i64 {
+    if value < 0 {
+        -1
+    } else {
+        value.saturating_mul(unit_ms)
+    }
+}
+
 fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
     match value.trim() {
         "true" => Ok(true),
@@ -586,11 +595,12 @@ impl BrokerConfig {
             "log.message.timestamp.type" => {
                 self.log_message_timestamp_type = parse_timestamp_type(key, value)?
             }
+            // -1 (unlimited) stays -1 ms, as Kafka's logRetentionTimeMillis.
             "log.retention.hours" => {
-                self.log_retention_ms = parse_num::<i64>(key, value)?.saturating_mul(3_600_000)
+                self.log_retention_ms = unlimited_or(parse_num(key, value)?, 3_600_000)
             }
             "log.retention.minutes" => {
-                self.log_retention_ms = parse_num::<i64>(key, value)?.saturating_mul(60_000)
+                self.log_retention_ms = unlimited_or(parse_num(key, value)?, 60_000)
             }
             "log.retention.ms" => self.log_retention_ms = parse_num(key, value)?,
             "log.retention.bytes" => self.log_retention_bytes = parse_num(key, value)?,
@@ -1019,6 +1029,15 @@ mod tests {
         assert_eq!(c.log_retention_ms, 120_000);
         let c = pairs(&[("log.roll.hours", "2"), ("log.retention.ms", "-1")]);
         assert_eq!((c.log_roll_ms, c.log_retention_ms), (7_200_000, -1));
+        // -1 hours is unlimited, reported as Kafka does (-1 ms), and a
+        // valid topic retention.ms default.
+        let c = pairs(&[("log.retention.hours", "-1")]);
+        assert_eq!(c.log_retention_ms, -1);
+        assert!(crate::topic_config::validate(
+            "retention.ms",
+            &crate::topic_config::default_value(&c, "retention.ms")
+        )
+        .is_ok());
     }
 
     #[test]
