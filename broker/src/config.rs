@@ -2,7 +2,8 @@
 //!
 //! Property names and defaults follow Apache Kafka wherever Kafka has the
 //! concept. The only Weir-specific key is `metrics.listener`. Unknown keys are
-//! an error that names the key. This module owns parsing and validation only;
+//! an error that names the key; numeric values are held to Kafka 4.1's
+//! bounds by their row in [`crate::config_bounds`]. This module owns parsing and validation only;
 //! it must not depend on the network or storage layers beyond their config
 //! types.
 
@@ -21,8 +22,9 @@ pub enum ConfigError {
         /// The key as written.
         key: String,
     },
-    /// A value that does not parse or is out of range for its key.
-    #[error("invalid value '{value}' for configuration key '{key}': {reason}")]
+    /// A value that does not parse or is out of range for its key, in the
+    /// words of Kafka's `ConfigException`.
+    #[error("Invalid value {value} for configuration {key}: {reason}")]
     InvalidValue {
         /// The key.
         key: String,
@@ -198,6 +200,10 @@ pub struct BrokerConfig {
     /// `log.cleaner.threads`: cleaner threads; Weir runs one whatever the
     /// value (accepted for compatibility). Default: 1.
     pub log_cleaner_threads: u32,
+    /// `num.recovery.threads.per.data.dir`: accepted and reported; Weir
+    /// recovers a log directory's partitions as it opens them. Default: 2
+    /// (KIP-1030; 1 before Kafka 4.0).
+    pub num_recovery_threads_per_data_dir: i32,
     /// `log.cleaner.min.cleanable.ratio`: default `min.cleanable.dirty.ratio`.
     /// Default: 0.5.
     pub log_cleaner_min_cleanable_ratio: f64,
@@ -251,7 +257,8 @@ pub struct BrokerConfig {
     /// the number of registered brokers. Default: 3.
     pub offsets_topic_replication_factor: i16,
     /// `offsets.topic.segment.bytes`: the `segment.bytes` of
-    /// `__consumer_offsets`, bytes (at least 14). Default: 104857600.
+    /// `__consumer_offsets`, bytes (at least 1 MiB, the topic key's
+    /// minimum). Default: 104857600.
     pub offsets_topic_segment_bytes: u64,
     // ---- end of the offsets topic keys.
     /// `metrics.listener` (Weir): address of the Prometheus endpoint, or
@@ -282,7 +289,6 @@ const ACCEPTED_KEYS: &[&str] = &[
     "transaction.state.log.min.isr",
     "num.network.threads",
     "num.io.threads",
-    "num.recovery.threads.per.data.dir",
     "socket.send.buffer.bytes",
     "socket.receive.buffer.bytes",
 ];
@@ -332,6 +338,7 @@ impl Default for BrokerConfig {
             log_cleaner_backoff_ms: 15_000,
             log_cleaner_dedupe_buffer_size: 128 << 20,
             log_cleaner_threads: 1,
+            num_recovery_threads_per_data_dir: 2,
             log_cleaner_min_cleanable_ratio: log.min_cleanable_dirty_ratio,
             log_cleaner_min_compaction_lag_ms: log.min_compaction_lag_ms,
             log_cleaner_max_compaction_lag_ms: log.max_compaction_lag_ms,
@@ -351,28 +358,37 @@ impl Default for BrokerConfig {
     }
 }
 
+impl From<crate::config_bounds::InvalidValue> for ConfigError {
+    fn from(e: crate::config_bounds::InvalidValue) -> Self {
+        ConfigError::InvalidValue {
+            key: e.name,
+            value: e.value,
+            reason: e.reason,
+        }
+    }
+}
+
+/// Parses a numeric key's value: the key's row in
+/// [`crate::config_bounds::CONFIG_KEY_BOUNDS`] (Kafka's type and
+/// validator) is checked first, then the value must fit `T`.
 fn parse_num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
+    if let Some(def) = crate::config_bounds::key_def(key) {
+        def.check(value)?;
+    }
     value.trim().parse().map_err(|_| ConfigError::InvalidValue {
         key: key.to_string(),
         value: value.to_string(),
-        reason: "not a number in range".to_string(),
+        reason: "Not a number in this key's range".to_string(),
     })
 }
 
-/// Parses a number that must be at least `min`.
-fn parse_at_least<T>(key: &str, value: &str, min: T) -> Result<T, ConfigError>
-where
-    T: std::str::FromStr + PartialOrd + std::fmt::Display,
-{
-    let parsed: T = parse_num(key, value)?;
-    if parsed < min {
-        return Err(ConfigError::InvalidValue {
-            key: key.to_string(),
-            value: value.to_string(),
-            reason: format!("must be at least {min}"),
-        });
+/// A retention in `unit_ms` units as ms: -1 (unlimited) stays -1.
+fn unlimited_or(value: i64, unit_ms: i64) -> i64 {
+    if value < 0 {
+        -1
+    } else {
+        value.saturating_mul(unit_ms)
     }
-    Ok(parsed)
 }
 
 fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
@@ -465,6 +481,17 @@ impl BrokerConfig {
                 c.set(key, &value)?;
             }
         }
+        // Kafka's KafkaConfig.validateValues: the dedupe buffer is shared
+        // by the cleaner threads, each of which needs more than 1 MiB.
+        let per_thread = c.log_cleaner_dedupe_buffer_size / c.log_cleaner_threads.max(1) as usize;
+        if per_thread <= 1024 * 1024 {
+            return Err(ConfigError::InvalidValue {
+                key: "log.cleaner.dedupe.buffer.size".to_string(),
+                value: c.log_cleaner_dedupe_buffer_size.to_string(),
+                reason: "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread"
+                    .to_string(),
+            });
+        }
         Ok(c)
     }
 
@@ -536,16 +563,14 @@ impl BrokerConfig {
                     .collect();
             }
             "broker.heartbeat.interval.ms" => {
-                self.broker_heartbeat_interval_ms = parse_at_least(key, value, 1)?
+                self.broker_heartbeat_interval_ms = parse_num(key, value)?
             }
-            "broker.session.timeout.ms" => {
-                self.broker_session_timeout_ms = parse_at_least(key, value, 1)?
-            }
+            "broker.session.timeout.ms" => self.broker_session_timeout_ms = parse_num(key, value)?,
             "auto.leader.rebalance.enable" => {
                 self.auto_leader_rebalance_enable = parse_bool(key, value)?
             }
             "leader.imbalance.check.interval.seconds" => {
-                self.leader_imbalance_check_interval_seconds = parse_at_least(key, value, 1)?
+                self.leader_imbalance_check_interval_seconds = parse_num(key, value)?
             }
             "leader.imbalance.per.broker.percentage" => {
                 self.leader_imbalance_per_broker_percentage = parse_num(key, value)?
@@ -569,13 +594,13 @@ impl BrokerConfig {
                     });
                 }
             }
-            "num.partitions" => self.num_partitions = parse_at_least(key, value, 1)?,
+            "num.partitions" => self.num_partitions = parse_num(key, value)?,
             "default.replication.factor" => {
                 self.default_replication_factor = parse_num(key, value)?
             }
             "min.insync.replicas" => self.min_insync_replicas = parse_num(key, value)?,
             "auto.create.topics.enable" => self.auto_create_topics_enable = parse_bool(key, value)?,
-            "log.segment.bytes" => self.log_segment_bytes = parse_at_least(key, value, 14)?,
+            "log.segment.bytes" => self.log_segment_bytes = parse_num(key, value)?,
             "log.index.size.max.bytes" => self.log_index_size_max_bytes = parse_num(key, value)?,
             "log.index.interval.bytes" => self.log_index_interval_bytes = parse_num(key, value)?,
             "message.max.bytes" => self.message_max_bytes = parse_num(key, value)?,
@@ -583,25 +608,26 @@ impl BrokerConfig {
                 self.log_message_timestamp_type = parse_timestamp_type(key, value)?
             }
             "log.message.timestamp.before.max.ms" => {
-                self.log_message_timestamp_before_max_ms = parse_at_least(key, value, 0)?
+                self.log_message_timestamp_before_max_ms = parse_num(key, value)?
             }
             "log.message.timestamp.after.max.ms" => {
-                self.log_message_timestamp_after_max_ms = parse_at_least(key, value, 0)?
+                self.log_message_timestamp_after_max_ms = parse_num(key, value)?
             }
+            // -1 (unlimited) stays -1 ms, as Kafka's logRetentionTimeMillis.
             "log.retention.hours" => {
-                self.log_retention_ms = parse_num::<i64>(key, value)?.saturating_mul(3_600_000)
+                self.log_retention_ms = unlimited_or(parse_num(key, value)?, 3_600_000)
             }
             "log.retention.minutes" => {
-                self.log_retention_ms = parse_num::<i64>(key, value)?.saturating_mul(60_000)
+                self.log_retention_ms = unlimited_or(parse_num(key, value)?, 60_000)
             }
             "log.retention.ms" => self.log_retention_ms = parse_num(key, value)?,
             "log.retention.bytes" => self.log_retention_bytes = parse_num(key, value)?,
             "log.roll.hours" => {
-                self.log_roll_ms = parse_at_least::<i64>(key, value, 1)?.saturating_mul(3_600_000)
+                self.log_roll_ms = parse_num::<i64>(key, value)?.saturating_mul(3_600_000)
             }
-            "log.roll.ms" => self.log_roll_ms = parse_at_least(key, value, 1)?,
+            "log.roll.ms" => self.log_roll_ms = parse_num(key, value)?,
             "log.retention.check.interval.ms" => {
-                self.log_retention_check_interval_ms = parse_at_least(key, value, 1)?
+                self.log_retention_check_interval_ms = parse_num(key, value)?
             }
             "log.cleanup.policy" => {
                 self.log_cleanup_policy =
@@ -612,59 +638,49 @@ impl BrokerConfig {
                     })?
             }
             "log.cleaner.enable" => self.log_cleaner_enable = parse_bool(key, value)?,
-            "log.cleaner.backoff.ms" => {
-                self.log_cleaner_backoff_ms = parse_at_least(key, value, 1)?
-            }
+            "log.cleaner.backoff.ms" => self.log_cleaner_backoff_ms = parse_num(key, value)?,
             "log.cleaner.dedupe.buffer.size" => {
                 self.log_cleaner_dedupe_buffer_size = parse_num(key, value)?
             }
             "log.cleaner.threads" => self.log_cleaner_threads = parse_num(key, value)?,
+            "num.recovery.threads.per.data.dir" => {
+                self.num_recovery_threads_per_data_dir = parse_num(key, value)?
+            }
             "log.cleaner.min.cleanable.ratio" => {
-                self.log_cleaner_min_cleanable_ratio = parse_num(key, value)?;
-                if !(0.0..=1.0).contains(&self.log_cleaner_min_cleanable_ratio) {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.into(),
-                        value: value.into(),
-                        reason: "must be between 0 and 1".into(),
-                    });
-                }
+                self.log_cleaner_min_cleanable_ratio = parse_num(key, value)?
             }
             "log.cleaner.min.compaction.lag.ms" => {
-                self.log_cleaner_min_compaction_lag_ms = parse_at_least(key, value, 0)?
+                self.log_cleaner_min_compaction_lag_ms = parse_num(key, value)?
             }
             "log.cleaner.max.compaction.lag.ms" => {
-                self.log_cleaner_max_compaction_lag_ms = parse_at_least(key, value, 1)?
+                self.log_cleaner_max_compaction_lag_ms = parse_num(key, value)?
             }
             "log.cleaner.delete.retention.ms" => {
-                self.log_cleaner_delete_retention_ms = parse_at_least(key, value, 0)?
+                self.log_cleaner_delete_retention_ms = parse_num(key, value)?
             }
-            "producer.id.expiration.ms" => {
-                self.producer_id_expiration_ms = parse_at_least(key, value, 1)?
-            }
+            "producer.id.expiration.ms" => self.producer_id_expiration_ms = parse_num(key, value)?,
             "log.flush.interval.messages" => {
-                self.log_flush_interval_messages = parse_at_least(key, value, 1)?
+                self.log_flush_interval_messages = parse_num(key, value)?
             }
             "log.flush.interval.ms" => {
-                self.log_flush_interval_ms = Some(parse_at_least(key, value, 0)?);
+                self.log_flush_interval_ms = Some(parse_num(key, value)?);
             }
             "log.flush.scheduler.interval.ms" => {
-                self.log_flush_scheduler_interval_ms = parse_at_least(key, value, 1)?
+                self.log_flush_scheduler_interval_ms = parse_num(key, value)?
             }
             "log.flush.offset.checkpoint.interval.ms" => {
-                self.log_flush_offset_checkpoint_interval_ms = parse_at_least(key, value, 1)?
+                self.log_flush_offset_checkpoint_interval_ms = parse_num(key, value)?
             }
             "log.write.caching" => self.log_write_caching = parse_bool(key, value)?,
             // ---- The offsets topic (Kafka's GroupCoordinatorConfig).
             "offsets.topic.num.partitions" => {
-                self.offsets_topic_num_partitions = parse_at_least(key, value, 1)?
+                self.offsets_topic_num_partitions = parse_num(key, value)?
             }
             "offsets.topic.replication.factor" => {
-                self.offsets_topic_replication_factor = parse_at_least(key, value, 1)?
+                self.offsets_topic_replication_factor = parse_num(key, value)?
             }
-            // Kafka's bound is 1, but the topic's `segment.bytes` must be
-            // at least 14, so a smaller value could never create the topic.
             "offsets.topic.segment.bytes" => {
-                self.offsets_topic_segment_bytes = parse_at_least(key, value, 14)?
+                self.offsets_topic_segment_bytes = parse_num(key, value)?
             }
             // ---- end of the offsets topic keys.
             "socket.request.max.bytes" => self.socket_request_max_bytes = parse_num(key, value)?,
@@ -696,21 +712,24 @@ impl BrokerConfig {
                 self.group_coordinator.max_session_timeout_ms = parse_num(key, value)?
             }
             "group.max.size" => {
-                self.group_coordinator.max_size = parse_at_least::<i32>(key, value, 1)? as usize
+                self.group_coordinator.max_size = parse_num::<i32>(key, value)? as usize
             }
             "offset.metadata.max.bytes" => {
                 self.group_coordinator.offset_metadata_max_bytes = parse_num(key, value)?
             }
             "offsets.retention.minutes" => {
                 self.group_coordinator.offsets_retention_ms =
-                    parse_at_least::<i64>(key, value, 1)?.saturating_mul(60_000)
+                    parse_num::<i64>(key, value)?.saturating_mul(60_000)
             }
             "offsets.retention.check.interval.ms" => {
-                self.group_coordinator.offsets_retention_check_interval_ms =
-                    parse_at_least(key, value, 1)?
+                self.group_coordinator.offsets_retention_check_interval_ms = parse_num(key, value)?
             }
             // ---- end of the group coordinator's keys ----
-            k if ACCEPTED_KEYS.contains(&k) => {}
+            k if ACCEPTED_KEYS.contains(&k) => {
+                if let Some(def) = crate::config_bounds::key_def(k) {
+                    def.check(value)?;
+                }
+            }
             _ => {
                 return Err(ConfigError::UnknownKey {
                     key: key.to_string(),
@@ -812,8 +831,8 @@ mod tests {
         assert_eq!(c.offsets_topic_num_partitions, 7);
         let c = BrokerConfig::from_pairs(pairs("offsets.topic.replication.factor", "1")).unwrap();
         assert_eq!(c.offsets_topic_replication_factor, 1);
-        let c = BrokerConfig::from_pairs(pairs("offsets.topic.segment.bytes", "4096")).unwrap();
-        assert_eq!(c.offsets_topic_segment_bytes, 4096);
+        let c = BrokerConfig::from_pairs(pairs("offsets.topic.segment.bytes", "1048576")).unwrap();
+        assert_eq!(c.offsets_topic_segment_bytes, 1_048_576);
         for key in [
             "offsets.topic.num.partitions",
             "offsets.topic.replication.factor",
@@ -822,7 +841,7 @@ mod tests {
             let err = BrokerConfig::from_pairs(pairs(key, "0")).unwrap_err();
             assert!(err.to_string().contains(key), "{err}");
         }
-        assert!(BrokerConfig::from_pairs(pairs("offsets.topic.segment.bytes", "13")).is_err());
+        assert!(BrokerConfig::from_pairs(pairs("offsets.topic.segment.bytes", "1048575")).is_err());
     }
 
     #[test]
@@ -952,7 +971,7 @@ mod tests {
             [
                 ("log.cleaner.enable", "false"),
                 ("log.cleaner.backoff.ms", "50"),
-                ("log.cleaner.dedupe.buffer.size", "1048576"),
+                ("log.cleaner.dedupe.buffer.size", "4194304"),
                 ("log.cleaner.threads", "2"),
                 ("log.cleaner.min.cleanable.ratio", "0.01"),
                 ("log.cleaner.min.compaction.lag.ms", "7"),
@@ -966,7 +985,7 @@ mod tests {
         )
         .unwrap();
         assert!(!c.log_cleaner_enable);
-        assert_eq!(c.cleaner_config().dedupe_buffer_size, 1 << 20);
+        assert_eq!(c.cleaner_config().dedupe_buffer_size, 4 << 20);
         let log = c.default_log_config();
         assert_eq!(
             (
@@ -980,8 +999,10 @@ mod tests {
         assert!(log.cleanup_policy.compact && log.cleanup_policy.delete);
         for (key, value) in [
             ("log.cleaner.min.cleanable.ratio", "2"),
-            ("log.cleaner.backoff.ms", "0"),
+            ("log.cleaner.backoff.ms", "-1"),
             ("log.cleanup.policy", "forever"),
+            // Kafka's "at least 1MB per cleaner thread".
+            ("log.cleaner.dedupe.buffer.size", "1048576"),
         ] {
             assert!(
                 BrokerConfig::from_pairs(vec![(key.into(), value.into())]).is_err(),
@@ -1030,6 +1051,15 @@ mod tests {
         assert_eq!(c.log_retention_ms, 120_000);
         let c = pairs(&[("log.roll.hours", "2"), ("log.retention.ms", "-1")]);
         assert_eq!((c.log_roll_ms, c.log_retention_ms), (7_200_000, -1));
+        // -1 hours is unlimited, reported as Kafka does (-1 ms), and a
+        // valid topic retention.ms default.
+        let c = pairs(&[("log.retention.hours", "-1")]);
+        assert_eq!(c.log_retention_ms, -1);
+        assert!(crate::topic_config::validate(
+            "retention.ms",
+            &crate::topic_config::default_value(&c, "retention.ms")
+        )
+        .is_ok());
     }
 
     #[test]
@@ -1055,6 +1085,190 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.default_log_config().flush_ms, 500);
+    }
+
+    /// One row per bounded key (broker and topic keys of
+    /// `config_bounds::CONFIG_KEY_BOUNDS`): values Kafka 4.1 accepts, and
+    /// values it refuses (too small, too large for the type, -2 where -1 is
+    /// "unlimited"); each refusal names the key. Broker keys go through
+    /// `BrokerConfig::from_pairs` (the start path), topic keys through
+    /// `topic_config::validate` (CreateTopics and both AlterConfigs).
+    #[test]
+    fn every_bounded_key_accepts_and_refuses_as_kafka() {
+        const INT_TOO_BIG: &str = "2147483648";
+        const SHORT_TOO_BIG: &str = "32768";
+        const LONG_TOO_BIG: &str = "9223372036854775808";
+        let rows: &[(&str, &[&str], &[&str])] = &[
+            ("node.id", &["0"], &["-1", INT_TOO_BIG]),
+            ("broker.id", &["0"], &["-1"]),
+            ("broker.heartbeat.interval.ms", &["1"], &["0", INT_TOO_BIG]),
+            ("broker.session.timeout.ms", &["1"], &["0", INT_TOO_BIG]),
+            ("message.max.bytes", &["0"], &["-1", INT_TOO_BIG]),
+            ("num.io.threads", &["1"], &["0", INT_TOO_BIG]),
+            (
+                "default.replication.factor",
+                &["1", "32767"],
+                &["0", "-1", SHORT_TOO_BIG],
+            ),
+            (
+                "leader.imbalance.check.interval.seconds",
+                &["1"],
+                &["0", LONG_TOO_BIG],
+            ),
+            (
+                "leader.imbalance.per.broker.percentage",
+                &["-1", "0"],
+                &[INT_TOO_BIG],
+            ),
+            ("num.partitions", &["1"], &["0", INT_TOO_BIG]),
+            (
+                "log.segment.bytes",
+                &["1048576", "2147483647"],
+                &["14", "1048575", INT_TOO_BIG],
+            ),
+            ("log.roll.ms", &["1"], &["0", LONG_TOO_BIG]),
+            ("log.roll.hours", &["1"], &["0", INT_TOO_BIG]),
+            ("log.retention.ms", &["-1", "1"], &["0", "-2", LONG_TOO_BIG]),
+            (
+                "log.retention.minutes",
+                &["-1", "1"],
+                &["0", "-2", INT_TOO_BIG],
+            ),
+            (
+                "log.retention.hours",
+                &["-1", "1"],
+                &["0", "-2", INT_TOO_BIG],
+            ),
+            ("log.retention.bytes", &["-1", "0"], &[LONG_TOO_BIG]),
+            ("log.retention.check.interval.ms", &["1"], &["0"]),
+            ("log.message.timestamp.before.max.ms", &["0"], &["-1"]),
+            ("log.message.timestamp.after.max.ms", &["0"], &["-1"]),
+            ("log.index.size.max.bytes", &["4"], &["3", INT_TOO_BIG]),
+            ("log.index.interval.bytes", &["0"], &["-1", INT_TOO_BIG]),
+            ("log.flush.interval.messages", &["1"], &["0"]),
+            ("log.flush.interval.ms", &["0"], &["-1"]),
+            ("log.flush.scheduler.interval.ms", &["1"], &["0"]),
+            (
+                "log.flush.offset.checkpoint.interval.ms",
+                &["0"],
+                &["-1", INT_TOO_BIG],
+            ),
+            ("num.recovery.threads.per.data.dir", &["1"], &["0"]),
+            ("min.insync.replicas", &["1"], &["0", INT_TOO_BIG]),
+            ("log.cleaner.threads", &["0", "1"], &["-1"]),
+            (
+                "log.cleaner.dedupe.buffer.size",
+                &["2097152"],
+                &["1048576", "-1"],
+            ),
+            ("log.cleaner.backoff.ms", &["0"], &["-1"]),
+            (
+                "log.cleaner.min.cleanable.ratio",
+                &["0", "1"],
+                &["-0.1", "1.5", "NaN"],
+            ),
+            ("log.cleaner.delete.retention.ms", &["0"], &["-1"]),
+            ("log.cleaner.min.compaction.lag.ms", &["0"], &["-1"]),
+            ("log.cleaner.max.compaction.lag.ms", &["1"], &["0"]),
+            ("producer.id.expiration.ms", &["1"], &["0", INT_TOO_BIG]),
+            (
+                "transaction.state.log.replication.factor",
+                &["1"],
+                &["0", SHORT_TOO_BIG],
+            ),
+            ("transaction.state.log.min.isr", &["1"], &["0"]),
+            ("socket.request.max.bytes", &["1"], &["0", INT_TOO_BIG]),
+            ("socket.send.buffer.bytes", &["-1"], &[INT_TOO_BIG]),
+            ("socket.receive.buffer.bytes", &["-1"], &[INT_TOO_BIG]),
+            ("num.network.threads", &["1"], &["0"]),
+            ("connections.max.idle.ms", &["0"], &["-1"]),
+            ("offsets.topic.num.partitions", &["1"], &["0"]),
+            (
+                "offsets.topic.replication.factor",
+                &["1"],
+                &["0", SHORT_TOO_BIG],
+            ),
+            (
+                "offsets.topic.segment.bytes",
+                &["1048576"],
+                &["1048575", INT_TOO_BIG],
+            ),
+            ("offsets.retention.minutes", &["1"], &["0"]),
+            ("offsets.retention.check.interval.ms", &["1"], &["0"]),
+            (
+                "group.initial.rebalance.delay.ms",
+                &["0"],
+                &["-1", INT_TOO_BIG],
+            ),
+            ("group.min.session.timeout.ms", &["0"], &["-1"]),
+            ("group.max.session.timeout.ms", &["0"], &["-1"]),
+            ("offset.metadata.max.bytes", &["0"], &["-1"]),
+            ("group.max.size", &["1"], &["0", "-1"]),
+            // Topic keys.
+            (
+                "segment.bytes",
+                &["1048576", "2147483647"],
+                &["102400", "1048575", INT_TOO_BIG],
+            ),
+            ("segment.ms", &["1"], &["0"]),
+            ("message.timestamp.before.max.ms", &["0"], &["-1"]),
+            ("message.timestamp.after.max.ms", &["0"], &["-1"]),
+            ("segment.index.bytes", &["4"], &["3", INT_TOO_BIG]),
+            ("flush.messages", &["1"], &["0"]),
+            ("flush.ms", &["0"], &["-1"]),
+            ("retention.bytes", &["-1"], &[LONG_TOO_BIG]),
+            ("retention.ms", &["-1", "0"], &["-2", LONG_TOO_BIG]),
+            ("max.message.bytes", &["0"], &["-1", INT_TOO_BIG]),
+            ("index.interval.bytes", &["0"], &["-1"]),
+            ("delete.retention.ms", &["0"], &["-1"]),
+            ("min.compaction.lag.ms", &["0"], &["-1"]),
+            ("max.compaction.lag.ms", &["1"], &["0"]),
+            ("file.delete.delay.ms", &["0"], &["-1"]),
+            ("min.cleanable.dirty.ratio", &["0", "1"], &["-0.1", "1.01"]),
+            (
+                "internal.segment.bytes",
+                &["14", "4096"],
+                &["13", INT_TOO_BIG],
+            ),
+        ];
+        for def in crate::config_bounds::CONFIG_KEY_BOUNDS {
+            assert!(
+                rows.iter().any(|(key, ..)| *key == def.name),
+                "{} has a bound but no row here",
+                def.name
+            );
+        }
+        for (key, accepted, refused) in rows {
+            let is_topic_key = crate::topic_config::topic_config_def(key).is_some();
+            let is_broker_key = !is_topic_key || *key == "min.insync.replicas";
+            for value in *accepted {
+                if is_topic_key {
+                    let checked = crate::topic_config::validate(key, value);
+                    assert!(checked.is_ok(), "topic {key}={value}: {checked:?}");
+                }
+                if is_broker_key {
+                    let parsed =
+                        BrokerConfig::from_pairs(vec![(key.to_string(), value.to_string())]);
+                    assert!(parsed.is_ok(), "broker {key}={value}: {parsed:?}");
+                }
+            }
+            for value in *refused {
+                let message = if is_topic_key {
+                    crate::topic_config::validate(key, value)
+                        .expect_err(&format!("topic {key}={value} was accepted"))
+                        .to_string()
+                } else {
+                    BrokerConfig::from_pairs(vec![(key.to_string(), value.to_string())])
+                        .expect_err(&format!("broker {key}={value} was accepted"))
+                        .to_string()
+                };
+                assert!(
+                    message.starts_with("Invalid value ")
+                        && message.contains(&format!(" for configuration {key}: ")),
+                    "{key}={value}: {message}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! `weir-controller`).
 
 pub mod config;
+pub mod config_bounds;
 pub mod context;
 pub mod dispatch;
 pub mod error;

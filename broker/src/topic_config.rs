@@ -206,9 +206,23 @@ const fn def(
     }
 }
 
-/// Looks up a topic config key.
+/// Kafka's internal topic keys (`LogConfig.defineInternal`): accepted and
+/// applied like the others, but listed by DescribeConfigs only when set
+/// on the topic (Kafka's `ConfigHelper.allConfigs` lists an internal key
+/// only from the topic's own values).
+pub static INTERNAL_TOPIC_CONFIGS: &[TopicConfigDef] = &[def(
+    "internal.segment.bytes",
+    None,
+    ConfigType::Int,
+    "segment file size (bytes) overriding segment.bytes without its minimum; for testing only",
+)];
+
+/// Looks up a topic config key, internal ones included.
 pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
-    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+    TOPIC_CONFIGS
+        .iter()
+        .chain(INTERNAL_TOPIC_CONFIGS)
+        .find(|d| d.name == name)
 }
 
 /// The broker-derived default value of a topic config key, as Kafka prints it.
@@ -250,79 +264,75 @@ pub fn default_value(broker: &BrokerConfig, name: &str) -> String {
     }
 }
 
-/// Why a topic config was refused (answered with INVALID_CONFIG).
+/// Why a topic config was refused (answered with INVALID_CONFIG), in the
+/// words of Kafka's `LogConfig.validateNames` and `ConfigException`.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TopicConfigError {
     /// Not a topic config key.
-    #[error("unknown topic config '{name}'")]
+    #[error("Unknown topic config name: {name}")]
     UnknownKey {
         /// The key.
         name: String,
     },
-    /// A value that does not parse for its key.
-    #[error("invalid value '{value}' for topic config '{name}'")]
-    InvalidValue {
-        /// The key.
-        name: String,
-        /// The value.
-        value: String,
-    },
+    /// A value that does not parse for its key or breaks its bound
+    /// ([`crate::config_bounds`]), e.g. `Invalid value 102400 for
+    /// configuration segment.bytes: Value must be at least 1048576`.
+    #[error(transparent)]
+    InvalidValue(#[from] crate::config_bounds::InvalidValue),
 }
 
-/// Checks one `(key, value)` pair as CreateTopics would.
+/// Kafka's `BrokerCompressionType` names, in its order.
+const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
+
+/// Checks one `(key, value)` pair as CreateTopics, AlterConfigs and
+/// IncrementalAlterConfigs do (Kafka's `LogConfig.validate`): numeric keys
+/// against their row in [`crate::config_bounds::CONFIG_KEY_BOUNDS`], the
+/// others against Kafka's `in(...)` lists and booleans.
 ///
 /// # Errors
-/// [`TopicConfigError`] naming the key.
+/// [`TopicConfigError`] naming the key (and the bound it breaks).
 pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
     let def = topic_config_def(name).ok_or_else(|| TopicConfigError::UnknownKey {
         name: name.to_string(),
     })?;
-    let invalid = || TopicConfigError::InvalidValue {
-        name: name.to_string(),
-        value: value.to_string(),
+    if let Some(bounds) = crate::config_bounds::key_def(name) {
+        bounds.check(value)?;
+        return Ok(());
+    }
+    let refuse = |reason: String| {
+        TopicConfigError::InvalidValue(crate::config_bounds::InvalidValue {
+            name: name.to_string(),
+            value: value.to_string(),
+            reason,
+        })
     };
-    let ok = match def.config_type {
-        ConfigType::Boolean => matches!(value, "true" | "false"),
-        ConfigType::Short => value.parse::<i16>().is_ok(),
-        ConfigType::Int => value.parse::<i32>().is_ok(),
-        ConfigType::Long => value.parse::<i64>().is_ok(),
-        ConfigType::Double => value.parse::<f64>().is_ok(),
-        ConfigType::List => value
-            .split(',')
-            .all(|p| matches!(p.trim(), "delete" | "compact")),
-        ConfigType::String => match name {
-            "message.timestamp.type" => parse_timestamp_type(name, value).is_ok(),
-            "compression.type" => matches!(
-                value,
-                "producer" | "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd"
-            ),
-            _ => true,
+    let one_of = |valid: &[&str]| format!("String must be one of: {}", valid.join(", "));
+    match def.config_type {
+        ConfigType::Boolean => match value.trim() {
+            "true" | "false" => Ok(()),
+            _ => Err(refuse(
+                "Expected value to be either true or false".to_string(),
+            )),
         },
-    };
-    let positive = match name {
-        "segment.bytes" => value.parse::<i64>().map(|v| v >= 14).unwrap_or(false),
-        "max.message.bytes" | "segment.index.bytes" | "segment.ms" => {
-            value.parse::<i64>().map(|v| v > 0).unwrap_or(false)
+        ConfigType::List => match crate::config::parse_cleanup_policy(value) {
+            Some(_) => Ok(()),
+            None => Err(refuse(one_of(&["compact", "delete"]))),
+        },
+        ConfigType::String if name == "message.timestamp.type" => {
+            match parse_timestamp_type(name, value) {
+                Ok(_) => Ok(()),
+                Err(_) => Err(refuse(one_of(&["CreateTime", "LogAppendTime"]))),
+            }
         }
-        "retention.ms" => value.parse::<i64>().map(|v| v >= -1).unwrap_or(false),
-        "flush.messages" => value.parse::<i64>().map(|v| v >= 1).unwrap_or(false),
-        "flush.ms" => value.parse::<i64>().map(|v| v >= 0).unwrap_or(false),
-        "min.cleanable.dirty.ratio" => value
-            .parse::<f64>()
-            .map(|v| (0.0..=1.0).contains(&v))
-            .unwrap_or(false),
-        "min.compaction.lag.ms"
-        | "delete.retention.ms"
-        | "message.timestamp.before.max.ms"
-        | "message.timestamp.after.max.ms" => value.parse::<i64>().map(|v| v >= 0).unwrap_or(false),
-        "max.compaction.lag.ms" => value.parse::<i64>().map(|v| v >= 1).unwrap_or(false),
-        "cleanup.policy" => crate::config::parse_cleanup_policy(value).is_some(),
-        _ => true,
-    };
-    if ok && positive {
-        Ok(())
-    } else {
-        Err(invalid())
+        ConfigType::String if name == "compression.type" => {
+            if COMPRESSION_TYPES.contains(&value.trim()) {
+                Ok(())
+            } else {
+                Err(refuse(one_of(COMPRESSION_TYPES)))
+            }
+        }
+        // Every numeric topic key has a bounds row (a test checks it).
+        _ => Ok(()),
     }
 }
 
@@ -336,6 +346,12 @@ pub fn log_config_for(
     let mut c = broker.default_log_config();
     let get = |k: &str| topic_configs.get(k).map(String::as_str);
     override_from(topic_configs, "segment.bytes", &mut c.segment_bytes);
+    // Kafka's LogConfig.segmentSize(): the internal key wins when set.
+    override_from(
+        topic_configs,
+        "internal.segment.bytes",
+        &mut c.segment_bytes,
+    );
     override_from(
         topic_configs,
         "segment.index.bytes",
@@ -547,6 +563,41 @@ mod tests {
         assert!(validate("retention.ms", "-2").is_err());
         assert!(validate("segment.ms", "0").is_err());
         assert!(validate("retention.bytes", "-1").is_ok());
+    }
+
+    #[test]
+    fn every_numeric_key_has_a_bound_and_internal_segment_bytes_wins() {
+        for d in TOPIC_CONFIGS.iter().chain(INTERNAL_TOPIC_CONFIGS) {
+            let numeric = matches!(
+                d.config_type,
+                ConfigType::Short | ConfigType::Int | ConfigType::Long | ConfigType::Double
+            );
+            assert_eq!(
+                numeric,
+                crate::config_bounds::key_def(d.name).is_some(),
+                "{}: numeric keys and bounds rows must match",
+                d.name
+            );
+        }
+        let topic: BTreeMap<String, String> = [
+            ("segment.bytes", "1048576"),
+            ("internal.segment.bytes", "4096"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(
+            log_config_for(&BrokerConfig::default(), &topic).segment_bytes,
+            4096
+        );
+        assert_eq!(
+            validate("segment.bytes", "102400").unwrap_err().to_string(),
+            "Invalid value 102400 for configuration segment.bytes: Value must be at least 1048576"
+        );
+        assert_eq!(
+            validate("cleanup.policy", "forever").unwrap_err().to_string(),
+            "Invalid value forever for configuration cleanup.policy: String must be one of: compact, delete"
+        );
     }
 
     #[test]

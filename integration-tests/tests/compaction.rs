@@ -109,7 +109,9 @@ fn a_compacted_topic_reads_back_the_newest_value_of_every_key() {
         "latest-values",
         &[
             ("cleanup.policy", "compact"),
-            ("segment.bytes", "65536"),
+            // Kafka's test-only key: segment.bytes is at least 1 MiB
+            // (KIP-1030).
+            ("internal.segment.bytes", "65536"),
             ("min.cleanable.dirty.ratio", "0.01"),
         ],
     );

@@ -317,7 +317,6 @@ fn parse_dump(stdout: &str) -> Dump {
 #[test]
 fn kafka_dump_log_segments_reads_weir_segments_and_indexes() {
     let mut broker = TestBroker::builder()
-        .override_config("log.segment.bytes", "1500")
         // Index every batch after a segment's first, so the indexes are full
         // of entries to verify.
         .override_config("log.index.interval.bytes", "1")
@@ -326,7 +325,14 @@ fn kafka_dump_log_segments_reads_weir_segments_and_indexes() {
     let mut client = support::connect(&broker);
     let versions = support::api_versions(&mut client);
     let produce_version = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
-    let topic = support::ensure_topic(&mut client, &versions, TOPIC);
+    // Small segments through Kafka's test-only key (segment.bytes is at
+    // least 1 MiB, KIP-1030).
+    let topic = support::create_topic(
+        &mut client,
+        &versions,
+        TOPIC,
+        &[("internal.segment.bytes", "1500")],
+    );
 
     let mut expected = Vec::new();
     let mut next_offset = 0;

@@ -1,5 +1,5 @@
-//! Log behaviour driven by configuration, end to end: segment rolls at
-//! `log.segment.bytes`, `message.max.bytes`, and LogAppendTime topics.
+//! Log behaviour driven by configuration, end to end: segment rolls at the
+//! segment size, `message.max.bytes`, and LogAppendTime topics.
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
@@ -23,19 +23,24 @@ fn batch(value: &[u8], timestamp: i64) -> Bytes {
     .expect("encode batch")
 }
 
-/// With a small `log.segment.bytes` the log rolls into several segment files
-/// (Kafka's 20-digit base offset names, each with its index), and a consumer
-/// reads every record back across them, in order.
+/// With a small segment size (Kafka's test-only topic key
+/// `internal.segment.bytes`, which overrides `segment.bytes` without
+/// KIP-1030's 1 MiB minimum, as Kafka's own tests use it) the log rolls
+/// into several segment files (Kafka's 20-digit base offset names, each
+/// with its index), and a consumer reads every record back across them,
+/// in order.
 #[test]
 fn log_rolls_segments_at_segment_bytes_and_reads_across_them() {
-    let broker = TestBroker::builder()
-        .override_config("log.segment.bytes", "4096")
-        .start()
-        .expect("starting weir");
+    let broker = TestBroker::start().expect("starting weir");
     let mut client = support::connect(&broker);
     let versions = support::api_versions(&mut client);
     let produce_version = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
-    let topic = support::ensure_topic(&mut client, &versions, "rolling");
+    let topic = support::create_topic(
+        &mut client,
+        &versions,
+        "rolling",
+        &[("internal.segment.bytes", "4096")],
+    );
     let value = vec![b'r'; 500];
     for i in 0..40 {
         let offset = support::produce_ok(

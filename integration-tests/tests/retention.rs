@@ -287,7 +287,11 @@ fn retention_ms_deletes_segments_whose_records_are_old() {
         &mut client,
         &versions,
         "aged",
-        &[("segment.bytes", "4096"), ("retention.ms", "3600000")],
+        // Kafka's test-only key: segment.bytes is at least 1 MiB (KIP-1030).
+        &[
+            ("internal.segment.bytes", "4096"),
+            ("retention.ms", "3600000"),
+        ],
     );
     let value = vec![b'a'; 1000];
     let old = now_ms() - 2 * DAY_MS;

@@ -14,7 +14,9 @@ use kafka_protocol::ResponseError;
 use super::str_bytes;
 use crate::config::BrokerConfig;
 use crate::context::BrokerContext;
-use crate::topic_config::{default_value, ConfigSource, ConfigType, TOPIC_CONFIGS};
+use crate::topic_config::{
+    default_value, ConfigSource, ConfigType, INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS,
+};
 
 /// `ConfigResource.Type` of a topic.
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -118,7 +120,8 @@ fn wanted(filter: Option<&[String]>, name: &str) -> bool {
 /// Every topic config with its effective value: the topic's own setting
 /// (DYNAMIC_TOPIC_CONFIG), else the broker's (STATIC_BROKER_CONFIG when set
 /// in server.properties, DEFAULT_CONFIG otherwise). Synonyms list the topic
-/// value then the broker value.
+/// value then the broker value. Internal keys (`internal.segment.bytes`)
+/// are listed only when set on the topic, as Kafka's `ConfigHelper` does.
 pub fn topic_config_entries(
     broker: &BrokerConfig,
     explicit: &BTreeMap<String, String>,
@@ -126,6 +129,11 @@ pub fn topic_config_entries(
 ) -> Vec<DescribeConfigsResourceResult> {
     TOPIC_CONFIGS
         .iter()
+        .chain(
+            INTERNAL_TOPIC_CONFIGS
+                .iter()
+                .filter(|d| explicit.contains_key(d.name)),
+        )
         .filter(|d| wanted(filter, d.name))
         .map(|d| {
             let broker_source = match d.broker_synonym {
@@ -317,6 +325,12 @@ pub fn broker_config_entries(
             "how often retention runs (ms)",
         ),
         (
+            "num.recovery.threads.per.data.dir",
+            c.num_recovery_threads_per_data_dir.to_string(),
+            ConfigType::Int,
+            "threads per log directory for log recovery at start (accepted; KIP-1030 default)",
+        ),
+        (
             "producer.id.expiration.ms",
             c.producer_id_expiration_ms.to_string(),
             ConfigType::Int,
@@ -346,7 +360,21 @@ pub fn broker_config_entries(
     rows.into_iter()
         .filter(|(name, ..)| wanted(filter, name))
         .map(|(name, value, config_type, doc)| {
-            let source = if c.explicit.contains_key(name) {
+            let explicit = c.explicit.contains_key(name);
+            if !explicit && NULL_DEFAULT_BROKER_KEYS.contains(&name) {
+                let mut e = entry(
+                    name,
+                    String::new(),
+                    ConfigSource::DefaultConfig,
+                    true,
+                    config_type,
+                    doc,
+                    Vec::new(),
+                );
+                e.value = None;
+                return e;
+            }
+            let source = if explicit {
                 ConfigSource::StaticBrokerConfig
             } else {
                 ConfigSource::DefaultConfig
@@ -356,6 +384,13 @@ pub fn broker_config_entries(
         })
         .collect()
 }
+
+/// Broker keys whose Kafka 4.1 default is null (`LogConfig`'s
+/// `SERVER_CONFIG_DEF` defines them with no default; the effective value
+/// comes from their `.hours` / `.minutes` forms): unless set themselves,
+/// Kafka's `ConfigHelper` reports them with a null value, DEFAULT_CONFIG
+/// and no synonyms (its synonym list starts at the key itself).
+const NULL_DEFAULT_BROKER_KEYS: &[&str] = &["log.retention.ms", "log.roll.ms"];
 
 #[cfg(test)]
 mod tests {
@@ -396,5 +431,33 @@ mod tests {
             value(&rows, "message.timestamp.after.max.ms").as_deref(),
             Some("3600000")
         );
+    }
+
+    #[test]
+    fn retention_and_roll_ms_are_null_unless_set_as_in_kafka() {
+        let keys = ["log.retention.ms".to_string(), "log.roll.ms".to_string()];
+        let defaults = broker_config_entries(&BrokerConfig::default(), Some(&keys));
+        assert_eq!(defaults.len(), 2);
+        for e in &defaults {
+            assert_eq!(e.value, None, "{}", e.name.as_str());
+            assert_eq!(e.config_source, ConfigSource::DefaultConfig as i8);
+            assert!(e.synonyms.is_empty());
+        }
+        let set = BrokerConfig::from_pairs(vec![
+            ("log.retention.ms".into(), "1234".into()),
+            ("log.roll.hours".into(), "2".into()),
+        ])
+        .unwrap();
+        let entries = broker_config_entries(&set, Some(&keys));
+        assert_eq!(
+            entries[0].value.as_ref().map(|v| v.to_string()).as_deref(),
+            Some("1234")
+        );
+        assert_eq!(
+            entries[0].config_source,
+            ConfigSource::StaticBrokerConfig as i8
+        );
+        // Only the .hours form was set: Kafka still reports log.roll.ms null.
+        assert_eq!(entries[1].value, None);
     }
 }
