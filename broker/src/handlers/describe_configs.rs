@@ -360,6 +360,58 @@ pub fn broker_config_entries(
             ConfigType::Long,
             "idle connection timeout (ms)",
         ),
+        // ---- Memory and connection limits (issue 15).
+        (
+            "queued.max.request.bytes",
+            c.queued_max_request_bytes.to_string(),
+            ConfigType::Long,
+            "request bytes held across all connections (bytes, Weir default 200 MiB)",
+        ),
+        (
+            "queued.max.response.bytes",
+            c.queued_max_response_bytes.to_string(),
+            ConfigType::Long,
+            "unsent response bytes across all connections (bytes, Weir)",
+        ),
+        (
+            "queued.max.response.bytes.per.connection",
+            c.queued_max_response_bytes_per_connection.to_string(),
+            ConfigType::Long,
+            "unsent response bytes of one connection (bytes, Weir)",
+        ),
+        (
+            "fetch.max.bytes",
+            c.fetch_max_bytes.to_string(),
+            ConfigType::Int,
+            "largest Fetch response (bytes)",
+        ),
+        (
+            "max.connections",
+            c.max_connections.to_string(),
+            ConfigType::Int,
+            "open connections",
+        ),
+        (
+            "max.connections.per.ip",
+            c.max_connections_per_ip.to_string(),
+            ConfigType::Int,
+            "open connections from one address",
+        ),
+        (
+            "max.connections.per.ip.overrides",
+            {
+                let mut pairs: Vec<String> = c
+                    .max_connections_per_ip_overrides
+                    .iter()
+                    .map(|(ip, n)| format!("{ip}:{n}"))
+                    .collect();
+                pairs.sort();
+                pairs.join(",")
+            },
+            ConfigType::String,
+            "per-address connection limits (ip:count,...)",
+        ),
+        // ---- end of the memory and connection limits.
         (
             "metrics.listener",
             c.metrics_listener
