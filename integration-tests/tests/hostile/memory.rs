@@ -19,11 +19,11 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, DescribeConfigsRequest,
-    DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse, FetchRequest,
-    FetchResponse, GroupId, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
-    MetadataResponse, OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse,
-    RequestHeader, TopicName,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, DeleteGroupsRequest, DeleteGroupsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    DescribeGroupsRequest, DescribeGroupsResponse, FetchRequest, FetchResponse, GroupId,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, OffsetFetchRequest,
+    OffsetFetchResponse, ProduceRequest, ProduceResponse, RequestHeader, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, Request, StrBytes};
 use weir_integration_tests::raw::request_header_version;
@@ -338,6 +338,30 @@ fn repeated_entries_in_lists_are_answered_once() {
         1,
         "OffsetFetch: the partition once"
     );
+
+    // DeleteTopics: a topic named twice is refused once, and kept.
+    support::ensure_topic(&mut client, &versions, "doomed");
+    let r: DeleteTopicsResponse = client
+        .send(
+            &DeleteTopicsRequest::default()
+                .with_topic_names(vec![TopicName(name("doomed")); 2])
+                .with_timeout_ms(30_000),
+            5,
+        )
+        .unwrap();
+    let codes: Vec<i16> = r.responses.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, [error_code::INVALID_REQUEST], "DeleteTopics");
+    support::ensure_topic(&mut client, &versions, "doomed");
+
+    // DeleteGroups: one group 10,000 times.
+    let v = support::newest::<DeleteGroupsRequest>(&versions, ApiKey::DeleteGroups);
+    let r: DeleteGroupsResponse = client
+        .send(
+            &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(name("g")); 10_000]),
+            v,
+        )
+        .unwrap();
+    assert_eq!(r.results.len(), 1, "DeleteGroups: the group once");
 
     report_rss(&broker, "repeated entries");
     bystander.finish("repeated entries");
