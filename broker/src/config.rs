@@ -531,6 +531,15 @@ impl BrokerConfig {
                 c.set(key, &value)?;
             }
         }
+        // Kafka's KafkaConfig: no connection at all is allowed only for
+        // addresses that have an override.
+        if c.max_connections_per_ip == 0 && c.max_connections_per_ip_overrides.is_empty() {
+            return Err(ConfigError::InvalidValue {
+                key: "max.connections.per.ip".into(),
+                value: "0".into(),
+                reason: "can be set to zero only if max.connections.per.ip.overrides is set".into(),
+            });
+        }
         Ok(c)
     }
 
@@ -908,6 +917,7 @@ mod tests {
             ("fetch.max.bytes", "-1"),
             ("queued.max.response.bytes.per.connection", "0"),
             ("queued.max.request.bytes", "lots"),
+            ("max.connections.per.ip", "0"),
         ] {
             let err = BrokerConfig::from_pairs(pairs(key, value)).unwrap_err();
             assert!(err.to_string().contains(key), "{err}");

@@ -414,3 +414,67 @@ async fn send_file_region(stream: &TcpStream, slice: &FileSlice) -> std::io::Res
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_use_the_connections_own_bytes_first_then_the_shared_pool() {
+        let own = MemoryPool::new(CONNECTION_REQUEST_BYTES);
+        let shared = MemoryPool::new(100_000);
+        // The connection's own allowance first, at most what is left of it.
+        let mut held = take_budget(&own, &shared, READ_CHUNK_BYTES, false).unwrap();
+        assert_eq!(held.bytes(), CONNECTION_REQUEST_BYTES as usize);
+        assert_eq!(shared.used(), 0);
+        // Then the shared pool, non-strict: granted while any is left.
+        held.merge(take_budget(&own, &shared, 60_000, false).unwrap());
+        held.merge(take_budget(&own, &shared, 60_000, false).unwrap());
+        assert_eq!(shared.available(), -20_000);
+        assert!(take_budget(&own, &shared, 1, false).is_none(), "muted");
+        // The rescued connection reads past the exhausted pool.
+        held.merge(take_budget(&own, &shared, 1_000, true).unwrap());
+        assert_eq!(shared.used(), 121_000);
+        // A frame takes shared bytes first; what is left goes back on drop.
+        let frame = held.split(130_000);
+        assert_eq!(frame.shared.bytes(), 121_000);
+        assert_eq!(
+            held.bytes(),
+            CONNECTION_REQUEST_BYTES as usize + 121_000 - 130_000
+        );
+        drop(frame);
+        assert_eq!(shared.used(), 0);
+        held.shrink_to(0);
+        assert_eq!(own.used(), 0);
+    }
+
+    #[test]
+    fn the_next_read_asks_for_what_the_front_request_misses() {
+        let mut buf = BytesMut::new();
+        assert_eq!(next_read_bytes(&buf), READ_CHUNK_BYTES);
+        buf.extend_from_slice(&10i32.to_be_bytes());
+        buf.extend_from_slice(&[0; 3]);
+        assert_eq!(next_read_bytes(&buf), 7);
+        let mut big = BytesMut::new();
+        big.extend_from_slice(&(100i32 << 20).to_be_bytes());
+        assert_eq!(
+            next_read_bytes(&big),
+            READ_CHUNK_BYTES,
+            "never more than a chunk"
+        );
+    }
+
+    #[test]
+    fn only_bytes_in_memory_count_as_unsent() {
+        assert_eq!(
+            response_bytes(&Response::Frame(BytesMut::from(&[0u8; 10][..]))),
+            10
+        );
+        assert_eq!(response_bytes(&Response::None), 0);
+        let fetch = Response::Fetch(vec![
+            FetchChunk::Bytes(bytes::Bytes::from_static(&[0; 7])),
+            FetchChunk::Records(FetchRecords::Empty),
+        ]);
+        assert_eq!(response_bytes(&fetch), 7);
+    }
+}
