@@ -384,21 +384,20 @@ fn describe_many_unknown_topics(topics: usize, version: i16, seed: usize) -> Vec
     )
 }
 
-/// 25 connections pipelining requests with large answers and never reading:
-/// each stops being read once `queued.max.response.bytes.per.connection`
-/// of its answers are unsent (4.5 GB RSS before the fix).
-#[test]
-fn connections_that_never_read_stop_being_read() {
-    let broker = support::start_broker();
-    let bystander = Bystander::start(&broker, "bystander");
-    let (_client, versions, _info) = versions_and_topic(&broker, "unused");
+/// Opens 25 connections that pipeline DescribeConfigs requests with
+/// answers of about 500 KB and never read, until the broker stops reading
+/// them (their writes time out); returns how much the broker's RSS grew,
+/// with the bystander served throughout.
+fn never_reading(broker: &TestBroker, what: &str) -> u64 {
+    let bystander = Bystander::start(broker, "bystander");
+    let (_client, versions, _info) = versions_and_topic(broker, "unused");
     let v = support::newest::<DescribeConfigsRequest>(&versions, ApiKey::DescribeConfigs);
-    let before = report_rss(&broker, "before the non-readers");
+    let before = report_rss(broker, "before the non-readers");
     // About 200 KB per request, about 500 KB per answer.
     let request = describe_many_unknown_topics(2_000, v, 0);
     let writers: Vec<_> = (0..25)
         .map(|_| {
-            let mut stream = raw_socket(&broker);
+            let mut stream = raw_socket(broker);
             let request = request.clone();
             std::thread::spawn(move || {
                 let mut written = 0usize;
@@ -412,21 +411,43 @@ fn connections_that_never_read_stop_being_read() {
         .collect();
     let held: Vec<(TcpStream, usize)> = writers.into_iter().map(|w| w.join().unwrap()).collect();
     let counts: Vec<usize> = held.iter().map(|(_, n)| *n).collect();
-    println!("requests written per connection before the broker stopped reading: {counts:?}");
+    println!(
+        "{what}: requests written per connection before the broker stopped reading: {counts:?}"
+    );
     assert!(
         counts.iter().all(|&n| n < 2_000),
         "the broker kept reading a connection that never reads: {counts:?}"
     );
-    let during = report_rss(&broker, "25 connections never reading");
-    // Unbounded, 25 connections hold 128 answers of 500 KB each (1.6 GB).
-    assert!(
-        during.saturating_sub(before) < 400 << 20,
-        "RSS grew by {} MiB",
-        (during - before) >> 20
-    );
-    bystander.finish("25 connections never reading");
+    let during = report_rss(broker, what);
+    bystander.finish(what);
     drop(held);
     assert!(broker.pid().is_some(), "broker still up");
+    during.saturating_sub(before)
+}
+
+/// 25 connections pipelining requests and never reading: each stops being
+/// read once `queued.max.response.bytes.per.connection` (1 MiB) of its
+/// answers are unsent (4.5 GB RSS before the fix; unbounded, 25
+/// connections hold 128 answers of 500 KB each, 1.6 GB).
+#[test]
+fn connections_that_never_read_stop_being_read() {
+    let broker = support::start_broker();
+    let grown = never_reading(&broker, "25 connections never reading");
+    assert!(grown < 400 << 20, "RSS grew by {} MiB", grown >> 20);
+}
+
+/// `queued.max.response.bytes` bounds the unsent answers of all
+/// connections together (here with no per-connection bound to speak of):
+/// each non-reader holds one answer, and a client that reads (the
+/// bystander, with nothing unsent) is still answered.
+#[test]
+fn queued_max_response_bytes_bounds_unsent_answers_in_all() {
+    let broker = broker_with(&[
+        ("queued.max.response.bytes", "1"),
+        ("queued.max.response.bytes.per.connection", "1073741824"),
+    ]);
+    let grown = never_reading(&broker, "queued.max.response.bytes=1");
+    assert!(grown < 200 << 20, "RSS grew by {} MiB", grown >> 20);
 }
 
 /// 29 connections each sending a size prefix of 100 MiB (the maximum) and a
