@@ -226,6 +226,42 @@ pub struct BrokerConfig {
     /// `connections.max.idle.ms`: idle connections are closed after this many
     /// ms. Default: 600000.
     pub connections_max_idle_ms: u64,
+    // ---- Memory and connection limits (issue 15; `network::NetworkLimits`).
+    /// `queued.max.request.bytes`: bytes of requests held in memory across
+    /// all connections (being read, processed or parked); a connection that
+    /// finds it exhausted stops being read until bytes come back (Kafka's
+    /// `SocketServer` memory pool). Zero or negative is unbounded, as Kafka.
+    /// Default: 209715200 (200 MiB, twice `socket.request.max.bytes`).
+    /// Kafka's default is -1 (unbounded); Weir bounds memory by default.
+    /// Unlike Kafka it may be below `socket.request.max.bytes`: bytes are
+    /// counted as they arrive, and one connection at a time may finish a
+    /// request past an exhausted budget.
+    pub queued_max_request_bytes: i64,
+    /// `queued.max.response.bytes` (Weir): encoded response bytes waiting to
+    /// be written, across all connections; when reached, connections with
+    /// unsent responses stop being read and processed. Zero or negative is
+    /// unbounded. Default: 209715200 (200 MiB).
+    pub queued_max_response_bytes: i64,
+    /// `queued.max.response.bytes.per.connection` (Weir): unsent response
+    /// bytes at which a connection stops being read and processed (Kafka
+    /// answers one request at a time per connection). Default: 1048576.
+    pub queued_max_response_bytes_per_connection: i64,
+    /// `fetch.max.bytes`: largest Fetch response, bytes; a request's
+    /// `max_bytes` is lowered to it (Kafka's `KafkaApis`), the first batch
+    /// is still returned whole (KIP-74). Default: 57671680 (55 MiB).
+    pub fetch_max_bytes: i32,
+    /// `max.connections`: open connections across all listeners; when
+    /// reached, new ones wait to be accepted until one closes (Kafka's
+    /// `ConnectionQuotas`). Default: 2147483647.
+    pub max_connections: i32,
+    /// `max.connections.per.ip`: open connections from one address; a
+    /// connection over it is closed at once. Default: 2147483647.
+    pub max_connections_per_ip: i32,
+    /// `max.connections.per.ip.overrides`: `ip:count,...`, limits for
+    /// single addresses (IP literals; Kafka also resolves host names).
+    /// Default: empty.
+    pub max_connections_per_ip_overrides: std::collections::HashMap<std::net::IpAddr, usize>,
+    // ---- end of the memory and connection limits.
     /// `log.flush.interval.messages`: default of the topic config
     /// `flush.messages`; a log with at least this many unflushed messages is
     /// fsynced before the append is answered. Default: `i64::MAX` (never).
@@ -346,6 +382,14 @@ impl Default for BrokerConfig {
             producer_id_expiration_ms: 86_400_000,
             socket_request_max_bytes: 104_857_600,
             connections_max_idle_ms: 600_000,
+            // ---- Memory and connection limits (issue 15).
+            queued_max_request_bytes: 209_715_200,
+            queued_max_response_bytes: 209_715_200,
+            queued_max_response_bytes_per_connection: 1_048_576,
+            fetch_max_bytes: 57_671_680,
+            max_connections: i32::MAX,
+            max_connections_per_ip: i32::MAX,
+            max_connections_per_ip_overrides: std::collections::HashMap::new(),
             log_flush_interval_messages: i64::MAX,
             log_flush_interval_ms: None,
             log_flush_scheduler_interval_ms: i64::MAX,
@@ -389,6 +433,40 @@ fn unlimited_or(value: i64, unit_ms: i64) -> i64 {
     } else {
         value.saturating_mul(unit_ms)
     }
+}
+
+/// `max.connections.per.ip.overrides`: `ip:count` pairs separated by
+/// commas (an IPv6 address may be bracketed, `[::1]:5`), counts at least 0.
+fn parse_ip_counts(
+    key: &str,
+    value: &str,
+) -> Result<std::collections::HashMap<std::net::IpAddr, usize>, ConfigError> {
+    let invalid = |reason: String| ConfigError::InvalidValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason,
+    };
+    let mut out = std::collections::HashMap::new();
+    for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (host, count) = pair
+            .rsplit_once(':')
+            .ok_or_else(|| invalid(format!("'{pair}' is not host:count")))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let ip = host
+            .parse()
+            .map_err(|_| invalid(format!("'{host}' is not an IP address")))?;
+        let count: i32 = count
+            .trim()
+            .parse()
+            .map_err(|_| invalid(format!("'{count}' is not a connection count")))?;
+        if count < 0 {
+            return Err(invalid(format!(
+                "count {count} for {host} must be at least 0"
+            )));
+        }
+        out.insert(ip, count as usize);
+    }
+    Ok(out)
 }
 
 fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
@@ -490,6 +568,15 @@ impl BrokerConfig {
                 value: c.log_cleaner_dedupe_buffer_size.to_string(),
                 reason: "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread"
                     .to_string(),
+            });
+        }
+        // Kafka's KafkaConfig: no connection at all is allowed only for
+        // addresses that have an override.
+        if c.max_connections_per_ip == 0 && c.max_connections_per_ip_overrides.is_empty() {
+            return Err(ConfigError::InvalidValue {
+                key: "max.connections.per.ip".into(),
+                value: "0".into(),
+                reason: "can be set to zero only if max.connections.per.ip.overrides is set".into(),
             });
         }
         Ok(c)
@@ -685,6 +772,19 @@ impl BrokerConfig {
             // ---- end of the offsets topic keys.
             "socket.request.max.bytes" => self.socket_request_max_bytes = parse_num(key, value)?,
             "connections.max.idle.ms" => self.connections_max_idle_ms = parse_num(key, value)?,
+            // ---- Memory and connection limits (issue 15).
+            "queued.max.request.bytes" => self.queued_max_request_bytes = parse_num(key, value)?,
+            "queued.max.response.bytes" => self.queued_max_response_bytes = parse_num(key, value)?,
+            "queued.max.response.bytes.per.connection" => {
+                self.queued_max_response_bytes_per_connection = parse_num(key, value)?
+            }
+            "fetch.max.bytes" => self.fetch_max_bytes = parse_num(key, value)?,
+            "max.connections" => self.max_connections = parse_num(key, value)?,
+            "max.connections.per.ip" => self.max_connections_per_ip = parse_num(key, value)?,
+            "max.connections.per.ip.overrides" => {
+                self.max_connections_per_ip_overrides = parse_ip_counts(key, value)?
+            }
+            // ---- end of the memory and connection limits.
             "metrics.listener" => {
                 self.metrics_listener = if value.trim().is_empty() {
                     None
@@ -822,6 +922,45 @@ mod tests {
         assert_eq!(c.log_message_timestamp_before_max_ms, i64::MAX);
         assert_eq!(c.log_message_timestamp_after_max_ms, 3_600_000);
         assert_eq!(c.metrics_listener, Some("127.0.0.1:9464".parse().unwrap()));
+    }
+
+    #[test]
+    fn memory_and_connection_limits_default_and_parse() {
+        let c = BrokerConfig::default();
+        assert_eq!(c.queued_max_request_bytes, 209_715_200);
+        assert_eq!(c.queued_max_response_bytes, 209_715_200);
+        assert_eq!(c.queued_max_response_bytes_per_connection, 1_048_576);
+        assert_eq!(c.fetch_max_bytes, 57_671_680);
+        assert_eq!(c.max_connections, i32::MAX);
+        assert_eq!(c.max_connections_per_ip, i32::MAX);
+        assert!(c.max_connections_per_ip_overrides.is_empty());
+        let pairs = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        let c = BrokerConfig::from_pairs(pairs(
+            "max.connections.per.ip.overrides",
+            "127.0.0.1:3, [::1]:0",
+        ))
+        .unwrap();
+        assert_eq!(
+            c.max_connections_per_ip_overrides,
+            std::collections::HashMap::from([
+                ("127.0.0.1".parse().unwrap(), 3),
+                ("::1".parse().unwrap(), 0)
+            ])
+        );
+        for (key, value) in [
+            ("max.connections.per.ip.overrides", "127.0.0.1"),
+            ("max.connections.per.ip.overrides", "localhost:3"),
+            ("max.connections.per.ip.overrides", "127.0.0.1:-1"),
+            ("max.connections", "-1"),
+            ("max.connections.per.ip", "-1"),
+            ("fetch.max.bytes", "-1"),
+            ("queued.max.response.bytes.per.connection", "0"),
+            ("queued.max.request.bytes", "lots"),
+            ("max.connections.per.ip", "0"),
+        ] {
+            let err = BrokerConfig::from_pairs(pairs(key, value)).unwrap_err();
+            assert!(err.to_string().contains(key), "{err}");
+        }
     }
 
     #[test]
@@ -1142,6 +1281,17 @@ mod tests {
             ("log.retention.bytes", &["-1", "0"], &[LONG_TOO_BIG]),
             ("log.retention.check.interval.ms", &["1"], &["0"]),
             ("log.message.timestamp.before.max.ms", &["0"], &["-1"]),
+            ("queued.max.request.bytes", &["-1", "1"], &["0", "-2"]),
+            ("queued.max.response.bytes", &["-1", "1"], &["0", "-2"]),
+            ("queued.max.response.bytes.per.connection", &["1"], &["0"]),
+            ("fetch.max.bytes", &["0"], &["-1", INT_TOO_BIG]),
+            ("max.connections", &["0"], &["-1", INT_TOO_BIG]),
+            // 0 alone is refused across keys (without overrides), as Kafka.
+            (
+                "max.connections.per.ip",
+                &["1", "2147483647"],
+                &["-1", INT_TOO_BIG],
+            ),
             ("log.message.timestamp.after.max.ms", &["0"], &["-1"]),
             ("log.index.size.max.bytes", &["4"], &["3", INT_TOO_BIG]),
             ("log.index.interval.bytes", &["0"], &["-1", INT_TOO_BIG]),

@@ -253,6 +253,16 @@ pub static CONFIG_KEY_BOUNDS: &[ConfigKeyDef] = {
         key("socket.receive.buffer.bytes", Int, Any),
         key("num.network.threads", Int, AtLeast(1)),
         key("connections.max.idle.ms", Long, AtLeast(0)),
+        // Kafka's queued.max.request.bytes has no validator (-1, its default,
+        // is unbounded); the two response budgets are Weir's keys, alike.
+        key("queued.max.request.bytes", Long, UnlimitedOrAtLeast(1)),
+        key("queued.max.response.bytes", Long, UnlimitedOrAtLeast(1)),
+        key("queued.max.response.bytes.per.connection", Long, AtLeast(1)),
+        // SocketServerConfigs' max.connections*, ServerConfigs'
+        // fetch.max.bytes: atLeast(0).
+        key("fetch.max.bytes", Int, AtLeast(0)),
+        key("max.connections", Int, AtLeast(0)),
+        key("max.connections.per.ip", Int, AtLeast(0)),
         // GroupCoordinatorConfig. Kafka's offsets.topic.segment.bytes is
         // atLeast(1), but the topic is created with it as its segment.bytes,
         // which KIP-1030 holds to 1 MiB: a smaller value could never create it.

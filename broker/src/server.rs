@@ -308,11 +308,13 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         ));
     }
     let connections = TaskTracker::new();
+    let limits = crate::network::NetworkLimits::new(&config);
     for (name, listener, local) in listeners {
         info!(listener = %name, address = %local, "listening");
         tracker.spawn(accept_loop(
             listener,
             ctx.clone(),
+            limits.clone(),
             shutdown.clone(),
             connections.clone(),
         ));
@@ -430,19 +432,34 @@ fn advertised_listeners(config: &BrokerConfig, bound: &[Listener]) -> Vec<Listen
         .collect()
 }
 
+/// Accepts connections while `max.connections` allows (waiting for a slot
+/// first, as Kafka's `ConnectionQuotas.inc`), closing at once those over
+/// `max.connections.per.ip` (Kafka's "Rejected connection").
 async fn accept_loop(
     listener: TcpListener,
     ctx: Arc<BrokerContext>,
+    limits: Arc<crate::network::NetworkLimits>,
     shutdown: CancellationToken,
     connections: TaskTracker,
 ) {
     loop {
+        let slot = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            slot = limits.quotas.wait_for_slot() => slot,
+        };
         tokio::select! {
             _ = shutdown.cancelled() => return,
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    connections.spawn(connection::run(stream, peer, ctx.clone(), shutdown.clone()));
-                }
+                Ok((stream, peer)) => match limits.quotas.register(slot, peer.ip()) {
+                    Ok(slot) => {
+                        let run = connection::run(stream, peer, ctx.clone(), limits.clone(), shutdown.clone());
+                        connections.spawn(async move {
+                            run.await;
+                            drop(slot);
+                        });
+                    }
+                    Err(e) => info!(%peer, "Rejected connection: {e} (max.connections.per.ip)"),
+                },
                 Err(e) => {
                     // EMFILE and friends: log and back off briefly instead of spinning.
                     warn!(error = %e, "accept failed");

@@ -38,9 +38,12 @@ pub enum FrameError {
 ///
 /// Returns the frame's content (without its 4-byte size prefix) and advances
 /// `buf` past it, or `Ok(None)` when `buf` does not yet hold a complete
-/// frame (in which case `buf` is left untouched apart from capacity being
-/// reserved for the rest of the frame). A frame of size 0 is returned as an
-/// empty buffer; the decoder rejects it as truncated.
+/// frame (in which case `buf` is left untouched). Nothing is reserved from
+/// the size prefix: the caller's buffer grows as bytes arrive, so a prefix
+/// announcing a large frame costs nothing until its bytes are sent (as
+/// Kafka's `NetworkReceive` allocates only once the size is read and the
+/// memory pool grants it). A frame of size 0 is returned as an empty
+/// buffer; the decoder rejects it as truncated.
 ///
 /// `max_frame_bytes` bounds the frame size without the prefix, as Kafka's
 /// `socket.request.max.bytes` does; [`DEFAULT_MAX_REQUEST_BYTES`] is the
@@ -69,9 +72,7 @@ pub fn decode_frame(
             max: max_frame_bytes,
         });
     }
-    let total = SIZE_PREFIX_BYTES + size_bytes;
-    if buf.len() < total {
-        buf.reserve(total - buf.len());
+    if buf.len() < SIZE_PREFIX_BYTES + size_bytes {
         return Ok(None);
     }
     buf.advance(SIZE_PREFIX_BYTES);
@@ -96,6 +97,14 @@ mod tests {
             assert_eq!(decode_frame(&mut buf, 100), Ok(None), "cut at {cut}");
             assert_eq!(&buf[..], &whole[..cut], "buffer untouched at cut {cut}");
         }
+    }
+
+    #[test]
+    fn a_large_size_prefix_reserves_nothing() {
+        let mut buf = BytesMut::from(&(100_i32 << 20).to_be_bytes()[..]);
+        let before = buf.capacity();
+        assert_eq!(decode_frame(&mut buf, DEFAULT_MAX_REQUEST_BYTES), Ok(None));
+        assert_eq!(buf.capacity(), before, "nothing reserved from the prefix");
     }
 
     #[test]

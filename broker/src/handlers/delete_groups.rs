@@ -1,6 +1,8 @@
 //! DeleteGroups (key 42), v0-2: deletes Empty groups with their offsets
 //! (tombstones written through the group store). Groups with members get
-//! NON_EMPTY_GROUP, unknown groups GROUP_ID_NOT_FOUND.
+//! NON_EMPTY_GROUP, unknown groups GROUP_ID_NOT_FOUND. A group named more
+//! than once is deleted and answered once (Kafka's `KafkaApis` takes the
+//! distinct names).
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
@@ -14,7 +16,9 @@ pub async fn handle(
     _version: i16,
     request: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
-    let ids = request.groups_names.iter().map(|g| g.to_string()).collect();
+    let ids = super::first_occurrences(request.groups_names.iter().map(|g| g.to_string()), |g| {
+        g.clone()
+    });
     let mut response = DeleteGroupsResponse::default();
     response.results = ctx
         .group_coordinator

@@ -2,6 +2,10 @@
 //! id (v6 `topics`, KIP-516). The controller removes the topic; the logs and
 //! the groups' committed offsets of the topic are deleted before the
 //! response.
+//!
+//! A topic named (or identified) more than once is not deleted and gets one
+//! INVALID_REQUEST, "Duplicate topic name." / "Duplicate topic id." (Kafka's
+//! `ControllerApis.deleteTopics`).
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
@@ -54,6 +58,7 @@ pub async fn handle(
             })
             .collect()
     };
+    let requested = refuse_repeats(requested);
     let refs: Vec<TopicRef> = requested
         .iter()
         .filter_map(|(_, _, r)| r.clone().ok())
@@ -100,4 +105,35 @@ pub async fn handle(
         response.responses.push(r);
     }
     response
+}
+
+/// `requested` with each repeated name or id once, at its first place,
+/// refused; the rest unchanged.
+fn refuse_repeats(requested: Vec<Requested>) -> Vec<Requested> {
+    let key = |r: &Result<TopicRef, &'static str>| match r {
+        Ok(TopicRef::Name(name)) => Some((Some(name.clone()), None)),
+        Ok(TopicRef::Id(id)) => Some((None, Some(*id))),
+        Err(_) => None,
+    };
+    let mut times: std::collections::HashMap<_, usize> = std::collections::HashMap::new();
+    for (_, _, r) in &requested {
+        if let Some(k) = key(r) {
+            *times.entry(k).or_default() += 1;
+        }
+    }
+    let mut refused = std::collections::HashSet::new();
+    requested
+        .into_iter()
+        .filter_map(|(name, id, r)| match key(&r) {
+            Some(k) if times[&k] > 1 => {
+                let message = if k.0.is_some() {
+                    "Duplicate topic name."
+                } else {
+                    "Duplicate topic id."
+                };
+                refused.insert(k).then_some((name, id, Err(message)))
+            }
+            _ => Some((name, id, r)),
+        })
+        .collect()
 }

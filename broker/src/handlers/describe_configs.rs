@@ -2,13 +2,23 @@
 //! broker-derived defaults) and this broker's static configuration, with
 //! sources, synonyms (KIP-226), read-only flags, types and documentation
 //! (KIP-569).
+//!
+//! A resource named more than once is answered once, at its first place,
+//! with the union of the keys asked for (all of them if any occurrence asks
+//! for all). Kafka's `ConfigHelper.describeConfigs` answers every
+//! occurrence, so a 2 MB request naming the broker 300,000 times would be
+//! answered with gigabytes; Weir bounds the answer by the resources that
+//! exist (the Java admin client never sends duplicates: it keys resources
+//! in a map).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::str_bytes;
@@ -31,7 +41,7 @@ pub fn handle(
 ) -> DescribeConfigsResponse {
     let image = ctx.metadata();
     let mut response = DescribeConfigsResponse::default();
-    for resource in request.resources {
+    for resource in distinct_resources(request.resources) {
         let mut result = DescribeConfigsResult::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
@@ -82,6 +92,34 @@ pub fn handle(
         response.results.push(result);
     }
     response
+}
+
+/// `resources` with each (type, name) once, at its first place; its
+/// `configuration_keys` are the union of those of every occurrence, or
+/// `None` (all keys) if any occurrence asks for all (`None` or empty).
+fn distinct_resources(resources: Vec<DescribeConfigsResource>) -> Vec<DescribeConfigsResource> {
+    let mut index_of: HashMap<(i8, StrBytes), usize> = HashMap::new();
+    let mut out: Vec<DescribeConfigsResource> = Vec::new();
+    for resource in resources {
+        let key = (resource.resource_type, resource.resource_name.clone());
+        let Some(&i) = index_of.get(&key) else {
+            index_of.insert(key, out.len());
+            out.push(resource);
+            continue;
+        };
+        let first = &mut out[i];
+        match (&mut first.configuration_keys, resource.configuration_keys) {
+            (Some(keys), Some(more)) if !keys.is_empty() && !more.is_empty() => keys.extend(more),
+            (keys, _) => *keys = None,
+        }
+    }
+    for resource in &mut out {
+        if let Some(keys) = &mut resource.configuration_keys {
+            keys.sort_unstable();
+            keys.dedup();
+        }
+    }
+    out
 }
 
 fn entry(
@@ -348,6 +386,58 @@ pub fn broker_config_entries(
             ConfigType::Long,
             "idle connection timeout (ms)",
         ),
+        // ---- Memory and connection limits (issue 15).
+        (
+            "queued.max.request.bytes",
+            c.queued_max_request_bytes.to_string(),
+            ConfigType::Long,
+            "request bytes held across all connections (bytes, Weir default 200 MiB)",
+        ),
+        (
+            "queued.max.response.bytes",
+            c.queued_max_response_bytes.to_string(),
+            ConfigType::Long,
+            "unsent response bytes across all connections (bytes, Weir)",
+        ),
+        (
+            "queued.max.response.bytes.per.connection",
+            c.queued_max_response_bytes_per_connection.to_string(),
+            ConfigType::Long,
+            "unsent response bytes of one connection (bytes, Weir)",
+        ),
+        (
+            "fetch.max.bytes",
+            c.fetch_max_bytes.to_string(),
+            ConfigType::Int,
+            "largest Fetch response (bytes)",
+        ),
+        (
+            "max.connections",
+            c.max_connections.to_string(),
+            ConfigType::Int,
+            "open connections",
+        ),
+        (
+            "max.connections.per.ip",
+            c.max_connections_per_ip.to_string(),
+            ConfigType::Int,
+            "open connections from one address",
+        ),
+        (
+            "max.connections.per.ip.overrides",
+            {
+                let mut pairs: Vec<String> = c
+                    .max_connections_per_ip_overrides
+                    .iter()
+                    .map(|(ip, n)| format!("{ip}:{n}"))
+                    .collect();
+                pairs.sort();
+                pairs.join(",")
+            },
+            ConfigType::String,
+            "per-address connection limits (ip:count,...)",
+        ),
+        // ---- end of the memory and connection limits.
         (
             "metrics.listener",
             c.metrics_listener

@@ -1,6 +1,9 @@
 //! DescribeGroups (key 15), v0-5: state, protocol and members of each
 //! group; member metadata and assignments only for Stable groups (as
 //! Kafka). Unknown groups are reported with state `Dead` and no error.
+//! A group named more than once is described once, at its first place
+//! (Kafka describes every occurrence; Weir bounds the answer by the groups
+//! that exist, issue 15).
 
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
@@ -16,7 +19,7 @@ pub fn handle(
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let mut response = DescribeGroupsResponse::default();
-    for group_id in request.groups {
+    for group_id in super::first_occurrences(request.groups, |g| g.clone()) {
         let mut g = DescribedGroup::default();
         match ctx.group_coordinator.describe_group(&group_id) {
             Ok(d) => {

@@ -3,9 +3,14 @@
 //! - Whole batches are returned; a fetch offset inside a batch returns that
 //!   batch (case C02). Record bytes never pass through user space: storage
 //!   hands out `FileSlice`s and the connection sends them with `sendfile`.
-//! - Limits (KIP-74): `max_bytes` for the response and `partition_max_bytes`
-//!   per partition, except that the first batch of the first non-empty
-//!   partition is returned whole even when larger (case C04).
+//! - Limits (KIP-74): `max_bytes` for the response, lowered to the broker's
+//!   `fetch.max.bytes` (Kafka's `KafkaApis.handleFetchRequest`), and
+//!   `partition_max_bytes` per partition, except that the first batch of the
+//!   first non-empty partition is returned whole even when larger (case C04).
+//! - A partition named more than once is fetched once, at the place it was
+//!   first named, with what it was last named with (Kafka's
+//!   `FetchRequest.fetchData` collects partitions into a `LinkedHashMap`);
+//!   a topic named more than once is answered once.
 //! - Parking (Kafka's DelayedFetch): with fewer than `min_bytes` available
 //!   the request waits for appends to any of its partitions, at most
 //!   `max_wait_ms` (case C08); errors answer at once.
@@ -14,6 +19,7 @@
 //!   FETCH_SESSION_ID_NOT_FOUND.
 //! - v13+ names topics by id (KIP-516).
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +85,10 @@ pub async fn handle(
         None
     };
     let image = ctx.metadata();
+    // Topic (name, or id from v13) to its index in `topics`, and
+    // (topic index, partition) to its index in `targets`.
+    let mut topic_index_of: HashMap<(StrBytes, Uuid), usize> = HashMap::new();
+    let mut target_index_of: HashMap<(usize, i32), usize> = HashMap::new();
     for topic in &request.topics {
         let (name, resolved): (String, Result<(), i16>) = if version >= 13 {
             match image.topic_names_by_id.get(&topic.topic_id) {
@@ -88,26 +98,41 @@ pub async fn handle(
         } else {
             (topic.topic.to_string(), Ok(()))
         };
-        let topic_index = topics.len();
-        topics.push((topic.topic.0.clone(), topic.topic_id));
+        let key = if version >= 13 {
+            (StrBytes::default(), topic.topic_id)
+        } else {
+            (topic.topic.0.clone(), Uuid::nil())
+        };
+        let topic_index = *topic_index_of.entry(key).or_insert_with(|| {
+            topics.push((topic.topic.0.clone(), topic.topic_id));
+            topics.len() - 1
+        });
         for p in &topic.partitions {
             let resolved = resolved.and_then(|()| {
                 ctx.replica_manager
                     .leader_partition(&name, p.partition, || ctx.metadata())
             });
-            targets.push(Target {
+            let index = *target_index_of
+                .entry((topic_index, p.partition))
+                .or_insert(targets.len());
+            let target = Target {
                 topic: topic_index,
                 partition_index: p.partition,
                 fetch_offset: p.fetch_offset,
                 partition_max_bytes: p.partition_max_bytes.max(0) as usize,
                 current_leader_epoch: p.current_leader_epoch,
                 resolved,
-            });
+            };
+            if index == targets.len() {
+                targets.push(target);
+            } else {
+                targets[index] = target;
+            }
         }
     }
 
     // Zero or negative limits still return the first batch (KIP-74).
-    let max_bytes = request.max_bytes.max(0) as usize;
+    let max_bytes = request.max_bytes.min(ctx.config.fetch_max_bytes).max(0) as usize;
     let min_bytes = request.min_bytes.max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let partitions: Vec<Arc<Partition>> = targets

@@ -13,14 +13,21 @@
 //! with UNSUPPORTED_VERSION and never matched as a literal timestamp; other
 //! negative timestamps are INVALID_REQUEST.
 //!
+//! A partition named more than once gets one answer, INVALID_REQUEST
+//! (Kafka's `ListOffsetsRequest.duplicatePartitions` and
+//! `ReplicaManager.fetchOffset`), at its first place.
+//!
 //! For a timestamp `t >= 0` the answer is the first record whose timestamp is
 //! at least `t`: storage finds the batch, this handler decodes it.
+
+use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 use kafka_protocol::ResponseError;
 
@@ -46,15 +53,33 @@ pub fn handle(
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
+    let mut times_named: HashMap<(StrBytes, i32), usize> = HashMap::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            *times_named
+                .entry((topic.name.0.clone(), p.partition_index))
+                .or_default() += 1;
+        }
+    }
+    let mut answered = HashSet::new();
     for topic in request.topics {
         let mut t = ListOffsetsTopicResponse::default();
         t.name = topic.name.clone();
         for p in topic.partitions {
+            let key = (topic.name.0.clone(), p.partition_index);
+            if !answered.insert(key.clone()) {
+                continue;
+            }
             let mut r = ListOffsetsPartitionResponse::default();
             r.partition_index = p.partition_index;
             r.timestamp = -1;
             r.offset = -1;
             r.leader_epoch = -1;
+            if times_named[&key] > 1 {
+                r.error_code = ResponseError::InvalidRequest.code();
+                t.partitions.push(r);
+                continue;
+            }
             match ctx
                 .replica_manager
                 .leader_partition(&topic.name, p.partition_index, || ctx.metadata())
@@ -77,7 +102,9 @@ pub fn handle(
             }
             t.partitions.push(r);
         }
-        response.topics.push(t);
+        if !t.partitions.is_empty() {
+            response.topics.push(t);
+        }
     }
     response
 }

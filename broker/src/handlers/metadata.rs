@@ -7,6 +7,10 @@
 //! all-zero id means "no id". Auto-creation happens only when both the
 //! request (v4+ `allow_auto_topic_creation`; always for v0-3) and
 //! `auto.create.topics.enable` allow it.
+//!
+//! A topic named (or, by id, identified) more than once is answered once, at
+//! its first place: Kafka's `KafkaApis.handleTopicMetadataRequest` collects
+//! the requested names and ids into sets.
 
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -34,7 +38,9 @@ pub async fn handle(
         None => true,
         Some(t) => version == 0 && t.is_empty(),
     };
-    let requested = request.topics.unwrap_or_default();
+    let requested = super::first_occurrences(request.topics.unwrap_or_default(), |t| {
+        (t.name.clone(), t.name.is_none().then_some(t.topic_id))
+    });
 
     let auto_create =
         ctx.config.auto_create_topics_enable && (version < 4 || request.allow_auto_topic_creation);

@@ -55,6 +55,17 @@ pub(crate) fn controller_deadline_passed<'a>(
     timeout_ms <= 0 && counts.values().any(|&n| n == 1)
 }
 
+/// `items` without repeats: each key once, at its first place. Lists in
+/// requests go through this (or answer repeats with INVALID_REQUEST where
+/// Kafka does) so that a repeated entry cannot multiply an answer (issue 15).
+pub(crate) fn first_occurrences<T, K: std::hash::Hash + Eq>(
+    items: impl IntoIterator<Item = T>,
+    key: impl Fn(&T) -> K,
+) -> Vec<T> {
+    let mut seen = std::collections::HashSet::new();
+    items.into_iter().filter(|t| seen.insert(key(t))).collect()
+}
+
 /// Milliseconds since the Unix epoch.
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()

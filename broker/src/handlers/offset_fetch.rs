@@ -4,12 +4,17 @@
 //! error (case C05). `topics` null (v2+) means every committed partition.
 //! `require_stable` (v7+) is accepted: Weir has no pending transactional
 //! offsets, so every offset is stable.
+//!
+//! Repeats are answered once, at their first place (issue 15): a partition
+//! named twice in a group, and (v8+) a group named twice, whose partition
+//! lists are joined (all committed partitions if either asks for all).
 
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use weir_storage::TopicPartition;
 
@@ -30,13 +35,32 @@ type ByTopic = Vec<(String, Vec<(i32, Option<OffsetAndMetadata>)>)>;
 
 fn by_topic(entries: Vec<(TopicPartition, Option<OffsetAndMetadata>)>) -> ByTopic {
     let mut topics: ByTopic = Vec::new();
+    let mut index_of: std::collections::HashMap<String, usize> = Default::default();
     for (tp, offset) in entries {
-        match topics.iter_mut().find(|(t, _)| *t == tp.topic) {
-            Some((_, partitions)) => partitions.push((tp.partition, offset)),
-            None => topics.push((tp.topic, vec![(tp.partition, offset)])),
+        match index_of.get(&tp.topic) {
+            Some(&i) => topics[i].1.push((tp.partition, offset)),
+            None => {
+                index_of.insert(tp.topic.clone(), topics.len());
+                topics.push((tp.topic, vec![(tp.partition, offset)]));
+            }
         }
     }
     topics
+}
+
+/// The partitions of `topics` (name, partition indexes), each once.
+fn requested_partitions<T>(
+    topics: Vec<T>,
+    parts: impl Fn(T) -> (TopicName, Vec<i32>),
+) -> Vec<TopicPartition> {
+    let all = topics.into_iter().flat_map(|t| {
+        let (name, indexes) = parts(t);
+        let name = name.to_string();
+        indexes
+            .into_iter()
+            .map(move |p| TopicPartition::new(name.clone(), p))
+    });
+    super::first_occurrences(all, |tp| tp.clone())
 }
 
 /// Answers an OffsetFetch request.
@@ -47,23 +71,30 @@ pub fn handle(
 ) -> OffsetFetchResponse {
     let mut response = OffsetFetchResponse::default();
     if version >= 8 {
+        // Each group once, its partition lists joined (None: all).
+        let mut groups: Vec<(StrBytes, Option<Vec<TopicPartition>>)> = Vec::new();
+        let mut index_of: std::collections::HashMap<StrBytes, usize> = Default::default();
         for group in request.groups {
-            let partitions = group.topics.map(|topics| {
-                topics
-                    .into_iter()
-                    .flat_map(|t| {
-                        let name = t.name.to_string();
-                        t.partition_indexes
-                            .into_iter()
-                            .map(move |p| TopicPartition::new(name.clone(), p))
-                    })
-                    .collect::<Vec<_>>()
-            });
+            let partitions = group
+                .topics
+                .map(|topics| requested_partitions(topics, |t| (t.name, t.partition_indexes)));
+            match index_of.get(&group.group_id.0) {
+                Some(&i) => match (&mut groups[i].1, partitions) {
+                    (Some(have), Some(more)) => have.extend(more),
+                    (have, _) => *have = None,
+                },
+                None => {
+                    index_of.insert(group.group_id.0.clone(), groups.len());
+                    groups.push((group.group_id.0, partitions));
+                }
+            }
+        }
+        for (group_id, partitions) in groups {
+            let partitions =
+                partitions.map(|p| super::first_occurrences(p, |tp: &TopicPartition| tp.clone()));
+            let group = kafka_protocol::messages::GroupId(group_id);
             let mut g = OffsetFetchResponseGroup::default();
-            match ctx
-                .group_coordinator
-                .fetch_offsets(&group.group_id, partitions)
-            {
+            match ctx.group_coordinator.fetch_offsets(&group, partitions) {
                 Ok(entries) => {
                     for (topic, partitions) in by_topic(entries) {
                         let mut t = OffsetFetchResponseTopics::default();
@@ -82,22 +113,14 @@ pub fn handle(
                 }
                 Err(e) => g.error_code = e.code(),
             }
-            g.group_id = group.group_id;
+            g.group_id = group;
             response.groups.push(g);
         }
         return response;
     }
-    let requested: Option<Vec<TopicPartition>> = request.topics.map(|topics| {
-        topics
-            .into_iter()
-            .flat_map(|t| {
-                let name = t.name.to_string();
-                t.partition_indexes
-                    .into_iter()
-                    .map(move |p| TopicPartition::new(name.clone(), p))
-            })
-            .collect()
-    });
+    let requested: Option<Vec<TopicPartition>> = request
+        .topics
+        .map(|topics| requested_partitions(topics, |t| (t.name, t.partition_indexes)));
     let outcome = ctx
         .group_coordinator
         .fetch_offsets(&request.group_id, requested.clone());

@@ -12,12 +12,37 @@
 //! fsync, Fetch long polls) overlap. Completed responses leave in request
 //! order.
 //!
-//! Bounds: at most [`MAX_IN_FLIGHT_REQUESTS`] requests are processed or
-//! waiting to be written per connection, and a new request is taken only
-//! while the frames of those in flight total less than
-//! `socket.request.max.bytes` (one request is always allowed). Reading
-//! pauses otherwise, so a connection holds at most about two maximum-size
-//! frames of request memory; TCP back-pressure stops the client.
+//! Bounds (issue 15; `network::NetworkLimits`):
+//! - at most [`MAX_IN_FLIGHT_REQUESTS`] requests are processed or waiting
+//!   to be written per connection, and a new request is taken only while
+//!   the frames of those in flight total less than
+//!   `socket.request.max.bytes` (one request is always allowed);
+//! - request bytes are counted as they arrive, never reserved from the size
+//!   prefix (which is still checked against `socket.request.max.bytes` at
+//!   once). Each read first takes budget for the bytes it may read: from
+//!   the connection's own [`CONNECTION_REQUEST_BYTES`], else from
+//!   `queued.max.request.bytes` (Kafka's non-strict `SimpleMemoryPool`).
+//!   Without budget the connection is not read (as Kafka mutes a channel
+//!   under memory pressure), not closed. A request holds its bytes until
+//!   its handler has answered. One connection at a time with a partly read
+//!   request may read past an exhausted pool until that request is
+//!   complete, so that partly read requests cannot wait for each other;
+//! - responses are counted from the moment their handler finishes until
+//!   they are written: once a connection's unsent bytes reach
+//!   `queued.max.response.bytes.per.connection`, or all connections' reach
+//!   `queued.max.response.bytes` while this one has some, the connection
+//!   is neither read nor are its requests processed until its client reads.
+//!   Records sent with `sendfile` are not counted (they are not in memory).
+//!
+//! Memory held by request bytes may reach about twice the count at worst
+//! (the read buffer grows by doubling).
+//!
+//! Closing: when the client closes its socket (or reading fails) the
+//! connection closes at once, as Kafka's selector closes a channel whose
+//! read returns -1: its handler futures are dropped (a parked Fetch or
+//! JoinGroup is cancelled; Produce appends before its first await and the
+//! flush it waits for is not abandoned, see `Partition::wait_durable`;
+//! group writes run in their own tasks) and unsent responses are discarded.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -25,17 +50,19 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use futures::stream::{FuturesOrdered, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 use weir_protocol_compat::fetch::FetchChunk;
-use weir_protocol_compat::frame::decode_frame;
+use weir_protocol_compat::frame::{decode_frame, SIZE_PREFIX_BYTES};
 
+use super::memory_pool::{wait_until, Lease, MemoryPool};
+use super::{NetworkLimits, CONNECTION_REQUEST_BYTES};
 use crate::context::BrokerContext;
 use crate::dispatch::{self, Response};
 use crate::handlers::fetch::FetchRecords;
@@ -46,8 +73,127 @@ use weir_storage::FileSlice;
 /// processes one at a time per connection.
 pub const MAX_IN_FLIGHT_REQUESTS: usize = 64;
 
-/// Initial read buffer capacity, bytes.
-const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// Most bytes read from the socket at once.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Request bytes held by a connection: from its own allowance and from
+/// `queued.max.request.bytes`.
+#[derive(Debug, Default)]
+struct RequestBytes {
+    own: Lease,
+    shared: Lease,
+}
+
+impl RequestBytes {
+    fn bytes(&self) -> usize {
+        self.own.bytes() + self.shared.bytes()
+    }
+
+    /// Splits off `bytes` (shared bytes first, so they go back sooner).
+    fn split(&mut self, bytes: usize) -> RequestBytes {
+        let shared = self.shared.split(bytes);
+        let own = self.own.split(bytes - shared.bytes());
+        RequestBytes { own, shared }
+    }
+
+    fn merge(&mut self, other: RequestBytes) {
+        self.own.merge(other.own);
+        self.shared.merge(other.shared);
+    }
+
+    /// Gives back all but `keep` bytes (shared bytes first).
+    fn shrink_to(&mut self, keep: usize) {
+        let own = self.own.bytes();
+        self.shared.shrink_to(keep.saturating_sub(own));
+        self.own.shrink_to(keep);
+    }
+}
+
+/// Unsent response bytes, counted per connection and in all.
+#[derive(Debug)]
+struct ResponseBytes {
+    _connection: Lease,
+    _all: Lease,
+}
+
+/// Bytes of `response` held in memory (not file regions).
+fn response_bytes(response: &Response) -> usize {
+    match response {
+        Response::Frame(bytes) => bytes.len(),
+        Response::Fetch(chunks) => chunks
+            .iter()
+            .map(|c| match c {
+                FetchChunk::Bytes(b) => b.len(),
+                FetchChunk::Records(_) => 0,
+            })
+            .sum(),
+        Response::None | Response::Close(_) => 0,
+    }
+}
+
+/// Budget for reading up to `want` bytes: from the connection's own
+/// allowance while it lasts, then from the shared pool (forced while this
+/// connection holds the rescue permit). `None` when there is none.
+fn take_budget(
+    own: &Arc<MemoryPool>,
+    shared: &Arc<MemoryPool>,
+    want: usize,
+    rescued: bool,
+) -> Option<RequestBytes> {
+    let own_free = own.available().max(0) as usize;
+    if own_free > 0 {
+        return own
+            .try_allocate_strict(want.min(own_free))
+            .map(|own| RequestBytes {
+                own,
+                shared: Lease::default(),
+            });
+    }
+    let shared = if rescued {
+        Some(shared.allocate_forced(want))
+    } else {
+        shared.try_allocate(want)
+    };
+    shared.map(|shared| RequestBytes {
+        own: Lease::default(),
+        shared,
+    })
+}
+
+/// Waits until request budget may be available again; with `rescue`, also
+/// for the rescue permit, which it returns when it gets it.
+async fn wait_for_budget(
+    own: &MemoryPool,
+    shared: &MemoryPool,
+    rescue: Option<&Arc<Semaphore>>,
+) -> Option<OwnedSemaphorePermit> {
+    let freed = wait_until([own, shared], || {
+        own.available() > 0 || shared.available() > 0
+    });
+    match rescue {
+        None => {
+            freed.await;
+            None
+        }
+        Some(rescue) => tokio::select! {
+            _ = freed => None,
+            permit = rescue.clone().acquire_owned() => permit.ok(),
+        },
+    }
+}
+
+/// Bytes the next read should ask for: what the request at the front of
+/// `buf` still misses, at most [`READ_CHUNK_BYTES`].
+fn next_read_bytes(buf: &BytesMut) -> usize {
+    match buf.get(..SIZE_PREFIX_BYTES) {
+        Some(prefix) => {
+            let size = i32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
+            let total = SIZE_PREFIX_BYTES + size.max(0) as usize;
+            total.saturating_sub(buf.len()).clamp(1, READ_CHUNK_BYTES)
+        }
+        None => READ_CHUNK_BYTES,
+    }
+}
 
 /// Serves one accepted connection until the client closes it, it idles past
 /// `connections.max.idle.ms`, a protocol error closes it, or `shutdown` is
@@ -56,6 +202,7 @@ pub async fn run(
     stream: TcpStream,
     peer: SocketAddr,
     ctx: Arc<BrokerContext>,
+    limits: Arc<NetworkLimits>,
     shutdown: CancellationToken,
 ) {
     if let Err(e) = stream.set_nodelay(true) {
@@ -64,18 +211,22 @@ pub async fn run(
     metrics::gauge!("weir_connections").increment(1.0);
     metrics::counter!("weir_connections_accepted_total").increment(1);
     let (mut reader, writer) = stream.into_split();
-    let (tx, rx) = mpsc::channel::<Response>(MAX_IN_FLIGHT_REQUESTS);
+    let (tx, rx) = mpsc::channel::<(Response, ResponseBytes)>(MAX_IN_FLIGHT_REQUESTS);
     let writer_task = tokio::spawn(write_loop(writer, rx, peer));
 
     let max_frame = ctx.config.socket_request_max_bytes;
     let idle = Duration::from_millis(ctx.config.connections_max_idle_ms);
-    let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
+    let own_requests = MemoryPool::new(CONNECTION_REQUEST_BYTES);
+    let unsent = MemoryPool::new(limits.response_bytes_per_connection);
+    let mut buf = BytesMut::new();
+    // The bytes in `buf`.
+    let mut buffered = RequestBytes::default();
+    let mut rescue: Option<OwnedSemaphorePermit> = None;
     let mut pending = FuturesOrdered::new();
     let append_order = Arc::new(crate::handlers::produce::AppendOrder::default());
-    // Frame sizes of the requests in `pending`, in the same order.
-    let mut in_flight_sizes: VecDeque<usize> = VecDeque::new();
+    // The bytes of the requests in `pending`, in the same order.
+    let mut in_flight: VecDeque<RequestBytes> = VecDeque::new();
     let mut in_flight_bytes = 0usize;
-    let mut eof = false;
     let may_take = |pending: usize, bytes: usize| {
         pending == 0 || (pending < MAX_IN_FLIGHT_REQUESTS && bytes < max_frame)
     };
@@ -87,8 +238,11 @@ pub async fn run(
         while may_take(pending.len(), in_flight_bytes) {
             match decode_frame(&mut buf, max_frame) {
                 Ok(Some(frame)) => {
-                    in_flight_bytes += frame.len();
-                    in_flight_sizes.push_back(frame.len());
+                    let bytes = buffered.split(SIZE_PREFIX_BYTES + frame.len());
+                    in_flight_bytes += bytes.bytes();
+                    in_flight.push_back(bytes);
+                    // A complete request: the rescue has done its work.
+                    rescue = None;
                     pending.push_back(dispatch::handle_frame(
                         ctx.clone(),
                         frame.freeze(),
@@ -108,23 +262,53 @@ pub async fn run(
                 }
             }
         }
-        if eof && pending.is_empty() {
-            break "client closed";
+        // A connection whose client does not read its responses is neither
+        // read nor processed.
+        let responses_flow =
+            unsent.available() > 0 && (limits.responses.available() > 0 || unsent.used() == 0);
+        let wants_read = responses_flow && may_take(pending.len(), in_flight_bytes);
+        let mut budget = if wants_read {
+            take_budget(
+                &own_requests,
+                &limits.requests,
+                next_read_bytes(&buf),
+                rescue.is_some(),
+            )
+        } else {
+            None
+        };
+        let read_limit = budget.as_ref().map_or(0, RequestBytes::bytes);
+        if read_limit > 0 {
+            buf.reserve(read_limit);
         }
-        let can_read = !eof && may_take(pending.len(), in_flight_bytes);
+        let starved = wants_read && budget.is_none();
+        // Only a connection with a partly read request needs rescuing.
+        let may_rescue = (starved && !buf.is_empty()).then_some(&limits.rescue);
+        let mut into = (&mut buf).limit(read_limit);
         tokio::select! {
             _ = shutdown.cancelled() => break "broker shutting down",
-            Some(response) = pending.next(), if !pending.is_empty() => {
-                in_flight_bytes -= in_flight_sizes.pop_front().unwrap_or(0);
+            Some(response) = pending.next(), if !pending.is_empty() && responses_flow => {
+                let done = in_flight.pop_front().unwrap_or_default();
+                in_flight_bytes -= done.bytes();
+                drop(done);
                 idle_timer.as_mut().reset(tokio::time::Instant::now() + idle);
                 let close = matches!(response, Response::Close(_));
-                if tx.send(response).await.is_err() || close {
+                let n = response_bytes(&response);
+                let counted = ResponseBytes {
+                    _connection: unsent.allocate_forced(n),
+                    _all: limits.responses.allocate_forced(n),
+                };
+                if tx.send((response, counted)).await.is_err() || close {
                     break "closed by a response";
                 }
             }
-            read = reader.read_buf(&mut buf), if can_read => match read {
-                Ok(0) => eof = true,
+            read = reader.read_buf(&mut into), if read_limit > 0 => match read {
+                Ok(0) => break "client closed",
                 Ok(n) => {
+                    if let Some(mut got) = budget.take() {
+                        got.shrink_to(n);
+                        buffered.merge(got);
+                    }
                     bytes_in.increment(n as u64);
                     idle_timer.as_mut().reset(tokio::time::Instant::now() + idle);
                 }
@@ -133,26 +317,43 @@ pub async fn run(
                     break "read error";
                 }
             },
-            _ = &mut idle_timer, if pending.is_empty() && !eof => {
+            permit = wait_for_budget(&own_requests, &limits.requests, may_rescue), if starved => {
+                if permit.is_some() {
+                    debug!(%peer, "reading past queued.max.request.bytes to finish a request");
+                    rescue = permit;
+                }
+            }
+            _ = wait_until([&unsent, &limits.responses], || {
+                unsent.available() > 0 && (limits.responses.available() > 0 || unsent.used() == 0)
+            }), if !responses_flow => {}
+            _ = &mut idle_timer, if pending.is_empty() || !responses_flow => {
                 info!(%peer, idle_ms = idle.as_millis() as u64, "closing idle connection (connections.max.idle.ms)");
                 break "idle";
             }
         }
     };
     debug!(%peer, reason, "connection closing");
+    // Cancels handlers still running (a parked Fetch) and frees their bytes.
+    drop(pending);
     drop(tx);
+    if matches!(reason, "client closed" | "read error") {
+        // Nobody reads what is left to write (Kafka closes the channel).
+        writer_task.abort();
+    }
     let _ = writer_task.await;
     metrics::gauge!("weir_connections").decrement(1.0);
 }
 
-/// Writes responses in order until the channel closes or a write fails.
+/// Writes responses in order until the channel closes or a write fails;
+/// each response's bytes are counted until it is written.
 async fn write_loop(
     mut writer: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Response>,
+    mut rx: mpsc::Receiver<(Response, ResponseBytes)>,
     peer: SocketAddr,
 ) {
     let bytes_out = metrics::counter!("weir_network_bytes_out_total");
-    while let Some(response) = rx.recv().await {
+    // The count of each response is given back once it is written.
+    while let Some((response, _counted)) = rx.recv().await {
         let result = match response {
             Response::None => Ok(()),
             Response::Frame(bytes) => {
@@ -220,4 +421,68 @@ async fn send_file_region(stream: &TcpStream, slice: &FileSlice) -> std::io::Res
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_use_the_connections_own_bytes_first_then_the_shared_pool() {
+        let own = MemoryPool::new(CONNECTION_REQUEST_BYTES);
+        let shared = MemoryPool::new(100_000);
+        // The connection's own allowance first, at most what is left of it.
+        let mut held = take_budget(&own, &shared, READ_CHUNK_BYTES, false).unwrap();
+        assert_eq!(held.bytes(), CONNECTION_REQUEST_BYTES as usize);
+        assert_eq!(shared.used(), 0);
+        // Then the shared pool, non-strict: granted while any is left.
+        held.merge(take_budget(&own, &shared, 60_000, false).unwrap());
+        held.merge(take_budget(&own, &shared, 60_000, false).unwrap());
+        assert_eq!(shared.available(), -20_000);
+        assert!(take_budget(&own, &shared, 1, false).is_none(), "muted");
+        // The rescued connection reads past the exhausted pool.
+        held.merge(take_budget(&own, &shared, 1_000, true).unwrap());
+        assert_eq!(shared.used(), 121_000);
+        // A frame takes shared bytes first; what is left goes back on drop.
+        let frame = held.split(130_000);
+        assert_eq!(frame.shared.bytes(), 121_000);
+        assert_eq!(
+            held.bytes(),
+            CONNECTION_REQUEST_BYTES as usize + 121_000 - 130_000
+        );
+        drop(frame);
+        assert_eq!(shared.used(), 0);
+        held.shrink_to(0);
+        assert_eq!(own.used(), 0);
+    }
+
+    #[test]
+    fn the_next_read_asks_for_what_the_front_request_misses() {
+        let mut buf = BytesMut::new();
+        assert_eq!(next_read_bytes(&buf), READ_CHUNK_BYTES);
+        buf.extend_from_slice(&10i32.to_be_bytes());
+        buf.extend_from_slice(&[0; 3]);
+        assert_eq!(next_read_bytes(&buf), 7);
+        let mut big = BytesMut::new();
+        big.extend_from_slice(&(100i32 << 20).to_be_bytes());
+        assert_eq!(
+            next_read_bytes(&big),
+            READ_CHUNK_BYTES,
+            "never more than a chunk"
+        );
+    }
+
+    #[test]
+    fn only_bytes_in_memory_count_as_unsent() {
+        assert_eq!(
+            response_bytes(&Response::Frame(BytesMut::from(&[0u8; 10][..]))),
+            10
+        );
+        assert_eq!(response_bytes(&Response::None), 0);
+        let fetch = Response::Fetch(vec![
+            FetchChunk::Bytes(bytes::Bytes::from_static(&[0; 7])),
+            FetchChunk::Records(FetchRecords::Empty),
+        ]);
+        assert_eq!(response_bytes(&fetch), 7);
+    }
 }

@@ -1,3 +1,59 @@
-//! Network layer: per-connection framing, pipelining and zero-copy writes.
+//! Network layer: per-connection framing, pipelining and zero-copy writes,
+//! and the limits every connection shares (request and response bytes,
+//! connection counts).
 
 pub mod connection;
+pub mod memory_pool;
+pub mod quotas;
+
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+
+use crate::config::BrokerConfig;
+use memory_pool::MemoryPool;
+use quotas::ConnectionQuotas;
+
+/// Request bytes each connection may hold outside `queued.max.request.bytes`
+/// (as the kernel's socket buffer would): a client sending small requests
+/// one at a time is never muted by others' large ones. Weir's; Kafka reads
+/// the 4-byte size of every request outside its pool.
+pub const CONNECTION_REQUEST_BYTES: i64 = 16 * 1024;
+
+/// What bounds the memory and the number of connections of all listeners
+/// together; built once from the configuration.
+#[derive(Debug)]
+pub struct NetworkLimits {
+    /// `queued.max.request.bytes`: bytes of requests held (being read, in
+    /// processing or parked) across all connections.
+    pub requests: Arc<MemoryPool>,
+    /// One connection at a time may read past an exhausted request pool
+    /// until its next request is complete, so that partly read requests
+    /// that together fill the pool cannot wait for each other forever.
+    pub rescue: Arc<Semaphore>,
+    /// `queued.max.response.bytes` (Weir): encoded response bytes not yet
+    /// written, across all connections.
+    pub responses: Arc<MemoryPool>,
+    /// `queued.max.response.bytes.per.connection` (Weir), bytes.
+    pub response_bytes_per_connection: i64,
+    /// `max.connections`, `max.connections.per.ip` and its overrides.
+    pub quotas: ConnectionQuotas,
+}
+
+impl NetworkLimits {
+    /// The limits `config` sets.
+    pub fn new(config: &BrokerConfig) -> Arc<Self> {
+        let unbounded_if_not_positive = |n: i64| if n > 0 { n } else { -1 };
+        Arc::new(NetworkLimits {
+            requests: MemoryPool::new(unbounded_if_not_positive(config.queued_max_request_bytes)),
+            rescue: Arc::new(Semaphore::new(1)),
+            responses: MemoryPool::new(unbounded_if_not_positive(config.queued_max_response_bytes)),
+            response_bytes_per_connection: config.queued_max_response_bytes_per_connection,
+            quotas: ConnectionQuotas::new(
+                config.max_connections as usize,
+                config.max_connections_per_ip as usize,
+                config.max_connections_per_ip_overrides.clone(),
+            ),
+        })
+    }
+}
