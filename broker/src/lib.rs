@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod context;
+pub mod descriptors;
 pub mod dispatch;
 pub mod error;
 pub mod group;

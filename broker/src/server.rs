@@ -71,6 +71,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     let log_manager =
         LogManager::open(log_dir.clone(), config.node_id, config.default_log_config())
             .with_context(|| format!("opening logs in {}", log_dir.display()))?;
+    crate::descriptors::log_needs(log_manager.logs().len());
     let cluster_id = log_manager.cluster_id().to_string();
 
     let controller_config = ControllerConfig {

@@ -20,7 +20,6 @@
 //! the retry, which Weir cannot detect.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -37,7 +36,7 @@ use crate::fs::{FileSystem, RealFileSystem};
 use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::{self, BatchMetadata, ProducerCheck, ProducerStateManager};
 use crate::segment::{
-    AppendedBatch, LogSegment, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
+    AppendedBatch, FlushFile, LogSegment, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
 };
 use crate::TopicPartition;
@@ -207,7 +206,7 @@ pub struct FetchDataInfo {
 #[derive(Debug)]
 pub struct PendingFlush {
     fs: Arc<dyn FileSystem>,
-    files: Vec<(Arc<File>, PathBuf)>,
+    files: Vec<FlushFile>,
     /// Directories to fsync after the files, in order: the partition
     /// directory when segment files were created, then the log directory
     /// when the partition directory itself is new.
@@ -265,16 +264,14 @@ impl PendingFlush {
     }
 
     fn sync_all_files(&self) -> Result<(), StorageError> {
-        for (i, (file, path)) in self.files.iter().enumerate() {
+        for (i, file) in self.files.iter().enumerate() {
             if let Some((_, written_end)) = self.active.as_ref().filter(|(at, _)| *at == i) {
                 // Everything written before this load is in the page cache
                 // before the fdatasync below starts, so the sync covers it.
                 self.recovery_point
                     .fetch_max(written_end.load(Ordering::Acquire), Ordering::AcqRel);
             }
-            self.fs
-                .sync_data(file, path)
-                .map_err(|e| StorageError::io("fdatasync", path, e))?;
+            file.sync(&*self.fs)?;
         }
         for dir in &self.dirs {
             checkpoint::sync_dir(&*self.fs, dir)?;
@@ -1042,8 +1039,10 @@ impl Log {
             if let Some(region) =
                 segment.read(fetch_offset, max_bytes, max_offset, min_one_batch)?
             {
-                let records = (region.len > 0)
-                    .then(|| FileSlice::new(segment.file().clone(), region.position, region.len));
+                let records = match region.len {
+                    0 => None,
+                    len => Some(FileSlice::new(segment.file()?, region.position, len)),
+                };
                 return Ok(FetchDataInfo {
                     fetch_offset,
                     records,
@@ -1140,7 +1139,11 @@ impl Log {
                 .fs
                 .open_file(&path, false)
                 .map_err(|e| StorageError::io("open", &path, e))?;
-            files.push((Arc::new(file), path));
+            files.push(FlushFile {
+                file: Arc::new(file),
+                path,
+                mark: None,
+            });
         }
         let mut active = None;
         let active_base = self.segments.keys().next_back().copied();
@@ -1149,9 +1152,7 @@ impl Log {
             let with_indexes = active_indexes || !is_active;
             match segment.take_dirty_files(with_indexes) {
                 Ok(taken) => {
-                    let log_taken = taken
-                        .first()
-                        .is_some_and(|(_, path)| path == segment.log_path());
+                    let log_taken = taken.first().is_some_and(|f| f.path == segment.log_path());
                     if is_active && log_taken {
                         active = Some((files.len(), segment.written_end()));
                     }
