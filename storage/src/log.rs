@@ -659,7 +659,10 @@ impl Log {
     /// Writes the producer state as `<log end offset>.snapshot` (Kafka's
     /// `ProducerStateManager.takeSnapshot`; done at segment roll and clean
     /// shutdown) and deletes snapshots below the first segment's base
-    /// offset, whose batches are gone.
+    /// offset, whose batches are gone. As Kafka ("if not a new offset, then
+    /// it is not worth taking another snapshot"), nothing is written when
+    /// the log end offset is not past the newest snapshot (0 when there is
+    /// none): a clean shutdown of an unchanged or empty log writes no file.
     ///
     /// # Errors
     /// [`StorageError::Io`] if the file cannot be written or an old one
@@ -668,10 +671,14 @@ impl Log {
         if self.deleted {
             return Err(deleted_error(&self.dir));
         }
-        self.producer_state
-            .write_snapshot(&*self.fs, &self.dir, self.log_end_offset)?;
+        let snapshots = producer_state::list_snapshots(&self.dir)?;
+        let newest = snapshots.iter().map(|(offset, _)| *offset).max();
+        if self.log_end_offset > newest.unwrap_or(0) {
+            self.producer_state
+                .write_snapshot(&*self.fs, &self.dir, self.log_end_offset)?;
+        }
         let first_base = self.segments.keys().next().copied().unwrap_or(0);
-        for (offset, path) in producer_state::list_snapshots(&self.dir)? {
+        for (offset, path) in snapshots {
             if offset < first_base {
                 producer_state::delete_snapshot(&*self.fs, &path)?;
             }
@@ -1231,15 +1238,15 @@ impl Log {
     /// Readies the log for a clean shutdown (Kafka's `LogSegment.close`):
     /// cuts back a torn tail a failed append left, ends the active segment's
     /// time index with its largest timestamp (which a log opened without
-    /// recovery reads back), then [`Log::flush`]es everything, indexes
-    /// included.
+    /// recovery reads back), then [`Log::flush`]es everything changed since
+    /// it was last synced, indexes included. A log unchanged since it was
+    /// opened costs no file sync (issue 15: shutdown with many partitions).
     ///
     /// # Errors
     /// As [`Log::flush`].
     pub fn flush_for_shutdown(&mut self) -> Result<i64, StorageError> {
         if let Some(active) = self.segments.values_mut().next_back() {
             active.on_become_inactive()?;
-            active.mark_dirty();
         }
         self.flush()
     }

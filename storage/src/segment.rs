@@ -396,6 +396,7 @@ impl LogSegment {
         if self.torn_tail {
             self.set_len(self.size)?;
             self.torn_tail = false;
+            self.dirty = true;
         }
         Ok(())
     }
@@ -728,19 +729,19 @@ impl LogSegment {
 
     /// Finishes a segment that stops being the active one (Kafka's
     /// `onBecomeInactiveSegment`): records the final max timestamp in the
-    /// time index and writes pending index entries.
+    /// time index and writes pending index entries, which the next flush
+    /// then syncs.
     pub(crate) fn on_become_inactive(&mut self) -> Result<(), StorageError> {
         self.cut_back_torn_tail()?;
         if self.offset_of_max_timestamp >= 0 {
             self.time_index
                 .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true);
         }
-        self.persist_indexes()
-    }
-
-    pub(crate) fn persist_indexes(&mut self) -> Result<(), StorageError> {
-        self.offset_index.persist()?;
-        self.time_index.persist()?;
+        let offsets_written = self.offset_index.persist()?;
+        let times_written = self.time_index.persist()?;
+        if offsets_written || times_written {
+            self.indexes_dirty = true;
+        }
         Ok(())
     }
 
