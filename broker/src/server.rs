@@ -543,7 +543,7 @@ async fn follow_metadata(
                     return;
                 }
                 let image = rx.borrow_and_update().clone();
-                if let Err(e) = ctx.replica_manager.apply_image(&image) {
+                if let Err(e) = ctx.replica_manager.apply_image_off_runtime(image.clone()).await {
                     error!(error = %e, "applying metadata image failed");
                 }
                 // The group coordinator follows the offsets partitions led

@@ -117,7 +117,11 @@ pub async fn handle(
     };
     let mut logs_failed = None;
     if !request.validate_only && outcomes.iter().any(Result::is_ok) {
-        if let Err(e) = ctx.replica_manager.apply_image(&ctx.metadata()) {
+        if let Err(e) = ctx
+            .replica_manager
+            .apply_image_off_runtime(ctx.metadata())
+            .await
+        {
             tracing::error!(error = %e, "creating logs for new partitions failed");
             logs_failed = Some(crate::descriptors::log_creation_failed(&e));
         }

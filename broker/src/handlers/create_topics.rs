@@ -138,7 +138,11 @@ pub async fn handle(
     };
     let mut logs_failed = refused;
     if !request.validate_only && logs_failed.is_none() {
-        if let Err(e) = ctx.replica_manager.apply_image(&ctx.metadata()) {
+        if let Err(e) = ctx
+            .replica_manager
+            .apply_image_off_runtime(ctx.metadata())
+            .await
+        {
             tracing::error!(error = %e, "creating logs for new topics failed");
             logs_failed = Some(crate::descriptors::log_creation_failed(&e));
         }

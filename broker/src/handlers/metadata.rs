@@ -81,7 +81,11 @@ pub async fn handle(
                 }
             }
             image = ctx.metadata();
-            if let Err(e) = ctx.replica_manager.apply_image(&image) {
+            if let Err(e) = ctx
+                .replica_manager
+                .apply_image_off_runtime(image.clone())
+                .await
+            {
                 tracing::error!(error = %e, "creating logs for auto-created topics failed");
                 let (code, _) = crate::descriptors::log_creation_failed(&e);
                 for name in created {
