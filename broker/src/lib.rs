@@ -9,6 +9,7 @@
 pub mod config;
 pub mod config_bounds;
 pub mod context;
+pub mod descriptors;
 pub mod dispatch;
 pub mod error;
 pub mod group;

@@ -88,7 +88,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    raise_open_files_limit();
+    weir_broker::descriptors::raise_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -127,21 +127,6 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
-    }
-}
-
-/// Raises the soft limit on open files to the hard limit: every partition
-/// keeps its active segment and indexes open (Kafka's documentation asks
-/// operators for the same).
-fn raise_open_files_limit() {
-    use rustix::process::{getrlimit, setrlimit, Resource};
-    let mut limit = getrlimit(Resource::Nofile);
-    if limit.current != limit.maximum {
-        let before = limit.current;
-        limit.current = limit.maximum;
-        if let Err(e) = setrlimit(Resource::Nofile, limit) {
-            tracing::warn!(error = %e, ?before, "cannot raise the open files limit");
-        }
     }
 }
 

@@ -71,6 +71,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     let log_manager =
         LogManager::open(log_dir.clone(), config.node_id, config.default_log_config())
             .with_context(|| format!("opening logs in {}", log_dir.display()))?;
+    crate::descriptors::log_needs(log_manager.logs().len());
     let cluster_id = log_manager.cluster_id().to_string();
 
     let controller_config = ControllerConfig {
@@ -559,7 +560,7 @@ async fn follow_metadata(
                     return;
                 }
                 let image = rx.borrow_and_update().clone();
-                if let Err(e) = ctx.replica_manager.apply_image(&image) {
+                if let Err(e) = ctx.replica_manager.apply_image_off_runtime(image.clone()).await {
                     error!(error = %e, "applying metadata image failed");
                 }
                 // The group coordinator follows the offsets partitions led

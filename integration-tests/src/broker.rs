@@ -87,6 +87,7 @@ pub struct TestBrokerBuilder {
     overrides: Vec<(String, String)>,
     metrics: bool,
     format_cluster_id: Option<String>,
+    open_files_limit: Option<u64>,
 }
 
 impl Default for TestBrokerBuilder {
@@ -97,6 +98,7 @@ impl Default for TestBrokerBuilder {
             overrides: Vec::new(),
             metrics: false,
             format_cluster_id: None,
+            open_files_limit: None,
         }
     }
 }
@@ -134,6 +136,14 @@ impl TestBrokerBuilder {
     /// formatted, so a single node formats itself.
     pub fn format_cluster_id(mut self, cluster_id: &str) -> Self {
         self.format_cluster_id = Some(cluster_id.to_owned());
+        self
+    }
+
+    /// Starts the broker with `RLIMIT_NOFILE` soft and hard limits of `limit`
+    /// (as `prlimit --nofile=limit:limit`), for tests of what the broker does
+    /// when it runs out of file descriptors. Default: the test's own limits.
+    pub fn open_files_limit(mut self, limit: u64) -> Self {
+        self.open_files_limit = Some(limit);
         self
     }
 
@@ -437,6 +447,22 @@ impl TestBroker {
         }
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "info");
+        }
+        if let Some(limit) = self.settings.open_files_limit {
+            use std::os::unix::process::CommandExt;
+            let limit = rustix::process::Rlimit {
+                current: Some(limit),
+                maximum: Some(limit),
+            };
+            // SAFETY: the closure runs in the forked child before exec and
+            // only makes one raw setrlimit system call (async-signal-safe,
+            // no allocation, no lock).
+            unsafe {
+                command.pre_exec(move || {
+                    rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)
+                        .map_err(std::io::Error::from)
+                });
+            }
         }
         command
             .stdin(Stdio::null())

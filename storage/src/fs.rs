@@ -36,6 +36,12 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug {
     /// truncating it to 0 bytes when `truncate` is set.
     fn open_file(&self, path: &Path, truncate: bool) -> io::Result<File>;
 
+    /// Opens an existing file for reading and writing; `NotFound` when it
+    /// is missing (a segment file reopened by the
+    /// [`FileCache`](crate::file_cache::FileCache) must not be recreated
+    /// after its log was deleted).
+    fn open_existing(&self, path: &Path) -> io::Result<File>;
+
     /// One positioned vectored write (`pwritev`) of `bufs` at byte `offset`;
     /// returns the bytes written, which may be fewer than asked for.
     fn write_vectored_at(
@@ -96,6 +102,10 @@ impl FileSystem for RealFileSystem {
             .create(true)
             .truncate(truncate)
             .open(path)
+    }
+
+    fn open_existing(&self, path: &Path) -> io::Result<File> {
+        OpenOptions::new().read(true).write(true).open(path)
     }
 
     fn write_vectored_at(

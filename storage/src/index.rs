@@ -12,13 +12,22 @@
 //!
 //! Unlike Kafka, the files are not memory-mapped or preallocated: entries live
 //! in memory and their unwritten tail is written with `pwrite` when the log is
-//! flushed or the segment rolls, so that an append costs one syscall. Indexes
+//! flushed or the segment rolls, so that an append costs one syscall.
+//!
+//! Nor are the files kept open (a partition costs no descriptor for its
+//! indexes at rest; issue 15): [`IndexFile::open`] reads the file and closes
+//! it. A write opens it again and keeps that descriptor only until the
+//! fdatasync that covers the write ([`IndexFile::take_for_sync`]), since
+//! Linux reports a writeback error only to descriptors open when it
+//! happened. [`IndexFile::reset`] defers its truncation to the next write
+//! for the same reason. Indexes
 //! of segments past the recovery point are rebuilt on recovery (as in Kafka),
 //! so entries that never reached the file are not lost. Crash behaviour: a
 //! torn or inconsistent index file is detected by [`IndexFile::open`] and the
 //! caller rebuilds it from the log.
 
 use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -97,11 +106,16 @@ impl IndexEntry for TimestampOffset {
 pub struct IndexFile<E: IndexEntry> {
     fs: Arc<dyn FileSystem>,
     path: PathBuf,
-    file: Arc<File>,
+    /// The descriptor of writes (or a truncation) not yet fdatasynced; `None`
+    /// at rest.
+    unsynced: Option<Arc<File>>,
     base_offset: i64,
     entries: Vec<E>,
     /// Entries already written to the file.
     persisted: usize,
+    /// [`IndexFile::reset`] emptied the index; the file is cut to zero
+    /// bytes at the next [`IndexFile::persist`].
+    truncate_pending: bool,
     max_entries: usize,
 }
 
@@ -152,17 +166,18 @@ impl<E: IndexEntry> IndexFile<E> {
         position_of: impl Fn(&E) -> Option<u32>,
     ) -> Result<(Self, bool), StorageError> {
         let existed = path.exists();
-        let file = fs
-            .open_file(&path, false)
-            .map_err(|e| StorageError::io("open", &path, e))?;
-        let bytes = std::fs::read(&path).map_err(|e| StorageError::io("read", &path, e))?;
+        let mut bytes = Vec::new();
+        fs.open_file(&path, false)
+            .and_then(|mut file| file.read_to_end(&mut bytes))
+            .map_err(|e| StorageError::io("read", &path, e))?;
         let mut index = IndexFile {
             fs,
             path,
-            file: Arc::new(file),
+            unsynced: None,
             base_offset,
             entries: Vec::new(),
             persisted: 0,
+            truncate_pending: false,
             max_entries: ((max_index_bytes as usize) / E::SIZE).max(1),
         };
         let mut valid = bytes.len() % E::SIZE == 0;
@@ -221,8 +236,37 @@ impl<E: IndexEntry> IndexFile<E> {
         &self.path
     }
 
-    pub(crate) fn file(&self) -> &Arc<File> {
-        &self.file
+    /// The descriptor to write through: the one of unsynced writes, or the
+    /// file opened again (and kept until [`IndexFile::take_for_sync`]).
+    fn writable(&mut self) -> Result<Arc<File>, StorageError> {
+        if let Some(file) = &self.unsynced {
+            return Ok(file.clone());
+        }
+        let file = Arc::new(
+            self.fs
+                .open_existing(&self.path)
+                .map_err(|e| StorageError::io("open", &self.path, e))?,
+        );
+        self.unsynced = Some(file.clone());
+        Ok(file)
+    }
+
+    /// Writes pending entries and returns the descriptor to fdatasync, which
+    /// the index no longer keeps: the caller's sync is the one that covers
+    /// the writes (see the module docs).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the file cannot be opened or written.
+    pub(crate) fn take_for_sync(&mut self) -> Result<(Arc<File>, PathBuf), StorageError> {
+        self.persist()?;
+        let file = self.writable()?;
+        self.unsynced = None;
+        Ok((file, self.path.clone()))
+    }
+
+    /// Whether the index holds a descriptor now.
+    pub fn is_open(&self) -> bool {
+        self.unsynced.is_some()
     }
 
     /// Records that the file was renamed to `path`.
@@ -230,30 +274,40 @@ impl<E: IndexEntry> IndexFile<E> {
         self.path = path;
     }
 
-    /// Removes every entry and truncates the file to zero bytes.
+    /// Removes every entry; the file is truncated to zero bytes (and
+    /// rewritten) at the next [`IndexFile::persist`], so that it is opened
+    /// only for a write that a sync then covers.
     ///
     /// # Errors
-    /// [`StorageError::Io`] if the file cannot be truncated.
+    /// None today; kept fallible for callers.
     pub fn reset(&mut self) -> Result<(), StorageError> {
         self.entries.clear();
         self.persisted = 0;
-        self.fs
-            .set_len(&self.file, &self.path, 0)
-            .map_err(|e| StorageError::io("truncate", &self.path, e))
+        self.truncate_pending = true;
+        Ok(())
     }
 
     fn push(&mut self, entry: E) {
         self.entries.push(entry);
     }
 
-    /// Writes entries not yet in the file with one `pwrite`. Returns whether
-    /// anything was written.
+    /// Writes entries not yet in the file with one `pwrite` (after cutting
+    /// the file to zero bytes if [`IndexFile::reset`] emptied it). Returns
+    /// whether entries were written. The descriptor written through stays
+    /// open until [`IndexFile::take_for_sync`].
     ///
     /// # Errors
     /// [`StorageError::Io`] if the write fails; the entries stay pending and
     /// the next call writes them again at the same position (overwriting any
     /// torn part).
     pub fn persist(&mut self) -> Result<bool, StorageError> {
+        if self.truncate_pending {
+            let file = self.writable()?;
+            self.fs
+                .set_len(&file, &self.path, 0)
+                .map_err(|e| StorageError::io("truncate", &self.path, e))?;
+            self.truncate_pending = false;
+        }
         if self.persisted == self.entries.len() {
             return Ok(false);
         }
@@ -262,13 +316,9 @@ impl<E: IndexEntry> IndexFile<E> {
         for (entry, out) in pending.iter().zip(buf.chunks_exact_mut(E::SIZE)) {
             entry.encode(out);
         }
+        let file = self.writable()?;
         self.fs
-            .write_all_at(
-                &self.file,
-                &self.path,
-                &buf,
-                (self.persisted * E::SIZE) as u64,
-            )
+            .write_all_at(&file, &self.path, &buf, (self.persisted * E::SIZE) as u64)
             .map_err(|e| StorageError::io("pwrite", &self.path, e))?;
         self.persisted = self.entries.len();
         Ok(true)
@@ -436,9 +486,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000100.index");
         std::fs::write(&path, [0u8; 7]).unwrap();
-        let (idx, valid) = open_offset(dir.path(), 1024, 100);
+        let (mut idx, valid) = open_offset(dir.path(), 1024, 100);
         assert!(!valid);
         assert!(idx.is_empty());
+        assert!(!idx.is_open(), "an index keeps no descriptor at rest");
+        idx.persist().unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
 
         // Decreasing entries.

@@ -11,6 +11,8 @@
 //! * [`producer_state`]: idempotent producers' epochs and last batches;
 //! * [`fs`]: the [`FileSystem`] seam every write goes through, with a
 //!   fault-injecting double for tests;
+//! * [`file_cache`]: the bounded set of open segment files (a partition
+//!   costs no descriptor at rest);
 //! * [`file_slice`]: zero-copy [`FileSlice`] regions for `sendfile`;
 //! * [`log_manager`]: every log under `log.dirs` plus its checkpoints and
 //!   `meta.properties`.
@@ -22,6 +24,7 @@ mod checkpoint;
 pub mod compression;
 pub mod dump;
 pub mod error;
+pub mod file_cache;
 pub mod file_slice;
 pub mod fs;
 pub mod index;

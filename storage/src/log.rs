@@ -20,7 +20,6 @@
 //! the retry, which Weir cannot detect.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -37,7 +36,7 @@ use crate::fs::{FileSystem, RealFileSystem};
 use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::{self, BatchMetadata, ProducerCheck, ProducerStateManager};
 use crate::segment::{
-    AppendedBatch, LogSegment, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
+    AppendedBatch, FlushFile, LogSegment, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
 };
 use crate::TopicPartition;
@@ -218,7 +217,7 @@ pub struct FetchDataInfo {
 #[derive(Debug)]
 pub struct PendingFlush {
     fs: Arc<dyn FileSystem>,
-    files: Vec<(Arc<File>, PathBuf)>,
+    files: Vec<FlushFile>,
     /// Directories to fsync after the files, in order: the partition
     /// directory when segment files were created, then the log directory
     /// when the partition directory itself is new.
@@ -276,16 +275,14 @@ impl PendingFlush {
     }
 
     fn sync_all_files(&self) -> Result<(), StorageError> {
-        for (i, (file, path)) in self.files.iter().enumerate() {
+        for (i, file) in self.files.iter().enumerate() {
             if let Some((_, written_end)) = self.active.as_ref().filter(|(at, _)| *at == i) {
                 // Everything written before this load is in the page cache
                 // before the fdatasync below starts, so the sync covers it.
                 self.recovery_point
                     .fetch_max(written_end.load(Ordering::Acquire), Ordering::AcqRel);
             }
-            self.fs
-                .sync_data(file, path)
-                .map_err(|e| StorageError::io("fdatasync", path, e))?;
+            file.sync(&*self.fs)?;
         }
         for dir in &self.dirs {
             checkpoint::sync_dir(&*self.fs, dir)?;
@@ -681,7 +678,10 @@ impl Log {
     /// Writes the producer state as `<log end offset>.snapshot` (Kafka's
     /// `ProducerStateManager.takeSnapshot`; done at segment roll and clean
     /// shutdown) and deletes snapshots below the first segment's base
-    /// offset, whose batches are gone.
+    /// offset, whose batches are gone. As Kafka ("if not a new offset, then
+    /// it is not worth taking another snapshot"), nothing is written when
+    /// the log end offset is not past the newest snapshot (0 when there is
+    /// none): a clean shutdown of an unchanged or empty log writes no file.
     ///
     /// # Errors
     /// [`StorageError::Io`] if the file cannot be written or an old one
@@ -690,10 +690,14 @@ impl Log {
         if self.deleted {
             return Err(deleted_error(&self.topic_partition));
         }
-        self.producer_state
-            .write_snapshot(&*self.fs, &self.dir, self.log_end_offset)?;
+        let snapshots = producer_state::list_snapshots(&self.dir)?;
+        let newest = snapshots.iter().map(|(offset, _)| *offset).max();
+        if self.log_end_offset > newest.unwrap_or(0) {
+            self.producer_state
+                .write_snapshot(&*self.fs, &self.dir, self.log_end_offset)?;
+        }
         let first_base = self.segments.keys().next().copied().unwrap_or(0);
-        for (offset, path) in producer_state::list_snapshots(&self.dir)? {
+        for (offset, path) in snapshots {
             if offset < first_base {
                 producer_state::delete_snapshot(&*self.fs, &path)?;
             }
@@ -1126,8 +1130,10 @@ impl Log {
             if let Some(region) =
                 segment.read(fetch_offset, max_bytes, max_offset, min_one_batch)?
             {
-                let records = (region.len > 0)
-                    .then(|| FileSlice::new(segment.file().clone(), region.position, region.len));
+                let records = match region.len {
+                    0 => None,
+                    len => Some(FileSlice::new(segment.file()?, region.position, len)),
+                };
                 return Ok(FetchDataInfo {
                     fetch_offset,
                     records,
@@ -1228,7 +1234,11 @@ impl Log {
                 .fs
                 .open_file(&path, false)
                 .map_err(|e| StorageError::io("open", &path, e))?;
-            files.push((Arc::new(file), path));
+            files.push(FlushFile {
+                file: Arc::new(file),
+                path,
+                mark: None,
+            });
         }
         let mut active = None;
         let active_base = self.segments.keys().next_back().copied();
@@ -1237,9 +1247,7 @@ impl Log {
             let with_indexes = active_indexes || !is_active;
             match segment.take_dirty_files(with_indexes) {
                 Ok(taken) => {
-                    let log_taken = taken
-                        .first()
-                        .is_some_and(|(_, path)| path == segment.log_path());
+                    let log_taken = taken.first().is_some_and(|f| f.path == segment.log_path());
                     if is_active && log_taken {
                         active = Some((files.len(), segment.written_end()));
                     }
@@ -1318,15 +1326,15 @@ impl Log {
     /// Readies the log for a clean shutdown (Kafka's `LogSegment.close`):
     /// cuts back a torn tail a failed append left, ends the active segment's
     /// time index with its largest timestamp (which a log opened without
-    /// recovery reads back), then [`Log::flush`]es everything, indexes
-    /// included.
+    /// recovery reads back), then [`Log::flush`]es everything changed since
+    /// it was last synced, indexes included. A log unchanged since it was
+    /// opened costs no file sync (issue 15: shutdown with many partitions).
     ///
     /// # Errors
     /// As [`Log::flush`].
     pub fn flush_for_shutdown(&mut self) -> Result<i64, StorageError> {
         if let Some(active) = self.segments.values_mut().next_back() {
             active.on_become_inactive()?;
-            active.mark_dirty();
         }
         self.flush()
     }

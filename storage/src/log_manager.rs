@@ -676,17 +676,45 @@ impl LogManager {
     }
 
     /// Flushes every log and writes its producer snapshot at the log end
-    /// offset, then [`LogManager::checkpoint`] (clean shutdown).
+    /// offset, then [`LogManager::checkpoint`] once for all of them (clean
+    /// shutdown). The logs are flushed by [`SHUTDOWN_THREADS`] threads at
+    /// once: each costs a few fsyncs, which the file system commits together
+    /// when they arrive together (issue 15: 10,000 partitions in series took
+    /// tens of seconds).
     ///
     /// # Errors
-    /// The first flush, snapshot or checkpoint error.
+    /// The first flush, snapshot or checkpoint error (every log is still
+    /// tried; the clean-shutdown marker is then not written).
     pub fn shutdown(&self) -> Result<(), StorageError> {
-        for (_, log) in self.logs() {
-            let mut log = lock(&log);
-            log.flush_for_shutdown()?;
-            log.write_producer_snapshot()?;
+        let started = std::time::Instant::now();
+        let logs = self.logs();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let first_error = Mutex::new(None);
+        let threads = SHUTDOWN_THREADS.min(logs.len()).max(1);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((_, log)) = logs.get(i) else { break };
+                    let mut log = lock(log);
+                    let result = log
+                        .flush_for_shutdown()
+                        .and_then(|_| log.write_producer_snapshot());
+                    if let Err(e) = result {
+                        lock(&first_error).get_or_insert(e);
+                    }
+                });
+            }
+        });
+        if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            return Err(e);
         }
         self.checkpoint()?;
+        tracing::info!(
+            logs = logs.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "every log flushed and checkpointed for shutdown"
+        );
         // Written last and durably: its presence at the next start means
         // every log is exactly as flushed above.
         checkpoint::write_atomically(
@@ -696,6 +724,12 @@ impl LogManager {
         )
     }
 }
+
+/// Threads [`LogManager::shutdown`] flushes logs with. The work is fsyncs,
+/// not CPU: more threads than cores let the file system commit many at
+/// once (measured on 2 cores: see issue 15's figures in
+/// `integration-tests/tests/hostile/fds.rs`).
+pub const SHUTDOWN_THREADS: usize = 16;
 
 /// The directory of `tp` under `log_dir`.
 pub fn partition_dir(log_dir: &Path, tp: &TopicPartition) -> PathBuf {

@@ -4,18 +4,27 @@
 //! appends already-validated batches, answers reads by byte region, rebuilds
 //! its indexes on recovery and truncates a torn tail. It knows nothing about
 //! the Kafka protocol beyond the batch header.
+//!
+//! Descriptors: a segment keeps none at rest. Its `.log` file is opened on
+//! demand through the process-wide [`FileCache`] (closed again when the
+//! cache needs room, never while writes through it await an fdatasync), and
+//! its index files are opened only from a write to the sync covering it
+//! (see [`crate::index`]). So a partition costs at most one descriptor,
+//! and the broker as a whole at most the cache's capacity plus the pinned
+//! files and those in use.
 
 use std::fs::File;
 use std::io::IoSlice;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::batch::{RecordBatchHeader, RECORD_BATCH_OVERHEAD};
 use crate::error::StorageError;
+use crate::file_cache::{CachedFile, FileCache, SyncMark};
 use crate::fs::{remove_if_exists, FileSystem};
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::leader_epoch::LeaderEpochCache;
@@ -56,13 +65,46 @@ pub(crate) struct AppendedBatch {
     pub size: u32,
 }
 
+/// A file a flush fdatasyncs: the descriptor, its path, and for a `.log`
+/// file the [`SyncMark`] that unpins it in the [`FileCache`] after a
+/// successful sync.
+#[derive(Debug)]
+pub(crate) struct FlushFile {
+    pub file: Arc<File>,
+    pub path: PathBuf,
+    pub mark: Option<SyncMark>,
+}
+
+impl FlushFile {
+    /// fdatasyncs the file, then unpins a `.log` file up to the writes that
+    /// had returned when the sync started.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the sync fails (the file stays pinned).
+    pub(crate) fn sync(&self, fs: &dyn FileSystem) -> Result<(), StorageError> {
+        let written = self.mark.as_ref().map(SyncMark::written);
+        fs.sync_data(&self.file, &self.path)
+            .map_err(|e| StorageError::io("fdatasync", &self.path, e))?;
+        if let (Some(mark), Some(written)) = (&self.mark, written) {
+            mark.synced(written);
+        }
+        Ok(())
+    }
+}
+
+/// Tells segment objects apart (the cleaner checks that a segment it read is
+/// still the same one).
+static NEXT_SEGMENT_ID: AtomicU64 = AtomicU64::new(0);
+
 /// One segment of a partition log. See the module docs.
 #[derive(Debug)]
 pub struct LogSegment {
     fs: Arc<dyn FileSystem>,
+    id: u64,
     base_offset: i64,
     log_path: PathBuf,
-    log: Arc<File>,
+    /// The `.log` file, open while the [`FileCache`] lets it be.
+    log: CachedFile,
     /// Bytes of valid batches in the `.log` file. Reads never go past it.
     size: u64,
     /// A failed append could not cut the file back to `size`: bytes of a torn
@@ -158,13 +200,20 @@ impl LogSegment {
                 remove_if_exists(&*fs, p)?;
             }
         }
-        let log = fs
-            .open_file(&log_path, create)
-            .map_err(|e| StorageError::io("open", &log_path, e))?;
-        let size = log
-            .metadata()
-            .map_err(|e| StorageError::io("stat", &log_path, e))?
-            .len();
+        let log = FileCache::global().file();
+        let size = if create {
+            log.get_or_create(&*fs, &log_path, true)?;
+            0
+        } else {
+            match std::fs::metadata(&log_path) {
+                Ok(meta) => meta.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    log.get_or_create(&*fs, &log_path, true)?;
+                    0
+                }
+                Err(e) => return Err(StorageError::io("stat", &log_path, e)),
+            }
+        };
         let (offset_index, offset_ok) = OffsetIndex::open_with_file_system(
             fs.clone(),
             index_path,
@@ -184,9 +233,10 @@ impl LogSegment {
         let (max_timestamp, offset_of_max_timestamp) = time_index.last_entry().unwrap_or((-1, -1));
         let segment = LogSegment {
             fs,
+            id: NEXT_SEGMENT_ID.fetch_add(1, Ordering::Relaxed),
             base_offset,
             log_path,
-            log: Arc::new(log),
+            log,
             size,
             torn_tail: false,
             offset_index,
@@ -202,6 +252,12 @@ impl LogSegment {
             first_batch_timestamp: (size == 0).then_some(-1),
         };
         Ok((segment, offset_ok && time_ok))
+    }
+
+    /// Tells this segment object apart from every other one of the process
+    /// (a segment replaced by one with the same base offset gets a new id).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// The first offset this segment may hold.
@@ -253,9 +309,7 @@ impl LogSegment {
         if self.max_timestamp >= 0 {
             return Ok(self.max_timestamp);
         }
-        let modified = self
-            .log
-            .metadata()
+        let modified = std::fs::metadata(&self.log_path)
             .and_then(|m| m.modified())
             .map_err(|e| StorageError::io("stat", &self.log_path, e))?;
         Ok(modified
@@ -281,7 +335,10 @@ impl LogSegment {
         let first = match self.first_batch_timestamp {
             Some(ts) => ts,
             None => {
-                let ts = self.scanner().header_at(0)?.map_or(-1, |h| h.max_timestamp);
+                let ts = self
+                    .scanner()?
+                    .header_at(0)?
+                    .map_or(-1, |h| h.max_timestamp);
                 self.first_batch_timestamp = Some(ts);
                 ts
             }
@@ -337,12 +394,41 @@ impl LogSegment {
     /// bytes past it; a no-op otherwise.
     fn cut_back_torn_tail(&mut self) -> Result<(), StorageError> {
         if self.torn_tail {
-            self.fs
-                .set_len(&self.log, &self.log_path, self.size)
-                .map_err(|e| StorageError::io("truncate", &self.log_path, e))?;
+            self.set_len(self.size)?;
             self.torn_tail = false;
+            self.dirty = true;
         }
         Ok(())
+    }
+
+    /// Cuts the `.log` file to `len` bytes (a write: it pins the file until
+    /// the next flush).
+    fn set_len(&self, len: u64) -> Result<(), StorageError> {
+        self.log.begin_write();
+        let result = self.file().and_then(|file| {
+            self.fs
+                .set_len(&file, &self.log_path, len)
+                .map_err(|e| StorageError::io("truncate", &self.log_path, e))
+        });
+        self.log.end_write();
+        result
+    }
+
+    /// The open `.log` file (opened again if the [`FileCache`] closed it).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if it cannot be opened.
+    pub(crate) fn file(&self) -> Result<Arc<File>, StorageError> {
+        self.log.get(&*self.fs, &self.log_path)
+    }
+
+    /// Which descriptors the segment holds now: its `.log` file (open in the
+    /// [`FileCache`]), and an index file awaiting its sync.
+    pub fn holds_descriptors(&self) -> (bool, bool) {
+        (
+            self.log.is_open(),
+            self.offset_index.is_open() || self.time_index.is_open(),
+        )
     }
 
     fn index_batch(&mut self, b: &AppendedBatch, position: u64) {
@@ -360,8 +446,18 @@ impl LogSegment {
         self.bytes_since_last_index_entry += b.size as u64;
     }
 
-    fn write_all_vectored(
+    fn write_all_vectored(&self, bufs: &mut [IoSlice<'_>], at: u64) -> Result<(), StorageError> {
+        self.log.begin_write();
+        let result = self
+            .file()
+            .and_then(|file| self.write_all_vectored_to(&file, bufs, at));
+        self.log.end_write();
+        result
+    }
+
+    fn write_all_vectored_to(
         &self,
+        file: &File,
         bufs: &mut [IoSlice<'_>],
         mut at: u64,
     ) -> Result<(), StorageError> {
@@ -370,7 +466,7 @@ impl LogSegment {
             let n = bufs.len().min(IOV_MAX);
             let written = self
                 .fs
-                .write_vectored_at(&self.log, &self.log_path, &bufs[..n], at)
+                .write_vectored_at(file, &self.log_path, &bufs[..n], at)
                 .map_err(|e| StorageError::io("pwritev", &self.log_path, e))?;
             if written == 0 {
                 return Err(StorageError::io(
@@ -387,14 +483,14 @@ impl LogSegment {
 
     /// Reads the batch header at `position`, or `None` when fewer than 61
     /// bytes remain before `end`.
-    fn scanner(&self) -> Scanner<'_> {
-        Scanner {
-            file: &self.log,
+    fn scanner(&self) -> Result<Scanner<'_>, StorageError> {
+        Ok(Scanner {
+            file: self.file()?,
             path: &self.log_path,
             end: self.size,
             buf: Vec::new(),
             buf_start: 0,
-        }
+        })
     }
 
     /// Calls `f` with the header of every batch in the segment, in order
@@ -407,7 +503,7 @@ impl LogSegment {
         &self,
         mut f: impl FnMut(&RecordBatchHeader),
     ) -> Result<(), StorageError> {
-        let mut scanner = self.scanner();
+        let mut scanner = self.scanner()?;
         let mut position = 0u64;
         while let Some(header) = scanner.header_at(position)? {
             f(&header);
@@ -429,7 +525,7 @@ impl LogSegment {
     /// [`StorageError::Io`] on read errors.
     pub(crate) fn read_next_offset(&self) -> Result<Option<i64>, StorageError> {
         let (_, start) = self.offset_index.lookup(i64::MAX);
-        let mut scanner = self.scanner();
+        let mut scanner = self.scanner()?;
         let mut position = u64::from(start);
         let mut next_offset = self.base_offset;
         loop {
@@ -451,7 +547,7 @@ impl LogSegment {
     /// header, or `None` if the segment ends first.
     fn find_batch(&self, offset: i64) -> Result<Option<(u64, RecordBatchHeader)>, StorageError> {
         let (_, start) = self.offset_index.lookup(offset);
-        let mut scanner = self.scanner();
+        let mut scanner = self.scanner()?;
         let mut position = start as u64;
         while let Some(header) = scanner.header_at(position)? {
             if header.last_offset() >= offset {
@@ -475,7 +571,7 @@ impl LogSegment {
         let Some((position, first)) = self.find_batch(fetch_offset)? else {
             return Ok(None);
         };
-        let mut scanner = self.scanner();
+        let mut scanner = self.scanner()?;
         let mut len = 0usize;
         let mut header = Some(first);
         while let Some(h) = header {
@@ -506,7 +602,7 @@ impl LogSegment {
     ) -> Result<Option<SegmentRead>, StorageError> {
         let (_, indexed_offset) = self.time_index.lookup(timestamp);
         let (_, start) = self.offset_index.lookup(indexed_offset.max(min_offset));
-        let mut scanner = self.scanner();
+        let mut scanner = self.scanner()?;
         let mut position = start as u64;
         while let Some(h) = scanner.header_at(position)? {
             if h.max_timestamp >= timestamp && h.last_offset() >= min_offset {
@@ -531,14 +627,10 @@ impl LogSegment {
         }))
     }
 
-    pub(crate) fn file(&self) -> &Arc<File> {
-        &self.log
-    }
-
     /// Reads a region of the `.log` file into memory.
     pub(crate) fn read_bytes(&self, region: SegmentRead) -> Result<Bytes, StorageError> {
         let mut buf = vec![0u8; region.len];
-        self.log
+        self.file()?
             .read_exact_at(&mut buf, region.position)
             .map_err(|e| StorageError::io("pread", &self.log_path, e))?;
         Ok(Bytes::from(buf))
@@ -569,13 +661,7 @@ impl LogSegment {
         self.first_batch_timestamp = None;
         self.bytes_since_last_index_entry = 0;
         let file_size = self.size;
-        let mut scanner = Scanner {
-            file: &self.log,
-            path: &self.log_path,
-            end: file_size,
-            buf: Vec::new(),
-            buf_start: 0,
-        };
+        let mut scanner = self.scanner()?;
         let mut valid = 0u64;
         let mut next_offset: Option<i64> = None;
         let mut appended = Vec::new();
@@ -608,6 +694,7 @@ impl LogSegment {
             next_offset = Some(header.next_offset());
             valid += size as u64;
         }
+        drop(scanner);
         let mut position = 0u64;
         for b in &appended {
             self.index_batch(b, position);
@@ -628,33 +715,33 @@ impl LogSegment {
                 truncated_bytes = truncated,
                 "truncating invalid bytes at the end of the segment"
             );
-            self.fs
-                .set_len(&self.log, &self.log_path, valid)
-                .map_err(|e| StorageError::io("truncate", &self.log_path, e))?;
+            self.set_len(valid)?;
         }
         self.size = valid;
         self.torn_tail = false;
-        self.offset_index.persist()?;
-        self.time_index.persist()?;
+        // The rebuilt indexes reach their files at the next flush that
+        // syncs them (or the roll), not here: a file written now would have
+        // to stay open until then (see `crate::index`).
         self.dirty = true;
+        self.indexes_dirty = true;
         Ok((truncated, next_offset))
     }
 
     /// Finishes a segment that stops being the active one (Kafka's
     /// `onBecomeInactiveSegment`): records the final max timestamp in the
-    /// time index and writes pending index entries.
+    /// time index and writes pending index entries, which the next flush
+    /// then syncs.
     pub(crate) fn on_become_inactive(&mut self) -> Result<(), StorageError> {
         self.cut_back_torn_tail()?;
         if self.offset_of_max_timestamp >= 0 {
             self.time_index
                 .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true);
         }
-        self.persist_indexes()
-    }
-
-    pub(crate) fn persist_indexes(&mut self) -> Result<(), StorageError> {
-        self.offset_index.persist()?;
-        self.time_index.persist()?;
+        let offsets_written = self.offset_index.persist()?;
+        let times_written = self.time_index.persist()?;
+        if offsets_written || times_written {
+            self.indexes_dirty = true;
+        }
         Ok(())
     }
 
@@ -684,22 +771,27 @@ impl LogSegment {
     pub(crate) fn take_dirty_files(
         &mut self,
         with_indexes: bool,
-    ) -> Result<Vec<(Arc<File>, PathBuf)>, StorageError> {
+    ) -> Result<Vec<FlushFile>, StorageError> {
         let mut files = Vec::new();
         if self.dirty {
-            files.push((self.log.clone(), self.log_path.clone()));
+            files.push(FlushFile {
+                file: self.file()?,
+                path: self.log_path.clone(),
+                mark: Some(self.log.sync_mark()),
+            });
             self.indexes_dirty = true;
         }
         if with_indexes && self.indexes_dirty {
-            self.persist_indexes()?;
-            files.push((
-                self.offset_index.file().clone(),
-                self.offset_index.path().to_path_buf(),
-            ));
-            files.push((
-                self.time_index.file().clone(),
-                self.time_index.path().to_path_buf(),
-            ));
+            for (file, path) in [
+                self.offset_index.take_for_sync()?,
+                self.time_index.take_for_sync()?,
+            ] {
+                files.push(FlushFile {
+                    file,
+                    path,
+                    mark: None,
+                });
+            }
             self.indexes_dirty = false;
         }
         self.dirty = false;
@@ -789,10 +881,8 @@ impl LogSegment {
     /// [`StorageError::Io`] if a write or sync fails.
     pub(crate) fn sync(&mut self) -> Result<(), StorageError> {
         self.mark_dirty();
-        for (file, path) in self.take_dirty_files(true)? {
-            self.fs
-                .sync_data(&file, &path)
-                .map_err(|e| StorageError::io("fdatasync", &path, e))?;
+        for f in self.take_dirty_files(true)? {
+            f.sync(&*self.fs)?;
         }
         Ok(())
     }
@@ -805,7 +895,8 @@ impl LogSegment {
     pub(crate) fn snapshot(&self) -> Result<SegmentSnapshot, StorageError> {
         Ok(SegmentSnapshot {
             base_offset: self.base_offset,
-            file: self.log.clone(),
+            segment_id: self.id,
+            file: self.file()?,
             path: self.log_path.clone(),
             size: self.size,
             largest_timestamp: self.largest_timestamp()?,
@@ -830,6 +921,8 @@ impl LogSegment {
 #[derive(Clone, Debug)]
 pub(crate) struct SegmentSnapshot {
     pub base_offset: i64,
+    /// [`LogSegment::id`] of the segment read.
+    pub segment_id: u64,
     pub file: Arc<File>,
     pub path: PathBuf,
     /// Bytes of valid batches when the snapshot was taken.
@@ -850,7 +943,7 @@ impl SegmentSnapshot {
         mut f: impl FnMut(&RecordBatchHeader, &[u8]) -> Result<bool, StorageError>,
     ) -> Result<(), StorageError> {
         let mut scanner = Scanner {
-            file: &self.file,
+            file: self.file.clone(),
             path: &self.path,
             end: self.size,
             buf: Vec::new(),
@@ -878,7 +971,7 @@ impl SegmentSnapshot {
 /// reusable buffer filled with `pread`, so a scan over small batches costs one
 /// syscall per 16 KiB rather than one per batch.
 struct Scanner<'a> {
-    file: &'a File,
+    file: Arc<File>,
     path: &'a Path,
     /// End of the valid bytes of the file.
     end: u64,

@@ -11,6 +11,9 @@
 //!   4.1.2), even with `validate_only`; duplicates too, unless the request
 //!   has only duplicates (then nothing is queued and they get
 //!   INVALID_REQUEST). Otherwise Weir answers after the commit, as Kafka.
+//! - out of file descriptors (issue 15): KAFKA_STORAGE_ERROR, nothing
+//!   created, or for partitions committed whose logs could not be created
+//!   here (see [`crate::descriptors`]), never success;
 //! - a name given more than once: one INVALID_REQUEST result for it,
 //!   "Duplicate topic name.", and nothing done for it;
 //! - an unknown topic: UNKNOWN_TOPIC_OR_PARTITION with no message;
@@ -93,6 +96,18 @@ pub async fn handle(
         results.push(result);
     }
     let (slots, topics): (Vec<usize>, Vec<NewPartitions>) = to_grow.into_iter().unzip();
+    let refused = match topics.is_empty() || request.validate_only {
+        true => None,
+        false => crate::descriptors::check_headroom_for_creation().err(),
+    };
+    if let Some((code, message)) = refused {
+        for slot in slots {
+            results[slot].error_code = code.code();
+            results[slot].error_message = Some(str_bytes(message.clone()));
+        }
+        response.results = results;
+        return response;
+    }
     let outcomes = if topics.is_empty() {
         Vec::new()
     } else {
@@ -100,12 +115,22 @@ pub async fn handle(
             .create_partitions(topics, request.validate_only)
             .await
     };
+    let mut logs_failed = None;
     if !request.validate_only && outcomes.iter().any(Result::is_ok) {
-        if let Err(e) = ctx.replica_manager.apply_image(&ctx.metadata()) {
+        if let Err(e) = ctx
+            .replica_manager
+            .apply_image_off_runtime(ctx.metadata())
+            .await
+        {
             tracing::error!(error = %e, "creating logs for new partitions failed");
+            logs_failed = Some(crate::descriptors::log_creation_failed(&e));
         }
     }
     for (slot, outcome) in slots.into_iter().zip(outcomes) {
+        if let (Ok(()), Some((code, message))) = (&outcome, &logs_failed) {
+            results[slot].error_code = code.code();
+            results[slot].error_message = Some(str_bytes(message.clone()));
+        }
         if let Err(e) = outcome {
             let result = &mut results[slot];
             result.error_code = controller_error_code(&e);

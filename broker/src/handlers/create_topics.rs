@@ -14,6 +14,12 @@
 //! unless the request names nothing but duplicates (not queued; they get
 //! INVALID_REQUEST). Weir otherwise answers once the topics are committed
 //! and their logs exist. A success carries a null error message, as Kafka's.
+//!
+//! Out of file descriptors (issue 15): a request that would leave fewer
+//! than [`crate::descriptors::CREATION_HEADROOM`] free creates nothing and
+//! answers KAFKA_STORAGE_ERROR; a topic committed whose logs then could not
+//! be created here answers it too, never success (see
+//! [`crate::descriptors`]).
 
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
@@ -119,25 +125,52 @@ pub async fn handle(
     let (slots, creatable): (Vec<usize>, Vec<CreatableTopic>) = to_create.into_iter().unzip();
     let configs_by_slot: Vec<Vec<(String, String)>> =
         creatable.iter().map(|c| c.configs.clone()).collect();
-    let outcomes = if creatable.is_empty() {
+    let refused = match creatable.is_empty() || request.validate_only {
+        true => None,
+        false => crate::descriptors::check_headroom_for_creation().err(),
+    };
+    let outcomes = if creatable.is_empty() || refused.is_some() {
         Vec::new()
     } else {
         ctx.controller
             .create_topics(creatable, request.validate_only)
             .await
     };
-    if !request.validate_only {
-        if let Err(e) = ctx.replica_manager.apply_image(&ctx.metadata()) {
+    let mut logs_failed = refused;
+    if !request.validate_only && logs_failed.is_none() {
+        if let Err(e) = ctx
+            .replica_manager
+            .apply_image_off_runtime(ctx.metadata())
+            .await
+        {
             tracing::error!(error = %e, "creating logs for new topics failed");
+            logs_failed = Some(crate::descriptors::log_creation_failed(&e));
         }
+    }
+    if let Some((code, message)) = logs_failed.clone().filter(|_| outcomes.is_empty()) {
+        for slot in slots {
+            let mut result = CreatableTopicResult::default();
+            result.name = request.topics[slot].name.clone();
+            result.num_partitions = -1;
+            result.replication_factor = -1;
+            result.error_code = code.code();
+            result.error_message = Some(str_bytes(message.clone()));
+            results[slot] = Some(result);
+        }
+        response.topics = results.into_iter().flatten().collect();
+        return response;
     }
     for ((slot, outcome), explicit) in slots.into_iter().zip(outcomes).zip(configs_by_slot) {
         let mut result = CreatableTopicResult::default();
         result.name = request.topics[slot].name.clone();
         result.num_partitions = -1;
         result.replication_factor = -1;
-        match outcome {
-            Ok(created) => {
+        match (outcome, &logs_failed) {
+            (Ok(_), Some((code, message))) => {
+                result.error_code = code.code();
+                result.error_message = Some(str_bytes(message.clone()));
+            }
+            (Ok(created), None) => {
                 result.error_message = None;
                 result.topic_id = created.topic_id;
                 if version >= 5 {
@@ -160,7 +193,7 @@ pub async fn handle(
                     );
                 }
             }
-            Err(e) => {
+            (Err(e), _) => {
                 result.error_code = controller_error_code(&e);
                 result.error_message = Some(str_bytes(e.to_string()));
             }

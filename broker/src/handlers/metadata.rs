@@ -6,7 +6,10 @@
 //! answered with name and id, or UNKNOWN_TOPIC_ID with the id echoed. The
 //! all-zero id means "no id". Auto-creation happens only when both the
 //! request (v4+ `allow_auto_topic_creation`; always for v0-3) and
-//! `auto.create.topics.enable` allow it.
+//! `auto.create.topics.enable` allow it. Out of file descriptors (issue 15),
+//! auto-creation creates nothing and the missing topics answer
+//! KAFKA_STORAGE_ERROR; topics created whose logs then could not be created
+//! here answer it too (see [`crate::descriptors`]).
 //!
 //! A topic named (or, by id, identified) more than once is answered once, at
 //! its first place: Kafka's `KafkaApis.handleTopicMetadataRequest` collects
@@ -51,7 +54,15 @@ pub async fn handle(
             .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
             .filter(|n| image.topic(n).is_none())
             .collect();
-        if !missing.is_empty() {
+        let refused = match missing.is_empty() {
+            true => None,
+            false => crate::descriptors::check_headroom_for_creation().err(),
+        };
+        if let Some((code, _)) = refused {
+            for name in &missing {
+                create_errors.insert(name.clone(), code.code());
+            }
+        } else if !missing.is_empty() {
             let creatable = missing
                 .iter()
                 .map(|name| CreatableTopic {
@@ -63,17 +74,29 @@ pub async fn handle(
                 })
                 .collect();
             let results = ctx.controller.create_topics(creatable, false).await;
+            let mut created = Vec::new();
             for (name, result) in missing.into_iter().zip(results) {
-                if let Err(e) = result {
-                    let code = controller_error_code(&e);
-                    if code != ResponseError::TopicAlreadyExists.code() {
-                        create_errors.insert(name, code);
+                match result {
+                    Ok(_) => created.push(name),
+                    Err(e) => {
+                        let code = controller_error_code(&e);
+                        if code != ResponseError::TopicAlreadyExists.code() {
+                            create_errors.insert(name, code);
+                        }
                     }
                 }
             }
             image = ctx.metadata();
-            if let Err(e) = ctx.replica_manager.apply_image(&image) {
+            if let Err(e) = ctx
+                .replica_manager
+                .apply_image_off_runtime(image.clone())
+                .await
+            {
                 tracing::error!(error = %e, "creating logs for auto-created topics failed");
+                let (code, _) = crate::descriptors::log_creation_failed(&e);
+                for name in created {
+                    create_errors.insert(name, code.code());
+                }
             }
         }
     }
@@ -100,7 +123,14 @@ pub async fn handle(
     for t in requested {
         let entry = match &t.name {
             Some(name) => match image.topic(name) {
-                Some(topic) => topic_metadata(&image, topic, include_ops),
+                // Auto-created, but its logs could not be created here.
+                Some(topic) => {
+                    let mut entry = topic_metadata(&image, topic, include_ops);
+                    if let Some(&code) = create_errors.get(name.as_str()) {
+                        entry.error_code = code;
+                    }
+                    entry
+                }
                 None => {
                     let code = create_errors
                         .get(name.as_str())

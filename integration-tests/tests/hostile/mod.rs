@@ -17,9 +17,6 @@
 //! bombs, timestamps, a topic deleted under a producer), `config`
 //! (configuration bounds, case C13).
 
-// Until the submodules use every helper (issue 15 work in progress).
-#![allow(dead_code)]
-
 mod config;
 mod fds;
 mod memory;

@@ -401,6 +401,14 @@ impl FileSystem for FaultyFileSystem {
         Ok(file)
     }
 
+    fn open_existing(&self, path: &Path) -> io::Result<File> {
+        let mut state = self.state();
+        state.check(Which::None, path).map_err(|f| f.error)?;
+        let file = self.real.open_existing(path)?;
+        state.id_of(&file)?;
+        Ok(file)
+    }
+
     fn write_vectored_at(
         &self,
         file: &File,

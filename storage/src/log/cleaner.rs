@@ -369,9 +369,10 @@ impl Log {
     ) -> Result<Vec<PathBuf>, CleanerError> {
         for snapshot in old {
             let unchanged = !self.deleted
-                && self.segments.get(&snapshot.base_offset).is_some_and(|s| {
-                    Arc::ptr_eq(s.file(), &snapshot.file) && s.size() == snapshot.size
-                });
+                && self
+                    .segments
+                    .get(&snapshot.base_offset)
+                    .is_some_and(|s| s.id() == snapshot.segment_id && s.size() == snapshot.size);
             if !unchanged {
                 return Err(CleanerError::Aborted {
                     dir: self.dir.clone(),
@@ -713,7 +714,7 @@ pub fn clean_log(
                 .and_then(|s| s.file.metadata().ok())
                 .and_then(|m| m.modified().ok())
             {
-                let _ = cleaned.file().set_modified(modified);
+                let _ = cleaned.file()?.set_modified(modified);
             }
             Ok(())
         })();

@@ -77,7 +77,7 @@ fn pending_names(pending: &PendingFlush) -> Vec<String> {
     let mut names: Vec<String> = pending
         .files
         .iter()
-        .map(|(_, p)| p.file_name().unwrap().to_string_lossy().into_owned())
+        .map(|f| f.path.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     names.sort();
     names
@@ -149,4 +149,40 @@ fn a_pending_flush_dropped_unsynced_leaves_its_files_to_the_next_flush() {
     );
     pending.sync().unwrap();
     assert_eq!(log.complete_flush(&pending), 2);
+}
+
+/// Issue 15: a partition costs no index descriptor at rest. Every roll
+/// writes the finished segment's indexes and keeps them open only until
+/// the flush that syncs them; the active segment's indexes are never open.
+#[test]
+fn a_flushed_log_keeps_no_index_file_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 200,
+        index_interval_bytes: 1,
+        ..LogConfig::default()
+    };
+    let mut log = open_with(dir.path(), config.clone());
+    for i in 0..20 {
+        log.append_as_leader(&Bytes::from(simple_batch(2, 50, i)), 0, 0)
+            .unwrap();
+    }
+    assert!(log.segments.len() > 3);
+    // Rolled segments hold their index files until the flush syncs them.
+    assert!(log.segments.values().any(|s| s.holds_descriptors().1));
+    log.flush().unwrap();
+    assert!(log.segments.values().all(|s| !s.holds_descriptors().1));
+    let end = log.log_end_offset();
+    drop(log);
+    // Reopened: indexes are read and closed.
+    let log = Log::open(
+        dir.path().to_path_buf(),
+        TopicPartition::new("flush", 0),
+        config,
+        end,
+        0,
+    )
+    .unwrap();
+    assert!(log.segments.values().all(|s| !s.holds_descriptors().1));
+    assert_eq!(log.log_end_offset(), end);
 }
