@@ -92,11 +92,10 @@ fn vm_size(pid: u32) -> u64 {
         .map_or(0, |kib| kib * 1024)
 }
 
-/// A socket's TCP state (hex, 08 is CLOSE_WAIT) and the bytes in its
-/// receive queue (not yet read by its owner).
+/// A socket of the broker's (in any TCP state, CLOSE_WAIT included) and
+/// the bytes in its receive queue (not yet read by its owner).
 #[derive(Debug)]
 struct SocketState {
-    state: String,
     unread: u64,
 }
 
@@ -124,7 +123,6 @@ fn sockets_between(port: u16, remote: u16) -> Vec<SocketState> {
                     .and_then(|q| u64::from_str_radix(q, 16).ok())
                     .unwrap_or(0);
                 out.push(SocketState {
-                    state: fields[3].to_owned(),
                     unread,
                 });
             }
