@@ -1281,8 +1281,16 @@ mod tests {
             ("log.retention.bytes", &["-1", "0"], &[LONG_TOO_BIG]),
             ("log.retention.check.interval.ms", &["1"], &["0"]),
             ("log.message.timestamp.before.max.ms", &["0"], &["-1"]),
-            ("queued.max.request.bytes", &["-1", "1"], &["0", "-2"]),
-            ("queued.max.response.bytes", &["-1", "1"], &["0", "-2"]),
+            (
+                "queued.max.request.bytes",
+                &["-1", "0", "1"],
+                &[LONG_TOO_BIG],
+            ),
+            (
+                "queued.max.response.bytes",
+                &["-1", "0", "1"],
+                &[LONG_TOO_BIG],
+            ),
             ("queued.max.response.bytes.per.connection", &["1"], &["0"]),
             ("fetch.max.bytes", &["0"], &["-1", INT_TOO_BIG]),
             ("max.connections", &["0"], &["-1", INT_TOO_BIG]),

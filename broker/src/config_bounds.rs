@@ -253,10 +253,10 @@ pub static CONFIG_KEY_BOUNDS: &[ConfigKeyDef] = {
         key("socket.receive.buffer.bytes", Int, Any),
         key("num.network.threads", Int, AtLeast(1)),
         key("connections.max.idle.ms", Long, AtLeast(0)),
-        // Kafka's queued.max.request.bytes has no validator (-1, its default,
-        // is unbounded); the two response budgets are Weir's keys, alike.
-        key("queued.max.request.bytes", Long, UnlimitedOrAtLeast(1)),
-        key("queued.max.response.bytes", Long, UnlimitedOrAtLeast(1)),
+        // Kafka's queued.max.request.bytes has no validator (0 or less, its
+        // default -1 included, is unbounded); Weir's response budget alike.
+        key("queued.max.request.bytes", Long, Any),
+        key("queued.max.response.bytes", Long, Any),
         key("queued.max.response.bytes.per.connection", Long, AtLeast(1)),
         // SocketServerConfigs' max.connections*, ServerConfigs'
         // fetch.max.bytes: atLeast(0).

@@ -122,9 +122,7 @@ fn sockets_between(port: u16, remote: u16) -> Vec<SocketState> {
                     .nth(1)
                     .and_then(|q| u64::from_str_radix(q, 16).ok())
                     .unwrap_or(0);
-                out.push(SocketState {
-                    unread,
-                });
+                out.push(SocketState { unread });
             }
         }
     }
