@@ -224,8 +224,8 @@ pub struct BrokerConfig {
     /// Default: 104857600.
     pub socket_request_max_bytes: usize,
     /// `connections.max.idle.ms`: idle connections are closed after this many
-    /// ms. Default: 600000.
-    pub connections_max_idle_ms: u64,
+    /// ms; -1 never closes them, as Kafka. Default: 600000.
+    pub connections_max_idle_ms: i64,
     // ---- Memory and connection limits (issue 15; `network::NetworkLimits`).
     /// `queued.max.request.bytes`: bytes of requests held in memory across
     /// all connections (being read, processed or parked); a connection that
@@ -1292,7 +1292,7 @@ mod tests {
                 &[LONG_TOO_BIG],
             ),
             ("queued.max.response.bytes.per.connection", &["1"], &["0"]),
-            ("fetch.max.bytes", &["0"], &["-1", INT_TOO_BIG]),
+            ("fetch.max.bytes", &["1024"], &["1023", "0", INT_TOO_BIG]),
             ("max.connections", &["0"], &["-1", INT_TOO_BIG]),
             // 0 alone is refused across keys (without overrides), as Kafka.
             (
@@ -1339,7 +1339,7 @@ mod tests {
             ("socket.send.buffer.bytes", &["-1"], &[INT_TOO_BIG]),
             ("socket.receive.buffer.bytes", &["-1"], &[INT_TOO_BIG]),
             ("num.network.threads", &["1"], &["0"]),
-            ("connections.max.idle.ms", &["0"], &["-1"]),
+            ("connections.max.idle.ms", &["0", "-1"], &["-2"]),
             ("offsets.topic.num.partitions", &["1"], &["0"]),
             (
                 "offsets.topic.replication.factor",

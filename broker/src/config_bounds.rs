@@ -246,21 +246,20 @@ pub static CONFIG_KEY_BOUNDS: &[ConfigKeyDef] = {
         ),
         key("transaction.state.log.min.isr", Int, AtLeast(1)),
         // SocketServerConfigs. Kafka's connections.max.idle.ms has no
-        // validator (-1 turns idle closing off); Weir always closes idle
-        // connections, so it wants 0 or more.
+        // validator; -1 turns idle closing off, as in Kafka's Selector.
         key("socket.request.max.bytes", Int, AtLeast(1)),
         key("socket.send.buffer.bytes", Int, Any),
         key("socket.receive.buffer.bytes", Int, Any),
         key("num.network.threads", Int, AtLeast(1)),
-        key("connections.max.idle.ms", Long, AtLeast(0)),
+        key("connections.max.idle.ms", Long, UnlimitedOrAtLeast(0)),
         // Kafka's queued.max.request.bytes has no validator (0 or less, its
         // default -1 included, is unbounded); Weir's response budget alike.
         key("queued.max.request.bytes", Long, Any),
         key("queued.max.response.bytes", Long, Any),
         key("queued.max.response.bytes.per.connection", Long, AtLeast(1)),
-        // SocketServerConfigs' max.connections*, ServerConfigs'
-        // fetch.max.bytes: atLeast(0).
-        key("fetch.max.bytes", Int, AtLeast(0)),
+        // ServerConfigs' fetch.max.bytes: atLeast(1024); SocketServerConfigs'
+        // max.connections*: atLeast(0).
+        key("fetch.max.bytes", Int, AtLeast(1024)),
         key("max.connections", Int, AtLeast(0)),
         key("max.connections.per.ip", Int, AtLeast(0)),
         // GroupCoordinatorConfig. Kafka's offsets.topic.segment.bytes is

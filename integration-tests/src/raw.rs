@@ -105,6 +105,18 @@ impl RawClient {
             .map_err(|e| HarnessError::io("setting the read timeout", e))
     }
 
+    /// Shrinks the socket's receive buffer to about `bytes` (`SO_RCVBUF`; the
+    /// kernel doubles it and keeps a minimum), so that a client that does
+    /// not read stops the broker's writes to it sooner.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Io`] when the socket option cannot be set.
+    pub fn set_receive_buffer(&mut self, bytes: usize) -> Result<(), HarnessError> {
+        rustix::net::sockopt::set_socket_recv_buffer_size(&self.stream, bytes)
+            .map_err(|e| HarnessError::io("setting SO_RCVBUF", e.into()))
+    }
+
     /// A request header for `R` at `version` with the next correlation id and
     /// the current client id.
     pub fn header<R: Request>(&mut self, version: i16) -> RequestHeader {

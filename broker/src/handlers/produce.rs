@@ -139,34 +139,43 @@ async fn validate_off_runtime(
     now_ms: i64,
 ) -> Vec<(usize, Result<ValidatedRecords, StorageError>)> {
     let slots: Vec<usize> = jobs.iter().map(|j| j.slot).collect();
-    let permit = VALIDATION_SLOTS.clone().acquire_owned().await;
-    let validated = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        let mut budget = DecompressionBudget::new(MAX_DECOMPRESSED_REQUEST_BYTES);
-        jobs.into_iter()
-            .map(|job| {
-                let config = job.partition.log_config();
-                let rules = RecordRules {
-                    timestamp_type: config.message_timestamp_type,
-                    now_ms,
-                    timestamp_before_max_ms: config.message_timestamp_before_max_ms,
-                    timestamp_after_max_ms: config.message_timestamp_after_max_ms,
-                    require_keys: config
-                        .cleanup_policy
-                        .compact
-                        .then(|| job.partition.topic_partition()),
-                };
-                let result = weir_storage::compression::validate_compressed_batch(
-                    &job.header,
-                    &job.records,
-                    &rules,
-                    &mut budget,
-                );
-                (job.slot, result)
-            })
-            .collect()
+    // The slot is waited for and held by a task of its own, never by the
+    // request's future: a request whose connection stops polling it (its
+    // client does not read) must not keep the broker-wide slot that the
+    // fair semaphore handed to it (finding of the issue 15 review; test
+    // hostile::validation::a_client_that_never_reads_does_not_hold_the_validation_slots).
+    let validated = tokio::spawn(async move {
+        let permit = VALIDATION_SLOTS.clone().acquire_owned().await;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let mut budget = DecompressionBudget::new(MAX_DECOMPRESSED_REQUEST_BYTES);
+            jobs.into_iter()
+                .map(|job| {
+                    let config = job.partition.log_config();
+                    let rules = RecordRules {
+                        timestamp_type: config.message_timestamp_type,
+                        now_ms,
+                        timestamp_before_max_ms: config.message_timestamp_before_max_ms,
+                        timestamp_after_max_ms: config.message_timestamp_after_max_ms,
+                        require_keys: config
+                            .cleanup_policy
+                            .compact
+                            .then(|| job.partition.topic_partition()),
+                    };
+                    let result = weir_storage::compression::validate_compressed_batch(
+                        &job.header,
+                        &job.records,
+                        &rules,
+                        &mut budget,
+                    );
+                    (job.slot, result)
+                })
+                .collect()
+        })
+        .await
     })
-    .await;
+    .await
+    .and_then(|joined| joined);
     validated.unwrap_or_else(|e| {
         slots
             .into_iter()

@@ -73,6 +73,21 @@ use weir_storage::FileSlice;
 /// processes one at a time per connection.
 pub const MAX_IN_FLIGHT_REQUESTS: usize = 64;
 
+/// A connection holding the rescue permit (reading past an exhausted
+/// `queued.max.request.bytes` to finish its request) gives it up when no
+/// byte arrived for this long, so that a client that stops sending midway
+/// (a slow-loris) cannot keep every other large request waiting.
+const RESCUE_STALL: Duration = Duration::from_millis(250);
+
+/// Longest a connection holds the rescue permit at a time, however its
+/// bytes trickle in; it keeps what it read and queues for the permit again
+/// (the semaphore is fair), so the wait of any other request for it is
+/// bounded by this times the connections ahead of it.
+const RESCUE_MAX_HOLD: Duration = Duration::from_secs(1);
+
+/// The idle timeout standing for "never" (`connections.max.idle.ms=-1`).
+const NEVER_IDLE: Duration = Duration::from_secs(30 * 365 * 86_400);
+
 /// Most bytes read from the socket at once.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -215,13 +230,19 @@ pub async fn run(
     let writer_task = tokio::spawn(write_loop(writer, rx, peer));
 
     let max_frame = ctx.config.socket_request_max_bytes;
-    let idle = Duration::from_millis(ctx.config.connections_max_idle_ms);
+    // connections.max.idle.ms -1: idle connections are never closed (Kafka);
+    // a timer 30 years out stands for never (timer arithmetic must not overflow).
+    let idle =
+        u64::try_from(ctx.config.connections_max_idle_ms).map_or(NEVER_IDLE, Duration::from_millis);
     let own_requests = MemoryPool::new(CONNECTION_REQUEST_BYTES);
     let unsent = MemoryPool::new(limits.response_bytes_per_connection);
     let mut buf = BytesMut::new();
     // The bytes in `buf`.
     let mut buffered = RequestBytes::default();
     let mut rescue: Option<OwnedSemaphorePermit> = None;
+    // When the rescue was taken, and when the rescued connection last read.
+    let mut rescued_at = tokio::time::Instant::now();
+    let mut last_rescued_read = rescued_at;
     let mut pending = FuturesOrdered::new();
     let append_order = Arc::new(crate::handlers::produce::AppendOrder::default());
     // The bytes of the requests in `pending`, in the same order.
@@ -287,7 +308,11 @@ pub async fn run(
         let mut into = (&mut buf).limit(read_limit);
         tokio::select! {
             _ = shutdown.cancelled() => break "broker shutting down",
-            Some(response) = pending.next(), if !pending.is_empty() && responses_flow => {
+            // Responses are taken only while the writer's channel has room,
+            // so this loop never awaits a send: a client that does not read
+            // must not stop the loop from polling its other requests, the
+            // idle timer or shutdown (issue 15 review).
+            Some(response) = pending.next(), if !pending.is_empty() && responses_flow && tx.capacity() > 0 => {
                 let done = in_flight.pop_front().unwrap_or_default();
                 in_flight_bytes -= done.bytes();
                 drop(done);
@@ -298,7 +323,14 @@ pub async fn run(
                     _connection: unsent.allocate_forced(n),
                     _all: limits.responses.allocate_forced(n),
                 };
-                if tx.send((response, counted)).await.is_err() || close {
+                // Room was checked above and this loop is the only sender.
+                if tx.try_send((response, counted)).is_err() || close {
+                    break "closed by a response";
+                }
+            }
+            // The writer is behind by a whole channel: wait for room.
+            room = tx.reserve(), if !pending.is_empty() && tx.capacity() == 0 => {
+                if room.is_err() {
                     break "closed by a response";
                 }
             }
@@ -310,7 +342,8 @@ pub async fn run(
                         buffered.merge(got);
                     }
                     bytes_in.increment(n as u64);
-                    idle_timer.as_mut().reset(tokio::time::Instant::now() + idle);
+                    last_rescued_read = tokio::time::Instant::now();
+                    idle_timer.as_mut().reset(last_rescued_read + idle);
                 }
                 Err(e) => {
                     debug!(%peer, error = %e, "read failed");
@@ -321,12 +354,18 @@ pub async fn run(
                 if permit.is_some() {
                     debug!(%peer, "reading past queued.max.request.bytes to finish a request");
                     rescue = permit;
+                    rescued_at = tokio::time::Instant::now();
+                    last_rescued_read = rescued_at;
                 }
+            }
+            _ = tokio::time::sleep_until((last_rescued_read + RESCUE_STALL).min(rescued_at + RESCUE_MAX_HOLD)), if rescue.is_some() => {
+                debug!(%peer, "giving up the rescue permit: the request's bytes stalled or it held it too long");
+                rescue = None;
             }
             _ = wait_until([&unsent, &limits.responses], || {
                 unsent.available() > 0 && (limits.responses.available() > 0 || unsent.used() == 0)
             }), if !responses_flow => {}
-            _ = &mut idle_timer, if pending.is_empty() || !responses_flow => {
+            _ = &mut idle_timer, if pending.is_empty() || !responses_flow || tx.capacity() == 0 => {
                 info!(%peer, idle_ms = idle.as_millis() as u64, "closing idle connection (connections.max.idle.ms)");
                 break "idle";
             }

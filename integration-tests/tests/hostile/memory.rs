@@ -755,3 +755,57 @@ fn connection_limits_close_or_wait_as_kafka() {
     bystander.finish("max.connections=2");
     limited.shutdown().unwrap();
 }
+
+/// Review finding (issue 15): with `queued.max.request.bytes` used up by
+/// three connections that each announce a 3 MB request, send 2.5 MB of it
+/// and go silent, the one holding the rescue permit (which lets a
+/// connection read past the empty pool to finish its request) kept it
+/// while waiting for bytes that never came, so every request larger than a
+/// connection's own 16 KiB waited until the silent ones idled out. Now a
+/// rescued connection gives the permit up after 250 ms without a byte (or
+/// 1 s in all), and the bystander's 100 KB produce is served.
+#[test]
+fn silent_half_sent_requests_do_not_keep_the_rescue() {
+    let broker = broker_with(&[("queued.max.request.bytes", "4194304")]);
+    let bystander = Bystander::start(&broker, "bystander");
+    let mut client = support::connect(&broker);
+    client
+        .set_read_timeout(super::BYSTANDER_BOUND)
+        .expect("read timeout");
+    let versions = support::api_versions(&mut client);
+    let version = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
+    let topic = support::ensure_topic(&mut client, &versions, "large");
+
+    let pid = broker.pid().expect("running");
+    let before = super::rss_bytes(pid).0;
+    let body = vec![0u8; 2_500_000];
+    let silent: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut s = TcpStream::connect(broker.bootstrap()).expect("connect");
+            s.write_all(&3_000_000i32.to_be_bytes())
+                .expect("size prefix");
+            s.write_all(&body).expect("part of the body");
+            s
+        })
+        .collect();
+    // Until the broker has read past its pool into the silent requests,
+    // the large produce below would not need the rescue at all.
+    poll_until(
+        Duration::from_secs(10),
+        "the broker to buffer the silent requests",
+        || (super::rss_bytes(pid).0 > before + (7 << 19)).then_some(()),
+    );
+    let value = "v".repeat(100_000);
+    for _ in 0..3 {
+        support::produce_ok(
+            &mut client,
+            version,
+            &topic,
+            0,
+            records::plain_batch(&[&value], 1),
+        );
+    }
+    drop(silent);
+    bystander.finish("silent half-sent requests");
+    report_rss(&broker, "silent half-sent requests");
+}

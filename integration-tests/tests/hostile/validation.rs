@@ -565,3 +565,104 @@ fn pipelined_produces_append_in_the_order_sent() {
     assert_eq!(firsts, sent);
     drop(broker);
 }
+
+/// Review finding (issue 15): a client pipelines a Fetch whose answer it
+/// never reads (20 MB, so the broker's writer to it is stuck), then enough
+/// ApiVersions to fill the connection's response channel, then 10 gzip
+/// produces that each decompress 100 MiB. Before the fix the connection's
+/// loop blocked sending a response while the broker-wide validation slots
+/// were handed, by the fair semaphore, to its own produce futures that
+/// nobody polled any more: no other client's compressed produce was
+/// validated until the hostile socket closed. Now the slots are waited for
+/// and held by tasks of their own, and the loop never blocks on a send: a
+/// bystander's gzip produces keep being answered while the hostile client
+/// stays connected.
+#[test]
+fn a_client_that_never_reads_does_not_hold_the_validation_slots() {
+    let (broker, mut client, versions, produce_version) = setup(support::start_broker());
+    let topic = support::ensure_topic(&mut client, &versions, "stuck");
+    let fetch_version = support::newest::<FetchRequest>(&versions, ApiKey::Fetch);
+    let filler = "f".repeat(900_000);
+    for _ in 0..22 {
+        support::produce_ok(
+            &mut client,
+            produce_version,
+            &topic,
+            0,
+            records::plain_batch(&[&filler], now_ms()),
+        );
+    }
+    // Valid batches that cost real validation work (100 MiB of zeros each).
+    let heavy = records::encode_batch(
+        &[NewRecord::value(
+            Bytes::from(vec![0u8; 100 << 20]),
+            now_ms(),
+        )],
+        Compression::Gzip,
+    )
+    .unwrap();
+    let bystander = Bystander::start(&broker, "bystander");
+
+    let mut hostile = support::connect(&broker);
+    hostile.set_receive_buffer(2048).expect("SO_RCVBUF");
+    let fetch = support::fetch_request(
+        &topic,
+        &support::FetchSpec {
+            version: fetch_version,
+            max_wait_ms: 0,
+            min_bytes: 1,
+            max_bytes: 50_000_000,
+            partitions: vec![(0, 0, 50_000_000)],
+        },
+    );
+    let header = hostile.header::<FetchRequest>(fetch_version);
+    hostile.write_request(header, &fetch).expect("write Fetch");
+    for _ in 0..63 {
+        let header = hostile.header::<kafka_protocol::messages::ApiVersionsRequest>(0);
+        hostile
+            .write_request(
+                header,
+                &kafka_protocol::messages::ApiVersionsRequest::default(),
+            )
+            .expect("write ApiVersions");
+    }
+    for _ in 0..10 {
+        let header = hostile.header::<ProduceRequest>(produce_version);
+        hostile
+            .write_request(header, &produce_request(&topic.name, 0, -1, heavy.clone()))
+            .expect("write Produce");
+    }
+
+    // The hostile produces take the validation slots for about a second;
+    // a stall would last as long as the hostile socket stays open, so
+    // watching the bystander's gzip produces for a few seconds shows it.
+    let mut gzip_client = support::connect(&broker);
+    gzip_client
+        .set_read_timeout(super::BYSTANDER_BOUND)
+        .expect("read timeout");
+    let small = records::encode_batch(
+        &[NewRecord::value(Bytes::from(vec![b'g'; 2000]), now_ms())],
+        Compression::Gzip,
+    )
+    .unwrap();
+    let watch_until = Instant::now() + Duration::from_secs(4);
+    let mut answered = 0;
+    let mut worst = Duration::ZERO;
+    while Instant::now() < watch_until {
+        let started = Instant::now();
+        let code = code_of(
+            &mut gzip_client,
+            produce_version,
+            &produce_request(&topic.name, 0, -1, small.clone()),
+        );
+        assert_eq!(code, NONE, "the bystander's gzip produce failed");
+        worst = worst.max(started.elapsed());
+        answered += 1;
+    }
+    println!(
+        "gzip produces beside a client that never reads: {answered} answered, worst {worst:?}"
+    );
+    drop(hostile);
+    bystander.finish("a client that never reads");
+    report_rss(&broker, "a client that never reads");
+}
