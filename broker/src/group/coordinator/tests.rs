@@ -13,7 +13,8 @@ use tokio::time::Instant;
 use weir_storage::TopicPartition;
 
 use super::*;
-use crate::group::store::MemoryGroupStore;
+use crate::group::classic_group::SyncGroupResult;
+use crate::group::store::{GroupStoreError, MemoryGroupStore, OffsetsLeadership};
 
 const SESSION_MS: i32 = 10_000;
 const REBALANCE_MS: i32 = 20_000;
