@@ -1,7 +1,8 @@
 //! Broker configuration in Kafka's `server.properties` format.
 //!
 //! Property names and defaults follow Apache Kafka wherever Kafka has the
-//! concept. The only Weir-specific key is `metrics.listener`. Unknown keys are
+//! concept. Weir's own keys are `metrics.listener`, `log.write.caching`,
+//! `queued.max.response.bytes` and `queued.max.response.bytes.per.connection`. Unknown keys are
 //! an error that names the key; numeric values are held to Kafka 4.1's
 //! bounds by their row in [`crate::config_bounds`]. This module owns parsing and validation only;
 //! it must not depend on the network or storage layers beyond their config

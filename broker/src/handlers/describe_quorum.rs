@@ -11,7 +11,7 @@
 //! NOT_LEADER_OR_FOLLOWER (Kafka's raft client when it is not the leader).
 //! Voters come from `controller.quorum.voters` and have no directory id
 //! (Kafka's static quorum: `ReplicaKey.NO_DIRECTORY_ID`, the zero UUID);
-//! there are no observers yet.
+//! observers are the broker-only nodes that fetch the metadata log.
 
 use kafka_protocol::messages::describe_quorum_response::{
     Listener, Node, PartitionData, ReplicaState, TopicData,
