@@ -138,6 +138,18 @@ fn broker_with(overrides: &[(&str, &str)]) -> TestBroker {
         .expect("starting weir")
 }
 
+/// Asserts that the broker closed `stream`: a read ends (EOF or reset)
+/// rather than timing out.
+#[track_caller]
+fn assert_closed(stream: &mut TcpStream, what: &str) {
+    let read = stream.read(&mut [0u8; 1]);
+    assert!(
+        matches!(&read, Ok(0))
+            || matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{what}: not closed: {read:?}"
+    );
+}
+
 /// One uncompressed batch of one record of `value_bytes` bytes.
 fn batch_of(value_bytes: usize) -> Bytes {
     records::encode_batch(
@@ -182,7 +194,8 @@ fn describe_configs_naming_the_broker_300000_times_is_answered_once() {
     assert!(!response.results[0].configs.is_empty());
     report_rss(&broker, "DescribeConfigs x300000");
     bystander.finish("DescribeConfigs x300000");
-    assert!(broker.pid().is_some(), "broker still up");
+    // Still up: a round trip, not just a process handle.
+    support::api_versions(&mut client);
 }
 
 /// One row per list-taking API: an entry repeated many times is answered
@@ -336,7 +349,7 @@ fn repeated_entries_in_lists_are_answered_once() {
     );
 
     // DeleteTopics: a topic named twice is refused once, and kept.
-    support::ensure_topic(&mut client, &versions, "doomed");
+    let doomed = support::ensure_topic(&mut client, &versions, "doomed");
     let r: DeleteTopicsResponse = client
         .send(
             &DeleteTopicsRequest::default()
@@ -347,7 +360,12 @@ fn repeated_entries_in_lists_are_answered_once() {
         .unwrap();
     let codes: Vec<i16> = r.responses.iter().map(|t| t.error_code).collect();
     assert_eq!(codes, [error_code::INVALID_REQUEST], "DeleteTopics");
-    support::ensure_topic(&mut client, &versions, "doomed");
+    // Auto-creation would bring back a deleted topic under a new id.
+    assert_eq!(
+        support::ensure_topic(&mut client, &versions, "doomed").id,
+        doomed.id,
+        "doomed was deleted"
+    );
 
     // DeleteGroups: one group 10,000 times.
     let v = support::newest::<DeleteGroupsRequest>(&versions, ApiKey::DeleteGroups);
@@ -386,7 +404,7 @@ fn describe_many_unknown_topics(topics: usize, version: i16, seed: usize) -> Vec
 /// with the bystander served throughout.
 fn never_reading(broker: &TestBroker, what: &str) -> u64 {
     let bystander = Bystander::start(broker, "bystander");
-    let (_client, versions, _info) = versions_and_topic(broker, "unused");
+    let (mut client, versions, _info) = versions_and_topic(broker, "unused");
     let v = support::newest::<DescribeConfigsRequest>(&versions, ApiKey::DescribeConfigs);
     let before = report_rss(broker, "before the non-readers");
     // About 200 KB per request, about 500 KB per answer.
@@ -417,7 +435,8 @@ fn never_reading(broker: &TestBroker, what: &str) -> u64 {
     let during = report_rss(broker, what);
     bystander.finish(what);
     drop(held);
-    assert!(broker.pid().is_some(), "broker still up");
+    // Still up: a round trip, not just a process handle.
+    support::api_versions(&mut client);
     during.saturating_sub(before)
 }
 
@@ -496,7 +515,7 @@ fn large_size_prefixes_reserve_nothing() {
     too_big
         .write_all(&((100u32 << 20) + 1).to_be_bytes())
         .unwrap();
-    assert_eq!(too_big.read(&mut [0u8; 1]).unwrap_or(0), 0, "closed");
+    assert_closed(&mut too_big, "a prefix over socket.request.max.bytes");
     drop(streams.drain(1..));
     bystander.finish("29 prefixes of 100 MiB");
     assert!(
@@ -711,11 +730,7 @@ fn connection_limits_close_or_wait_as_kafka() {
         support::api_versions(c);
     }
     let mut refused = raw_socket(&broker);
-    assert_eq!(
-        refused.read(&mut [0u8; 1]).unwrap_or(0),
-        0,
-        "closed at once"
-    );
+    assert_closed(&mut refused, "a connection over max.connections.per.ip");
     poll_until(Duration::from_secs(5), "the rejection logged", || {
         broker
             .stderr_tail()
