@@ -75,6 +75,8 @@ pub fn log_needs(partitions: usize) {
 }
 
 /// Descriptors the process has open now (entries of `/proc/self/fd`).
+/// Returns 0 when `/proc/self/fd` cannot be read (not Linux);
+/// [`check_headroom_for_creation`] then never refuses.
 pub fn open_descriptors() -> u64 {
     std::fs::read_dir("/proc/self/fd").map_or(0, |dir| dir.count() as u64)
 }

@@ -102,34 +102,6 @@ impl ReplicaManager {
     /// # Errors
     /// The first storage error; partitions handled before it stay applied.
     pub fn apply_image(&self, image: &MetadataImage) -> Result<(), StorageError> {
-        self.apply_image_now(image)
-    }
-
-    /// [`ReplicaManager::apply_image`] on a blocking thread, for async
-    /// callers: creating thousands of logs (one CreateTopics of 7,000
-    /// partitions) takes seconds of file system calls, which on the
-    /// runtime's threads stalled every other client (issue 15).
-    ///
-    /// # Errors
-    /// As [`ReplicaManager::apply_image`].
-    pub async fn apply_image_off_runtime(
-        self: &Arc<Self>,
-        image: Arc<MetadataImage>,
-    ) -> Result<(), StorageError> {
-        let manager = self.clone();
-        match tokio::task::spawn_blocking(move || manager.apply_image_now(&image)).await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // The runtime is shutting down.
-            Err(e) => Err(StorageError::Io {
-                op: "apply metadata image",
-                path: std::path::PathBuf::new(),
-                source: std::io::Error::other(e),
-            }),
-        }
-    }
-
-    fn apply_image_now(&self, image: &MetadataImage) -> Result<(), StorageError> {
         let _serial = self.apply_lock.lock().unwrap_or_else(|e| e.into_inner());
         let current: HashMap<TopicPartition, Arc<Partition>> = self
             .partitions
@@ -189,6 +161,30 @@ impl ReplicaManager {
             self.log_manager.delete(&tp)?;
         }
         Ok(())
+    }
+
+    /// [`ReplicaManager::apply_image`] on a blocking thread, for async
+    /// callers: creating thousands of logs (one CreateTopics of 7,000
+    /// partitions) takes seconds of file system calls, which on the
+    /// runtime's threads stalled every other client (issue 15).
+    ///
+    /// # Errors
+    /// As [`ReplicaManager::apply_image`].
+    pub async fn apply_image_off_runtime(
+        self: &Arc<Self>,
+        image: Arc<MetadataImage>,
+    ) -> Result<(), StorageError> {
+        let manager = self.clone();
+        match tokio::task::spawn_blocking(move || manager.apply_image(&image)).await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // The runtime is shutting down.
+            Err(e) => Err(StorageError::Io {
+                op: "apply metadata image",
+                path: std::path::PathBuf::new(),
+                source: std::io::Error::other(e),
+            }),
+        }
     }
 
     /// The log of `tp` for `topic`, created if missing. A log left by an

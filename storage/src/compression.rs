@@ -167,9 +167,11 @@ pub fn decompress(codec: u8, payload: &[u8]) -> Result<Vec<u8>, StorageError> {
     Ok(out)
 }
 
-fn codec_name(codec: u8) -> &'static str {
+/// The codec's name as Kafka's tools print it (`none`, `gzip`, ...), or
+/// `unknown` for an id that is not a codec.
+pub(crate) fn codec_name(codec: u8) -> &'static str {
     match codec {
-        NONE => "uncompressed",
+        NONE => "none",
         GZIP => "gzip",
         SNAPPY => "snappy",
         LZ4 => "lz4",

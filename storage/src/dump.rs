@@ -9,6 +9,7 @@ use std::io::{BufReader, Read, Write};
 use std::path::Path;
 
 use crate::batch::{RecordBatchHeader, RECORD_BATCH_OVERHEAD};
+use crate::compression::codec_name;
 use crate::error::StorageError;
 
 /// Bytes of a `.index` entry: relative offset u32, position u32 (big-endian).
@@ -197,17 +198,6 @@ fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(filled)
-}
-
-fn codec_name(codec: u8) -> &'static str {
-    match codec {
-        0 => "none",
-        1 => "gzip",
-        2 => "snappy",
-        3 => "lz4",
-        4 => "zstd",
-        _ => "unknown",
-    }
 }
 
 #[cfg(test)]

@@ -274,13 +274,13 @@ impl CachedFile {
     /// The count of ended writes, for [`CachedFile::mark_synced`]: read it
     /// just before the fdatasync.
     pub fn written(&self) -> u64 {
-        self.slot.writes_ended.load(Ordering::Acquire)
+        self.sync_mark().written()
     }
 
     /// Records that an fdatasync, started after [`CachedFile::written`]
     /// returned `written`, succeeded: writes up to there no longer pin the file.
     pub fn mark_synced(&self, written: u64) {
-        self.slot.synced.fetch_max(written, Ordering::AcqRel);
+        self.sync_mark().synced(written);
     }
 
     /// Whether writes through the file await an fdatasync.

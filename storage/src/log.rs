@@ -150,6 +150,22 @@ pub struct LogConfig {
     pub message_timestamp_after_max_ms: i64,
 }
 
+impl LogConfig {
+    /// The per-record rules of Kafka's `LogValidator` for this topic's
+    /// partition `tp` at broker time `now_ms` (ms since the epoch): the
+    /// timestamp type and KIP-937 window, and keys required under
+    /// `cleanup.policy=compact`.
+    pub fn record_rules<'a>(&self, tp: &'a crate::TopicPartition, now_ms: i64) -> RecordRules<'a> {
+        RecordRules {
+            timestamp_type: self.message_timestamp_type,
+            now_ms,
+            timestamp_before_max_ms: self.message_timestamp_before_max_ms,
+            timestamp_after_max_ms: self.message_timestamp_after_max_ms,
+            require_keys: self.cleanup_policy.compact.then_some(tp),
+        }
+    }
+}
+
 impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
@@ -848,17 +864,7 @@ impl Log {
                 reason: "no record batch to append".to_string(),
             });
         }
-        let rules = RecordRules {
-            timestamp_type: self.config.message_timestamp_type,
-            now_ms,
-            timestamp_before_max_ms: self.config.message_timestamp_before_max_ms,
-            timestamp_after_max_ms: self.config.message_timestamp_after_max_ms,
-            require_keys: self
-                .config
-                .cleanup_policy
-                .compact
-                .then_some(&self.topic_partition),
-        };
+        let rules = self.config.record_rules(&self.topic_partition, now_ms);
         let mut compressed_outcomes = match check {
             RecordsCheck::Scan(Some(outcomes)) => Some(outcomes.iter()),
             _ => None,

@@ -69,7 +69,13 @@ pub async fn handle(
         ctx.controller.delete_topics(refs).await
     }
     .into_iter();
-    if let Err(e) = ctx.replica_manager.apply_image(&ctx.metadata()) {
+    // Off the runtime: deleting thousands of partition directories takes
+    // seconds of file system calls, as creating them does.
+    if let Err(e) = ctx
+        .replica_manager
+        .apply_image_off_runtime(ctx.metadata())
+        .await
+    {
         tracing::error!(error = %e, "deleting logs of removed topics failed");
     }
     let deleted: Vec<String> = outcomes

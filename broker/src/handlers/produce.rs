@@ -30,7 +30,7 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 use tokio::sync::{oneshot, Semaphore};
-use weir_storage::batch::{RecordRules, ValidatedRecords};
+use weir_storage::batch::ValidatedRecords;
 use weir_storage::compression::{DecompressionBudget, MAX_DECOMPRESSED_REQUEST_BYTES};
 use weir_storage::{RecordBatchHeader, StorageError};
 
@@ -152,16 +152,7 @@ async fn validate_off_runtime(
             jobs.into_iter()
                 .map(|job| {
                     let config = job.partition.log_config();
-                    let rules = RecordRules {
-                        timestamp_type: config.message_timestamp_type,
-                        now_ms,
-                        timestamp_before_max_ms: config.message_timestamp_before_max_ms,
-                        timestamp_after_max_ms: config.message_timestamp_after_max_ms,
-                        require_keys: config
-                            .cleanup_policy
-                            .compact
-                            .then(|| job.partition.topic_partition()),
-                    };
+                    let rules = config.record_rules(job.partition.topic_partition(), now_ms);
                     let result = weir_storage::compression::validate_compressed_batch(
                         &job.header,
                         &job.records,

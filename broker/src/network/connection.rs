@@ -285,8 +285,9 @@ pub async fn run(
         }
         // A connection whose client does not read its responses is neither
         // read nor processed.
-        let responses_flow =
-            unsent.available() > 0 && (limits.responses.available() > 0 || unsent.used() == 0);
+        let flows =
+            || unsent.available() > 0 && (limits.responses.available() > 0 || unsent.used() == 0);
+        let responses_flow = flows();
         let wants_read = responses_flow && may_take(pending.len(), in_flight_bytes);
         let mut budget = if wants_read {
             take_budget(
@@ -362,9 +363,7 @@ pub async fn run(
                 debug!(%peer, "giving up the rescue permit: the request's bytes stalled or it held it too long");
                 rescue = None;
             }
-            _ = wait_until([&unsent, &limits.responses], || {
-                unsent.available() > 0 && (limits.responses.available() > 0 || unsent.used() == 0)
-            }), if !responses_flow => {}
+            _ = wait_until([&unsent, &limits.responses], flows), if !responses_flow => {}
             _ = &mut idle_timer, if pending.is_empty() || !responses_flow || tx.capacity() == 0 => {
                 info!(%peer, idle_ms = idle.as_millis() as u64, "closing idle connection (connections.max.idle.ms)");
                 break "idle";
