@@ -682,17 +682,25 @@ fn a_closed_client_cancels_its_parked_fetch_and_frees_its_socket() {
             .unwrap();
         streams.push(s);
     }
-    // Every fetch is parked: one socket each on the broker's side.
+    // Every fetch is parked: the broker's side of each socket exists and
+    // has read the whole Fetch (nothing left unread in its queue).
     let ports: Vec<u16> = streams
         .iter()
         .map(|s| s.local_addr().unwrap().port())
         .collect();
-    poll_until(Duration::from_secs(5), "the broker's sockets", || {
-        ports
-            .iter()
-            .all(|&p| !sockets_between(broker.port(), p).is_empty())
-            .then_some(())
-    });
+    poll_until(
+        Duration::from_secs(5),
+        "the broker to read every Fetch",
+        || {
+            ports
+                .iter()
+                .all(|&p| {
+                    let sockets = sockets_between(broker.port(), p);
+                    !sockets.is_empty() && sockets.iter().all(|s| s.unread == 0)
+                })
+                .then_some(())
+        },
+    );
     let fds_parked = super::open_fds(pid);
     drop(streams);
     poll_until(
