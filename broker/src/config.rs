@@ -312,6 +312,11 @@ pub struct BrokerConfig {
     /// ms) and `offsets.retention.check.interval.ms` (ms, default 600000).
     pub group_coordinator: crate::group::GroupCoordinatorConfig,
     // ---- end of the group coordinator's keys ----
+    /// Partition data replication (issue 16): Kafka's `ReplicationConfigs`
+    /// keys (`num.replica.fetchers`, `replica.fetch.*`,
+    /// `replica.lag.time.max.ms`, `replica.high.watermark.checkpoint.interval.ms`)
+    /// and `inter.broker.listener.name`; see [`ReplicationConfig`].
+    pub replication: ReplicationConfig,
     /// Every key set explicitly (file or override), for DescribeConfigs
     /// sources.
     pub explicit: BTreeMap<String, String>,
@@ -320,7 +325,6 @@ pub struct BrokerConfig {
 /// Keys Weir accepts but whose value does not change behaviour yet beyond
 /// being reported (they belong to later issues).
 const ACCEPTED_KEYS: &[&str] = &[
-    "inter.broker.listener.name",
     "listener.security.protocol.map",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
@@ -329,6 +333,60 @@ const ACCEPTED_KEYS: &[&str] = &[
     "socket.send.buffer.bytes",
     "socket.receive.buffer.bytes",
 ];
+
+/// Partition data replication settings (Kafka's `ReplicationConfigs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationConfig {
+    /// `num.replica.fetchers`: fetcher tasks per source broker; a
+    /// partition goes to fetcher `hash(topic, partition) % n` (Kafka's
+    /// `AbstractFetcherManager.getFetcherId`). Default: 1.
+    pub num_replica_fetchers: i32,
+    /// `replica.fetch.max.bytes`: bytes fetched per partition per follower
+    /// Fetch; the first batch is fetched whole even when larger (KIP-74).
+    /// Default: 1048576.
+    pub replica_fetch_max_bytes: i32,
+    /// `replica.fetch.response.max.bytes`: bytes of a whole follower Fetch
+    /// response. Default: 10485760.
+    pub replica_fetch_response_max_bytes: i32,
+    /// `replica.fetch.wait.max.ms`: how long the leader parks a follower
+    /// Fetch that has no data, ms; must stay below
+    /// `replica.lag.time.max.ms`. Default: 500.
+    pub replica_fetch_wait_max_ms: i32,
+    /// `replica.fetch.min.bytes`: bytes a follower Fetch waits for.
+    /// Default: 1.
+    pub replica_fetch_min_bytes: i32,
+    /// `replica.fetch.backoff.ms`: pause after a failed follower Fetch, ms.
+    /// Default: 1000.
+    pub replica_fetch_backoff_ms: i32,
+    /// `replica.lag.time.max.ms`: an ISR follower not caught up for this
+    /// long is removed from the ISR (checked every half of it), ms.
+    /// Default: 30000.
+    pub replica_lag_time_max_ms: i64,
+    /// `replica.high.watermark.checkpoint.interval.ms`: how often the high
+    /// watermarks are written to `replication-offset-checkpoint`, ms.
+    /// Default: 5000.
+    pub high_watermark_checkpoint_interval_ms: i64,
+    /// `inter.broker.listener.name`: the listener followers fetch through;
+    /// `None` means the first PLAINTEXT listener (Kafka's default of
+    /// `security.inter.broker.protocol=PLAINTEXT`).
+    pub inter_broker_listener_name: Option<String>,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        ReplicationConfig {
+            num_replica_fetchers: 1,
+            replica_fetch_max_bytes: 1_048_576,
+            replica_fetch_response_max_bytes: 10_485_760,
+            replica_fetch_wait_max_ms: 500,
+            replica_fetch_min_bytes: 1,
+            replica_fetch_backoff_ms: 1000,
+            replica_lag_time_max_ms: 30_000,
+            high_watermark_checkpoint_interval_ms: 5000,
+            inter_broker_listener_name: None,
+        }
+    }
+}
 
 impl Default for BrokerConfig {
     fn default() -> Self {
@@ -398,6 +456,7 @@ impl Default for BrokerConfig {
             log_write_caching: false,
             metrics_listener: Some(SocketAddr::from(([127, 0, 0, 1], 9464))),
             group_coordinator: crate::group::GroupCoordinatorConfig::default(),
+            replication: ReplicationConfig::default(),
             explicit: BTreeMap::new(),
         }
     }
@@ -826,6 +885,35 @@ impl BrokerConfig {
                 self.group_coordinator.offsets_retention_check_interval_ms = parse_num(key, value)?
             }
             // ---- end of the group coordinator's keys ----
+            // ---- Replication (Kafka's ReplicationConfigs) ----
+            "num.replica.fetchers" => {
+                self.replication.num_replica_fetchers = parse_num(key, value)?
+            }
+            "replica.fetch.max.bytes" => {
+                self.replication.replica_fetch_max_bytes = parse_num(key, value)?
+            }
+            "replica.fetch.response.max.bytes" => {
+                self.replication.replica_fetch_response_max_bytes = parse_num(key, value)?
+            }
+            "replica.fetch.wait.max.ms" => {
+                self.replication.replica_fetch_wait_max_ms = parse_num(key, value)?
+            }
+            "replica.fetch.min.bytes" => {
+                self.replication.replica_fetch_min_bytes = parse_num(key, value)?
+            }
+            "replica.fetch.backoff.ms" => {
+                self.replication.replica_fetch_backoff_ms = parse_num(key, value)?
+            }
+            "replica.lag.time.max.ms" => {
+                self.replication.replica_lag_time_max_ms = parse_num(key, value)?
+            }
+            "replica.high.watermark.checkpoint.interval.ms" => {
+                self.replication.high_watermark_checkpoint_interval_ms = parse_num(key, value)?
+            }
+            "inter.broker.listener.name" => {
+                self.replication.inter_broker_listener_name = Some(value.trim().to_string())
+            }
+            // ---- end of the replication keys ----
             k if ACCEPTED_KEYS.contains(&k) => {
                 if let Some(def) = crate::config_bounds::key_def(k) {
                     def.check(value)?;
@@ -1314,6 +1402,18 @@ mod tests {
             ),
             ("num.recovery.threads.per.data.dir", &["1"], &["0"]),
             ("min.insync.replicas", &["1"], &["0", INT_TOO_BIG]),
+            ("num.replica.fetchers", &["1"], &["0", INT_TOO_BIG]),
+            ("replica.fetch.max.bytes", &["0"], &["-1", INT_TOO_BIG]),
+            ("replica.fetch.response.max.bytes", &["0"], &["-1"]),
+            ("replica.fetch.wait.max.ms", &["0"], &["-1"]),
+            ("replica.fetch.min.bytes", &["1"], &["0"]),
+            ("replica.fetch.backoff.ms", &["0"], &["-1"]),
+            ("replica.lag.time.max.ms", &["1"], &["0", LONG_TOO_BIG]),
+            (
+                "replica.high.watermark.checkpoint.interval.ms",
+                &["1"],
+                &["0"],
+            ),
             ("log.cleaner.threads", &["0", "1"], &["-1"]),
             (
                 "log.cleaner.dedupe.buffer.size",

@@ -281,6 +281,21 @@ pub static CONFIG_KEY_BOUNDS: &[ConfigKeyDef] = {
         key("group.max.session.timeout.ms", Int, AtLeast(0)),
         key("offset.metadata.max.bytes", Int, AtLeast(0)),
         key("group.max.size", Int, AtLeast(1)),
+        // ReplicationConfigs. Kafka defines no validator for these but
+        // num.replica.fetchers (atLeast 1) and the fetch sizes (atLeast 0);
+        // Weir wants positive sizes and intervals (0 means nothing useful).
+        key("num.replica.fetchers", Int, AtLeast(1)),
+        key("replica.fetch.max.bytes", Int, AtLeast(0)),
+        key("replica.fetch.response.max.bytes", Int, AtLeast(0)),
+        key("replica.fetch.wait.max.ms", Int, AtLeast(0)),
+        key("replica.fetch.min.bytes", Int, AtLeast(1)),
+        key("replica.fetch.backoff.ms", Int, AtLeast(0)),
+        key("replica.lag.time.max.ms", Long, AtLeast(1)),
+        key(
+            "replica.high.watermark.checkpoint.interval.ms",
+            Long,
+            AtLeast(1),
+        ),
         // ---- Topic keys (LogConfig's CONFIG).
         key("segment.bytes", Int, AtLeast(MIN_SEGMENT_BYTES)),
         key("segment.ms", Long, AtLeast(1)),

@@ -270,6 +270,58 @@ pub fn broker_config_entries(
             ConfigType::Int,
             "replicas needed for acks=all",
         ),
+        // ---- Replication (Kafka's ReplicationConfigs).
+        (
+            "num.replica.fetchers",
+            c.replication.num_replica_fetchers.to_string(),
+            ConfigType::Int,
+            "fetcher tasks per source broker",
+        ),
+        (
+            "replica.fetch.max.bytes",
+            c.replication.replica_fetch_max_bytes.to_string(),
+            ConfigType::Int,
+            "bytes per partition of a follower Fetch",
+        ),
+        (
+            "replica.fetch.response.max.bytes",
+            c.replication.replica_fetch_response_max_bytes.to_string(),
+            ConfigType::Int,
+            "bytes of a follower Fetch response",
+        ),
+        (
+            "replica.fetch.wait.max.ms",
+            c.replication.replica_fetch_wait_max_ms.to_string(),
+            ConfigType::Int,
+            "how long a follower Fetch waits for data (ms)",
+        ),
+        (
+            "replica.fetch.min.bytes",
+            c.replication.replica_fetch_min_bytes.to_string(),
+            ConfigType::Int,
+            "bytes a follower Fetch waits for",
+        ),
+        (
+            "replica.fetch.backoff.ms",
+            c.replication.replica_fetch_backoff_ms.to_string(),
+            ConfigType::Int,
+            "pause after a failed follower Fetch (ms)",
+        ),
+        (
+            "replica.lag.time.max.ms",
+            c.replication.replica_lag_time_max_ms.to_string(),
+            ConfigType::Long,
+            "a follower not caught up this long leaves the ISR (ms)",
+        ),
+        (
+            "replica.high.watermark.checkpoint.interval.ms",
+            c.replication
+                .high_watermark_checkpoint_interval_ms
+                .to_string(),
+            ConfigType::Long,
+            "high watermark checkpoint interval (ms)",
+        ),
+        // ---- end of the replication keys.
         // ---- The offsets topic (Kafka's GroupCoordinatorConfig).
         (
             "offsets.topic.num.partitions",
