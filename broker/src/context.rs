@@ -22,6 +22,8 @@ pub struct BrokerContext {
     pub controller: MetadataController,
     /// The partitions this broker hosts.
     pub replica_manager: Arc<ReplicaManager>,
+    /// The replica fetchers of the partitions this broker follows.
+    pub replica_fetchers: Arc<crate::replication::fetcher::ReplicaFetcherManager>,
     /// Producer id blocks allocated through the controller.
     pub producer_ids: ProducerIdManager,
     /// Advertised listeners with bound ports filled in.

@@ -20,5 +20,6 @@ pub mod network;
 pub mod partition;
 pub mod producer_ids;
 pub mod replica_manager;
+pub mod replication;
 pub mod server;
 pub mod topic_config;

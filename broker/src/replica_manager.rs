@@ -11,7 +11,7 @@ use weir_controller::{MetadataImage, TopicImage};
 use weir_storage::{Log, LogManager, StorageError, TopicPartition};
 
 use crate::config::BrokerConfig;
-use crate::partition::Partition;
+use crate::partition::{IsrProposal, Partition, Registration};
 use crate::topic_config::{log_config_for, write_caching_for};
 
 /// Owns the hosted partitions and the `LogManager` under them.
@@ -21,6 +21,10 @@ pub struct ReplicaManager {
     log_manager: LogManager,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     apply_lock: Mutex<()>,
+    /// Where ISR changes go (the AlterPartition sender,
+    /// `replication::alter_partition`); unset, they are dropped (unit
+    /// tests, which have no controller).
+    isr_changes: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<IsrProposal>>,
 }
 
 impl ReplicaManager {
@@ -33,7 +37,54 @@ impl ReplicaManager {
             log_manager,
             partitions: RwLock::new(HashMap::new()),
             apply_lock: Mutex::new(()),
+            isr_changes: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Routes ISR changes to `sender` (set once, at startup).
+    pub fn set_isr_change_sender(&self, sender: tokio::sync::mpsc::UnboundedSender<IsrProposal>) {
+        let _ = self.isr_changes.set(sender);
+    }
+
+    /// Sends an ISR change to the controller (Kafka's
+    /// `AlterPartitionManager.submit`); the partition has it in flight.
+    pub fn submit_isr_change(&self, proposal: IsrProposal) {
+        if let Some(sender) = self.isr_changes.get() {
+            let _ = sender.send(proposal);
+        }
+    }
+
+    /// Sets the replication gauges over the partitions this broker leads
+    /// (Kafka's `ReplicaManager` `UnderReplicatedPartitions` and
+    /// `UnderMinIsrPartitionCount`): `weir_under_replicated_partitions` and
+    /// `weir_under_min_isr_partitions`.
+    pub fn record_replication_metrics(&self) {
+        let (mut under_replicated, mut under_min_isr) = (0u64, 0u64);
+        for partition in self.all_partitions() {
+            if partition.is_leader() {
+                let (under, below_min) = partition.replication_health();
+                under_replicated += u64::from(under);
+                under_min_isr += u64::from(below_min);
+            }
+        }
+        metrics::gauge!("weir_under_replicated_partitions").set(under_replicated as f64);
+        metrics::gauge!("weir_under_min_isr_partitions").set(under_min_isr as f64);
+    }
+
+    /// One ISR shrink pass (Kafka's `ReplicaManager.maybeShrinkIsr`, every
+    /// half of `replica.lag.time.max.ms`): every led partition with
+    /// followers out of sync proposes an ISR without them. Returns how many
+    /// proposed.
+    pub fn maybe_shrink_isrs(&self, now_ms: i64) -> usize {
+        let mut proposed = 0;
+        for partition in self.all_partitions() {
+            if let Some(proposal) = partition.maybe_shrink_isr(now_ms) {
+                self.submit_isr_change(proposal);
+                proposed += 1;
+            }
+        }
+        self.record_replication_metrics();
+        proposed
     }
 
     /// The partition if this broker hosts it.
@@ -109,6 +160,8 @@ impl ReplicaManager {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let mut next = HashMap::with_capacity(current.len());
+        let now_ms = crate::handlers::now_ms();
+        let max_lag_ms = self.config.replication.replica_lag_time_max_ms;
         for topic in image.topics.values() {
             let min_isr = topic
                 .configs
@@ -125,28 +178,50 @@ impl ReplicaManager {
                     topic: topic.name.clone(),
                     partition: index,
                 };
-                let leader = registration.leader == self.node_id;
-                if let Some(p) = current.get(&tp) {
-                    if p.topic_id() == topic.topic_id {
-                        p.set_leader(leader);
-                        p.set_leader_epoch(registration.leader_epoch);
-                        p.set_replication_state(registration.isr.len(), min_isr);
+                let alive: std::collections::BTreeMap<i32, i64> = registration
+                    .replicas
+                    .iter()
+                    .filter_map(|b| {
+                        image
+                            .brokers
+                            .get(b)
+                            .filter(|r| !r.fenced)
+                            .map(|r| (*b, r.broker_epoch))
+                    })
+                    .collect();
+                let state = Registration {
+                    local_broker_id: self.node_id,
+                    replicas: &registration.replicas,
+                    isr: &registration.isr,
+                    leader_epoch: registration.leader_epoch,
+                    partition_epoch: registration.partition_epoch,
+                    min_insync_replicas: min_isr,
+                    alive: &alive,
+                    max_lag_ms,
+                };
+                let p = match current.get(&tp) {
+                    Some(p) if p.topic_id() == topic.topic_id => {
                         p.set_write_caching(write_caching);
                         p.set_log_config(log_config.clone());
-                        next.insert(tp, p.clone());
-                        continue;
+                        p.clone()
                     }
+                    _ => {
+                        let log = self.open_log(&tp, topic)?;
+                        let p = Arc::new(Partition::new(
+                            tp.clone(),
+                            topic.topic_id,
+                            log,
+                            registration.leader_epoch,
+                        ));
+                        p.set_write_caching(write_caching);
+                        p
+                    }
+                };
+                if registration.leader == self.node_id {
+                    p.become_leader(&state, now_ms)?;
+                } else {
+                    p.become_follower(&state);
                 }
-                let log = self.open_log(&tp, topic)?;
-                let p = Arc::new(Partition::new(
-                    tp.clone(),
-                    topic.topic_id,
-                    log,
-                    registration.leader_epoch,
-                ));
-                p.set_leader(leader);
-                p.set_replication_state(registration.isr.len(), min_isr);
-                p.set_write_caching(write_caching);
                 next.insert(tp, p);
             }
         }

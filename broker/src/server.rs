@@ -198,6 +198,17 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     let image = controller.image();
     replica_manager.delete_stray_logs(&image)?;
     replica_manager.apply_image(&image)?;
+    // Followers fetch from their leaders (issue 16); the fetchers stop
+    // before the logs are flushed at shutdown.
+    let fetcher_shutdown = CancellationToken::new();
+    let replica_fetchers = Arc::new(crate::replication::fetcher::ReplicaFetcherManager::new(
+        config.node_id,
+        broker_epoch,
+        config.replication.clone(),
+        replica_manager.clone(),
+        fetcher_shutdown.clone(),
+    ));
+    replica_fetchers.apply_image(&image);
 
     // The group coordinator's store: `__consumer_offsets`, created through
     // the controller on the first group write (issue 4).
@@ -219,6 +230,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         cluster_id: cluster_id.clone(),
         controller: controller.clone(),
         replica_manager: replica_manager.clone(),
+        replica_fetchers: replica_fetchers.clone(),
         producer_ids: ProducerIdManager::new(config.node_id, broker_epoch),
         advertised_listeners: advertised.clone(),
         config: config.clone(),
@@ -257,6 +269,17 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             },
         ));
     }
+    // ISR shrinks (Kafka's isr-expiration task): every half of
+    // replica.lag.time.max.ms, followers out of sync leave the ISR.
+    let rm = replica_manager.clone();
+    tracker.spawn(every(
+        (config.replication.replica_lag_time_max_ms / 2).max(1) as u64,
+        shutdown.clone(),
+        move || {
+            rm.maybe_shrink_isrs(crate::handlers::now_ms());
+            std::future::ready(())
+        },
+    ));
     // Expires offsets (Kafka's offsets retention).
     tracker.spawn(group_coordinator.run(shutdown.clone()));
     // Recovery point checkpoints (Kafka's kafka-recovery-point-checkpoint).
@@ -347,6 +370,8 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     {
         warn!("connections did not close within the grace period");
     }
+    fetcher_shutdown.cancel();
+    replica_fetchers.shutdown().await;
     if let Err(e) = replica_manager.shutdown() {
         error!(error = %e, "flushing logs at shutdown failed");
     }
@@ -563,6 +588,7 @@ async fn follow_metadata(
                 if let Err(e) = ctx.replica_manager.apply_image_off_runtime(image.clone()).await {
                     error!(error = %e, "applying metadata image failed");
                 }
+                ctx.replica_fetchers.apply_image(&image);
                 // The group coordinator follows the offsets partitions led
                 // here (Kafka's onElection / onResignation).
                 let now = store.leadership(&image);

@@ -40,4 +40,5 @@ mod kafka_compat;
 mod lifecycle;
 mod log_config;
 mod metrics;
+mod replication;
 mod retention;

@@ -101,6 +101,10 @@ pub struct FetchPartitionData<R> {
     pub preferred_read_replica: i32,
     /// Record bytes; `None` is encoded as null records.
     pub records: Option<R>,
+    /// The leader's `(epoch, end_offset)` when the follower's last fetched
+    /// epoch diverges from its log (KIP-320's `DivergingEpoch`, tagged
+    /// field 0); written from v12, `None` leaves it out.
+    pub diverging_epoch: Option<(i32, i64)>,
 }
 
 /// Why a Fetch response could not be encoded.
@@ -138,9 +142,9 @@ pub enum FetchEncodeError {
 /// Consecutive protocol bytes are merged, so the chunk list alternates
 /// Bytes / Records and starts with Bytes. Concatenating the chunks yields
 /// the same bytes `kafka-protocol` would encode for the same response
-/// (response header v0 below v12, v1 from v12). Partition-level tagged
-/// fields (diverging_epoch, current_leader, snapshot_id) and node_endpoints
-/// are not written (they default to absent).
+/// (response header v0 below v12, v1 from v12). Of the partition-level
+/// tagged fields only `diverging_epoch` is written (current_leader,
+/// snapshot_id and node_endpoints default to absent).
 ///
 /// # Errors
 ///
@@ -206,7 +210,20 @@ pub fn encode_fetch_response<R: RecordsSource>(
                     writer.records(records);
                 }
             }
-            writer.tagged_fields();
+            match partition.diverging_epoch {
+                Some((epoch, end_offset)) if writer.flexible => {
+                    // One tagged field: tag 0, its size, then the
+                    // EpochEndOffset struct (epoch, end_offset, no tags).
+                    let buf = &mut writer.current;
+                    put_unsigned_varint(buf, 1);
+                    put_unsigned_varint(buf, 0);
+                    put_unsigned_varint(buf, 4 + 8 + 1);
+                    buf.put_i32(epoch);
+                    buf.put_i64(end_offset);
+                    put_unsigned_varint(buf, 0);
+                }
+                _ => writer.tagged_fields(),
+            }
         }
         writer.tagged_fields();
     }
@@ -420,6 +437,12 @@ mod tests {
                             (-1).into()
                         };
                         out.records = partition.records.clone();
+                        if let (Some((epoch, end_offset)), true) =
+                            (partition.diverging_epoch, api_version >= 12)
+                        {
+                            out.diverging_epoch.epoch = epoch;
+                            out.diverging_epoch.end_offset = end_offset;
+                        }
                         out
                     })
                     .collect();
@@ -489,6 +512,7 @@ mod tests {
             aborted_transactions,
             preferred_read_replica: -1,
             records,
+            diverging_epoch: None,
         }
     }
 
@@ -504,7 +528,10 @@ mod tests {
                     topic_id: topic_id(1),
                     partitions: vec![
                         partition(0, Some(record_batch(0, 3, 10)), Some(vec![(4000, 2)])),
-                        partition(1, None, None),
+                        FetchPartitionData {
+                            diverging_epoch: Some((3, 500)),
+                            ..partition(1, None, None)
+                        },
                         partition(2, Some(Bytes::new()), Some(vec![])),
                         FetchPartitionData {
                             error_code: 1, // OFFSET_OUT_OF_RANGE
@@ -652,6 +679,7 @@ mod tests {
                     aborted_transactions: aborted,
                     preferred_read_replica: -1,
                     records,
+                    diverging_epoch: None,
                 },
             )
     }

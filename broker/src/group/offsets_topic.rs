@@ -60,6 +60,10 @@ use crate::config::BrokerConfig;
 use crate::partition::Partition;
 use crate::replica_manager::ReplicaManager;
 
+/// How long a group write waits for the ISR (Kafka's
+/// `offsets.commit.timeout.ms` default, 5000 ms).
+const OFFSETS_COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(5000);
+
 /// Bytes read from the log per step while loading (Kafka's
 /// `offsets.load.buffer.size` default, 5 MiB). A larger batch is still read
 /// whole.
@@ -369,6 +373,7 @@ impl GroupStore for OffsetsTopicStore {
                 partition: index,
                 reason: "the ISR is smaller than min.insync.replicas".to_string(),
             })?;
+        let leader_epoch = partition.leader_epoch();
         let (info, flush_due) = partition
             .append_records_as_leader(&batch, now_ms)
             .map_err(|e| storage_error(index, e))?;
@@ -378,6 +383,21 @@ impl GroupStore for OffsetsTopicStore {
                 .await
                 .map_err(|e| storage_error(index, e))?;
         }
+        // offsets.commit.required.acks=-1: answered once the ISR has the
+        // write (Kafka's coordinator appends with acks=all and
+        // offsets.commit.timeout.ms).
+        partition
+            .wait_replicated(info.last_offset + 1, leader_epoch, OFFSETS_COMMIT_TIMEOUT)
+            .await
+            .map_err(|wait| match wait {
+                crate::partition::ReplicationWait::NotLeader => {
+                    GroupStoreError::NotCoordinator { partition: index }
+                }
+                other => GroupStoreError::NotAvailable {
+                    partition: index,
+                    reason: other.message().to_string(),
+                },
+            })?;
         Ok(())
     }
 

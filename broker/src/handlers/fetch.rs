@@ -18,6 +18,15 @@
 //!   session id 0, so clients send full fetches. A non-zero session id gets
 //!   FETCH_SESSION_ID_NOT_FOUND.
 //! - v13+ names topics by id (KIP-516).
+//! - From a follower (`replica_id`, or `ReplicaState` from v15, KIP-903):
+//!   reads go up to the log end offset, not the high watermark; a
+//!   `LastFetchedEpoch` that diverges from the leader's log is answered
+//!   with `DivergingEpoch` and no records (KIP-320, Kafka's
+//!   `Partition.fetchRecords`); the fetch is recorded as the follower's
+//!   state ([`Partition::record_follower_fetch`]: high watermark, ISR
+//!   expansion) once per request, before parking; a broker that is not a
+//!   replica, or fetches with a stale broker epoch, gets
+//!   NOT_LEADER_OR_FOLLOWER.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -38,6 +47,7 @@ use crate::context::BrokerContext;
 use crate::dispatch::Response;
 use crate::error::storage_error_code;
 use crate::partition::Partition;
+use crate::replication::leader::FollowerFetch;
 
 /// Records of one partition in a Fetch response: a region of a segment file
 /// or nothing.
@@ -63,8 +73,15 @@ struct Target {
     fetch_offset: i64,
     partition_max_bytes: usize,
     current_leader_epoch: i32,
+    /// `LastFetchedEpoch` (v12+), -1 when absent.
+    last_fetched_epoch: i32,
+    /// The follower's log start offset (v5+).
+    log_start_offset: i64,
     resolved: Result<Arc<Partition>, i16>,
 }
+
+/// The follower a Fetch comes from: `(replica_id, broker_epoch)`.
+type FollowerId = (i32, i64);
 
 /// Serves a Fetch request, parking it until `min_bytes` are available or
 /// `max_wait_ms` passes.
@@ -75,6 +92,12 @@ pub async fn handle(
     request: FetchRequest,
 ) -> Response {
     let read_committed = request.isolation_level == 1;
+    let follower: Option<FollowerId> = if version >= 15 {
+        let state = &request.replica_state;
+        (state.replica_id.0 >= 0).then_some((state.replica_id.0, state.replica_epoch))
+    } else {
+        (request.replica_id.0 >= 0).then_some((request.replica_id.0, -1))
+    };
     let mut topics: Vec<(StrBytes, Uuid)> = Vec::new();
     let mut targets: Vec<Target> = Vec::new();
     let session_error = if request.session_id != 0 {
@@ -121,6 +144,8 @@ pub async fn handle(
                 fetch_offset: p.fetch_offset,
                 partition_max_bytes: p.partition_max_bytes.max(0) as usize,
                 current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: p.last_fetched_epoch,
+                log_start_offset: p.log_start_offset,
                 resolved,
             };
             if index == targets.len() {
@@ -140,6 +165,8 @@ pub async fn handle(
         .filter_map(|t| t.resolved.clone().ok())
         .collect();
 
+    let mut first_read = true;
+    let mut parked: Option<crate::partition::PurgatoryGauge> = None;
     loop {
         // Register for wake-ups before reading so an append between the read
         // and the wait is not missed.
@@ -151,7 +178,15 @@ pub async fn handle(
                 n
             })
             .collect();
-        let (data, bytes, any_error) = read_all(&targets, max_bytes, read_committed);
+        let reader = Reader {
+            ctx,
+            max_bytes,
+            read_committed,
+            follower,
+            record_fetch: first_read,
+        };
+        first_read = false;
+        let (data, bytes, any_error) = reader.read_all(&targets);
         let done = session_error.is_some()
             || any_error
             || bytes >= min_bytes
@@ -160,6 +195,7 @@ pub async fn handle(
         if done {
             return encode(version, correlation_id, session_error, &topics, data);
         }
+        parked.get_or_insert_with(|| crate::partition::PurgatoryGauge::enter("fetch"));
         tokio::select! {
             _ = futures::future::select_all(arrivals.iter_mut()) => {}
             _ = tokio::time::sleep_until(deadline) => {}
@@ -169,69 +205,163 @@ pub async fn handle(
 
 type PartitionData = FetchPartitionData<FetchRecords>;
 
-/// Reads every target once; returns per-target data, the record bytes found
-/// and whether any partition failed.
-fn read_all(
-    targets: &[Target],
+/// One pass over a request's targets.
+struct Reader<'a> {
+    ctx: &'a BrokerContext,
     max_bytes: usize,
     read_committed: bool,
-) -> (Vec<(usize, PartitionData)>, usize, bool) {
-    let mut total = 0usize;
-    let mut any_error = false;
-    let mut out = Vec::with_capacity(targets.len());
-    for t in targets {
-        let mut data = FetchPartitionData {
-            partition_index: t.partition_index,
-            error_code: 0,
-            high_watermark: -1,
-            last_stable_offset: -1,
-            log_start_offset: -1,
-            aborted_transactions: if read_committed {
-                Some(Vec::new())
-            } else {
-                None
-            },
-            preferred_read_replica: -1,
-            records: Some(FetchRecords::Empty),
-        };
-        match &t.resolved {
-            Err(code) => {
-                data.error_code = *code;
-                any_error = true;
-            }
-            Ok(partition) => {
-                data.high_watermark = partition.high_watermark();
-                data.last_stable_offset = data.high_watermark;
-                data.log_start_offset = partition.log_start_offset();
-                if let Err(code) = partition.check_leader_epoch(t.current_leader_epoch) {
-                    data.error_code = code;
-                    any_error = true;
+    follower: Option<FollowerId>,
+    /// Record the follower's fetch state (the first pass only).
+    record_fetch: bool,
+}
+
+impl Reader<'_> {
+    /// Reads every target once; returns per-target data, the record bytes
+    /// found and whether any partition failed.
+    fn read_all(&self, targets: &[Target]) -> (Vec<(usize, PartitionData)>, usize, bool) {
+        let mut total = 0usize;
+        let mut any_error = false;
+        let mut out = Vec::with_capacity(targets.len());
+        for t in targets {
+            let mut data = FetchPartitionData {
+                partition_index: t.partition_index,
+                error_code: 0,
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                aborted_transactions: if self.read_committed {
+                    Some(Vec::new())
                 } else {
-                    let limit = t.partition_max_bytes.min(max_bytes.saturating_sub(total));
-                    let first = total == 0;
-                    if limit > 0 || first {
-                        match partition.read(t.fetch_offset, limit, first) {
-                            Ok(info) => {
-                                if let Some(slice) = info.records {
-                                    total += slice.len();
-                                    data.records = Some(FetchRecords::File(slice));
-                                }
-                            }
-                            Err(e) => {
-                                if !matches!(e, StorageError::OffsetOutOfRange { .. }) {
-                                    tracing::error!(error = %e, "fetch read failed");
-                                }
-                                data.error_code = storage_error_code(&e);
-                                any_error = true;
-                            }
-                        }
+                    None
+                },
+                preferred_read_replica: -1,
+                records: Some(FetchRecords::Empty),
+                diverging_epoch: None,
+            };
+            match &t.resolved {
+                Err(code) => {
+                    data.error_code = *code;
+                    any_error = true;
+                }
+                Ok(partition) => {
+                    if let Err(code) = self.read_one(t, partition, &mut data, &mut total) {
+                        data.error_code = code;
+                        any_error = true;
                     }
+                    // A diverging epoch is answered at once, as an error is.
+                    any_error |= data.diverging_epoch.is_some();
                 }
             }
+            out.push((t.topic, data));
         }
-        out.push((t.topic, data));
+        (out, total, any_error)
     }
-    (out, total, any_error)
+
+    /// Reads one partition into `data`.
+    fn read_one(
+        &self,
+        t: &Target,
+        partition: &Arc<Partition>,
+        data: &mut PartitionData,
+        total: &mut usize,
+    ) -> Result<(), i16> {
+        data.high_watermark = partition.high_watermark();
+        data.last_stable_offset = data.high_watermark;
+        data.log_start_offset = partition.log_start_offset();
+        partition.check_leader_epoch(t.current_leader_epoch)?;
+        if let Some(replica) = self.follower {
+            if let Some(diverging) = diverging_epoch(t, partition)? {
+                data.diverging_epoch = Some(diverging);
+                return Ok(());
+            }
+            if self.record_fetch {
+                self.record_follower_fetch(t, partition, replica)?;
+                data.high_watermark = partition.high_watermark();
+                data.last_stable_offset = data.high_watermark;
+            }
+        }
+        let limit = t
+            .partition_max_bytes
+            .min(self.max_bytes.saturating_sub(*total));
+        let first = *total == 0;
+        if limit == 0 && !first {
+            return Ok(());
+        }
+        let read = if self.follower.is_some() {
+            partition.read_for_follower(t.fetch_offset, limit, first)
+        } else {
+            partition.read(t.fetch_offset, limit, first)
+        };
+        match read {
+            Ok(info) => {
+                if let Some(slice) = info.records {
+                    *total += slice.len();
+                    data.records = Some(FetchRecords::File(slice));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if !matches!(e, StorageError::OffsetOutOfRange { .. }) {
+                    tracing::error!(error = %e, "fetch read failed");
+                }
+                Err(storage_error_code(&e))
+            }
+        }
+    }
+
+    /// Records a follower's fetch on the leader and sends the ISR
+    /// expansion it allows to the controller.
+    fn record_follower_fetch(
+        &self,
+        t: &Target,
+        partition: &Arc<Partition>,
+        (replica_id, broker_epoch): FollowerId,
+    ) -> Result<(), i16> {
+        let fetch = FollowerFetch {
+            replica_id,
+            broker_epoch,
+            fetch_offset: t.fetch_offset,
+            log_start_offset: t.log_start_offset,
+            leader_end_offset: partition.log_end_offset(),
+            now_ms: crate::handlers::now_ms(),
+        };
+        match partition.record_follower_fetch(&fetch) {
+            Ok(proposal) => {
+                if let Some(proposal) = proposal {
+                    self.ctx.replica_manager.submit_isr_change(proposal);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                tracing::debug!(topic_partition = %partition.topic_partition(), error = %e,
+                    "follower fetch refused");
+                Err(ResponseError::NotLeaderOrFollower.code())
+            }
+        }
+    }
+}
+
+/// The leader's `(epoch, end_offset)` when the follower's last fetched
+/// epoch diverges from the leader's log (Kafka's `Partition.fetchRecords`
+/// with `lastFetchedEpoch`): the leader's end of that epoch (or of the
+/// largest epoch below it) is before the fetch offset, or the leader never
+/// had that epoch.
+///
+/// # Errors
+/// OFFSET_OUT_OF_RANGE when the leader knows no epoch at or below it, or
+/// the fetch offset is below the log start offset.
+fn diverging_epoch(t: &Target, partition: &Partition) -> Result<Option<(i32, i64)>, i16> {
+    if t.last_fetched_epoch < 0 {
+        return Ok(None);
+    }
+    let (epoch, end_offset) = partition.end_offset_for_epoch(t.last_fetched_epoch);
+    if epoch < 0 || end_offset < 0 || t.fetch_offset < partition.log_start_offset() {
+        return Err(ResponseError::OffsetOutOfRange.code());
+    }
+    Ok(
+        (epoch < t.last_fetched_epoch || end_offset < t.fetch_offset)
+            .then_some((epoch, end_offset)),
+    )
 }
 
 fn encode(

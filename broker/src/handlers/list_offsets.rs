@@ -61,6 +61,10 @@ pub fn handle(
                 .or_default() += 1;
         }
     }
+    // A follower (replica_id >= 0) asks for the log end offset as latest
+    // (Kafka's `Partition.fetchOffsetForTimestamp` without an isolation
+    // level); consumers get the high watermark.
+    let from_follower = request.replica_id.0 >= 0;
     let mut answered = HashSet::new();
     for topic in request.topics {
         let mut t = ListOffsetsTopicResponse::default();
@@ -87,7 +91,7 @@ pub fn handle(
                 Err(code) => r.error_code = code,
                 Ok(partition) => match partition.check_leader_epoch(p.current_leader_epoch) {
                     Err(code) => r.error_code = code,
-                    Ok(()) => match lookup(&partition, version, p.timestamp) {
+                    Ok(()) => match lookup(&partition, version, p.timestamp, from_follower) {
                         Ok((timestamp, offset)) => {
                             r.timestamp = timestamp;
                             r.offset = offset;
@@ -110,9 +114,15 @@ pub fn handle(
 }
 
 /// `(timestamp, offset)` for one partition, or an error code.
-fn lookup(partition: &Partition, version: i16, timestamp: i64) -> Result<(i64, i64), i16> {
+fn lookup(
+    partition: &Partition,
+    version: i16,
+    timestamp: i64,
+    from_follower: bool,
+) -> Result<(i64, i64), i16> {
     let unsupported = ResponseError::UnsupportedVersion.code();
     match timestamp {
+        LATEST_TIMESTAMP if from_follower => Ok((-1, partition.log_end_offset())),
         LATEST_TIMESTAMP => Ok((-1, partition.high_watermark())),
         EARLIEST_TIMESTAMP => Ok((-1, partition.log_start_offset())),
         MAX_TIMESTAMP if version >= 7 => {

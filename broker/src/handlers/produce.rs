@@ -198,6 +198,7 @@ pub async fn handle(
 ) -> ProduceResponse {
     let mut turn = order.next_turn();
     let acks = request.acks;
+    let timeout_ms = request.timeout_ms;
     let shared = ProduceContext {
         version,
         acks,
@@ -259,15 +260,22 @@ pub async fn handle(
     }
     turn.wait().await;
     let mut durable_waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
+    // acks=all: (answer slot, partition, end offset, leader epoch) to wait
+    // for the high watermark (Kafka's DelayedProduce).
+    let mut replication_waits: Vec<(usize, usize, Arc<Partition>, i64, i32)> = Vec::new();
     for ((t, p), prepared) in slots {
         let r = &mut response.responses[t].partition_responses[p];
+        let epoch = prepared.as_ref().map_or(-1, |p| p.partition.leader_epoch());
         match prepared.and_then(|prepared| append(&shared, prepared)) {
             Ok((partition, info, flush_due)) => {
                 r.base_offset = info.first_offset;
                 r.log_append_time_ms = info.log_append_time;
                 r.log_start_offset = partition.log_start_offset();
                 if partition.ack_requires_flush(acks, flush_due) {
-                    durable_waits.push((t, p, partition, info.last_offset + 1));
+                    durable_waits.push((t, p, partition.clone(), info.last_offset + 1));
+                }
+                if acks == -1 {
+                    replication_waits.push((t, p, partition, info.last_offset + 1, epoch));
                 }
             }
             Err(failure) => {
@@ -291,6 +299,22 @@ pub async fn handle(
             r.error_code = storage_error_code(&e);
             r.error_message = Some(str_bytes(e.to_string()));
             r.base_offset = -1;
+        }
+    }
+    let timeout = std::time::Duration::from_millis(timeout_ms.max(0) as u64);
+    let deadline = tokio::time::Instant::now() + timeout;
+    for (t, p, partition, end_offset, epoch) in replication_waits {
+        let r = &mut response.responses[t].partition_responses[p];
+        if r.error_code != 0 {
+            continue;
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if let Err(wait) = partition.wait_replicated(end_offset, epoch, left).await {
+            r.error_code = wait.code();
+            r.error_message = Some(str_bytes(wait.message().to_string()));
+            if wait != crate::partition::ReplicationWait::NotEnoughReplicasAfterAppend {
+                r.base_offset = -1;
+            }
         }
     }
     response

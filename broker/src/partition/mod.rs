@@ -3,10 +3,17 @@
 //! epoch), plus the wake-up that parks fetches (DelayedFetch) and the group
 //! commit of fsyncs that acks=all waits for.
 //!
-//! Single node: this broker is the only replica, so the high watermark is the
-//! log end offset after every append.
+//! Replication (issue 16): on the leader, [`LeaderState`] tracks every
+//! follower's fetches and the ISR; the high watermark is the smallest log
+//! end offset over the ISR (Kafka's `Partition.maybeIncrementLeaderHW`),
+//! raised after appends, follower fetches and ISR changes. On a follower,
+//! the fetcher appends the leader's batches unchanged
+//! ([`Partition::append_as_follower`]) and the high watermark is the
+//! leader's, capped at the local log end. A single replica is its own ISR,
+//! so its high watermark is the log end offset after every append.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicUsize, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -14,6 +21,10 @@ use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 use weir_storage::batch::ValidatedRecords;
 use weir_storage::{FetchDataInfo, Log, LogAppendInfo, StorageError, TopicPartition};
+
+use crate::replication::leader::{
+    AliveBrokerEpoch, FollowerFetch, FollowerFetchError, FollowerState, LeaderState,
+};
 
 /// `current_leader_epoch` value meaning "not given" (Kafka's
 /// `RecordBatch.NO_PARTITION_LEADER_EPOCH`).
@@ -32,8 +43,13 @@ pub struct Partition {
     /// This broker leads the partition in the latest applied image; only
     /// then does it take produce, consumer fetch and offset lookups.
     leader: AtomicBool,
-    isr_size: AtomicUsize,
-    min_insync_replicas: AtomicI32,
+    /// Replicas, ISR, pending ISR change and (on the leader) the
+    /// followers' fetch states. Lock order: the log's lock, then this one.
+    replication: Mutex<replication::ReplicationState>,
+    /// Woken when the high watermark rises, leadership changes or the ISR
+    /// changes: acks=all produces waiting for replication (Kafka's
+    /// DelayedProduce) re-check.
+    replication_changed: Notify,
     /// The topic's `write.caching`: acks=all is answered before fsync.
     write_caching: AtomicBool,
     high_watermark: AtomicI64,
@@ -57,9 +73,9 @@ impl Partition {
         log: Arc<Mutex<Log>>,
         leader_epoch: i32,
     ) -> Self {
-        let (end, recovery) = {
+        let (end, start, recovery) = {
             let l = lock(&log);
-            (l.log_end_offset(), l.recovery_point())
+            (l.log_end_offset(), l.log_start_offset(), l.recovery_point())
         };
         let log_end_offset_gauge = metrics::gauge!("weir_log_end_offset",
             "topic" => topic_partition.topic.clone(),
@@ -71,10 +87,13 @@ impl Partition {
             log,
             leader_epoch: AtomicI32::new(leader_epoch),
             leader: AtomicBool::new(true),
-            isr_size: AtomicUsize::new(1),
-            min_insync_replicas: AtomicI32::new(1),
+            replication: Mutex::new(replication::ReplicationState::standalone(leader_epoch)),
+            replication_changed: Notify::new(),
             write_caching: AtomicBool::new(false),
-            high_watermark: AtomicI64::new(end),
+            // Raised by the first election (a single replica: to the log
+            // end) or restored from the checkpoint; never above what the
+            // replicas are known to hold.
+            high_watermark: AtomicI64::new(start),
             durable_offset: watch::Sender::new(recovery),
             data_arrived: Notify::new(),
             log_end_offset_gauge,
@@ -123,12 +142,9 @@ impl Partition {
         self.leader.store(leader, Ordering::Release);
     }
 
-    /// Records the ISR size from the metadata image and the topic's
-    /// effective `min.insync.replicas`.
-    pub fn set_replication_state(&self, isr_size: usize, min_insync_replicas: i32) {
-        self.isr_size.store(isr_size, Ordering::Release);
-        self.min_insync_replicas
-            .store(min_insync_replicas, Ordering::Release);
+    /// Records the topic's effective `min.insync.replicas`.
+    pub fn set_min_insync_replicas(&self, min_insync_replicas: i32) {
+        self.replication_state().leader.min_insync_replicas = min_insync_replicas;
     }
 
     /// Records the topic's effective `write.caching` (see
@@ -147,18 +163,23 @@ impl Partition {
 
     /// Checks that an acks=all write can be acknowledged: the ISR must hold
     /// at least `min.insync.replicas` members (Kafka's
-    /// `Partition.appendRecordsToLeader`).
+    /// `Partition.appendRecordsToLeader`, with `min.insync.replicas` capped
+    /// at the replica count as Kafka's `effectiveMinIsr`).
     ///
     /// # Errors
     /// NOT_ENOUGH_REPLICAS (19).
     pub fn check_enough_replicas(&self) -> Result<(), i16> {
-        let isr = self.isr_size.load(Ordering::Acquire);
-        let min = self.min_insync_replicas.load(Ordering::Acquire);
-        if (isr as i64) < i64::from(min) {
+        if self.replication_state().leader.is_under_min_isr() {
             Err(19)
         } else {
             Ok(())
         }
+    }
+
+    /// The committed ISR and the partition epoch it has.
+    pub fn isr(&self) -> (Vec<i32>, i32) {
+        let state = self.replication_state();
+        (state.leader.isr.clone(), state.leader.partition_epoch)
     }
 
     /// High watermark: offsets below it are readable by consumers.
@@ -315,16 +336,17 @@ impl Partition {
         let (info, log_end_offset, flush_due) = {
             let mut log = lock(&self.log);
             let info = append(&mut log, self.leader_epoch())?;
-            let log_end_offset = log.log_end_offset();
-            self.high_watermark.store(log_end_offset, Ordering::Release);
-            (info, log_end_offset, log.flush_messages_due())
+            (info, log.log_end_offset(), log.flush_messages_due())
         };
         if info.duplicate {
             // A retried idempotent batch: nothing new to announce.
             return Ok((info, flush_due));
         }
+        // Followers' parked fetches wake on the new data; consumers' when
+        // the high watermark covers it (below).
         self.data_arrived.notify_waiters();
         self.log_end_offset_gauge.set(log_end_offset as f64);
+        self.maybe_increment_high_watermark(log_end_offset, crate::handlers::now_ms(), None);
         Ok((info, flush_due))
     }
 
@@ -482,6 +504,12 @@ impl Drop for FlushEnded<'_> {
         });
     }
 }
+
+mod replication;
+mod storage_stub;
+pub use replication::{
+    IsrChangeOutcome, IsrProposal, PurgatoryGauge, Registration, ReplicationWait,
+};
 
 /// Locks a log, recovering from a poisoned mutex: a panic in another thread
 /// while holding it cannot leave the log half-written because appends are

@@ -1,0 +1,159 @@
+//! ISR changes sent to the controller (Kafka 4.1's
+//! `DefaultAlterPartitionManager`): leaders submit [`IsrProposal`]s (one in
+//! flight per partition, see `Partition`); this task sends everything
+//! queued as one AlterPartition request at a time (KIP-497, with broker
+//! epochs per ISR member, KIP-903), hands each partition its answer
+//! ([`Partition::on_isr_change`]), and resends what failed as a whole
+//! (no controller, a commit failure) after a backoff. A newer proposal for
+//! a partition replaces a queued one.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+use weir_controller::{
+    AlterPartitionData, AlterPartitionRequest, AlterPartitionTopic, MetadataController,
+};
+use weir_storage::TopicPartition;
+
+use crate::error::controller_error_code;
+use crate::partition::{IsrChangeOutcome, IsrProposal};
+use crate::replica_manager::ReplicaManager;
+
+/// Pause before resending after a request-level failure (Kafka retries
+/// AlterPartition with the controller channel's backoff).
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Sends ISR changes until `shutdown`.
+pub async fn run(
+    controller: MetadataController,
+    replica_manager: Arc<ReplicaManager>,
+    broker_id: i32,
+    broker_epoch: i64,
+    mut proposals: UnboundedReceiver<IsrProposal>,
+    shutdown: CancellationToken,
+) {
+    let mut queued: BTreeMap<TopicPartition, IsrProposal> = BTreeMap::new();
+    loop {
+        if queued.is_empty() {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                next = proposals.recv() => match next {
+                    Some(p) => { queued.insert(p.topic_partition.clone(), p); }
+                    None => return,
+                },
+            }
+        }
+        while let Ok(p) = proposals.try_recv() {
+            queued.insert(p.topic_partition.clone(), p);
+        }
+        let batch: Vec<IsrProposal> = std::mem::take(&mut queued).into_values().collect();
+        let request = AlterPartitionRequest {
+            broker_id,
+            broker_epoch,
+            topics: group_by_topic(&batch),
+        };
+        let response = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            r = controller.alter_partition(request) => r,
+        };
+        let response = match response {
+            Ok(r) => r,
+            Err(e) => {
+                warn!(error = %e, partitions = batch.len(), "AlterPartition failed; retrying");
+                for p in batch {
+                    queued.entry(p.topic_partition.clone()).or_insert(p);
+                }
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(RETRY_BACKOFF) => {}
+                }
+                continue;
+            }
+        };
+        let now_ms = crate::handlers::now_ms();
+        for (topic_id, partitions) in response.topics {
+            for (index, result) in partitions {
+                let Some(proposal) = batch
+                    .iter()
+                    .find(|p| p.topic_id == topic_id && p.topic_partition.partition == index)
+                else {
+                    continue;
+                };
+                let outcome = match result {
+                    Ok(registration) => IsrChangeOutcome::Committed {
+                        isr: registration.isr,
+                        leader_epoch: registration.leader_epoch,
+                        partition_epoch: registration.partition_epoch,
+                    },
+                    Err(e) => match classify(controller_error_code(&e)) {
+                        Some(outcome) => {
+                            debug!(topic_partition = %proposal.topic_partition, error = %e,
+                                "AlterPartition refused");
+                            outcome
+                        }
+                        None => {
+                            warn!(topic_partition = %proposal.topic_partition, error = %e,
+                                "AlterPartition failed; retrying");
+                            queued
+                                .entry(proposal.topic_partition.clone())
+                                .or_insert_with(|| proposal.clone());
+                            continue;
+                        }
+                    },
+                };
+                if let Some(partition) = replica_manager.partition(
+                    &proposal.topic_partition.topic,
+                    proposal.topic_partition.partition,
+                ) {
+                    partition.on_isr_change(proposal, outcome, now_ms);
+                }
+            }
+        }
+    }
+}
+
+/// What a partition-level error means for the leader (Kafka's
+/// `Partition.handleAlterPartitionError`); `None`: retry.
+fn classify(code: i16) -> Option<IsrChangeOutcome> {
+    match code {
+        // OPERATION_NOT_ATTEMPTED, INELIGIBLE_REPLICA: certainly not applied.
+        55 | 107 => Some(IsrChangeOutcome::Rejected),
+        // UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, FENCED_LEADER_EPOCH,
+        // INVALID_UPDATE_VERSION, INVALID_REQUEST, INVALID_REPLICA_ASSIGNMENT,
+        // NOT_LEADER_OR_FOLLOWER: wait for the image.
+        3 | 100 | 74 | 108 | 42 | 39 | 6 => Some(IsrChangeOutcome::Stale),
+        _ => None,
+    }
+}
+
+/// The request's topics: each proposal with its ISR members' broker
+/// epochs (KIP-903).
+fn group_by_topic(batch: &[IsrProposal]) -> Vec<AlterPartitionTopic> {
+    let mut topics: Vec<AlterPartitionTopic> = Vec::new();
+    for p in batch {
+        let data = AlterPartitionData {
+            partition_index: p.topic_partition.partition,
+            leader_epoch: p.leader_epoch,
+            new_isr_with_epochs: p
+                .new_isr
+                .iter()
+                .copied()
+                .zip(p.broker_epochs.iter().copied())
+                .collect(),
+            leader_recovery_state: 0,
+            partition_epoch: p.partition_epoch,
+        };
+        match topics.iter_mut().find(|t| t.topic_id == p.topic_id) {
+            Some(t) => t.partitions.push(data),
+            None => topics.push(AlterPartitionTopic {
+                topic_id: p.topic_id,
+                partitions: vec![data],
+            }),
+        }
+    }
+    topics
+}

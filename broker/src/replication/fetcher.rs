@@ -1,0 +1,610 @@
+//! Replica fetchers (Kafka 4.1's `ReplicaFetcherManager`,
+//! `AbstractFetcherThread`, `ReplicaFetcherThread`): a follower runs
+//! `num.replica.fetchers` tasks per leader broker, each sending one Fetch
+//! (v17, `ReplicaState` with this broker's id and epoch, KIP-903) for all
+//! the partitions it follows from that leader over the leader's
+//! inter-broker listener, and appending the leader's batches unchanged.
+//!
+//! Per partition and response:
+//! - records: appended byte for byte ([`Partition::append_as_follower`]);
+//!   then the follower's high watermark is the leader's capped at the log
+//!   end, and the log start offset follows the leader's;
+//! - a diverging epoch (KIP-320): truncation as Kafka's
+//!   `truncateOnFetchResponse`, see [`truncation_for_diverging_epoch`];
+//! - OFFSET_OUT_OF_RANGE: the leader's end and start offsets by ListOffsets
+//!   (Kafka's `fetchOffsetAndTruncate`): truncate to a smaller leader end,
+//!   or restart the log at a larger leader start;
+//! - other errors (not leader, fenced or unknown epoch, unknown topic):
+//!   the partition waits `replica.fetch.backoff.ms` and the metadata image
+//!   moves it; a storage error stops fetching it (as Kafka marks it failed).
+//!
+//! **Durability (past Kafka).** In the durable mode (`write.caching=false`,
+//! the default) the records a round appended are fsynced, one group commit
+//! for all of them, before the next Fetch reports the new log end offset:
+//! the leader's high watermark then only covers records on every ISR
+//! follower's stable storage. With `write.caching=true` the next Fetch goes
+//! at once, as Kafka.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{BrokerId, FetchRequest, ListOffsetsRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, error, info, warn};
+use uuid::Uuid;
+use weir_controller::MetadataImage;
+use weir_storage::TopicPartition;
+
+use super::client::BrokerClient;
+use super::truncation::truncation_for_diverging_epoch;
+use crate::config::ReplicationConfig;
+use crate::partition::Partition;
+use crate::replica_manager::ReplicaManager;
+
+/// The Fetch version followers send (KIP-903's `ReplicaState`, topic ids).
+pub const REPLICA_FETCH_VERSION: i16 = 17;
+/// The ListOffsets version a follower sends on OFFSET_OUT_OF_RANGE.
+const LIST_OFFSETS_VERSION: i16 = 7;
+
+/// One partition a fetcher follows.
+#[derive(Clone)]
+struct FetchTarget {
+    topic_id: Uuid,
+    leader_epoch: i32,
+    partition: Arc<Partition>,
+    /// Not fetched before this instant (after an error).
+    delayed_until: Option<Instant>,
+    /// A storage error: not fetched again until the image re-adds it.
+    failed: bool,
+}
+
+type Targets = Arc<Mutex<BTreeMap<TopicPartition, FetchTarget>>>;
+
+/// A running fetcher task and what it fetches.
+struct FetcherHandle {
+    address: String,
+    targets: Targets,
+    wake: Arc<Notify>,
+    cancel: CancellationToken,
+}
+
+/// Starts, feeds and stops the replica fetchers (Kafka's
+/// `ReplicaFetcherManager`).
+pub struct ReplicaFetcherManager {
+    node_id: i32,
+    broker_epoch: i64,
+    config: ReplicationConfig,
+    replica_manager: Arc<ReplicaManager>,
+    fetchers: Mutex<HashMap<(i32, usize), FetcherHandle>>,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl ReplicaFetcherManager {
+    /// A manager with no fetcher yet; [`ReplicaFetcherManager::apply_image`]
+    /// starts them.
+    pub fn new(
+        node_id: i32,
+        broker_epoch: i64,
+        config: ReplicationConfig,
+        replica_manager: Arc<ReplicaManager>,
+        shutdown: CancellationToken,
+    ) -> Self {
+        ReplicaFetcherManager {
+            node_id,
+            broker_epoch,
+            config,
+            replica_manager,
+            fetchers: Mutex::new(HashMap::new()),
+            shutdown,
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    /// Brings the fetchers in line with `image` (after
+    /// [`ReplicaManager::apply_image`]): every hosted partition that another
+    /// live broker leads is fetched from that leader by fetcher
+    /// `abs(31 * java_hash(topic) + partition) % num.replica.fetchers`
+    /// (Kafka's `AbstractFetcherManager.getFetcherId`); fetchers left with
+    /// nothing stop.
+    pub fn apply_image(&self, image: &MetadataImage) {
+        let fetchers_per_leader = self.config.num_replica_fetchers.max(1) as usize;
+        let mut wanted: HashMap<(i32, usize), (String, BTreeMap<TopicPartition, FetchTarget>)> =
+            HashMap::new();
+        for partition in self.replica_manager.all_partitions() {
+            if partition.is_leader() {
+                continue;
+            }
+            let tp = partition.topic_partition().clone();
+            let Some(topic) = image.topic(&tp.topic) else {
+                continue;
+            };
+            let Some(registration) = topic.partitions.get(&tp.partition) else {
+                continue;
+            };
+            let leader = registration.leader;
+            if leader < 0 || leader == self.node_id {
+                continue;
+            }
+            let Some(address) = image
+                .brokers
+                .get(&leader)
+                .filter(|b| !b.fenced)
+                .and_then(|b| self.inter_broker_address(b))
+            else {
+                continue;
+            };
+            let hash = crate::group::java_string_hash(&tp.topic)
+                .wrapping_mul(31)
+                .wrapping_add(tp.partition);
+            let fetcher_id = (hash.unsigned_abs() as usize) % fetchers_per_leader;
+            wanted
+                .entry((leader, fetcher_id))
+                .or_insert_with(|| (address, BTreeMap::new()))
+                .1
+                .insert(
+                    tp,
+                    FetchTarget {
+                        topic_id: topic.topic_id,
+                        leader_epoch: registration.leader_epoch,
+                        partition,
+                        delayed_until: None,
+                        failed: false,
+                    },
+                );
+        }
+        let mut fetchers = self.fetchers.lock().unwrap_or_else(|e| e.into_inner());
+        fetchers.retain(|key, handle| {
+            let keep = wanted.get(key).is_some_and(|(a, _)| *a == handle.address);
+            if !keep {
+                handle.cancel.cancel();
+            }
+            keep
+        });
+        for (key, (address, targets)) in wanted {
+            if let Some(handle) = fetchers.get(&key) {
+                let mut current = handle.targets.lock().unwrap_or_else(|e| e.into_inner());
+                let previous = std::mem::take(&mut *current);
+                for (tp, mut target) in targets {
+                    // Keep a backoff or failure within one leader epoch.
+                    if let Some(old) = previous.get(&tp) {
+                        if old.leader_epoch == target.leader_epoch
+                            && Arc::ptr_eq(&old.partition, &target.partition)
+                        {
+                            target.delayed_until = old.delayed_until;
+                            target.failed = old.failed;
+                        }
+                    }
+                    current.insert(tp, target);
+                }
+                drop(current);
+                handle.wake.notify_one();
+                continue;
+            }
+            let handle = FetcherHandle {
+                address: address.clone(),
+                targets: Arc::new(Mutex::new(targets)),
+                wake: Arc::new(Notify::new()),
+                cancel: self.shutdown.child_token(),
+            };
+            info!(leader = key.0, fetcher = key.1, %address, "starting replica fetcher");
+            let fetcher = Fetcher {
+                node_id: self.node_id,
+                broker_epoch: self.broker_epoch,
+                config: self.config.clone(),
+                leader_id: key.0,
+                client_id: format!("broker-{}-fetcher-{}", self.node_id, key.1),
+                address,
+                targets: handle.targets.clone(),
+                wake: handle.wake.clone(),
+                cancel: handle.cancel.clone(),
+            };
+            self.tasks.spawn(fetcher.run());
+            fetchers.insert(key, handle);
+        }
+    }
+
+    /// The leader's `host:port` on the inter-broker listener: the one named
+    /// `inter.broker.listener.name`, else its first PLAINTEXT listener.
+    fn inter_broker_address(&self, broker: &weir_controller::BrokerRegistration) -> Option<String> {
+        let endpoint = match &self.config.inter_broker_listener_name {
+            Some(name) => broker.endpoints.iter().find(|e| e.name == *name),
+            None => broker
+                .endpoints
+                .iter()
+                .find(|e| e.security_protocol == 0)
+                .or(broker.endpoints.first()),
+        }?;
+        Some(format!("{}:{}", endpoint.host, endpoint.port))
+    }
+
+    /// Stops every fetcher and waits for them to end.
+    pub async fn shutdown(&self) {
+        for handle in self
+            .fetchers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+        {
+            handle.1.cancel.cancel();
+        }
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+}
+
+/// One fetcher task: a connection to one leader and the partitions it
+/// fetches from there.
+struct Fetcher {
+    node_id: i32,
+    broker_epoch: i64,
+    config: ReplicationConfig,
+    leader_id: i32,
+    client_id: String,
+    address: String,
+    targets: Targets,
+    wake: Arc<Notify>,
+    cancel: CancellationToken,
+}
+
+impl Fetcher {
+    async fn run(self) {
+        let mut client: Option<BrokerClient> = None;
+        let backoff = Duration::from_millis(self.config.replica_fetch_backoff_ms.max(0) as u64);
+        loop {
+            if self.cancel.is_cancelled() {
+                return;
+            }
+            let now = Instant::now();
+            let (ready, next_ready) = self.ready_targets(now);
+            if ready.is_empty() {
+                let wait = next_ready.unwrap_or(now + Duration::from_secs(3600));
+                tokio::select! {
+                    _ = self.cancel.cancelled() => return,
+                    _ = self.wake.notified() => {}
+                    _ = tokio::time::sleep_until(wait) => {}
+                }
+                continue;
+            }
+            if client.is_none() {
+                match BrokerClient::connect(&self.address, self.client_id.clone()).await {
+                    Ok(c) => client = Some(c),
+                    Err(e) => {
+                        debug!(leader = self.leader_id, error = %e, "replica fetcher cannot connect");
+                        if self.pause(backoff).await {
+                            return;
+                        }
+                        continue;
+                    }
+                }
+            }
+            let Some(connection) = client.as_mut() else {
+                continue;
+            };
+            let request = self.fetch_request(&ready);
+            let response = tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                r = connection.send(&request, REPLICA_FETCH_VERSION) => r,
+            };
+            let response = match response {
+                Ok(r) if r.error_code == 0 => r,
+                Ok(r) => {
+                    warn!(
+                        leader = self.leader_id,
+                        error_code = r.error_code,
+                        "replica Fetch failed"
+                    );
+                    if self.pause(backoff).await {
+                        return;
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    debug!(leader = self.leader_id, error = %e, "replica Fetch failed; reconnecting");
+                    client = None;
+                    if self.pause(backoff).await {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let by_id: HashMap<(Uuid, i32), (TopicPartition, FetchTarget)> = ready
+                .into_iter()
+                .map(|(tp, t)| ((t.topic_id, tp.partition), (tp, t)))
+                .collect();
+            let mut appended: Vec<Arc<Partition>> = Vec::new();
+            let mut broken = false;
+            'topics: for topic in response.responses {
+                for data in topic.partitions {
+                    let Some((tp, target)) = by_id.get(&(topic.topic_id, data.partition_index))
+                    else {
+                        continue;
+                    };
+                    match self.process_partition(connection, tp, target, data).await {
+                        Ok(Some(partition)) => appended.push(partition),
+                        Ok(None) => {}
+                        Err(Outcome::Delay) => self.mark(tp, Some(Instant::now() + backoff), false),
+                        Err(Outcome::Fail) => self.mark(tp, None, true),
+                        Err(Outcome::Reconnect) => {
+                            self.mark(tp, Some(Instant::now() + backoff), false);
+                            broken = true;
+                            break 'topics;
+                        }
+                    }
+                }
+            }
+            if broken {
+                client = None;
+            }
+            self.sync_appended(appended).await;
+        }
+    }
+
+    /// Waits `backoff`; true when cancelled meanwhile.
+    async fn pause(&self, backoff: Duration) -> bool {
+        tokio::select! {
+            _ = self.cancel.cancelled() => true,
+            _ = tokio::time::sleep(backoff) => false,
+        }
+    }
+
+    /// The partitions to fetch now, and when the next delayed one is due.
+    fn ready_targets(&self, now: Instant) -> (Vec<(TopicPartition, FetchTarget)>, Option<Instant>) {
+        let targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = None::<Instant>;
+        let mut ready = Vec::new();
+        for (tp, t) in targets.iter() {
+            if t.failed {
+                continue;
+            }
+            match t.delayed_until {
+                Some(until) if until > now => {
+                    next = Some(next.map_or(until, |n| n.min(until)));
+                }
+                _ => ready.push((tp.clone(), t.clone())),
+            }
+        }
+        (ready, next)
+    }
+
+    fn mark(&self, tp: &TopicPartition, delayed_until: Option<Instant>, failed: bool) {
+        if let Some(t) = self
+            .targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(tp)
+        {
+            t.delayed_until = delayed_until;
+            t.failed |= failed;
+        }
+    }
+
+    fn fetch_request(&self, ready: &[(TopicPartition, FetchTarget)]) -> FetchRequest {
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for (tp, target) in ready {
+            let p = &target.partition;
+            let mut partition = FetchPartition::default();
+            partition.partition = tp.partition;
+            partition.current_leader_epoch = target.leader_epoch;
+            partition.fetch_offset = p.log_end_offset();
+            partition.last_fetched_epoch = p.latest_epoch().unwrap_or(-1);
+            partition.log_start_offset = p.log_start_offset();
+            partition.partition_max_bytes = self.config.replica_fetch_max_bytes;
+            match topics.iter_mut().find(|t| t.topic_id == target.topic_id) {
+                Some(topic) => topic.partitions.push(partition),
+                None => {
+                    let mut topic = FetchTopic::default();
+                    topic.topic_id = target.topic_id;
+                    topic.partitions.push(partition);
+                    topics.push(topic);
+                }
+            }
+        }
+        let mut replica_state = ReplicaState::default();
+        replica_state.replica_id = BrokerId(self.node_id);
+        replica_state.replica_epoch = self.broker_epoch;
+        let mut request = FetchRequest::default();
+        request.replica_id = BrokerId(-1);
+        request.replica_state = replica_state;
+        request.max_wait_ms = self.config.replica_fetch_wait_max_ms;
+        request.min_bytes = self.config.replica_fetch_min_bytes;
+        request.max_bytes = self.config.replica_fetch_response_max_bytes;
+        request.isolation_level = 0;
+        request.session_id = 0;
+        request.session_epoch = -1;
+        request.topics = topics;
+        request
+    }
+
+    /// Handles one partition of a Fetch response; returns the partition
+    /// when records were appended (to be made durable).
+    async fn process_partition(
+        &self,
+        client: &mut BrokerClient,
+        tp: &TopicPartition,
+        target: &FetchTarget,
+        data: kafka_protocol::messages::fetch_response::PartitionData,
+    ) -> Result<Option<Arc<Partition>>, Outcome> {
+        let partition = &target.partition;
+        let epoch = target.leader_epoch;
+        if data.error_code == ResponseError::OffsetOutOfRange.code() {
+            return self
+                .handle_out_of_range(client, tp, target)
+                .await
+                .map(|()| None);
+        }
+        if data.error_code != 0 {
+            debug!(topic_partition = %tp, error_code = data.error_code, "replica fetch error");
+            return Err(Outcome::Delay);
+        }
+        let storage_failure = |e: weir_storage::StorageError| {
+            error!(topic_partition = %tp, error = %e, "follower storage error; no longer fetching the partition");
+            Outcome::Fail
+        };
+        let diverging = &data.diverging_epoch;
+        if diverging.epoch >= 0 || diverging.end_offset >= 0 {
+            let fetch_offset = partition.log_end_offset();
+            let local = match partition.end_offset_for_epoch(diverging.epoch) {
+                (-1, _) | (_, -1) => None,
+                found => Some(found),
+            };
+            let truncation = truncation_for_diverging_epoch(
+                diverging.epoch,
+                diverging.end_offset,
+                local,
+                fetch_offset,
+                fetch_offset,
+            );
+            info!(topic_partition = %tp, leader_epoch = diverging.epoch,
+                leader_end_offset = diverging.end_offset, offset = truncation.offset,
+                completed = truncation.completed, "diverging epoch: truncating");
+            partition
+                .truncate(truncation.offset, false, epoch)
+                .await
+                .map_err(storage_failure)?;
+            return Ok(None);
+        }
+        let mut appended = None;
+        if let Some(records) = data.records.filter(|r: &Bytes| !r.is_empty()) {
+            match partition.append_as_follower(&records, epoch) {
+                Ok(Some(_)) => {
+                    metrics::counter!("weir_replica_fetch_bytes_total")
+                        .increment(records.len() as u64);
+                    appended = Some(partition.clone());
+                }
+                Ok(None) => return Ok(None),
+                Err(e @ weir_storage::StorageError::Io { .. }) => return Err(storage_failure(e)),
+                Err(e) => {
+                    warn!(topic_partition = %tp, error = %e, "leader's batches refused by the follower log");
+                    return Err(Outcome::Delay);
+                }
+            }
+        }
+        partition
+            .update_follower_offsets(data.high_watermark, data.log_start_offset)
+            .map_err(storage_failure)?;
+        // Kafka's ReplicaFetcherManager ConsumerLag: records the follower
+        // is behind the leader's high watermark.
+        metrics::gauge!("weir_replica_lag_records",
+            "topic" => tp.topic.clone(), "partition" => tp.partition.to_string())
+        .set((data.high_watermark - partition.log_end_offset()).max(0) as f64);
+        Ok(appended)
+    }
+
+    /// Kafka's `AbstractFetcherThread.fetchOffsetAndTruncate`: a leader end
+    /// below ours truncates to it; a leader start above ours restarts the
+    /// log there.
+    async fn handle_out_of_range(
+        &self,
+        client: &mut BrokerClient,
+        tp: &TopicPartition,
+        target: &FetchTarget,
+    ) -> Result<(), Outcome> {
+        let partition = &target.partition;
+        let leader_end = self
+            .list_offset(client, tp, target.leader_epoch, -1)
+            .await?;
+        let local_end = partition.log_end_offset();
+        let storage_failure = |e: weir_storage::StorageError| {
+            error!(topic_partition = %tp, error = %e, "follower storage error; no longer fetching the partition");
+            Outcome::Fail
+        };
+        if leader_end < local_end {
+            warn!(topic_partition = %tp, leader_end, local_end, "out of range: truncating to the leader's end");
+            partition
+                .truncate(leader_end, false, target.leader_epoch)
+                .await
+                .map_err(storage_failure)?;
+            return Ok(());
+        }
+        let leader_start = self
+            .list_offset(client, tp, target.leader_epoch, -2)
+            .await?;
+        if leader_start > local_end {
+            warn!(topic_partition = %tp, leader_start, local_end, "out of range: restarting the log at the leader's start");
+            partition
+                .truncate(leader_start, true, target.leader_epoch)
+                .await
+                .map_err(storage_failure)?;
+        }
+        Ok(())
+    }
+
+    /// The leader's offset for `timestamp` (-1 latest: its log end for a
+    /// follower; -2 earliest).
+    async fn list_offset(
+        &self,
+        client: &mut BrokerClient,
+        tp: &TopicPartition,
+        leader_epoch: i32,
+        timestamp: i64,
+    ) -> Result<i64, Outcome> {
+        let mut partition = ListOffsetsPartition::default();
+        partition.partition_index = tp.partition;
+        partition.current_leader_epoch = leader_epoch;
+        partition.timestamp = timestamp;
+        let mut topic = ListOffsetsTopic::default();
+        topic.name = TopicName(StrBytes::from_string(tp.topic.clone()));
+        topic.partitions.push(partition);
+        let mut request = ListOffsetsRequest::default();
+        request.replica_id = BrokerId(self.node_id);
+        request.topics.push(topic);
+        let response = client
+            .send(&request, LIST_OFFSETS_VERSION)
+            .await
+            .map_err(|e| {
+                debug!(error = %e, "ListOffsets to the leader failed");
+                Outcome::Reconnect
+            })?;
+        let answer = response
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or(Outcome::Delay)?;
+        if answer.error_code != 0 {
+            return Err(Outcome::Delay);
+        }
+        Ok(answer.offset)
+    }
+
+    /// Group commit of one round's appends in the durable mode: every
+    /// appended partition without `write.caching` is fsynced (concurrently)
+    /// before the next Fetch reports its new log end offset. A failed fsync
+    /// stops fetching the partition: its unsynced records must never be
+    /// reported.
+    async fn sync_appended(&self, appended: Vec<Arc<Partition>>) {
+        let waits = appended
+            .into_iter()
+            .filter(|p| p.ack_requires_flush(-1, false))
+            .map(|p| async move {
+                let end = p.log_end_offset();
+                (p.clone(), p.wait_durable(end).await)
+            });
+        for (partition, result) in futures::future::join_all(waits).await {
+            if let Err(e) = result {
+                error!(topic_partition = %partition.topic_partition(), error = %e,
+                    "follower fsync failed; no longer fetching the partition");
+                self.mark(partition.topic_partition(), None, true);
+            }
+        }
+    }
+}
+
+/// What a partition's failed step asks of its fetcher.
+enum Outcome {
+    /// Back off `replica.fetch.backoff.ms`.
+    Delay,
+    /// Stop fetching it (storage error).
+    Fail,
+    /// The connection broke: reconnect, back off.
+    Reconnect,
+}

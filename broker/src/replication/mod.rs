@@ -1,0 +1,12 @@
+//! Partition data replication (issue 16, Kafka's ISR protocol, design §6):
+//! - [`leader`]: the leader's pure rules for follower state, the high
+//!   watermark and ISR changes;
+//! - [`truncation`]: where a follower truncates on a diverging epoch;
+//! - [`client`]: the inter-broker connection a fetcher uses;
+//! - [`fetcher`]: the replica fetchers and their manager;
+//! - [`alter_partition`]: ISR changes sent to the controller.
+
+pub mod client;
+pub mod fetcher;
+pub mod leader;
+pub mod truncation;

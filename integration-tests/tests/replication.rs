@@ -1,0 +1,278 @@
+//! Partition data replication on three real nodes (issue 16): followers
+//! fetch from the leader, the ISR grows to every caught-up replica, acks=all
+//! waits for the ISR, and a leader killed with SIGKILL loses no
+//! acknowledged record. After each test the replicas' segments are
+//! compared byte for byte.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, CreateTopicsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use weir_integration_tests::records::plain_batch;
+use weir_integration_tests::{RawClient, TestBroker};
+
+use crate::cluster::{start_three_nodes_with, topic_state, FAST_SESSIONS};
+use crate::support::{self, error_code, TopicInfo};
+
+const NOT_ENOUGH_REPLICAS: i16 = 19;
+
+/// Negotiated versions for the requests these tests send.
+struct Versions {
+    metadata: i16,
+    produce: i16,
+    fetch: i16,
+    list_offsets: i16,
+}
+
+fn versions(client: &mut RawClient) -> Versions {
+    let v = support::api_versions(client);
+    Versions {
+        metadata: support::newest::<MetadataRequest>(&v, ApiKey::Metadata),
+        produce: support::newest::<ProduceRequest>(&v, ApiKey::Produce),
+        fetch: support::newest::<FetchRequest>(&v, ApiKey::Fetch),
+        list_offsets: support::newest::<ListOffsetsRequest>(&v, ApiKey::ListOffsets),
+    }
+}
+
+/// Creates a one-partition RF=3 topic with `min.insync.replicas`.
+fn create_rf3(client: &mut RawClient, name: &str, min_isr: &str) -> TopicInfo {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+            .with_num_partitions(1)
+            .with_replication_factor(3)
+            .with_configs(vec![CreatableTopicConfig::default()
+                .with_name(StrBytes::from_static_str("min.insync.replicas"))
+                .with_value(Some(StrBytes::from_string(min_isr.to_owned())))])]);
+    let created = client.send(&request, 5).expect("CreateTopics");
+    assert_eq!(
+        created.topics[0].error_code,
+        error_code::NONE,
+        "{:?}",
+        created.topics[0].error_message
+    );
+    let versions = support::api_versions(client);
+    support::ensure_topic(client, &versions, name)
+}
+
+/// Polls `client` until partition 0 of `topic` has a live leader (other
+/// than `not`) and an ISR of `isr_len`; returns the leader.
+fn wait_for_isr(
+    client: &mut RawClient,
+    version: i16,
+    topic: &str,
+    isr_len: usize,
+    not: Option<i32>,
+) -> i32 {
+    support::poll_until(
+        Duration::from_secs(30),
+        &format!("{topic}: a leader and an ISR of {isr_len}"),
+        || {
+            let (partitions, _) = topic_state(client, version, topic)?;
+            let (error, leader, isr, _) = partitions.first()?.clone();
+            (error == error_code::NONE
+                && leader >= 1
+                && Some(leader) != not
+                && isr.len() == isr_len
+                && isr.contains(&leader))
+            .then_some(leader)
+        },
+    )
+}
+
+/// Produces `values` as one batch with `acks`; returns the partition's
+/// error code and base offset.
+fn produce(
+    client: &mut RawClient,
+    version: i16,
+    topic: &TopicInfo,
+    acks: i16,
+    values: &[String],
+) -> (i16, i64) {
+    let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+    let request = ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(15_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.name.clone())))
+            .with_topic_id(topic.id)
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(plain_batch(&refs, 1_000)))])]);
+    let response = client.send(&request, version).expect("Produce");
+    let p = &response.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// The bytes of every `.log` segment of `topic`-0 on `broker`, in offset
+/// order.
+fn segment_bytes(broker: &TestBroker, topic: &str) -> Vec<u8> {
+    let dir: PathBuf = broker.data_dir().join(format!("{topic}-0"));
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    logs.iter()
+        .flat_map(|p| std::fs::read(p).expect("segment"))
+        .collect()
+}
+
+/// Waits until every running broker's segments of `topic` hold the same
+/// bytes (the followers have fetched everything), then returns them.
+fn assert_replicas_identical(brokers: &[TestBroker], topic: &str) -> Vec<u8> {
+    support::poll_until(
+        Duration::from_secs(30),
+        &format!("{topic}: every replica's segments byte-identical"),
+        || {
+            let all: Vec<Vec<u8>> = brokers
+                .iter()
+                .filter(|b| b.pid().is_some())
+                .map(|b| segment_bytes(b, topic))
+                .collect();
+            (!all[0].is_empty() && all.iter().all(|b| *b == all[0])).then(|| all[0].clone())
+        },
+    )
+}
+
+fn index_of(brokers: &[TestBroker], node_id: i32) -> usize {
+    brokers.iter().position(|b| b.node_id() == node_id).unwrap()
+}
+
+/// Acceptance (issue 16): RF=3, `min.insync.replicas=2`, acks=all; the
+/// leader is killed with SIGKILL and restarted, twice; every acknowledged
+/// record is read back exactly once, the ISR returns to 3 each time, and
+/// the replicas end byte-identical.
+#[test]
+fn a_killed_leader_loses_no_acknowledged_record_and_rejoins_the_isr() {
+    let (mut brokers, _) = start_three_nodes_with(&FAST_SESSIONS);
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let v = versions(&mut clients[0]);
+    let topic = create_rf3(&mut clients[0], "no-loss", "2");
+    let mut leader = wait_for_isr(&mut clients[0], v.metadata, "no-loss", 3, None);
+    let mut acknowledged: Vec<String> = Vec::new();
+    for round in 0..3 {
+        let at = index_of(&brokers, leader);
+        for batch in 0..5 {
+            let values: Vec<String> = (0..10).map(|i| format!("r{round}-b{batch}-{i}")).collect();
+            let (error, base) = produce(&mut clients[at], v.produce, &topic, -1, &values);
+            assert_eq!(error, error_code::NONE, "round {round} batch {batch}");
+            assert_eq!(base, acknowledged.len() as i64, "contiguous offsets");
+            acknowledged.extend(values);
+        }
+        if round == 2 {
+            break;
+        }
+        brokers[at].kill9().expect("SIGKILL the leader");
+        let survivor = (0..3).find(|&i| i != at).unwrap();
+        let old = leader;
+        leader = wait_for_isr(&mut clients[survivor], v.metadata, "no-loss", 2, Some(old));
+        let new_at = index_of(&brokers, leader);
+        let stored = support::read_partition(&mut clients[new_at], v.fetch, &topic, 0);
+        let values: Vec<String> = stored.values().cloned().collect();
+        assert_eq!(
+            values, acknowledged,
+            "round {round}: the new leader {leader} holds every acknowledged record once"
+        );
+        brokers[at]
+            .start_again()
+            .expect("restarting the old leader");
+        clients[at] = support::connect(&brokers[at]);
+        wait_for_isr(&mut clients[new_at], v.metadata, "no-loss", 3, None);
+    }
+    let at = index_of(&brokers, leader);
+    let stored: BTreeMap<i64, String> =
+        support::read_partition(&mut clients[at], v.fetch, &topic, 0);
+    assert_eq!(stored.into_values().collect::<Vec<_>>(), acknowledged);
+    assert_replicas_identical(&brokers, "no-loss");
+}
+
+/// Acks=all waits for the ISR: with `min.insync.replicas=3` and one
+/// replica of three down, acks=all answers NOT_ENOUGH_REPLICAS and appends
+/// nothing; an acks=1 record is appended but stays invisible (above the
+/// high watermark) until the replica returns and the ISR covers it.
+#[test]
+fn min_isr_refuses_acks_all_and_hides_acks_1_records_until_the_isr_covers_them() {
+    let (mut brokers, _) = start_three_nodes_with(&FAST_SESSIONS);
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let v = versions(&mut clients[0]);
+    let topic = create_rf3(&mut clients[0], "strict", "3");
+    let leader = wait_for_isr(&mut clients[0], v.metadata, "strict", 3, None);
+    let at = index_of(&brokers, leader);
+    let (error, _) = produce(&mut clients[at], v.produce, &topic, -1, &["kept".into()]);
+    assert_eq!(error, error_code::NONE);
+
+    let follower = (0..3).find(|&i| i != at).unwrap();
+    brokers[follower].kill9().expect("SIGKILL a follower");
+    wait_for_isr(&mut clients[at], v.metadata, "strict", 2, None);
+    let end_before = support::list_offset(&mut clients[at], v.list_offsets, &topic, 0, -1).offset;
+    let (error, _) = produce(&mut clients[at], v.produce, &topic, -1, &["refused".into()]);
+    assert_eq!(error, NOT_ENOUGH_REPLICAS);
+    let (error, base) = produce(&mut clients[at], v.produce, &topic, 1, &["hidden".into()]);
+    assert_eq!(error, error_code::NONE);
+    assert_eq!(base, end_before, "the refused record was not appended");
+    let latest = support::list_offset(&mut clients[at], v.list_offsets, &topic, 0, -1).offset;
+    assert_eq!(
+        latest, end_before,
+        "the acks=1 record is above the high watermark"
+    );
+    let visible = support::read_partition(&mut clients[at], v.fetch, &topic, 0);
+    assert_eq!(visible.into_values().collect::<Vec<_>>(), ["kept"]);
+
+    brokers[follower]
+        .start_again()
+        .expect("restarting the follower");
+    wait_for_isr(&mut clients[at], v.metadata, "strict", 3, None);
+    support::poll_until(
+        Duration::from_secs(30),
+        "the high watermark to cover the acks=1 record",
+        || {
+            let hw = support::list_offset(&mut clients[at], v.list_offsets, &topic, 0, -1).offset;
+            (hw == end_before + 1).then_some(())
+        },
+    );
+    let visible = support::read_partition(&mut clients[at], v.fetch, &topic, 0);
+    assert_eq!(
+        visible.into_values().collect::<Vec<_>>(),
+        ["kept", "hidden"]
+    );
+    assert_replicas_identical(&brokers, "strict");
+}
+
+/// Records produced with acks=all are on every replica, byte for byte
+/// (followers append the leader's batches unchanged), and reading from a
+/// follower is refused (only the leader serves consumers).
+#[test]
+fn followers_hold_the_leaders_batches_byte_for_byte() {
+    let (brokers, _) = start_three_nodes_with(&FAST_SESSIONS);
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let v = versions(&mut clients[0]);
+    let topic = create_rf3(&mut clients[0], "copies", "2");
+    let leader = wait_for_isr(&mut clients[0], v.metadata, "copies", 3, None);
+    let at = index_of(&brokers, leader);
+    for batch in 0..20 {
+        let values: Vec<String> = (0..5).map(|i| format!("b{batch}-{i}")).collect();
+        let (error, base) = produce(&mut clients[at], v.produce, &topic, -1, &values);
+        assert_eq!(error, error_code::NONE);
+        assert_eq!(base, batch * 5);
+    }
+    let bytes = assert_replicas_identical(&brokers, "copies");
+    assert!(bytes.len() > 20 * 61, "20 batches stored");
+    let follower = (0..3).find(|&i| i != at).unwrap();
+    let mut spec = support::FetchSpec::one(v.fetch, 0, 0);
+    spec.max_wait_ms = 0;
+    let answer = support::fetch(&mut clients[follower], &topic, &spec);
+    assert_eq!(
+        answer[&0].error_code, 6,
+        "NOT_LEADER_OR_FOLLOWER from a follower"
+    );
+}
