@@ -189,20 +189,21 @@ impl RecordBatchHeader {
         }
     }
 
-    /// Parses the header at the start of `buf` and checks the whole batch as
-    /// Kafka's leader does before appending (`LogValidator`,
-    /// `DefaultRecordBatch.ensureValid`): the batch fits in `buf`, its
-    /// CRC-32C matches, the compression codec is one Kafka defines (0-4),
-    /// `last_offset_delta >= 0` and `records_count == last_offset_delta + 1`.
-    /// The records section is not looked at; see [`validate_records`].
+    /// Parses the header at the start of `buf` and checks what a follower
+    /// checks of a batch fetched from its leader (Kafka's
+    /// `UnifiedLog.analyzeAndValidateRecords` for `AppendOrigin.REPLICATION`:
+    /// `DefaultRecordBatch.isValid`): magic 2, a sane length, the batch fits
+    /// in `buf`, its CRC-32C matches, and `last_offset_delta >= 0` (which
+    /// recovery requires). The record count is not checked against the
+    /// offset range: a compacted leader's batches keep their last offset
+    /// delta with fewer (or no) records.
     ///
     /// # Errors
     /// [`StorageError::CorruptRecord`] for a bad batch length, a batch running
     /// past `buf` or a CRC mismatch; [`StorageError::InvalidRecord`] for a
-    /// buffer shorter than the header, magic other than 2, an unknown
-    /// compression codec (5-7), or an inconsistent offset range or record
-    /// count.
-    pub fn validate(buf: &[u8]) -> Result<Self, StorageError> {
+    /// buffer shorter than the header, magic other than 2 or a negative last
+    /// offset delta.
+    pub fn validate_replicated(buf: &[u8]) -> Result<Self, StorageError> {
         let header = Self::parse(buf)?;
         let size = header.size_in_bytes();
         if size > buf.len() {
@@ -219,6 +220,29 @@ impl RecordBatchHeader {
                 crc32c::crc32c(&buf[ATTRIBUTES_OFFSET..size])
             )));
         }
+        if header.last_offset_delta < 0 {
+            return Err(StorageError::InvalidRecord {
+                reason: format!("negative last offset delta {}", header.last_offset_delta),
+            });
+        }
+        Ok(header)
+    }
+
+    /// Parses the header at the start of `buf` and checks the whole batch as
+    /// Kafka's leader does before appending (`LogValidator`,
+    /// `DefaultRecordBatch.ensureValid`): the batch fits in `buf`, its
+    /// CRC-32C matches, the compression codec is one Kafka defines (0-4),
+    /// `last_offset_delta >= 0` and `records_count == last_offset_delta + 1`.
+    /// The records section is not looked at; see [`validate_records`].
+    ///
+    /// # Errors
+    /// [`StorageError::CorruptRecord`] for a bad batch length, a batch running
+    /// past `buf` or a CRC mismatch; [`StorageError::InvalidRecord`] for a
+    /// buffer shorter than the header, magic other than 2, an unknown
+    /// compression codec (5-7), or an inconsistent offset range or record
+    /// count.
+    pub fn validate(buf: &[u8]) -> Result<Self, StorageError> {
+        let header = Self::validate_replicated(buf)?;
         if header.compression_codec() > MAX_COMPRESSION_CODEC {
             return Err(StorageError::InvalidRecord {
                 reason: format!(
@@ -226,11 +250,6 @@ impl RecordBatchHeader {
                     header.compression_codec(),
                     header.attributes
                 ),
-            });
-        }
-        if header.last_offset_delta < 0 {
-            return Err(StorageError::InvalidRecord {
-                reason: format!("negative last offset delta {}", header.last_offset_delta),
             });
         }
         if header.records_count as i64 != header.last_offset_delta as i64 + 1 {

@@ -171,6 +171,35 @@ pub enum StorageError {
         /// The partition, `<topic>-<partition>`.
         topic_partition: String,
     },
+    /// A follower append ([`crate::Log::append_as_follower`]) whose first
+    /// batch starts below the log end offset (Kafka's
+    /// `UnexpectedAppendOffsetException` from `UnifiedLog.append`). The
+    /// replica fetcher recovers from it when the log is empty and the batch
+    /// straddles the log start offset (`first_offset < log_end_offset <=
+    /// last_offset`, a leader log start inside a batch after DeleteRecords):
+    /// it calls [`crate::Log::truncate_fully_and_start_at`] with
+    /// `first_offset` and appends again (`Partition.appendRecordsToFollowerOrFutureReplica`).
+    /// Not an API error: Kafka answers `UNKNOWN_SERVER_ERROR`.
+    #[error("unexpected offset in follower append: first offset {first_offset} is less than the log end offset {log_end_offset} (last offset in append {last_offset})")]
+    UnexpectedAppendOffset {
+        /// Base offset of the first batch.
+        first_offset: i64,
+        /// Last offset of the last batch.
+        last_offset: i64,
+        /// The log end offset at the time of the append.
+        log_end_offset: i64,
+    },
+    /// A follower append whose batches' offsets do not increase: a batch
+    /// starts at or below the previous batch's last offset (Kafka's
+    /// `OffsetsOutOfOrderException`). Not an API error: Kafka answers
+    /// `UNKNOWN_SERVER_ERROR`.
+    #[error("out of order offsets in follower append: batch at {base_offset} follows last offset {previous_last_offset}")]
+    OffsetsOutOfOrder {
+        /// Base offset of the offending batch.
+        base_offset: i64,
+        /// Last offset of the batch before it.
+        previous_last_offset: i64,
+    },
     /// An append would need a relative offset or file position that does not
     /// fit in 32 bits even in a fresh segment.
     #[error("offset {offset} cannot be appended to a log whose end offset is {log_end}")]

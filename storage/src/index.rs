@@ -44,6 +44,8 @@ pub trait IndexEntry: Copy + std::fmt::Debug {
     fn decode(buf: &[u8]) -> Self;
     /// Whether `next` may follow `self` in a well-formed file.
     fn precedes(&self, next: &Self) -> bool;
+    /// The entry's offset minus the segment's base offset.
+    fn relative_offset(&self) -> u32;
 }
 
 /// An `.index` entry: `(relative_offset u32 BE, position u32 BE)`.
@@ -69,6 +71,9 @@ impl IndexEntry for OffsetPosition {
     }
     fn precedes(&self, next: &Self) -> bool {
         self.relative_offset < next.relative_offset && self.position <= next.position
+    }
+    fn relative_offset(&self) -> u32 {
+        self.relative_offset
     }
 }
 
@@ -98,6 +103,9 @@ impl IndexEntry for TimestampOffset {
     fn precedes(&self, next: &Self) -> bool {
         self.timestamp < next.timestamp && self.relative_offset <= next.relative_offset
     }
+    fn relative_offset(&self) -> u32 {
+        self.relative_offset
+    }
 }
 
 /// An index file of one segment: in-memory entries plus the file they are
@@ -113,9 +121,10 @@ pub struct IndexFile<E: IndexEntry> {
     entries: Vec<E>,
     /// Entries already written to the file.
     persisted: usize,
-    /// [`IndexFile::reset`] emptied the index; the file is cut to zero
-    /// bytes at the next [`IndexFile::persist`].
-    truncate_pending: bool,
+    /// [`IndexFile::reset`] or [`IndexFile::truncate_to`] removed entries
+    /// already in the file: it is cut to this many entries at the next
+    /// [`IndexFile::persist`].
+    truncate_pending: Option<usize>,
     max_entries: usize,
 }
 
@@ -177,7 +186,7 @@ impl<E: IndexEntry> IndexFile<E> {
             base_offset,
             entries: Vec::new(),
             persisted: 0,
-            truncate_pending: false,
+            truncate_pending: None,
             max_entries: ((max_index_bytes as usize) / E::SIZE).max(1),
         };
         let mut valid = bytes.len() % E::SIZE == 0;
@@ -283,8 +292,30 @@ impl<E: IndexEntry> IndexFile<E> {
     pub fn reset(&mut self) -> Result<(), StorageError> {
         self.entries.clear();
         self.persisted = 0;
-        self.truncate_pending = true;
+        self.truncate_pending = Some(0);
         Ok(())
+    }
+
+    /// Removes every entry whose offset is `>= offset` (Kafka's
+    /// `OffsetIndex.truncateTo` / `TimeIndex.truncateTo`, for a log
+    /// truncated to `offset`). Entries already in the file are cut from it
+    /// at the next [`IndexFile::persist`], as [`IndexFile::reset`] does.
+    pub fn truncate_to(&mut self, offset: i64) {
+        let base = self.base_offset;
+        let keep = self
+            .entries
+            .partition_point(|e| base + i64::from(e.relative_offset()) < offset);
+        if keep == self.entries.len() {
+            return;
+        }
+        self.entries.truncate(keep);
+        if self.persisted > keep {
+            self.persisted = keep;
+            let cut = self
+                .truncate_pending
+                .map_or(keep, |pending| pending.min(keep));
+            self.truncate_pending = Some(cut);
+        }
     }
 
     fn push(&mut self, entry: E) {
@@ -292,7 +323,8 @@ impl<E: IndexEntry> IndexFile<E> {
     }
 
     /// Writes entries not yet in the file with one `pwrite` (after cutting
-    /// the file to zero bytes if [`IndexFile::reset`] emptied it). Returns
+    /// the file back if [`IndexFile::reset`] or [`IndexFile::truncate_to`]
+    /// removed entries it holds). Returns
     /// whether entries were written. The descriptor written through stays
     /// open until [`IndexFile::take_for_sync`].
     ///
@@ -301,12 +333,12 @@ impl<E: IndexEntry> IndexFile<E> {
     /// the next call writes them again at the same position (overwriting any
     /// torn part).
     pub fn persist(&mut self) -> Result<bool, StorageError> {
-        if self.truncate_pending {
+        if let Some(entries) = self.truncate_pending {
             let file = self.writable()?;
             self.fs
-                .set_len(&file, &self.path, 0)
+                .set_len(&file, &self.path, (entries * E::SIZE) as u64)
                 .map_err(|e| StorageError::io("truncate", &self.path, e))?;
-            self.truncate_pending = false;
+            self.truncate_pending = None;
         }
         if self.persisted == self.entries.len() {
             return Ok(false);

@@ -984,20 +984,7 @@ impl Log {
         info.last_offset = next_offset - 1;
         info.valid_bytes = position;
         info.batch_count = headers.len();
-        let segment_bytes = self.config.segment_bytes.min(MAX_SEGMENT_BYTES);
-        if position as u64 > segment_bytes {
-            return Err(StorageError::RecordBatchTooLarge {
-                size: position,
-                max: segment_bytes as usize,
-            });
-        }
-        self.maybe_roll(
-            position as u64,
-            info.last_offset,
-            segment_bytes,
-            now_ms,
-            info.max_timestamp,
-        )?;
+        self.make_room_for(&info, now_ms)?;
 
         let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(headers.len() * 2);
         let mut at = 0usize;
@@ -1039,14 +1026,45 @@ impl Log {
         Ok(info)
     }
 
-    /// Rolls a new active segment at the log end offset when an append of
-    /// `bytes` ending at `last_offset`, whose largest timestamp is
+    /// Readies the active segment for an append described by `info`
+    /// (`valid_bytes` from `first_offset` to `last_offset`, up to
+    /// `max_timestamp`): refuses a batch set larger than `segment.bytes`
+    /// ([`StorageError::RecordBatchTooLarge`], Kafka's
+    /// `RecordBatchTooLargeException`), then [`Log::maybe_roll`]s.
+    pub(crate) fn make_room_for(
+        &mut self,
+        info: &LogAppendInfo,
+        now_ms: i64,
+    ) -> Result<(), StorageError> {
+        let segment_bytes = self.config.segment_bytes.min(MAX_SEGMENT_BYTES);
+        if info.valid_bytes as u64 > segment_bytes {
+            return Err(StorageError::RecordBatchTooLarge {
+                size: info.valid_bytes,
+                max: segment_bytes as usize,
+            });
+        }
+        self.maybe_roll(
+            info.valid_bytes as u64,
+            info.first_offset,
+            info.last_offset,
+            segment_bytes,
+            now_ms,
+            info.max_timestamp,
+        )
+    }
+
+    /// Rolls a new active segment when an append of `bytes` from
+    /// `first_offset` to `last_offset`, whose largest timestamp is
     /// `max_timestamp`, does not fit the active one or the active one has
     /// been open for `segment.ms` (Kafka's `UnifiedLog.maybeRoll` /
-    /// `LogSegment.shouldRoll`, without `segment.jitter.ms`).
+    /// `LogSegment.shouldRoll`, without `segment.jitter.ms`). The new
+    /// segment starts at `first_offset`, or the log end offset if that is
+    /// larger (Kafka's `roll(Optional.of(rollOffset))`: a follower's batch
+    /// may start past the log end offset of a compacted leader's log).
     fn maybe_roll(
         &mut self,
         bytes: u64,
+        first_offset: i64,
         last_offset: i64,
         segment_bytes: u64,
         now_ms: i64,
@@ -1067,27 +1085,33 @@ impl Log {
         if !should_roll {
             return Ok(());
         }
-        if last_offset - log_end_offset > i32::MAX as i64 {
+        let base_offset = first_offset.max(log_end_offset);
+        if last_offset - base_offset > i32::MAX as i64 {
             return Err(StorageError::OffsetOverflow {
                 offset: last_offset,
                 log_end: log_end_offset,
             });
         }
-        self.roll()
+        self.roll_at(base_offset)
     }
 
     /// Makes the active segment inactive and opens a new active segment at
     /// the log end offset (Kafka's `UnifiedLog.roll`). An empty active
     /// segment is kept as it is.
     pub(crate) fn roll(&mut self) -> Result<(), StorageError> {
-        let log_end_offset = self.log_end_offset;
+        self.roll_at(self.log_end_offset)
+    }
+
+    /// [`Log::roll`] with the new segment at `base_offset` (`>=` the log
+    /// end offset).
+    fn roll_at(&mut self, base_offset: i64) -> Result<(), StorageError> {
         let active = self.active_segment()?;
         if active.size() == 0 {
             return Ok(());
         }
         active.on_become_inactive()?;
-        tracing::debug!(dir = %self.dir.display(), base_offset = log_end_offset, "rolling new log segment");
-        self.create_segment(log_end_offset)?;
+        tracing::debug!(dir = %self.dir.display(), base_offset, "rolling new log segment");
+        self.create_segment(base_offset)?;
         self.write_producer_snapshot()
     }
 
@@ -1571,6 +1595,9 @@ pub mod cleaner;
 mod fault_tests;
 #[cfg(test)]
 mod flush_tests;
+mod follower;
+#[cfg(test)]
+mod follower_tests;
 #[cfg(test)]
 mod producer_tests;
 pub mod retention;

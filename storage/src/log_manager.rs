@@ -1,8 +1,9 @@
 //! [`LogManager`]: every partition [`Log`] under one log directory
 //! (`log.dirs`; one directory for now) and the files Kafka keeps at its top
 //! level: `meta.properties`, `recovery-point-offset-checkpoint`,
-//! `log-start-offset-checkpoint`, `cleaner-offset-checkpoint` and the
-//! `.lock` file that keeps a second process out. It also picks the log the
+//! `log-start-offset-checkpoint`, `cleaner-offset-checkpoint`,
+//! `replication-offset-checkpoint` (high watermarks, which the broker
+//! computes) and the `.lock` file that keeps a second process out. It also picks the log the
 //! [`LogCleaner`](crate::log::cleaner) compacts next (Kafka's
 //! `LogCleanerManager`). Owns no replication or protocol logic.
 
@@ -27,6 +28,10 @@ pub const LOG_START_OFFSET_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint"
 /// Kafka's cleaner checkpoint file name: each compacted log's first dirty
 /// offset.
 pub const CLEANER_OFFSET_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
+/// Kafka's high watermark checkpoint file name (`ReplicaManager`'s
+/// `highWatermarkCheckpoints`): each partition's high watermark, written by
+/// [`LogManager::write_high_watermarks`].
+pub const REPLICATION_OFFSET_CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
 /// Lock file held (flock) while the directory is open.
 pub const LOCK_FILE: &str = ".lock";
 /// Written by a clean [`LogManager::shutdown`] after every log is flushed and
@@ -573,6 +578,111 @@ impl LogManager {
         )
     }
 
+    /// Reads `replication-offset-checkpoint`: the high watermark of each
+    /// partition as last written by [`LogManager::write_high_watermarks`]
+    /// (Kafka's `Partition.createLogIfNotExists` reads it at startup); an
+    /// empty map when the file does not exist. Entries of partitions without
+    /// a log are returned too.
+    ///
+    /// # Errors
+    /// [`StorageError::MalformedFile`] if the file is not a valid checkpoint;
+    /// [`StorageError::Io`] if it cannot be read.
+    pub fn read_high_watermarks(&self) -> Result<HashMap<TopicPartition, i64>, StorageError> {
+        read_offsets(&self.log_dir.join(REPLICATION_OFFSET_CHECKPOINT_FILE))
+    }
+
+    /// Replaces `replication-offset-checkpoint` with `hws` (Kafka's
+    /// `ReplicaManager.checkpointHighWatermarks`, every
+    /// `replica.high.watermark.checkpoint.interval.ms`): the same text
+    /// format and atomic, durable write as `recovery-point-offset-checkpoint`,
+    /// entries sorted. Partitions without an open log (deleted ones) are
+    /// left out.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the file cannot be written; the old one then
+    /// stays.
+    pub fn write_high_watermarks(
+        &self,
+        hws: &HashMap<TopicPartition, i64>,
+    ) -> Result<(), StorageError> {
+        let _serial = lock(&self.checkpoint_lock);
+        let mut entries: Vec<(TopicPartition, i64)> = {
+            let live = lock(&self.logs);
+            hws.iter()
+                .filter(|(tp, _)| live.contains_key(*tp))
+                .map(|(tp, hw)| (tp.clone(), *hw))
+                .collect()
+        };
+        entries.sort();
+        write_offsets(
+            &*self.fs,
+            &self.log_dir.join(REPLICATION_OFFSET_CHECKPOINT_FILE),
+            &entries,
+        )
+    }
+
+    /// [`Log::truncate_to`] on `tp`'s log, then what Kafka's
+    /// `LogManager.truncateTo` does around it: the cleaner checkpoint is
+    /// lowered to the active segment's base offset when it is above
+    /// (`maybeTruncateCleanerCheckpointToActiveSegmentBaseOffset`), and the
+    /// recovery point and log start offset checkpoints are written
+    /// ([`LogManager::checkpoint`]) so that a restart after later appends
+    /// recovers from at or below the new end. Returns what
+    /// [`Log::truncate_to`] returns; `false` for a partition without a log.
+    ///
+    /// # Errors
+    /// As [`Log::truncate_to`] and [`LogManager::checkpoint`].
+    pub fn truncate_to(
+        &self,
+        tp: &TopicPartition,
+        target_offset: i64,
+    ) -> Result<bool, StorageError> {
+        let Some(log) = self.get(tp) else {
+            return Ok(false);
+        };
+        let (truncated, active_base) = {
+            let mut log = lock(&log);
+            let truncated = log.truncate_to(target_offset)?;
+            (truncated, log.active_segment_base_offset())
+        };
+        if truncated {
+            self.after_truncation(tp, active_base)?;
+        }
+        Ok(truncated)
+    }
+
+    /// [`Log::truncate_fully_and_start_at`] on `tp`'s log, then the cleaner
+    /// checkpoint and offset checkpoints as [`LogManager::truncate_to`]
+    /// (Kafka's `LogManager.truncateFullyAndStartAt`). A partition without a
+    /// log is a no-op.
+    ///
+    /// # Errors
+    /// As [`Log::truncate_fully_and_start_at`] and [`LogManager::checkpoint`].
+    pub fn truncate_fully_and_start_at(
+        &self,
+        tp: &TopicPartition,
+        new_offset: i64,
+    ) -> Result<(), StorageError> {
+        let Some(log) = self.get(tp) else {
+            return Ok(());
+        };
+        lock(&log).truncate_fully_and_start_at(new_offset)?;
+        self.after_truncation(tp, new_offset)
+    }
+
+    /// Lowers `tp`'s cleaner checkpoint to `active_base` (Kafka's
+    /// `LogCleanerManager.maybeTruncateCheckpoint`) and checkpoints every
+    /// log's recovery point and log start offset.
+    fn after_truncation(&self, tp: &TopicPartition, active_base: i64) -> Result<(), StorageError> {
+        let above = self
+            .cleaner_checkpoint(tp)
+            .is_some_and(|first_dirty| first_dirty > active_base);
+        if above {
+            self.update_cleaner_checkpoint(tp, active_base)?;
+        }
+        self.checkpoint()
+    }
+
     /// The checkpointed first dirty offset of `tp`, if any.
     pub fn cleaner_checkpoint(&self, tp: &TopicPartition) -> Option<i64> {
         lock(&self.cleaner_checkpoints).get(tp).copied()
@@ -660,6 +770,11 @@ impl LogManager {
     ) -> Result<(), StorageError> {
         let _serial = lock(&self.checkpoint_lock);
         let live = lock(&self.logs);
+        // A truncation while the log was being cleaned may have moved the
+        // log end below the cleaned range's end.
+        let log_end_offset = live.get(tp).map(|log| lock(log).log_end_offset());
+        let first_dirty_offset =
+            log_end_offset.map_or(first_dirty_offset, |end| first_dirty_offset.min(end));
         let mut checkpoints = lock(&self.cleaner_checkpoints);
         checkpoints.insert(tp.clone(), first_dirty_offset);
         checkpoints.retain(|tp, _| live.contains_key(tp));

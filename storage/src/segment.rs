@@ -727,6 +727,67 @@ impl LogSegment {
         Ok((truncated, next_offset))
     }
 
+    /// Removes every batch whose last offset is `>= offset` (Kafka's
+    /// `LogSegment.truncateTo`): the first such batch is found through the
+    /// offset index and a scan (`translateOffset`), the `.log` file is cut at
+    /// its position, so a batch holding `offset` goes whole, and index
+    /// entries at or above `offset` are dropped (cut from the index files at
+    /// the next [`IndexFile::persist`](crate::index::IndexFile::persist)).
+    /// The segment's max timestamp is recomputed from the last remaining time
+    /// index entry and the batches after it (`loadLargestTimestamp`); an
+    /// emptied segment restarts its `segment.ms` clock. Returns the offset
+    /// after the last remaining batch (the base offset when none remains),
+    /// also when no batch reached `offset` and nothing changed.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the file cannot be read or cut;
+    /// [`StorageError::CorruptRecord`] if a stored header does not parse.
+    pub(crate) fn truncate_to(&mut self, offset: i64) -> Result<i64, StorageError> {
+        self.cut_back_torn_tail()?;
+        let removed = match self.find_batch(offset)? {
+            Some((position, _)) => {
+                self.set_len(position)?;
+                self.size = position;
+                self.dirty = true;
+                self.indexes_dirty = true;
+                self.offset_index.truncate_to(offset);
+                self.time_index.truncate_to(offset);
+                self.bytes_since_last_index_entry = 0;
+                true
+            }
+            None => false,
+        };
+        let (mut max_timestamp, mut offset_of_max) =
+            self.time_index.last_entry().unwrap_or((-1, -1));
+        let (_, from) = self
+            .offset_index
+            .lookup(offset_of_max.max(self.base_offset));
+        let mut scanner = self.scanner()?;
+        let mut at = u64::from(from);
+        let mut next_offset = self.base_offset;
+        while let Some(header) = scanner.header_at(at)? {
+            if header.max_timestamp > max_timestamp {
+                max_timestamp = header.max_timestamp;
+                offset_of_max = header.last_offset();
+            }
+            next_offset = header.next_offset();
+            at += header.size_in_bytes() as u64;
+        }
+        drop(scanner);
+        if !removed {
+            return Ok(next_offset);
+        }
+        self.max_timestamp = max_timestamp;
+        self.offset_of_max_timestamp = offset_of_max;
+        if self.size == 0 {
+            self.created_ms = wall_clock_ms();
+            self.first_batch_timestamp = Some(-1);
+        }
+        // A flush must not count the removed batches as written.
+        self.written_end.store(next_offset, Ordering::Release);
+        Ok(next_offset)
+    }
+
     /// Finishes a segment that stops being the active one (Kafka's
     /// `onBecomeInactiveSegment`): records the final max timestamp in the
     /// time index and writes pending index entries, which the next flush

@@ -11,13 +11,18 @@ fn tp() -> TopicPartition {
 }
 
 /// A temp dir and a faulty file system over it.
-fn setup() -> (tempfile::TempDir, Arc<FaultyFileSystem>) {
+pub(super) fn setup() -> (tempfile::TempDir, Arc<FaultyFileSystem>) {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FaultyFileSystem::new(dir.path()).unwrap());
     (dir, fs)
 }
 
-fn open_log(fs: &Arc<FaultyFileSystem>, dir: &Path, config: LogConfig, recovery_point: i64) -> Log {
+pub(super) fn open_log(
+    fs: &Arc<FaultyFileSystem>,
+    dir: &Path,
+    config: LogConfig,
+    recovery_point: i64,
+) -> Log {
     let fs: Arc<dyn FileSystem> = fs.clone();
     Log::open_with_file_system(
         fs,
@@ -55,7 +60,7 @@ fn idempotent_batch(seq: i32) -> Bytes {
 
 /// Every batch readable from the log start, concatenated, walking forward
 /// until a read returns nothing.
-fn read_all(log: &Log) -> Vec<u8> {
+pub(super) fn read_all(log: &Log) -> Vec<u8> {
     let mut out = Vec::new();
     let mut offset = log.log_start_offset();
     while offset < log.log_end_offset() {
