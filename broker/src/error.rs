@@ -28,7 +28,9 @@ pub fn storage_error_code(error: &StorageError) -> i16 {
         | StorageError::NodeIdMismatch { .. }
         | StorageError::AlreadyFormatted { .. }
         | StorageError::InconsistentTopicId { .. } => ResponseError::KafkaStorageError.code(),
-        StorageError::OffsetOverflow { .. } => ResponseError::UnknownServerError.code(),
+        StorageError::OffsetOverflow { .. }
+        | StorageError::UnexpectedAppendOffset { .. }
+        | StorageError::OffsetsOutOfOrder { .. } => ResponseError::UnknownServerError.code(),
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
         StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
     }
@@ -132,6 +134,21 @@ mod tests {
                 6,
             ),
             (StorageError::RecordBatchTooLarge { size: 2, max: 1 }, 10),
+            (
+                StorageError::UnexpectedAppendOffset {
+                    first_offset: 1,
+                    last_offset: 2,
+                    log_end_offset: 5,
+                },
+                -1,
+            ),
+            (
+                StorageError::OffsetsOutOfOrder {
+                    base_offset: 1,
+                    previous_last_offset: 3,
+                },
+                -1,
+            ),
             (
                 StorageError::OffsetOutOfRange {
                     requested: 9,

@@ -25,6 +25,9 @@ pub struct ReplicaManager {
     /// `replication::alter_partition`); unset, they are dropped (unit
     /// tests, which have no controller).
     isr_changes: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<IsrProposal>>,
+    /// High watermarks read from `replication-offset-checkpoint` at
+    /// startup, each taken by its partition when first attached.
+    checkpointed_high_watermarks: Mutex<HashMap<TopicPartition, i64>>,
 }
 
 impl ReplicaManager {
@@ -38,7 +41,38 @@ impl ReplicaManager {
             partitions: RwLock::new(HashMap::new()),
             apply_lock: Mutex::new(()),
             isr_changes: std::sync::OnceLock::new(),
+            checkpointed_high_watermarks: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Reads `replication-offset-checkpoint` (before the first
+    /// [`ReplicaManager::apply_image`]); a missing file is an empty one.
+    ///
+    /// # Errors
+    /// I/O errors or a malformed file.
+    pub fn load_high_watermarks(&self) -> Result<(), StorageError> {
+        let high_watermarks = self.log_manager.read_high_watermarks()?;
+        *self
+            .checkpointed_high_watermarks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = high_watermarks;
+        Ok(())
+    }
+
+    /// Writes every hosted partition's high watermark to
+    /// `replication-offset-checkpoint` (Kafka's
+    /// `ReplicaManager.checkpointHighWatermarks`, every
+    /// `replica.high.watermark.checkpoint.interval.ms` and at shutdown).
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn checkpoint_high_watermarks(&self) -> Result<(), StorageError> {
+        let high_watermarks: HashMap<TopicPartition, i64> = self
+            .all_partitions()
+            .iter()
+            .map(|p| (p.topic_partition().clone(), p.high_watermark()))
+            .collect();
+        self.log_manager.write_high_watermarks(&high_watermarks)
     }
 
     /// Routes ISR changes to `sender` (set once, at startup).
@@ -69,6 +103,29 @@ impl ReplicaManager {
         }
         metrics::gauge!("weir_under_replicated_partitions").set(under_replicated as f64);
         metrics::gauge!("weir_under_min_isr_partitions").set(under_min_isr as f64);
+    }
+
+    /// Truncates a follower's log ([`Partition::truncate`]) and lowers its
+    /// cleaner checkpoint and writes the offset checkpoints after it (Kafka's
+    /// `LogManager.truncateTo`). Returns whether anything was truncated.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn truncate_follower(
+        &self,
+        partition: &Arc<Partition>,
+        offset: i64,
+        fully: bool,
+        leader_epoch: i32,
+    ) -> Result<bool, StorageError> {
+        match partition.truncate(offset, fully, leader_epoch).await? {
+            Some(active_base) => {
+                self.log_manager
+                    .after_truncation(partition.topic_partition(), active_base)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// One ISR shrink pass (Kafka's `ReplicaManager.maybeShrinkIsr`, every
@@ -214,6 +271,14 @@ impl ReplicaManager {
                             registration.leader_epoch,
                         ));
                         p.set_write_caching(write_caching);
+                        if let Some(hw) = self
+                            .checkpointed_high_watermarks
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&tp)
+                        {
+                            p.restore_high_watermark(hw);
+                        }
                         p
                     }
                 };
@@ -420,11 +485,13 @@ impl ReplicaManager {
         self.log_manager.checkpoint()
     }
 
-    /// Flushes every log and writes the checkpoints (clean shutdown).
+    /// Flushes every log and writes the checkpoints, high watermarks
+    /// included (clean shutdown).
     ///
     /// # Errors
     /// I/O errors.
     pub fn shutdown(&self) -> Result<(), StorageError> {
+        self.checkpoint_high_watermarks()?;
         self.log_manager.shutdown()
     }
 }

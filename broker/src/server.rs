@@ -197,6 +197,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     ));
     let image = controller.image();
     replica_manager.delete_stray_logs(&image)?;
+    replica_manager.load_high_watermarks()?;
     replica_manager.apply_image(&image)?;
     // Followers fetch from their leaders (issue 16); the fetchers stop
     // before the logs are flushed at shutdown.
@@ -289,6 +290,14 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         config.log_flush_offset_checkpoint_interval_ms,
         shutdown.clone(),
         move || rm.checkpoint(),
+    ));
+    // High watermark checkpoints (Kafka's highwatermark-checkpoint task).
+    let rm = replica_manager.clone();
+    tracker.spawn(run_periodically(
+        "high watermark checkpoint",
+        config.replication.high_watermark_checkpoint_interval_ms.max(1) as u64,
+        shutdown.clone(),
+        move || rm.checkpoint_high_watermarks(),
     ));
     // Retention (Kafka's kafka-log-retention task), with the expiration of
     // idle idempotent producers.

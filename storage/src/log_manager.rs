@@ -672,8 +672,18 @@ impl LogManager {
 
     /// Lowers `tp`'s cleaner checkpoint to `active_base` (Kafka's
     /// `LogCleanerManager.maybeTruncateCheckpoint`) and checkpoints every
-    /// log's recovery point and log start offset.
-    fn after_truncation(&self, tp: &TopicPartition, active_base: i64) -> Result<(), StorageError> {
+    /// log's recovery point and log start offset: what a caller that
+    /// truncated `tp`'s log itself (under its own lock, as the broker's
+    /// follower does) must run after [`Log::truncate_to`] or
+    /// [`Log::truncate_fully_and_start_at`].
+    ///
+    /// # Errors
+    /// I/O errors writing the checkpoints.
+    pub fn after_truncation(
+        &self,
+        tp: &TopicPartition,
+        active_base: i64,
+    ) -> Result<(), StorageError> {
         let above = self
             .cleaner_checkpoint(tp)
             .is_some_and(|first_dirty| first_dirty > active_base);

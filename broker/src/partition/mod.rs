@@ -506,7 +506,6 @@ impl Drop for FlushEnded<'_> {
 }
 
 mod replication;
-mod storage_stub;
 pub use replication::{
     IsrChangeOutcome, IsrProposal, PurgatoryGauge, Registration, ReplicationWait,
 };

@@ -10,7 +10,6 @@
 
 use std::time::Duration;
 
-use super::storage_stub::FollowerLogStub as _;
 use super::*;
 
 /// The leader's replication state with what its rules consult: the
@@ -444,7 +443,7 @@ impl Partition {
             if self.is_leader() || self.leader_epoch() != leader_epoch {
                 return Ok(None);
             }
-            let info = log.append_as_follower(records)?;
+            let info = log.append_as_follower_in_epoch(records, leader_epoch)?;
             (info, log.log_end_offset())
         };
         self.log_end_offset_gauge.set(log_end_offset as f64);
@@ -483,8 +482,11 @@ impl Partition {
     /// `Partition.truncateTo`), or empties it to start at `offset` when
     /// `fully` (`truncateFullyAndStartAt`). Waits for a running flush first
     /// and lowers the durable offset, so that records appended later at the
-    /// truncated offsets are never taken as already fsynced. Returns false
-    /// when this broker no longer follows in `leader_epoch`.
+    /// truncated offsets are never taken as already fsynced. Returns the
+    /// active segment's base offset after a truncation (for the cleaner
+    /// checkpoint, [`weir_storage::LogManager::after_truncation`]), `None`
+    /// when nothing was truncated or this broker no longer follows in
+    /// `leader_epoch`.
     ///
     /// # Errors
     /// Storage errors.
@@ -493,16 +495,16 @@ impl Partition {
         offset: i64,
         fully: bool,
         leader_epoch: i32,
-    ) -> Result<bool, StorageError> {
+    ) -> Result<Option<i64>, StorageError> {
         let _flush = self.flush_lock.clone().lock_owned().await;
         let mut log = lock(&self.log);
         if self.is_leader() || self.leader_epoch() != leader_epoch {
-            return Ok(false);
+            return Ok(None);
         }
         if fully {
             log.truncate_fully_and_start_at(offset)?;
-        } else {
-            log.truncate_to(offset)?;
+        } else if !log.truncate_to(offset)? {
+            return Ok(None);
         }
         let end = log.log_end_offset();
         self.high_watermark.fetch_min(end, Ordering::AcqRel);
@@ -510,7 +512,18 @@ impl Partition {
         self.log_end_offset_gauge.set(end as f64);
         tracing::info!(topic_partition = %self.topic_partition, offset = end, fully,
             "truncated the follower's log");
-        Ok(true)
+        Ok(Some(log.active_segment_base_offset()))
+    }
+
+    /// Restores the high watermark from `replication-offset-checkpoint`
+    /// at startup (Kafka's `Partition.createLogIfNotExists` with the
+    /// checkpointed high watermark), within [log start, log end].
+    pub fn restore_high_watermark(&self, checkpointed: i64) {
+        let log = lock(&self.log);
+        let high_watermark = checkpointed
+            .min(log.log_end_offset())
+            .max(log.log_start_offset());
+        self.high_watermark.store(high_watermark, Ordering::Release);
     }
 
     /// The epoch of the log's last batch, for a follower's Fetch

@@ -198,6 +198,7 @@ impl ReplicaFetcherManager {
             };
             info!(leader = key.0, fetcher = key.1, %address, "starting replica fetcher");
             let fetcher = Fetcher {
+                replica_manager: self.replica_manager.clone(),
                 node_id: self.node_id,
                 broker_epoch: self.broker_epoch,
                 config: self.config.clone(),
@@ -245,6 +246,7 @@ impl ReplicaFetcherManager {
 /// One fetcher task: a connection to one leader and the partitions it
 /// fetches from there.
 struct Fetcher {
+    replica_manager: Arc<ReplicaManager>,
     node_id: i32,
     broker_epoch: i64,
     config: ReplicationConfig,
@@ -467,15 +469,37 @@ impl Fetcher {
             info!(topic_partition = %tp, leader_epoch = diverging.epoch,
                 leader_end_offset = diverging.end_offset, offset = truncation.offset,
                 completed = truncation.completed, "diverging epoch: truncating");
-            partition
-                .truncate(truncation.offset, false, epoch)
+            self.replica_manager
+                .truncate_follower(partition, truncation.offset, false, epoch)
                 .await
                 .map_err(storage_failure)?;
             return Ok(None);
         }
         let mut appended = None;
         if let Some(records) = data.records.filter(|r: &Bytes| !r.is_empty()) {
-            match partition.append_as_follower(&records, epoch) {
+            let mut result = partition.append_as_follower(&records, epoch);
+            // Kafka's Partition.appendRecordsToFollowerOrFutureReplica: an
+            // empty log whose start (the leader's log start, set inside a
+            // batch by DeleteRecords) falls inside the first batch restarts
+            // at that batch.
+            if let Err(weir_storage::StorageError::UnexpectedAppendOffset {
+                first_offset,
+                last_offset,
+                log_end_offset,
+            }) = result
+            {
+                if first_offset < log_end_offset
+                    && log_end_offset <= last_offset
+                    && partition.log_start_offset() == log_end_offset
+                {
+                    self.replica_manager
+                        .truncate_follower(partition, first_offset, true, epoch)
+                        .await
+                        .map_err(storage_failure)?;
+                    result = partition.append_as_follower(&records, epoch);
+                }
+            }
+            match result {
                 Ok(Some(_)) => {
                     metrics::counter!("weir_replica_fetch_bytes_total")
                         .increment(records.len() as u64);
@@ -520,8 +544,8 @@ impl Fetcher {
         };
         if leader_end < local_end {
             warn!(topic_partition = %tp, leader_end, local_end, "out of range: truncating to the leader's end");
-            partition
-                .truncate(leader_end, false, target.leader_epoch)
+            self.replica_manager
+                .truncate_follower(partition, leader_end, false, target.leader_epoch)
                 .await
                 .map_err(storage_failure)?;
             return Ok(());
@@ -531,8 +555,8 @@ impl Fetcher {
             .await?;
         if leader_start > local_end {
             warn!(topic_partition = %tp, leader_start, local_end, "out of range: restarting the log at the leader's start");
-            partition
-                .truncate(leader_start, true, target.leader_epoch)
+            self.replica_manager
+                .truncate_follower(partition, leader_start, true, target.leader_epoch)
                 .await
                 .map_err(storage_failure)?;
         }

@@ -313,7 +313,7 @@ impl Log {
     }
 
     /// The base offset of the active (last) segment.
-    pub(crate) fn active_segment_base_offset(&self) -> i64 {
+    pub fn active_segment_base_offset(&self) -> i64 {
         self.segments
             .keys()
             .next_back()
