@@ -1279,4 +1279,69 @@ mod tests {
         );
         assert_eq!(parse_partition_dir("lost+found-0"), None);
     }
+
+    #[test]
+    fn high_watermarks_round_trip_in_kafkas_format_without_deleted_partitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()).unwrap();
+        let manager = open();
+        assert!(manager.read_high_watermarks().unwrap().is_empty());
+        let (a, b, gone) = (
+            TopicPartition::new("t", 0),
+            TopicPartition::new("t", 1),
+            TopicPartition::new("gone", 0),
+        );
+        for tp in [&a, &b, &gone] {
+            manager.get_or_create(tp, LogConfig::default()).unwrap();
+        }
+        manager.delete(&gone).unwrap();
+        let hws = HashMap::from([(a.clone(), 5), (b.clone(), 7), (gone, 3)]);
+        manager.write_high_watermarks(&hws).unwrap();
+        let path = dir.path().join(REPLICATION_OFFSET_CHECKPOINT_FILE);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "0\n2\nt 0 5\nt 1 7\n"
+        );
+        let expected = HashMap::from([(a, 5), (b, 7)]);
+        assert_eq!(manager.read_high_watermarks().unwrap(), expected);
+        drop(manager);
+        assert_eq!(open().read_high_watermarks().unwrap(), expected);
+        std::fs::write(&path, "0\n2\nt 0 5\n").unwrap();
+        assert!(matches!(
+            open().read_high_watermarks(),
+            Err(StorageError::MalformedFile { .. })
+        ));
+    }
+
+    /// Kafka's `LogManager.truncateTo` / `truncateFullyAndStartAt`: the
+    /// offset checkpoints follow the truncation at once, and the cleaner
+    /// checkpoint never stays above the active segment.
+    #[test]
+    fn truncation_through_the_manager_checkpoints_offsets_and_lowers_the_cleaner_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let log = manager.get_or_create(&tp, LogConfig::default()).unwrap();
+        for _ in 0..5 {
+            append(&log, 2);
+        }
+        lock(&log).flush().unwrap();
+        manager.checkpoint().unwrap();
+        manager.update_cleaner_checkpoint(&tp, 8).unwrap();
+        let checkpointed = |name: &str| read_offsets(&dir.path().join(name)).unwrap()[&tp];
+        assert_eq!(checkpointed(RECOVERY_POINT_CHECKPOINT_FILE), 10);
+
+        assert!(manager.truncate_to(&tp, 4).unwrap());
+        assert_eq!(lock(&log).log_end_offset(), 4);
+        assert_eq!(checkpointed(RECOVERY_POINT_CHECKPOINT_FILE), 4);
+        assert_eq!(manager.cleaner_checkpoint(&tp), Some(0));
+        assert_eq!(checkpointed(CLEANER_OFFSET_CHECKPOINT_FILE), 0);
+        assert!(!manager.truncate_to(&tp, 4).unwrap());
+
+        manager.truncate_fully_and_start_at(&tp, 100).unwrap();
+        assert_eq!(checkpointed(RECOVERY_POINT_CHECKPOINT_FILE), 100);
+        assert_eq!(checkpointed(LOG_START_OFFSET_CHECKPOINT_FILE), 100);
+        let unknown = TopicPartition::new("unknown", 0);
+        assert!(!manager.truncate_to(&unknown, 0).unwrap());
+    }
 }
