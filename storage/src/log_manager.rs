@@ -621,8 +621,10 @@ impl LogManager {
         )
     }
 
-    /// [`Log::truncate_to`] on `tp`'s log, then what Kafka's
-    /// `LogManager.truncateTo` does around it: the cleaner checkpoint is
+    /// [`Log::truncate_to`] on `tp`'s log, with what Kafka's
+    /// `LogManager.truncateTo` does around it: a truncation below the active
+    /// segment waits for a cleaning pass under way (the cleaner is paused
+    /// meanwhile), the cleaner checkpoint is
     /// lowered to the active segment's base offset when it is above
     /// (`maybeTruncateCleanerCheckpointToActiveSegmentBaseOffset`), and the
     /// recovery point and log start offset checkpoints are written
@@ -640,6 +642,12 @@ impl LogManager {
         let Some(log) = self.get(tp) else {
             return Ok(false);
         };
+        // Kafka's `abortAndPauseCleaning` when the truncation reaches below
+        // the active segment (`needToStopCleaner`): the cleaner reads
+        // inactive segments without the log's lock, so a pass under way
+        // finishes first and the next one sees the truncated log.
+        let below_active = target_offset < lock(&log).active_segment_base_offset();
+        let _paused = below_active.then(|| lock(&self.cleaner_lock));
         let (truncated, active_base) = {
             let mut log = lock(&log);
             let truncated = log.truncate_to(target_offset)?;
@@ -652,9 +660,10 @@ impl LogManager {
     }
 
     /// [`Log::truncate_fully_and_start_at`] on `tp`'s log, then the cleaner
-    /// checkpoint and offset checkpoints as [`LogManager::truncate_to`]
-    /// (Kafka's `LogManager.truncateFullyAndStartAt`). A partition without a
-    /// log is a no-op.
+    /// checkpoint, offset checkpoints and cleaner pause as
+    /// [`LogManager::truncate_to`] (Kafka's
+    /// `LogManager.truncateFullyAndStartAt`). A partition without a log is a
+    /// no-op.
     ///
     /// # Errors
     /// As [`Log::truncate_fully_and_start_at`] and [`LogManager::checkpoint`].
@@ -666,6 +675,7 @@ impl LogManager {
         let Some(log) = self.get(tp) else {
             return Ok(());
         };
+        let _paused = lock(&self.cleaner_lock);
         lock(&log).truncate_fully_and_start_at(new_offset)?;
         self.after_truncation(tp, new_offset)
     }
