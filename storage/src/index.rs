@@ -513,6 +513,33 @@ mod tests {
         assert_eq!(idx.len(), 2);
     }
 
+    /// Kafka's `OffsetIndex.truncateTo`: entries at or above the offset go,
+    /// from memory at once and from the file at the next persist, also
+    /// when new entries were appended in between.
+    #[test]
+    fn truncate_to_cuts_written_entries_at_the_next_persist() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut idx, _) = open_offset(dir.path(), 1024, 1000);
+        for (offset, position) in [(110, 10), (120, 20), (130, 30), (140, 40)] {
+            idx.append(offset, position);
+        }
+        idx.persist().unwrap();
+        idx.truncate_to(130);
+        assert_eq!(idx.lookup(i64::MAX), (120, 20));
+        idx.truncate_to(125);
+        idx.append(126, 25);
+        idx.persist().unwrap();
+        drop(idx.take_for_sync().unwrap());
+        let (reopened, ok) = open_offset(dir.path(), 1024, 1000);
+        assert!(ok);
+        let offsets: Vec<i64> = reopened
+            .entries()
+            .iter()
+            .map(|e| 100 + i64::from(e.relative_offset))
+            .collect();
+        assert_eq!(offsets, vec![110, 120, 126]);
+    }
+
     #[test]
     fn corrupt_files_are_reported_and_reset() {
         let dir = tempfile::tempdir().unwrap();

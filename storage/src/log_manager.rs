@@ -621,8 +621,10 @@ impl LogManager {
         )
     }
 
-    /// [`Log::truncate_to`] on `tp`'s log, then what Kafka's
-    /// `LogManager.truncateTo` does around it: the cleaner checkpoint is
+    /// [`Log::truncate_to`] on `tp`'s log, with what Kafka's
+    /// `LogManager.truncateTo` does around it: a truncation below the active
+    /// segment waits for a cleaning pass under way (the cleaner is paused
+    /// meanwhile), the cleaner checkpoint is
     /// lowered to the active segment's base offset when it is above
     /// (`maybeTruncateCleanerCheckpointToActiveSegmentBaseOffset`), and the
     /// recovery point and log start offset checkpoints are written
@@ -640,6 +642,12 @@ impl LogManager {
         let Some(log) = self.get(tp) else {
             return Ok(false);
         };
+        // Kafka's `abortAndPauseCleaning` when the truncation reaches below
+        // the active segment (`needToStopCleaner`): the cleaner reads
+        // inactive segments without the log's lock, so a pass under way
+        // finishes first and the next one sees the truncated log.
+        let below_active = target_offset < lock(&log).active_segment_base_offset();
+        let _paused = below_active.then(|| lock(&self.cleaner_lock));
         let (truncated, active_base) = {
             let mut log = lock(&log);
             let truncated = log.truncate_to(target_offset)?;
@@ -652,9 +660,10 @@ impl LogManager {
     }
 
     /// [`Log::truncate_fully_and_start_at`] on `tp`'s log, then the cleaner
-    /// checkpoint and offset checkpoints as [`LogManager::truncate_to`]
-    /// (Kafka's `LogManager.truncateFullyAndStartAt`). A partition without a
-    /// log is a no-op.
+    /// checkpoint, offset checkpoints and cleaner pause as
+    /// [`LogManager::truncate_to`] (Kafka's
+    /// `LogManager.truncateFullyAndStartAt`). A partition without a log is a
+    /// no-op.
     ///
     /// # Errors
     /// As [`Log::truncate_fully_and_start_at`] and [`LogManager::checkpoint`].
@@ -666,6 +675,7 @@ impl LogManager {
         let Some(log) = self.get(tp) else {
             return Ok(());
         };
+        let _paused = lock(&self.cleaner_lock);
         lock(&log).truncate_fully_and_start_at(new_offset)?;
         self.after_truncation(tp, new_offset)
     }
@@ -1288,5 +1298,70 @@ mod tests {
             Some(TopicPartition::new("t-", 1))
         );
         assert_eq!(parse_partition_dir("lost+found-0"), None);
+    }
+
+    #[test]
+    fn high_watermarks_round_trip_in_kafkas_format_without_deleted_partitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()).unwrap();
+        let manager = open();
+        assert!(manager.read_high_watermarks().unwrap().is_empty());
+        let (a, b, gone) = (
+            TopicPartition::new("t", 0),
+            TopicPartition::new("t", 1),
+            TopicPartition::new("gone", 0),
+        );
+        for tp in [&a, &b, &gone] {
+            manager.get_or_create(tp, LogConfig::default()).unwrap();
+        }
+        manager.delete(&gone).unwrap();
+        let hws = HashMap::from([(a.clone(), 5), (b.clone(), 7), (gone, 3)]);
+        manager.write_high_watermarks(&hws).unwrap();
+        let path = dir.path().join(REPLICATION_OFFSET_CHECKPOINT_FILE);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "0\n2\nt 0 5\nt 1 7\n"
+        );
+        let expected = HashMap::from([(a, 5), (b, 7)]);
+        assert_eq!(manager.read_high_watermarks().unwrap(), expected);
+        drop(manager);
+        assert_eq!(open().read_high_watermarks().unwrap(), expected);
+        std::fs::write(&path, "0\n2\nt 0 5\n").unwrap();
+        assert!(matches!(
+            open().read_high_watermarks(),
+            Err(StorageError::MalformedFile { .. })
+        ));
+    }
+
+    /// Kafka's `LogManager.truncateTo` / `truncateFullyAndStartAt`: the
+    /// offset checkpoints follow the truncation at once, and the cleaner
+    /// checkpoint never stays above the active segment.
+    #[test]
+    fn truncation_through_the_manager_checkpoints_offsets_and_lowers_the_cleaner_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let log = manager.get_or_create(&tp, LogConfig::default()).unwrap();
+        for _ in 0..5 {
+            append(&log, 2);
+        }
+        lock(&log).flush().unwrap();
+        manager.checkpoint().unwrap();
+        manager.update_cleaner_checkpoint(&tp, 8).unwrap();
+        let checkpointed = |name: &str| read_offsets(&dir.path().join(name)).unwrap()[&tp];
+        assert_eq!(checkpointed(RECOVERY_POINT_CHECKPOINT_FILE), 10);
+
+        assert!(manager.truncate_to(&tp, 4).unwrap());
+        assert_eq!(lock(&log).log_end_offset(), 4);
+        assert_eq!(checkpointed(RECOVERY_POINT_CHECKPOINT_FILE), 4);
+        assert_eq!(manager.cleaner_checkpoint(&tp), Some(0));
+        assert_eq!(checkpointed(CLEANER_OFFSET_CHECKPOINT_FILE), 0);
+        assert!(!manager.truncate_to(&tp, 4).unwrap());
+
+        manager.truncate_fully_and_start_at(&tp, 100).unwrap();
+        assert_eq!(checkpointed(RECOVERY_POINT_CHECKPOINT_FILE), 100);
+        assert_eq!(checkpointed(LOG_START_OFFSET_CHECKPOINT_FILE), 100);
+        let unknown = TopicPartition::new("unknown", 0);
+        assert!(!manager.truncate_to(&unknown, 0).unwrap());
     }
 }
