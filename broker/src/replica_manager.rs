@@ -105,26 +105,46 @@ impl ReplicaManager {
         metrics::gauge!("weir_under_min_isr_partitions").set(under_min_isr as f64);
     }
 
-    /// Truncates a follower's log ([`Partition::truncate`]) and lowers its
-    /// cleaner checkpoint and writes the offset checkpoints after it (Kafka's
-    /// `LogManager.truncateTo`). Returns whether anything was truncated.
+    /// Truncates a follower's log ([`Partition::truncate_locked`]) as
+    /// Kafka's `LogManager.truncateTo` does: no flush runs meanwhile, the
+    /// cleaner is paused (it reads inactive segments without the log's
+    /// lock), and afterwards the cleaner checkpoint is lowered and the offset
+    /// checkpoints are written. Runs on a blocking thread. Returns whether
+    /// anything was truncated.
     ///
     /// # Errors
     /// Storage errors.
     pub async fn truncate_follower(
-        &self,
+        self: &Arc<Self>,
         partition: &Arc<Partition>,
         offset: i64,
         fully: bool,
         leader_epoch: i32,
     ) -> Result<bool, StorageError> {
-        match partition.truncate(offset, fully, leader_epoch).await? {
-            Some(active_base) => {
-                self.log_manager
-                    .after_truncation(partition.topic_partition(), active_base)?;
-                Ok(true)
+        let flush = partition.lock_flush().await;
+        let manager = self.clone();
+        let partition = partition.clone();
+        let truncate = move || {
+            let _flush = flush;
+            let _paused = manager.log_manager.pause_cleaning();
+            match partition.truncate_locked(offset, fully, leader_epoch)? {
+                Some(active_base) => {
+                    manager
+                        .log_manager
+                        .after_truncation(partition.topic_partition(), active_base)?;
+                    Ok(true)
+                }
+                None => Ok(false),
             }
-            None => Ok(false),
+        };
+        match tokio::task::spawn_blocking(truncate).await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(StorageError::Io {
+                op: "truncate",
+                path: std::path::PathBuf::new(),
+                source: std::io::Error::other(e),
+            }),
         }
     }
 

@@ -295,7 +295,10 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     let rm = replica_manager.clone();
     tracker.spawn(run_periodically(
         "high watermark checkpoint",
-        config.replication.high_watermark_checkpoint_interval_ms.max(1) as u64,
+        config
+            .replication
+            .high_watermark_checkpoint_interval_ms
+            .max(1) as u64,
         shutdown.clone(),
         move || rm.checkpoint_high_watermarks(),
     ));

@@ -703,6 +703,14 @@ impl LogManager {
         self.checkpoint()
     }
 
+    /// Pauses the log cleaner while the guard lives (Kafka's
+    /// `abortAndPauseCleaning`): a cleaning pass under way finishes first.
+    /// For a caller that truncates a log itself, since the cleaner reads
+    /// inactive segments without the log's lock. Blocking.
+    pub fn pause_cleaning(&self) -> MutexGuard<'_, ()> {
+        lock(&self.cleaner_lock)
+    }
+
     /// The checkpointed first dirty offset of `tp`, if any.
     pub fn cleaner_checkpoint(&self, tp: &TopicPartition) -> Option<i64> {
         lock(&self.cleaner_checkpoints).get(tp).copied()

@@ -478,25 +478,31 @@ impl Partition {
         Ok(())
     }
 
+    /// The flush lock, for [`Partition::truncate_locked`]: held, no flush
+    /// runs, so none can publish offsets a truncation removed.
+    pub async fn lock_flush(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        self.flush_lock.clone().lock_owned().await
+    }
+
     /// Truncates the follower's log to `offset` (Kafka's
     /// `Partition.truncateTo`), or empties it to start at `offset` when
-    /// `fully` (`truncateFullyAndStartAt`). Waits for a running flush first
-    /// and lowers the durable offset, so that records appended later at the
-    /// truncated offsets are never taken as already fsynced. Returns the
-    /// active segment's base offset after a truncation (for the cleaner
-    /// checkpoint, [`weir_storage::LogManager::after_truncation`]), `None`
-    /// when nothing was truncated or this broker no longer follows in
-    /// `leader_epoch`.
+    /// `fully` (`truncateFullyAndStartAt`), and lowers the high watermark
+    /// and the durable offset to the new end, so that records appended
+    /// later at the truncated offsets are never taken as already fsynced.
+    /// The caller holds [`Partition::lock_flush`] and has paused the
+    /// cleaner (see `ReplicaManager::truncate_follower`). Returns the active
+    /// segment's base offset after a truncation (for the cleaner
+    /// checkpoint), `None` when nothing was truncated or this broker no
+    /// longer follows in `leader_epoch`. Blocking.
     ///
     /// # Errors
     /// Storage errors.
-    pub async fn truncate(
-        self: &Arc<Self>,
+    pub fn truncate_locked(
+        &self,
         offset: i64,
         fully: bool,
         leader_epoch: i32,
     ) -> Result<Option<i64>, StorageError> {
-        let _flush = self.flush_lock.clone().lock_owned().await;
         let mut log = lock(&self.log);
         if self.is_leader() || self.leader_epoch() != leader_epoch {
             return Ok(None);

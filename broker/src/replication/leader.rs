@@ -352,7 +352,7 @@ mod tests {
     fn high_watermark_rules() {
         let fenced_3 = |b: i32| (b != 3).then_some(10);
         type Row<'a> = (&'a str, LeaderState, AliveBrokerEpoch<'a>, Option<i64>);
-        let rows: Vec<Row> = vec![
+        let rows: Vec<Row<'_>> = vec![
             (
                 "min over the ISR's log end offsets",
                 state(&[1, 2, 3], [Some(80), Some(90)]),
@@ -451,7 +451,7 @@ mod tests {
             AliveBrokerEpoch<'a>,
             Option<Vec<i32>>,
         );
-        let rows: Vec<Row> = vec![
+        let rows: Vec<Row<'_>> = vec![
             (
                 "caught up to the high watermark: joins",
                 state(&[1, 2], [Some(100), Some(90)]),

@@ -78,8 +78,18 @@ mod tests {
     /// KIP-320 fetch path, and Kafka's fallbacks.
     #[test]
     fn truncation_shapes() {
+        /// (name, leader's diverging epoch, follower's end for it, fetch
+        /// offset, log end, expected).
+        type Row = (
+            &'static str,
+            (i32, i64),
+            Option<(i32, i64)>,
+            i64,
+            i64,
+            Truncation,
+        );
         #[rustfmt::skip]
-        let rows: &[(&str, (i32, i64), Option<(i32, i64)>, i64, i64, Truncation)] = &[
+        let rows: &[Row] = &[
             // Leader epochs 0 [0,100) 2 [100,..); follower 0 [0,100) 1 [100,120):
             // the leader answers (0, 100) for last fetched epoch 1; the
             // follower knows epoch 0 ending at 100: truncate to 100.
