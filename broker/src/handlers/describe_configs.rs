@@ -276,6 +276,64 @@ mod tests {
         );
     }
 
+    /// Every row of `BROKER_KEYS` is described with the row's type and doc,
+    /// read-only: unset, with its default (null for a null default, without
+    /// synonyms) from DEFAULT_CONFIG; set, with the value as the
+    /// configuration holds it from STATIC_BROKER_CONFIG.
+    #[test]
+    fn every_broker_key_is_described_from_its_row() {
+        let defaults = broker_config_entries(&BrokerConfig::default(), None);
+        assert_eq!(defaults.len(), crate::broker_keys::BROKER_KEYS.len());
+        for (k, e) in crate::broker_keys::BROKER_KEYS.iter().zip(&defaults) {
+            assert_eq!(e.name.as_str(), k.name);
+            assert_eq!(e.config_type, k.config_type as i8, "{}", k.name);
+            assert_eq!(e.documentation.as_deref(), Some(k.doc), "{}", k.name);
+            assert!(e.read_only, "{}", k.name);
+            assert_eq!(e.config_source, ConfigSource::DefaultConfig as i8);
+            assert_eq!(e.value.as_deref(), k.default, "{}", k.name);
+            assert_eq!(e.synonyms.is_empty(), k.default.is_none(), "{}", k.name);
+        }
+        let set = BrokerConfig::from_pairs(vec![
+            ("advertised.listeners".into(), "PLAINTEXT://h:1".into()),
+            ("log.retention.hours".into(), " 5 ".into()),
+            ("num.io.threads".into(), "2".into()),
+            ("broker.rack".into(), "r1".into()),
+        ])
+        .unwrap();
+        let keys: Vec<String> = [
+            "advertised.listeners",
+            "log.retention.hours",
+            "num.io.threads",
+            "broker.rack",
+            "log.retention.ms",
+        ]
+        .map(String::from)
+        .to_vec();
+        let described: Vec<(String, Option<String>, i8)> = broker_config_entries(&set, Some(&keys))
+            .into_iter()
+            .map(|e| {
+                (
+                    e.name.to_string(),
+                    e.value.map(|v| v.to_string()),
+                    e.config_source,
+                )
+            })
+            .collect();
+        let stat = ConfigSource::StaticBrokerConfig as i8;
+        let dflt = ConfigSource::DefaultConfig as i8;
+        let row = |k: &str, v: Option<&str>, s| (k.to_string(), v.map(str::to_string), s);
+        assert_eq!(
+            described,
+            vec![
+                row("advertised.listeners", Some("PLAINTEXT://h:1"), stat),
+                row("broker.rack", Some("r1"), stat),
+                row("log.retention.ms", None, dflt),
+                row("log.retention.hours", Some("5"), stat),
+                row("num.io.threads", Some("2"), stat),
+            ]
+        );
+    }
+
     #[test]
     fn retention_and_roll_ms_are_null_unless_set_as_in_kafka() {
         let keys = ["log.retention.ms".to_string(), "log.roll.ms".to_string()];
