@@ -3,10 +3,13 @@
 //! Property names and defaults follow Apache Kafka wherever Kafka has the
 //! concept. Weir's own keys are `metrics.listener`, `log.write.caching`,
 //! `queued.max.response.bytes` and `queued.max.response.bytes.per.connection`. Unknown keys are
-//! an error that names the key; numeric values are held to Kafka 4.1's
-//! bounds by their row in [`crate::config_bounds`]. This module owns parsing and validation only;
-//! it must not depend on the network or storage layers beyond their config
-//! types.
+//! an error that names the key. Every key is one row of
+//! [`crate::broker_keys::BROKER_KEYS`] (its parser, Kafka 4.1's bound,
+//! default, type and documentation); this module holds the typed
+//! configuration the rows fill, the value parsers they share, and the
+//! cross-key rules of Kafka's `KafkaConfig.validateValues`. It owns parsing
+//! and validation only; it must not depend on the network or storage layers
+//! beyond their config types.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -66,7 +69,12 @@ pub struct Listener {
 }
 
 impl Listener {
-    fn parse_list(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
+    /// Parses `NAME://host:port,...` (an IPv6 host may be bracketed).
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidValue`] naming `key` for a malformed item or
+    /// an empty list.
+    pub fn parse_list(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
         let invalid = |reason: &str| ConfigError::InvalidValue {
             key: key.to_string(),
             value: value.to_string(),
@@ -322,18 +330,6 @@ pub struct BrokerConfig {
     pub explicit: BTreeMap<String, String>,
 }
 
-/// Keys Weir accepts but whose value does not change behaviour yet beyond
-/// being reported (they belong to later issues).
-const ACCEPTED_KEYS: &[&str] = &[
-    "listener.security.protocol.map",
-    "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr",
-    "num.network.threads",
-    "num.io.threads",
-    "socket.send.buffer.bytes",
-    "socket.receive.buffer.bytes",
-];
-
 /// Partition data replication settings (Kafka's `ReplicationConfigs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicationConfig {
@@ -472,13 +468,14 @@ impl From<crate::config_bounds::InvalidValue> for ConfigError {
     }
 }
 
-/// Parses a numeric key's value: the key's row in
-/// [`crate::config_bounds::CONFIG_KEY_BOUNDS`] (Kafka's type and
-/// validator) is checked first, then the value must fit `T`.
-fn parse_num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
-    if let Some(def) = crate::config_bounds::key_def(key) {
-        def.check(value)?;
-    }
+/// Parses a numeric value (surrounding whitespace ignored) as the field's
+/// type `T`; the key's bound (its row in [`crate::broker_keys::BROKER_KEYS`])
+/// is checked before.
+///
+/// # Errors
+/// [`ConfigError::InvalidValue`] naming `key` when the value does not fit
+/// `T`.
+pub fn parse_number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
     value.trim().parse().map_err(|_| ConfigError::InvalidValue {
         key: key.to_string(),
         value: value.to_string(),
@@ -487,7 +484,7 @@ fn parse_num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigEr
 }
 
 /// A retention in `unit_ms` units as ms: -1 (unlimited) stays -1.
-fn unlimited_or(value: i64, unit_ms: i64) -> i64 {
+pub fn unlimited_or(value: i64, unit_ms: i64) -> i64 {
     if value < 0 {
         -1
     } else {
@@ -497,7 +494,10 @@ fn unlimited_or(value: i64, unit_ms: i64) -> i64 {
 
 /// `max.connections.per.ip.overrides`: `ip:count` pairs separated by
 /// commas (an IPv6 address may be bracketed, `[::1]:5`), counts at least 0.
-fn parse_ip_counts(
+///
+/// # Errors
+/// [`ConfigError::InvalidValue`] naming `key` for a malformed pair.
+pub fn parse_ip_counts(
     key: &str,
     value: &str,
 ) -> Result<std::collections::HashMap<std::net::IpAddr, usize>, ConfigError> {
@@ -529,7 +529,12 @@ fn parse_ip_counts(
     Ok(out)
 }
 
-fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
+/// Parses a `BOOLEAN` value: `true` or `false` (surrounding whitespace
+/// ignored).
+///
+/// # Errors
+/// [`ConfigError::InvalidValue`] naming `key` for anything else.
+pub fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
     match value.trim() {
         "true" => Ok(true),
         "false" => Ok(false),
@@ -556,6 +561,33 @@ pub fn parse_cleanup_policy(value: &str) -> Option<weir_storage::CleanupPolicy> 
         }
     }
     Some(policy)
+}
+
+/// A `cleanup.policy` as Kafka prints it: `delete`, `compact` or
+/// `compact,delete`.
+pub fn cleanup_policy_name(policy: weir_storage::CleanupPolicy) -> &'static str {
+    match (policy.compact, policy.delete) {
+        (true, true) => "compact,delete",
+        (true, false) => "compact",
+        _ => "delete",
+    }
+}
+
+/// A `message.timestamp.type` as Kafka prints it.
+pub fn timestamp_type_name(t: TimestampType) -> &'static str {
+    match t {
+        TimestampType::CreateTime => "CreateTime",
+        TimestampType::LogAppendTime => "LogAppendTime",
+    }
+}
+
+/// Listeners as `listeners` is written: `NAME://host:port,...`.
+pub fn listeners_text(listeners: &[Listener]) -> String {
+    listeners
+        .iter()
+        .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Parses `message.timestamp.type` values.
@@ -630,6 +662,18 @@ impl BrokerConfig {
                     .to_string(),
             });
         }
+        // Kafka's KafkaConfig.validateValues: a follower Fetch parked longer
+        // than the lag limit would drop its follower from the ISR.
+        let replication = &c.replication;
+        if i64::from(replication.replica_fetch_wait_max_ms) > replication.replica_lag_time_max_ms {
+            return Err(ConfigError::InvalidValue {
+                key: "replica.fetch.wait.max.ms".to_string(),
+                value: replication.replica_fetch_wait_max_ms.to_string(),
+                reason: "replica.fetch.wait.max.ms should always be less than or equal to \
+                         replica.lag.time.max.ms to prevent frequent changes in ISR"
+                    .to_string(),
+            });
+        }
         // Kafka's KafkaConfig: no connection at all is allowed only for
         // addresses that have an override.
         if c.max_connections_per_ip == 0 && c.max_connections_per_ip_overrides.is_empty() {
@@ -666,266 +710,14 @@ impl BrokerConfig {
         self.controller_listener_names.iter().any(|n| n == name)
     }
 
+    /// Applies one key through its row of
+    /// [`crate::broker_keys::BROKER_KEYS`] (bound, then parser).
     fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
-        match key {
-            "node.id" | "broker.id" => self.node_id = parse_num(key, value)?,
-            "process.roles" => self.process_roles = value.to_string(),
-            "listeners" => self.listeners = Listener::parse_list(key, value)?,
-            "advertised.listeners" => {
-                self.advertised_listeners = Some(Listener::parse_list(key, value)?)
-            }
-            "controller.quorum.voters" => {
-                weir_controller::QuorumVoter::parse_list(value).map_err(|e| {
-                    ConfigError::InvalidValue {
-                        key: key.to_string(),
-                        value: value.to_string(),
-                        reason: e.to_string(),
-                    }
-                })?;
-                self.controller_quorum_voters = value.to_string();
-            }
-            "controller.quorum.bootstrap.servers" => {
-                let mut servers = Vec::new();
-                for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-                    let valid = entry.rsplit_once(':').is_some_and(|(host, port)| {
-                        !host.trim_matches(['[', ']']).is_empty() && port.parse::<u16>().is_ok()
-                    });
-                    if !valid {
-                        return Err(ConfigError::InvalidValue {
-                            key: key.to_string(),
-                            value: value.to_string(),
-                            reason: format!("'{entry}' is not host:port"),
-                        });
-                    }
-                    servers.push(entry.to_string());
-                }
-                self.controller_quorum_bootstrap_servers = servers;
-            }
-            "controller.listener.names" => {
-                self.controller_listener_names = value
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect();
-            }
-            "broker.heartbeat.interval.ms" => {
-                self.broker_heartbeat_interval_ms = parse_num(key, value)?
-            }
-            "broker.session.timeout.ms" => self.broker_session_timeout_ms = parse_num(key, value)?,
-            "auto.leader.rebalance.enable" => {
-                self.auto_leader_rebalance_enable = parse_bool(key, value)?
-            }
-            "leader.imbalance.check.interval.seconds" => {
-                self.leader_imbalance_check_interval_seconds = parse_num(key, value)?
-            }
-            "leader.imbalance.per.broker.percentage" => {
-                self.leader_imbalance_per_broker_percentage = parse_num(key, value)?
-            }
-            "broker.rack" => {
-                let rack = value.trim();
-                self.broker_rack = (!rack.is_empty()).then(|| rack.to_string());
-            }
-            "log.dirs" | "log.dir" => {
-                self.log_dirs = value
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(PathBuf::from)
-                    .collect();
-                if self.log_dirs.is_empty() {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.to_string(),
-                        value: value.to_string(),
-                        reason: "no directory given".to_string(),
-                    });
-                }
-            }
-            "num.partitions" => self.num_partitions = parse_num(key, value)?,
-            "default.replication.factor" => {
-                self.default_replication_factor = parse_num(key, value)?
-            }
-            "min.insync.replicas" => self.min_insync_replicas = parse_num(key, value)?,
-            "auto.create.topics.enable" => self.auto_create_topics_enable = parse_bool(key, value)?,
-            "log.segment.bytes" => self.log_segment_bytes = parse_num(key, value)?,
-            "log.index.size.max.bytes" => self.log_index_size_max_bytes = parse_num(key, value)?,
-            "log.index.interval.bytes" => self.log_index_interval_bytes = parse_num(key, value)?,
-            "message.max.bytes" => self.message_max_bytes = parse_num(key, value)?,
-            "log.message.timestamp.type" => {
-                self.log_message_timestamp_type = parse_timestamp_type(key, value)?
-            }
-            "log.message.timestamp.before.max.ms" => {
-                self.log_message_timestamp_before_max_ms = parse_num(key, value)?
-            }
-            "log.message.timestamp.after.max.ms" => {
-                self.log_message_timestamp_after_max_ms = parse_num(key, value)?
-            }
-            // -1 (unlimited) stays -1 ms, as Kafka's logRetentionTimeMillis.
-            "log.retention.hours" => {
-                self.log_retention_ms = unlimited_or(parse_num(key, value)?, 3_600_000)
-            }
-            "log.retention.minutes" => {
-                self.log_retention_ms = unlimited_or(parse_num(key, value)?, 60_000)
-            }
-            "log.retention.ms" => self.log_retention_ms = parse_num(key, value)?,
-            "log.retention.bytes" => self.log_retention_bytes = parse_num(key, value)?,
-            "log.roll.hours" => {
-                self.log_roll_ms = parse_num::<i64>(key, value)?.saturating_mul(3_600_000)
-            }
-            "log.roll.ms" => self.log_roll_ms = parse_num(key, value)?,
-            "log.retention.check.interval.ms" => {
-                self.log_retention_check_interval_ms = parse_num(key, value)?
-            }
-            "log.cleanup.policy" => {
-                self.log_cleanup_policy =
-                    parse_cleanup_policy(value).ok_or_else(|| ConfigError::InvalidValue {
-                        key: key.into(),
-                        value: value.into(),
-                        reason: "expected delete, compact or both".into(),
-                    })?
-            }
-            "log.cleaner.enable" => self.log_cleaner_enable = parse_bool(key, value)?,
-            "log.cleaner.backoff.ms" => self.log_cleaner_backoff_ms = parse_num(key, value)?,
-            "log.cleaner.dedupe.buffer.size" => {
-                self.log_cleaner_dedupe_buffer_size = parse_num(key, value)?
-            }
-            "log.cleaner.threads" => self.log_cleaner_threads = parse_num(key, value)?,
-            "num.recovery.threads.per.data.dir" => {
-                self.num_recovery_threads_per_data_dir = parse_num(key, value)?
-            }
-            "log.cleaner.min.cleanable.ratio" => {
-                self.log_cleaner_min_cleanable_ratio = parse_num(key, value)?
-            }
-            "log.cleaner.min.compaction.lag.ms" => {
-                self.log_cleaner_min_compaction_lag_ms = parse_num(key, value)?
-            }
-            "log.cleaner.max.compaction.lag.ms" => {
-                self.log_cleaner_max_compaction_lag_ms = parse_num(key, value)?
-            }
-            "log.cleaner.delete.retention.ms" => {
-                self.log_cleaner_delete_retention_ms = parse_num(key, value)?
-            }
-            "producer.id.expiration.ms" => self.producer_id_expiration_ms = parse_num(key, value)?,
-            "log.flush.interval.messages" => {
-                self.log_flush_interval_messages = parse_num(key, value)?
-            }
-            "log.flush.interval.ms" => {
-                self.log_flush_interval_ms = Some(parse_num(key, value)?);
-            }
-            "log.flush.scheduler.interval.ms" => {
-                self.log_flush_scheduler_interval_ms = parse_num(key, value)?
-            }
-            "log.flush.offset.checkpoint.interval.ms" => {
-                self.log_flush_offset_checkpoint_interval_ms = parse_num(key, value)?
-            }
-            "log.write.caching" => self.log_write_caching = parse_bool(key, value)?,
-            // ---- The offsets topic (Kafka's GroupCoordinatorConfig).
-            "offsets.topic.num.partitions" => {
-                self.offsets_topic_num_partitions = parse_num(key, value)?
-            }
-            "offsets.topic.replication.factor" => {
-                self.offsets_topic_replication_factor = parse_num(key, value)?
-            }
-            "offsets.topic.segment.bytes" => {
-                self.offsets_topic_segment_bytes = parse_num(key, value)?
-            }
-            // ---- end of the offsets topic keys.
-            "socket.request.max.bytes" => self.socket_request_max_bytes = parse_num(key, value)?,
-            "connections.max.idle.ms" => self.connections_max_idle_ms = parse_num(key, value)?,
-            // ---- Memory and connection limits (issue 15).
-            "queued.max.request.bytes" => self.queued_max_request_bytes = parse_num(key, value)?,
-            "queued.max.response.bytes" => self.queued_max_response_bytes = parse_num(key, value)?,
-            "queued.max.response.bytes.per.connection" => {
-                self.queued_max_response_bytes_per_connection = parse_num(key, value)?
-            }
-            "fetch.max.bytes" => self.fetch_max_bytes = parse_num(key, value)?,
-            "max.connections" => self.max_connections = parse_num(key, value)?,
-            "max.connections.per.ip" => self.max_connections_per_ip = parse_num(key, value)?,
-            "max.connections.per.ip.overrides" => {
-                self.max_connections_per_ip_overrides = parse_ip_counts(key, value)?
-            }
-            // ---- end of the memory and connection limits.
-            "metrics.listener" => {
-                self.metrics_listener = if value.trim().is_empty() {
-                    None
-                } else {
-                    Some(
-                        value
-                            .trim()
-                            .parse()
-                            .map_err(|_| ConfigError::InvalidValue {
-                                key: key.into(),
-                                value: value.into(),
-                                reason: "expected host:port".into(),
-                            })?,
-                    )
-                }
-            }
-            // ---- Consumer groups: the group coordinator's keys ----
-            "group.initial.rebalance.delay.ms" => {
-                self.group_coordinator.initial_rebalance_delay_ms = parse_num(key, value)?
-            }
-            "group.min.session.timeout.ms" => {
-                self.group_coordinator.min_session_timeout_ms = parse_num(key, value)?
-            }
-            "group.max.session.timeout.ms" => {
-                self.group_coordinator.max_session_timeout_ms = parse_num(key, value)?
-            }
-            "group.max.size" => {
-                self.group_coordinator.max_size = parse_num::<i32>(key, value)? as usize
-            }
-            "offset.metadata.max.bytes" => {
-                self.group_coordinator.offset_metadata_max_bytes = parse_num(key, value)?
-            }
-            "offsets.retention.minutes" => {
-                self.group_coordinator.offsets_retention_ms =
-                    parse_num::<i64>(key, value)?.saturating_mul(60_000)
-            }
-            "offsets.retention.check.interval.ms" => {
-                self.group_coordinator.offsets_retention_check_interval_ms = parse_num(key, value)?
-            }
-            // ---- end of the group coordinator's keys ----
-            // ---- Replication (Kafka's ReplicationConfigs) ----
-            "num.replica.fetchers" => {
-                self.replication.num_replica_fetchers = parse_num(key, value)?
-            }
-            "replica.fetch.max.bytes" => {
-                self.replication.replica_fetch_max_bytes = parse_num(key, value)?
-            }
-            "replica.fetch.response.max.bytes" => {
-                self.replication.replica_fetch_response_max_bytes = parse_num(key, value)?
-            }
-            "replica.fetch.wait.max.ms" => {
-                self.replication.replica_fetch_wait_max_ms = parse_num(key, value)?
-            }
-            "replica.fetch.min.bytes" => {
-                self.replication.replica_fetch_min_bytes = parse_num(key, value)?
-            }
-            "replica.fetch.backoff.ms" => {
-                self.replication.replica_fetch_backoff_ms = parse_num(key, value)?
-            }
-            "replica.lag.time.max.ms" => {
-                self.replication.replica_lag_time_max_ms = parse_num(key, value)?
-            }
-            "replica.high.watermark.checkpoint.interval.ms" => {
-                self.replication.high_watermark_checkpoint_interval_ms = parse_num(key, value)?
-            }
-            "inter.broker.listener.name" => {
-                self.replication.inter_broker_listener_name = Some(value.trim().to_string())
-            }
-            // ---- end of the replication keys ----
-            k if ACCEPTED_KEYS.contains(&k) => {
-                if let Some(def) = crate::config_bounds::key_def(k) {
-                    def.check(value)?;
-                }
-            }
-            _ => {
-                return Err(ConfigError::UnknownKey {
-                    key: key.to_string(),
-                })
-            }
-        }
-        Ok(())
+        crate::broker_keys::broker_key(key)
+            .ok_or_else(|| ConfigError::UnknownKey {
+                key: key.to_string(),
+            })?
+            .apply(self, value)
     }
 
     /// The partition log config derived from broker defaults (`log.*` keys);
@@ -1315,8 +1107,8 @@ mod tests {
         assert_eq!(c.default_log_config().flush_ms, 500);
     }
 
-    /// One row per bounded key (broker and topic keys of
-    /// `config_bounds::CONFIG_KEY_BOUNDS`): values Kafka 4.1 accepts, and
+    /// One row per bounded key (broker keys of `broker_keys::BROKER_KEYS`
+    /// and topic keys of `config_bounds::TOPIC_KEY_BOUNDS`): values Kafka 4.1 accepts, and
     /// values it refuses (too small, too large for the type, -2 where -1 is
     /// "unlimited"); each refusal names the key. Broker keys go through
     /// `BrokerConfig::from_pairs` (the start path), topic keys through
@@ -1408,7 +1200,8 @@ mod tests {
             ("replica.fetch.wait.max.ms", &["0"], &["-1"]),
             ("replica.fetch.min.bytes", &["1"], &["0"]),
             ("replica.fetch.backoff.ms", &["0"], &["-1"]),
-            ("replica.lag.time.max.ms", &["1"], &["0", LONG_TOO_BIG]),
+            // 500: at least replica.fetch.wait.max.ms (cross-key, from_pairs).
+            ("replica.lag.time.max.ms", &["500"], &["0", LONG_TOO_BIG]),
             (
                 "replica.high.watermark.checkpoint.interval.ms",
                 &["1"],
@@ -1490,7 +1283,11 @@ mod tests {
                 &["13", INT_TOO_BIG],
             ),
         ];
-        for def in crate::config_bounds::CONFIG_KEY_BOUNDS {
+        let bounded = crate::broker_keys::BROKER_KEYS
+            .iter()
+            .filter_map(|k| k.bounds())
+            .chain(crate::config_bounds::TOPIC_KEY_BOUNDS.iter().copied());
+        for def in bounded {
             assert!(
                 rows.iter().any(|(key, ..)| *key == def.name),
                 "{} has a bound but no row here",
@@ -1527,6 +1324,46 @@ mod tests {
                     "{key}={value}: {message}"
                 );
             }
+        }
+    }
+
+    /// Kafka's `KafkaConfig.validateValues`: `replica.fetch.wait.max.ms`
+    /// may equal `replica.lag.time.max.ms` but not exceed it, whatever the
+    /// order the keys are given in; the refusal names the wait key in
+    /// Kafka's words.
+    #[test]
+    fn replica_fetch_wait_must_not_exceed_the_lag_limit() {
+        let pairs = |kv: &[(&str, &str)]| {
+            BrokerConfig::from_pairs(
+                kv.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
+        };
+        let c = pairs(&[
+            ("replica.fetch.wait.max.ms", "1000"),
+            ("replica.lag.time.max.ms", "1000"),
+        ])
+        .unwrap();
+        assert_eq!(c.replication.replica_fetch_wait_max_ms, 1000);
+        for kv in [
+            &[("replica.fetch.wait.max.ms", "30001")][..],
+            &[
+                ("replica.lag.time.max.ms", "400"),
+                ("replica.fetch.wait.max.ms", "401"),
+            ],
+            &[("replica.lag.time.max.ms", "499")],
+        ] {
+            let err = pairs(kv).unwrap_err().to_string();
+            assert!(
+                err.starts_with("Invalid value ")
+                    && err.ends_with(
+                        " for configuration replica.fetch.wait.max.ms: replica.fetch.wait.max.ms \
+                         should always be less than or equal to replica.lag.time.max.ms to \
+                         prevent frequent changes in ISR"
+                    ),
+                "{kv:?}: {err}"
+            );
         }
     }
 

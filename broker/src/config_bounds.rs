@@ -1,7 +1,8 @@
-//! The bounds of numeric configuration values: one declarative row per key
-//! ([`ConfigKeyDef`]), broker keys (`server.properties`, checked at start)
-//! and topic keys (CreateTopics, AlterConfigs, IncrementalAlterConfigs)
-//! alike.
+//! The bounds of numeric configuration values: the type and validator of a
+//! key ([`ConfigKeyDef`]), the check that holds a value to them, and the
+//! rows of the topic keys (CreateTopics, AlterConfigs,
+//! IncrementalAlterConfigs). Broker keys carry their bound in their row of
+//! [`crate::broker_keys::BROKER_KEYS`].
 //!
 //! Each row carries the type and validator of the key's `define(...)` in
 //! Kafka 4.1's `ConfigDef`s (`LogConfig` and its `SERVER_CONFIG_DEF`,
@@ -58,9 +59,8 @@ pub enum Bound {
     UnlimitedOrAtLeast(i64),
 }
 
-/// One configuration key's type and bound. Issue 16 grows this row into
-/// the single declarative definition of a key (default, documentation,
-/// DescribeConfigs type); today it holds what validation needs.
+/// One configuration key's type and bound (a topic key's row here, or a
+/// broker key's as [`crate::broker_keys::BrokerKey::bounds`] gives it).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ConfigKeyDef {
     /// The key, e.g. `segment.bytes` or `log.segment.bytes`.
@@ -159,9 +159,9 @@ impl ConfigKeyDef {
     }
 }
 
-/// The row of `name`, if it is a numeric key with one.
+/// The row of the topic key `name`, if it is a numeric key with one.
 pub fn key_def(name: &str) -> Option<&'static ConfigKeyDef> {
-    CONFIG_KEY_BOUNDS.iter().find(|d| d.name == name)
+    TOPIC_KEY_BOUNDS.iter().find(|d| d.name == name)
 }
 
 const fn key(name: &'static str, num_type: NumType, bound: Bound) -> ConfigKeyDef {
@@ -175,128 +175,13 @@ const fn key(name: &'static str, num_type: NumType, bound: Bound) -> ConfigKeyDe
 /// KIP-1030's minimum of `segment.bytes` and `log.segment.bytes`: 1 MiB.
 pub const MIN_SEGMENT_BYTES: i64 = 1024 * 1024;
 
-/// Every numeric key Weir accepts, broker keys then topic keys. A new
-/// numeric key gets its bound by adding its row here (Kafka's type and
-/// validator); `BrokerConfig`'s `parse_num` and `topic_config::validate`
-/// apply it.
-pub static CONFIG_KEY_BOUNDS: &[ConfigKeyDef] = {
+/// Every numeric topic key Weir accepts (Kafka's `LogConfig`). A new
+/// numeric topic key gets its bound by adding its row here (Kafka's type
+/// and validator); `topic_config::validate` applies it.
+pub static TOPIC_KEY_BOUNDS: &[ConfigKeyDef] = {
     use Bound::{Any, AtLeast, Between, UnlimitedOrAtLeast};
-    use NumType::{Double, Int, Long, Short};
+    use NumType::{Double, Int, Long};
     &[
-        // ---- Broker keys (server.properties), by Kafka's defining class.
-        // KRaftConfigs / ServerConfigs. broker.id has no validator in Kafka but
-        // must equal node.id, which is atLeast(0).
-        key("node.id", Int, AtLeast(0)),
-        key("broker.id", Int, AtLeast(0)),
-        // Kafka defines no validator for these two; 0 would fence every broker
-        // at once (session) or heartbeat without pause, so Weir wants 1 ms.
-        key("broker.heartbeat.interval.ms", Int, AtLeast(1)),
-        key("broker.session.timeout.ms", Int, AtLeast(1)),
-        key("message.max.bytes", Int, AtLeast(0)),
-        key("num.io.threads", Int, AtLeast(1)),
-        // ReplicationConfigs. Kafka 4.1 defines no validator for
-        // default.replication.factor (a 0 makes every auto-created topic fail
-        // with INVALID_REPLICATION_FACTOR); Weir refuses it at start (issue 15).
-        key("default.replication.factor", Short, AtLeast(1)),
-        key("leader.imbalance.check.interval.seconds", Long, AtLeast(1)),
-        // Removed from Kafka 4; accepted and unused.
-        key("leader.imbalance.per.broker.percentage", Int, Any),
-        // LogConfig.SERVER_CONFIG_DEF and KafkaConfig.validateValues.
-        key("num.partitions", Int, AtLeast(1)),
-        key("log.segment.bytes", Int, AtLeast(MIN_SEGMENT_BYTES)),
-        key("log.roll.ms", Long, AtLeast(1)),
-        key("log.roll.hours", Int, AtLeast(1)),
-        // Kafka turns any negative retention into -1 before checking "-1 or at
-        // least 1", so -2 slips through as unlimited there; Weir holds every
-        // form of the key to the rule as stated.
-        key("log.retention.ms", Long, UnlimitedOrAtLeast(1)),
-        key("log.retention.minutes", Int, UnlimitedOrAtLeast(1)),
-        key("log.retention.hours", Int, UnlimitedOrAtLeast(1)),
-        key("log.retention.bytes", Long, Any),
-        key("log.retention.check.interval.ms", Long, AtLeast(1)),
-        // KIP-937 (ServerLogConfigs): the accepted window around the broker's
-        // clock for CreateTime records.
-        key("log.message.timestamp.before.max.ms", Long, AtLeast(0)),
-        key("log.message.timestamp.after.max.ms", Long, AtLeast(0)),
-        key("log.index.size.max.bytes", Int, AtLeast(4)),
-        key("log.index.interval.bytes", Int, AtLeast(0)),
-        key("log.flush.interval.messages", Long, AtLeast(1)),
-        // Kafka: no validator; a negative interval means nothing here.
-        key("log.flush.interval.ms", Long, AtLeast(0)),
-        // Kafka: no validator; Weir's flusher wants a period of 1 ms or more.
-        key("log.flush.scheduler.interval.ms", Long, AtLeast(1)),
-        key("log.flush.offset.checkpoint.interval.ms", Int, AtLeast(0)),
-        key("num.recovery.threads.per.data.dir", Int, AtLeast(1)),
-        key("min.insync.replicas", Int, AtLeast(1)),
-        // CleanerConfig (and KafkaConfig's "at least 1MB per cleaner thread",
-        // checked across keys by BrokerConfig).
-        key("log.cleaner.threads", Int, AtLeast(0)),
-        key("log.cleaner.dedupe.buffer.size", Long, Any),
-        key("log.cleaner.backoff.ms", Long, AtLeast(0)),
-        key("log.cleaner.min.cleanable.ratio", Double, Between(0.0, 1.0)),
-        key("log.cleaner.delete.retention.ms", Long, AtLeast(0)),
-        key("log.cleaner.min.compaction.lag.ms", Long, AtLeast(0)),
-        key("log.cleaner.max.compaction.lag.ms", Long, AtLeast(1)),
-        // TransactionLogConfig.
-        key("producer.id.expiration.ms", Int, AtLeast(1)),
-        key(
-            "transaction.state.log.replication.factor",
-            Short,
-            AtLeast(1),
-        ),
-        key("transaction.state.log.min.isr", Int, AtLeast(1)),
-        // SocketServerConfigs. Kafka's connections.max.idle.ms has no
-        // validator; -1 turns idle closing off, as in Kafka's Selector.
-        key("socket.request.max.bytes", Int, AtLeast(1)),
-        key("socket.send.buffer.bytes", Int, Any),
-        key("socket.receive.buffer.bytes", Int, Any),
-        key("num.network.threads", Int, AtLeast(1)),
-        key("connections.max.idle.ms", Long, UnlimitedOrAtLeast(0)),
-        // Kafka's queued.max.request.bytes has no validator (0 or less, its
-        // default -1 included, is unbounded); Weir's response budget alike.
-        key("queued.max.request.bytes", Long, Any),
-        key("queued.max.response.bytes", Long, Any),
-        key("queued.max.response.bytes.per.connection", Long, AtLeast(1)),
-        // ServerConfigs' fetch.max.bytes: atLeast(1024); SocketServerConfigs'
-        // max.connections*: atLeast(0).
-        key("fetch.max.bytes", Int, AtLeast(1024)),
-        key("max.connections", Int, AtLeast(0)),
-        key("max.connections.per.ip", Int, AtLeast(0)),
-        // GroupCoordinatorConfig. Kafka's offsets.topic.segment.bytes is
-        // atLeast(1), but the topic is created with it as its segment.bytes,
-        // which KIP-1030 holds to 1 MiB: a smaller value could never create it.
-        key("offsets.topic.num.partitions", Int, AtLeast(1)),
-        key("offsets.topic.replication.factor", Short, AtLeast(1)),
-        key(
-            "offsets.topic.segment.bytes",
-            Int,
-            AtLeast(MIN_SEGMENT_BYTES),
-        ),
-        key("offsets.retention.minutes", Int, AtLeast(1)),
-        key("offsets.retention.check.interval.ms", Long, AtLeast(1)),
-        // Kafka defines no validator for these four; negative values mean
-        // nothing, so Weir wants 0 or more.
-        key("group.initial.rebalance.delay.ms", Int, AtLeast(0)),
-        key("group.min.session.timeout.ms", Int, AtLeast(0)),
-        key("group.max.session.timeout.ms", Int, AtLeast(0)),
-        key("offset.metadata.max.bytes", Int, AtLeast(0)),
-        key("group.max.size", Int, AtLeast(1)),
-        // ReplicationConfigs. Kafka defines no validator for these but
-        // num.replica.fetchers (atLeast 1) and the fetch sizes (atLeast 0);
-        // Weir wants positive sizes and intervals (0 means nothing useful).
-        key("num.replica.fetchers", Int, AtLeast(1)),
-        key("replica.fetch.max.bytes", Int, AtLeast(0)),
-        key("replica.fetch.response.max.bytes", Int, AtLeast(0)),
-        key("replica.fetch.wait.max.ms", Int, AtLeast(0)),
-        key("replica.fetch.min.bytes", Int, AtLeast(1)),
-        key("replica.fetch.backoff.ms", Int, AtLeast(0)),
-        key("replica.lag.time.max.ms", Long, AtLeast(1)),
-        key(
-            "replica.high.watermark.checkpoint.interval.ms",
-            Long,
-            AtLeast(1),
-        ),
-        // ---- Topic keys (LogConfig's CONFIG).
         key("segment.bytes", Int, AtLeast(MIN_SEGMENT_BYTES)),
         key("segment.ms", Long, AtLeast(1)),
         key("segment.index.bytes", Int, AtLeast(4)),
@@ -313,7 +198,9 @@ pub static CONFIG_KEY_BOUNDS: &[ConfigKeyDef] = {
         key("min.cleanable.dirty.ratio", Double, Between(0.0, 1.0)),
         key("message.timestamp.before.max.ms", Long, AtLeast(0)),
         key("message.timestamp.after.max.ms", Long, AtLeast(0)),
-        // min.insync.replicas is a broker and a topic key of one name (above).
+        // A topic key and a broker key of one name, both atLeast(1) in Kafka
+        // (LogConfig and ServerLogConfigs); the broker row is in BROKER_KEYS.
+        key("min.insync.replicas", Int, AtLeast(1)),
         // LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG: "for testing only", it
         // overrides segment.bytes without KIP-1030's minimum. Kafka defines no
         // validator; Weir keeps the old minimum of 14 bytes (a batch header).
@@ -327,6 +214,8 @@ mod tests {
 
     fn message(name: &str, value: &str) -> String {
         key_def(name)
+            .copied()
+            .or_else(|| crate::broker_keys::broker_key(name).and_then(|k| k.bounds()))
             .unwrap_or_else(|| panic!("{name} has no row"))
             .check(value)
             .unwrap_err()
@@ -359,16 +248,5 @@ mod tests {
             message("socket.request.max.bytes", " 0 "),
             "Invalid value 0 for configuration socket.request.max.bytes: Value must be at least 1"
         );
-    }
-
-    #[test]
-    fn keys_are_unique() {
-        for (i, d) in CONFIG_KEY_BOUNDS.iter().enumerate() {
-            assert!(
-                CONFIG_KEY_BOUNDS[..i].iter().all(|e| e.name != d.name),
-                "{} has two rows",
-                d.name
-            );
-        }
     }
 }

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use weir_storage::{LogConfig, TimestampType};
+use weir_storage::LogConfig;
 
 use crate::config::{parse_timestamp_type, BrokerConfig};
 
@@ -228,14 +228,7 @@ pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
 /// The broker-derived default value of a topic config key, as Kafka prints it.
 pub fn default_value(broker: &BrokerConfig, name: &str) -> String {
     match name {
-        "cleanup.policy" => {
-            let p = broker.log_cleanup_policy;
-            match (p.compact, p.delete) {
-                (true, true) => "compact,delete".into(),
-                (true, false) => "compact".into(),
-                _ => "delete".into(),
-            }
-        }
+        "cleanup.policy" => crate::config::cleanup_policy_name(broker.log_cleanup_policy).into(),
         "compression.type" => "producer".into(),
         "delete.retention.ms" => broker.log_cleaner_delete_retention_ms.to_string(),
         "max.compaction.lag.ms" => broker.log_cleaner_max_compaction_lag_ms.to_string(),
@@ -246,10 +239,9 @@ pub fn default_value(broker: &BrokerConfig, name: &str) -> String {
         "max.message.bytes" => broker.message_max_bytes.to_string(),
         "message.timestamp.after.max.ms" => broker.log_message_timestamp_after_max_ms.to_string(),
         "message.timestamp.before.max.ms" => broker.log_message_timestamp_before_max_ms.to_string(),
-        "message.timestamp.type" => match broker.log_message_timestamp_type {
-            TimestampType::CreateTime => "CreateTime".into(),
-            TimestampType::LogAppendTime => "LogAppendTime".into(),
-        },
+        "message.timestamp.type" => {
+            crate::config::timestamp_type_name(broker.log_message_timestamp_type).into()
+        }
         "min.cleanable.dirty.ratio" => broker.log_cleaner_min_cleanable_ratio.to_string(),
         "min.compaction.lag.ms" => broker.log_cleaner_min_compaction_lag_ms.to_string(),
         "min.insync.replicas" => broker.min_insync_replicas.to_string(),
@@ -286,7 +278,7 @@ const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "g
 
 /// Checks one `(key, value)` pair as CreateTopics, AlterConfigs and
 /// IncrementalAlterConfigs do (Kafka's `LogConfig.validate`): numeric keys
-/// against their row in [`crate::config_bounds::CONFIG_KEY_BOUNDS`], the
+/// against their row in [`crate::config_bounds::TOPIC_KEY_BOUNDS`], the
 /// others against Kafka's `in(...)` lists and booleans.
 ///
 /// # Errors
@@ -431,6 +423,7 @@ pub fn write_caching_for(broker: &BrokerConfig, topic_configs: &BTreeMap<String,
 mod tests {
     use super::*;
     use weir_storage::CleanupPolicy;
+    use weir_storage::TimestampType;
 
     #[test]
     fn flush_and_write_caching_keys_map_to_the_log_and_partition() {

@@ -195,344 +195,45 @@ pub fn topic_config_entries(
         .collect()
 }
 
-/// This broker's static configuration, all read-only (dynamic broker
-/// configs are not served yet).
+/// This broker's static configuration: every key of
+/// [`crate::broker_keys::BROKER_KEYS`], all read-only (dynamic broker
+/// configs are not served yet), STATIC_BROKER_CONFIG when set in
+/// server.properties or by `--override`, DEFAULT_CONFIG otherwise. A key
+/// whose Kafka default is null (`log.retention.ms`, `log.roll.ms`,
+/// `advertised.listeners`, ...) is reported, unless set, with a null value,
+/// DEFAULT_CONFIG and no synonyms, as Kafka's `ConfigHelper` does (its
+/// synonym list starts at the key itself).
 pub fn broker_config_entries(
     c: &BrokerConfig,
     filter: Option<&[String]>,
 ) -> Vec<DescribeConfigsResourceResult> {
-    let listeners = |ls: &[crate::config::Listener]| {
-        ls.iter()
-            .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let timestamp_type = default_value(c, "message.timestamp.type");
-    let rows: Vec<(&str, String, ConfigType, &str)> = vec![
-        (
-            "node.id",
-            c.node_id.to_string(),
-            ConfigType::Int,
-            "this node's id",
-        ),
-        (
-            "process.roles",
-            c.process_roles.clone(),
-            ConfigType::List,
-            "broker and/or controller",
-        ),
-        (
-            "listeners",
-            listeners(&c.listeners),
-            ConfigType::String,
-            "addresses the broker listens on",
-        ),
-        (
-            "advertised.listeners",
-            c.advertised_listeners
-                .as_deref()
-                .map(listeners)
-                .unwrap_or_else(|| listeners(&c.listeners)),
-            ConfigType::String,
-            "addresses given to clients",
-        ),
-        (
-            "controller.quorum.voters",
-            c.controller_quorum_voters.clone(),
-            ConfigType::List,
-            "metadata quorum voters",
-        ),
-        (
-            "log.dirs",
-            c.log_dirs
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-            ConfigType::String,
-            "directories holding partition logs",
-        ),
-        (
-            "num.partitions",
-            c.num_partitions.to_string(),
-            ConfigType::Int,
-            "partitions of auto-created topics",
-        ),
-        (
-            "default.replication.factor",
-            c.default_replication_factor.to_string(),
-            ConfigType::Int,
-            "replication factor of auto-created topics",
-        ),
-        (
-            "min.insync.replicas",
-            c.min_insync_replicas.to_string(),
-            ConfigType::Int,
-            "replicas needed for acks=all",
-        ),
-        // ---- Replication (Kafka's ReplicationConfigs).
-        (
-            "num.replica.fetchers",
-            c.replication.num_replica_fetchers.to_string(),
-            ConfigType::Int,
-            "fetcher tasks per source broker",
-        ),
-        (
-            "replica.fetch.max.bytes",
-            c.replication.replica_fetch_max_bytes.to_string(),
-            ConfigType::Int,
-            "bytes per partition of a follower Fetch",
-        ),
-        (
-            "replica.fetch.response.max.bytes",
-            c.replication.replica_fetch_response_max_bytes.to_string(),
-            ConfigType::Int,
-            "bytes of a follower Fetch response",
-        ),
-        (
-            "replica.fetch.wait.max.ms",
-            c.replication.replica_fetch_wait_max_ms.to_string(),
-            ConfigType::Int,
-            "how long a follower Fetch waits for data (ms)",
-        ),
-        (
-            "replica.fetch.min.bytes",
-            c.replication.replica_fetch_min_bytes.to_string(),
-            ConfigType::Int,
-            "bytes a follower Fetch waits for",
-        ),
-        (
-            "replica.fetch.backoff.ms",
-            c.replication.replica_fetch_backoff_ms.to_string(),
-            ConfigType::Int,
-            "pause after a failed follower Fetch (ms)",
-        ),
-        (
-            "replica.lag.time.max.ms",
-            c.replication.replica_lag_time_max_ms.to_string(),
-            ConfigType::Long,
-            "a follower not caught up this long leaves the ISR (ms)",
-        ),
-        (
-            "replica.high.watermark.checkpoint.interval.ms",
-            c.replication
-                .high_watermark_checkpoint_interval_ms
-                .to_string(),
-            ConfigType::Long,
-            "high watermark checkpoint interval (ms)",
-        ),
-        // ---- end of the replication keys.
-        // ---- The offsets topic (Kafka's GroupCoordinatorConfig).
-        (
-            "offsets.topic.num.partitions",
-            c.offsets_topic_num_partitions.to_string(),
-            ConfigType::Int,
-            "partitions of __consumer_offsets",
-        ),
-        (
-            "offsets.topic.replication.factor",
-            c.offsets_topic_replication_factor.to_string(),
-            ConfigType::Short,
-            "replication factor of __consumer_offsets",
-        ),
-        (
-            "offsets.topic.segment.bytes",
-            c.offsets_topic_segment_bytes.to_string(),
-            ConfigType::Int,
-            "segment file size of __consumer_offsets (bytes)",
-        ),
-        // ---- end of the offsets topic keys.
-        (
-            "auto.create.topics.enable",
-            c.auto_create_topics_enable.to_string(),
-            ConfigType::Boolean,
-            "create topics on metadata requests",
-        ),
-        (
-            "log.segment.bytes",
-            c.log_segment_bytes.to_string(),
-            ConfigType::Int,
-            "segment file size (bytes)",
-        ),
-        (
-            "log.index.size.max.bytes",
-            c.log_index_size_max_bytes.to_string(),
-            ConfigType::Int,
-            "offset index size (bytes)",
-        ),
-        (
-            "log.index.interval.bytes",
-            c.log_index_interval_bytes.to_string(),
-            ConfigType::Int,
-            "bytes between index entries",
-        ),
-        (
-            "message.max.bytes",
-            c.message_max_bytes.to_string(),
-            ConfigType::Int,
-            "largest record batch (bytes)",
-        ),
-        (
-            "log.message.timestamp.type",
-            timestamp_type,
-            ConfigType::String,
-            "CreateTime or LogAppendTime",
-        ),
-        (
-            "log.message.timestamp.before.max.ms",
-            c.log_message_timestamp_before_max_ms.to_string(),
-            ConfigType::Long,
-            "how far a CreateTime timestamp may lie in the past (ms)",
-        ),
-        (
-            "log.message.timestamp.after.max.ms",
-            c.log_message_timestamp_after_max_ms.to_string(),
-            ConfigType::Long,
-            "how far a CreateTime timestamp may lie in the future (ms)",
-        ),
-        (
-            "log.retention.ms",
-            c.log_retention_ms.to_string(),
-            ConfigType::Long,
-            "segment age before deletion (ms)",
-        ),
-        (
-            "log.retention.bytes",
-            c.log_retention_bytes.to_string(),
-            ConfigType::Long,
-            "partition size before deletion (bytes)",
-        ),
-        (
-            "log.roll.ms",
-            c.log_roll_ms.to_string(),
-            ConfigType::Long,
-            "active segment age before it rolls (ms)",
-        ),
-        (
-            "log.retention.check.interval.ms",
-            c.log_retention_check_interval_ms.to_string(),
-            ConfigType::Long,
-            "how often retention runs (ms)",
-        ),
-        (
-            "num.recovery.threads.per.data.dir",
-            c.num_recovery_threads_per_data_dir.to_string(),
-            ConfigType::Int,
-            "threads per log directory for log recovery at start (accepted; KIP-1030 default)",
-        ),
-        (
-            "producer.id.expiration.ms",
-            c.producer_id_expiration_ms.to_string(),
-            ConfigType::Int,
-            "idle time after which an idempotent producer's state is dropped (ms)",
-        ),
-        (
-            "socket.request.max.bytes",
-            c.socket_request_max_bytes.to_string(),
-            ConfigType::Int,
-            "largest request (bytes)",
-        ),
-        (
-            "connections.max.idle.ms",
-            c.connections_max_idle_ms.to_string(),
-            ConfigType::Long,
-            "idle connection timeout (ms)",
-        ),
-        // ---- Memory and connection limits (issue 15).
-        (
-            "queued.max.request.bytes",
-            c.queued_max_request_bytes.to_string(),
-            ConfigType::Long,
-            "request bytes held across all connections (bytes, Weir default 200 MiB)",
-        ),
-        (
-            "queued.max.response.bytes",
-            c.queued_max_response_bytes.to_string(),
-            ConfigType::Long,
-            "unsent response bytes across all connections (bytes, Weir)",
-        ),
-        (
-            "queued.max.response.bytes.per.connection",
-            c.queued_max_response_bytes_per_connection.to_string(),
-            ConfigType::Long,
-            "unsent response bytes of one connection (bytes, Weir)",
-        ),
-        (
-            "fetch.max.bytes",
-            c.fetch_max_bytes.to_string(),
-            ConfigType::Int,
-            "largest Fetch response (bytes)",
-        ),
-        (
-            "max.connections",
-            c.max_connections.to_string(),
-            ConfigType::Int,
-            "open connections",
-        ),
-        (
-            "max.connections.per.ip",
-            c.max_connections_per_ip.to_string(),
-            ConfigType::Int,
-            "open connections from one address",
-        ),
-        (
-            "max.connections.per.ip.overrides",
-            {
-                let mut pairs: Vec<String> = c
-                    .max_connections_per_ip_overrides
-                    .iter()
-                    .map(|(ip, n)| format!("{ip}:{n}"))
-                    .collect();
-                pairs.sort();
-                pairs.join(",")
-            },
-            ConfigType::String,
-            "per-address connection limits (ip:count,...)",
-        ),
-        // ---- end of the memory and connection limits.
-        (
-            "metrics.listener",
-            c.metrics_listener
-                .map(|a| a.to_string())
-                .unwrap_or_default(),
-            ConfigType::String,
-            "Prometheus endpoint address (Weir)",
-        ),
-    ];
-    rows.into_iter()
-        .filter(|(name, ..)| wanted(filter, name))
-        .map(|(name, value, config_type, doc)| {
-            let explicit = c.explicit.contains_key(name);
-            if !explicit && NULL_DEFAULT_BROKER_KEYS.contains(&name) {
-                let mut e = entry(
-                    name,
-                    String::new(),
-                    ConfigSource::DefaultConfig,
-                    true,
-                    config_type,
-                    doc,
-                    Vec::new(),
-                );
-                e.value = None;
-                return e;
-            }
-            let source = if explicit {
+    crate::broker_keys::BROKER_KEYS
+        .iter()
+        .filter(|k| wanted(filter, k.name))
+        .map(|k| {
+            let source = if c.explicit.contains_key(k.name) {
                 ConfigSource::StaticBrokerConfig
             } else {
                 ConfigSource::DefaultConfig
             };
-            let synonyms = vec![synonym(name, value.clone(), source)];
-            entry(name, value, source, true, config_type, doc, synonyms)
+            let Some(value) = k.value(c) else {
+                let mut e = entry(
+                    k.name,
+                    String::new(),
+                    source,
+                    true,
+                    k.config_type,
+                    k.doc,
+                    Vec::new(),
+                );
+                e.value = None;
+                return e;
+            };
+            let synonyms = vec![synonym(k.name, value.clone(), source)];
+            entry(k.name, value, source, true, k.config_type, k.doc, synonyms)
         })
         .collect()
 }
-
-/// Broker keys whose Kafka 4.1 default is null (`LogConfig`'s
-/// `SERVER_CONFIG_DEF` defines them with no default; the effective value
-/// comes from their `.hours` / `.minutes` forms): unless set themselves,
-/// Kafka's `ConfigHelper` reports them with a null value, DEFAULT_CONFIG
-/// and no synonyms (its synonym list starts at the key itself).
-const NULL_DEFAULT_BROKER_KEYS: &[&str] = &["log.retention.ms", "log.roll.ms"];
 
 #[cfg(test)]
 mod tests {
@@ -572,6 +273,64 @@ mod tests {
         assert_eq!(
             value(&rows, "message.timestamp.after.max.ms").as_deref(),
             Some("3600000")
+        );
+    }
+
+    /// Every row of `BROKER_KEYS` is described with the row's type and doc,
+    /// read-only: unset, with its default (null for a null default, without
+    /// synonyms) from DEFAULT_CONFIG; set, with the value as the
+    /// configuration holds it from STATIC_BROKER_CONFIG.
+    #[test]
+    fn every_broker_key_is_described_from_its_row() {
+        let defaults = broker_config_entries(&BrokerConfig::default(), None);
+        assert_eq!(defaults.len(), crate::broker_keys::BROKER_KEYS.len());
+        for (k, e) in crate::broker_keys::BROKER_KEYS.iter().zip(&defaults) {
+            assert_eq!(e.name.as_str(), k.name);
+            assert_eq!(e.config_type, k.config_type as i8, "{}", k.name);
+            assert_eq!(e.documentation.as_deref(), Some(k.doc), "{}", k.name);
+            assert!(e.read_only, "{}", k.name);
+            assert_eq!(e.config_source, ConfigSource::DefaultConfig as i8);
+            assert_eq!(e.value.as_deref(), k.default, "{}", k.name);
+            assert_eq!(e.synonyms.is_empty(), k.default.is_none(), "{}", k.name);
+        }
+        let set = BrokerConfig::from_pairs(vec![
+            ("advertised.listeners".into(), "PLAINTEXT://h:1".into()),
+            ("log.retention.hours".into(), " 5 ".into()),
+            ("num.io.threads".into(), "2".into()),
+            ("broker.rack".into(), "r1".into()),
+        ])
+        .unwrap();
+        let keys: Vec<String> = [
+            "advertised.listeners",
+            "log.retention.hours",
+            "num.io.threads",
+            "broker.rack",
+            "log.retention.ms",
+        ]
+        .map(String::from)
+        .to_vec();
+        let described: Vec<(String, Option<String>, i8)> = broker_config_entries(&set, Some(&keys))
+            .into_iter()
+            .map(|e| {
+                (
+                    e.name.to_string(),
+                    e.value.map(|v| v.to_string()),
+                    e.config_source,
+                )
+            })
+            .collect();
+        let stat = ConfigSource::StaticBrokerConfig as i8;
+        let dflt = ConfigSource::DefaultConfig as i8;
+        let row = |k: &str, v: Option<&str>, s| (k.to_string(), v.map(str::to_string), s);
+        assert_eq!(
+            described,
+            vec![
+                row("advertised.listeners", Some("PLAINTEXT://h:1"), stat),
+                row("broker.rack", Some("r1"), stat),
+                row("log.retention.ms", None, dflt),
+                row("log.retention.hours", Some("5"), stat),
+                row("num.io.threads", Some("2"), stat),
+            ]
         );
     }
 
