@@ -21,8 +21,8 @@ pub struct ReplicaManager {
     log_manager: LogManager,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     /// `last_applied_offset` of the newest image [`ReplicaManager::apply_image`]
-    /// took (`None` before the first); its lock also serialises the calls.
-    applied_offset: Mutex<Option<u64>>,
+    /// took (0 before the first); its lock also serialises the calls.
+    applied_offset: Mutex<u64>,
 }
 
 impl ReplicaManager {
@@ -34,7 +34,7 @@ impl ReplicaManager {
             config,
             log_manager,
             partitions: RwLock::new(HashMap::new()),
-            applied_offset: Mutex::new(None),
+            applied_offset: Mutex::new(0),
         }
     }
 
@@ -121,17 +121,15 @@ impl ReplicaManager {
             .applied_offset
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(newest) = *applied {
-            if image.last_applied_offset < newest {
-                tracing::debug!(
-                    image_offset = image.last_applied_offset,
-                    applied_offset = newest,
-                    "ignoring a metadata image older than the one applied"
-                );
-                return Ok(());
-            }
+        if image.last_applied_offset < *applied {
+            tracing::debug!(
+                image_offset = image.last_applied_offset,
+                applied_offset = *applied,
+                "ignoring a metadata image older than the one applied"
+            );
+            return Ok(());
         }
-        *applied = Some(image.last_applied_offset);
+        *applied = image.last_applied_offset;
         let current: HashMap<TopicPartition, Arc<Partition>> = self
             .partitions
             .read()
