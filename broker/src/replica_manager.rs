@@ -20,7 +20,9 @@ pub struct ReplicaManager {
     config: BrokerConfig,
     log_manager: LogManager,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
-    apply_lock: Mutex<()>,
+    /// `last_applied_offset` of the newest image [`ReplicaManager::apply_image`]
+    /// took (0 before the first); its lock also serialises the calls.
+    applied_offset: Mutex<u64>,
     /// Where ISR changes go (the AlterPartition sender,
     /// `replication::alter_partition`); unset, they are dropped (unit
     /// tests, which have no controller).
@@ -39,7 +41,7 @@ impl ReplicaManager {
             config,
             log_manager,
             partitions: RwLock::new(HashMap::new()),
-            apply_lock: Mutex::new(()),
+            applied_offset: Mutex::new(0),
             isr_changes: std::sync::OnceLock::new(),
             checkpointed_high_watermarks: Mutex::new(HashMap::new()),
         }
@@ -227,10 +229,35 @@ impl ReplicaManager {
     /// changed metadata call it before answering so that the next request
     /// finds the partitions.
     ///
+    /// Images only move forward: an image whose `last_applied_offset` is
+    /// below that of the newest image applied is ignored. Several callers
+    /// apply images (the metadata follower, CreateTopics, DeleteTopics,
+    /// Metadata, ...), each one it took earlier, so an older image can come
+    /// after a newer one; applied, it would delete the logs of topics
+    /// created since, acknowledged records included. Kafka has no such
+    /// reordering: its `MetadataLoader` publishes every image in log order
+    /// to `BrokerMetadataPublisher`, and `ReplicaManager.applyDelta` deletes
+    /// only the partitions of a delta's `deletedTopicIds`. An image at the
+    /// same offset is applied again (the idempotent retry).
+    ///
     /// # Errors
-    /// The first storage error; partitions handled before it stay applied.
+    /// The first storage error; partitions handled before it stay applied
+    /// (and the image counts as applied: only its own or a newer one is
+    /// applied next).
     pub fn apply_image(&self, image: &MetadataImage) -> Result<(), StorageError> {
-        let _serial = self.apply_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut applied = self
+            .applied_offset
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if image.last_applied_offset < *applied {
+            tracing::debug!(
+                image_offset = image.last_applied_offset,
+                applied_offset = *applied,
+                "ignoring a metadata image older than the one applied"
+            );
+            return Ok(());
+        }
+        *applied = image.last_applied_offset;
         let current: HashMap<TopicPartition, Arc<Partition>> = self
             .partitions
             .read()
@@ -586,5 +613,52 @@ mod tests {
 
         replicas.delete_stray_logs(&image_with("kept")).unwrap();
         assert_eq!(names(&replicas), ["kept"]);
+    }
+
+    /// An image older than the last one applied changes nothing; a newer one
+    /// without the topic still deletes its log. The compaction flake
+    /// (`compaction::a_compacted_topic_reads_back_the_newest_value_of_every_key`
+    /// saw 20000 for 20100): `follow_metadata` applied the startup image
+    /// after CreateTopics had applied the one with the topic, so the new
+    /// topic's log was deleted with its first acknowledged batch in it, and
+    /// the next image recreated the log empty at offset 0.
+    #[test]
+    fn an_older_image_applied_late_deletes_no_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let replicas = manager(dir.path());
+        let tp = TopicPartition::new("latest-values", 0);
+        let startup = MetadataImage {
+            last_applied_offset: 1,
+            ..MetadataImage::default()
+        };
+        let mut created = image_with("latest-values");
+        created.last_applied_offset = 3;
+        replicas.apply_image(&created).unwrap();
+        let partition = replicas.partition("latest-values", 0).expect("hosted");
+        partition
+            .append_records_as_leader(&crate::partition::tests::batch("acknowledged"), 0)
+            .unwrap();
+
+        replicas.apply_image(&startup).unwrap();
+        let hosted = replicas
+            .partition("latest-values", 0)
+            .expect("still hosted after the older image");
+        assert!(Arc::ptr_eq(&hosted, &partition), "the same partition");
+        assert_eq!(hosted.log_end_offset(), 1, "the acknowledged batch stays");
+        assert!(
+            replicas.log_manager.get(&tp).is_some(),
+            "the log stays open"
+        );
+
+        let deleted = MetadataImage {
+            last_applied_offset: 4,
+            ..MetadataImage::default()
+        };
+        replicas.apply_image(&deleted).unwrap();
+        assert!(replicas.partition("latest-values", 0).is_none());
+        assert!(
+            replicas.log_manager.get(&tp).is_none(),
+            "a newer image deletes"
+        );
     }
 }

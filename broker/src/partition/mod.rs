@@ -518,7 +518,7 @@ fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use kafka_protocol::records::{
@@ -528,7 +528,9 @@ mod tests {
 
     use super::*;
 
-    fn batch(value: &str) -> Bytes {
+    /// One uncompressed, keyless record batch holding `value` (for the
+    /// broker's unit tests).
+    pub(crate) fn batch(value: &str) -> Bytes {
         let record = Record {
             transactional: false,
             control: false,
