@@ -53,10 +53,16 @@ pub fn controller_error_code(error: &ControllerError) -> i16 {
         }
         ControllerError::InvalidRequest { .. } => ResponseError::InvalidRequest.code(),
         ControllerError::PolicyViolation { .. } => ResponseError::PolicyViolation.code(),
-        ControllerError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition.code(),
+        ControllerError::UnknownTopic { .. } | ControllerError::UnknownPartition { .. } => {
+            ResponseError::UnknownTopicOrPartition.code()
+        }
+        ControllerError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch.code(),
+        ControllerError::InvalidUpdateVersion { .. } => ResponseError::InvalidUpdateVersion.code(),
+        ControllerError::IneligibleReplica { .. } => ResponseError::IneligibleReplica.code(),
         ControllerError::UnknownTopicId { .. } => ResponseError::UnknownTopicId.code(),
         ControllerError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch.code(),
-        ControllerError::NotController { .. } => ResponseError::NotController.code(),
+        ControllerError::NotController { .. }
+        | ControllerError::EpochNewerThanController { .. } => ResponseError::NotController.code(),
         ControllerError::Timeout { .. } => ResponseError::RequestTimedOut.code(),
         ControllerError::ProducerIdsExhausted { .. }
         | ControllerError::InvalidNodeId { .. }
@@ -273,6 +279,51 @@ mod tests {
             (ControllerError::InvalidRequest { reason: "r".into() }, 42),
             (ControllerError::PolicyViolation { reason: "r".into() }, 44),
             (ControllerError::UnknownTopic { name: "t".into() }, 3),
+            (
+                ControllerError::UnknownPartition {
+                    topic_id: uuid::Uuid::nil(),
+                    partition: 7,
+                },
+                3,
+            ),
+            (
+                ControllerError::EpochNewerThanController {
+                    topic_id: uuid::Uuid::nil(),
+                    partition: 0,
+                    requested_leader_epoch: 2,
+                    requested_partition_epoch: 2,
+                    leader_epoch: 1,
+                    partition_epoch: 1,
+                },
+                41,
+            ),
+            (
+                ControllerError::FencedLeaderEpoch {
+                    topic_id: uuid::Uuid::nil(),
+                    partition: 0,
+                    requested: 1,
+                    current: 2,
+                },
+                74,
+            ),
+            (
+                ControllerError::InvalidUpdateVersion {
+                    topic_id: uuid::Uuid::nil(),
+                    partition: 0,
+                    requested: 1,
+                    current: 2,
+                },
+                95,
+            ),
+            (
+                ControllerError::IneligibleReplica {
+                    topic_id: uuid::Uuid::nil(),
+                    partition: 0,
+                    broker_id: 3,
+                    reason: "fenced".into(),
+                },
+                107,
+            ),
             (
                 ControllerError::UnknownTopicId {
                     id: uuid::Uuid::nil(),

@@ -577,6 +577,7 @@ mod tests {
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                leader_recovery_state: Default::default(),
             }))
             .unwrap();
         image

@@ -11,12 +11,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 
 use crate::error::ControllerError;
-use crate::image::{MetadataImage, TopicId};
+use crate::image::{MetadataImage, PartitionRegistration, TopicId};
 use crate::placement::ReplicaPlacer;
 use crate::records::{
-    BrokerEndpoint, ConfigRecord, ConfigResourceType, FenceBrokerRecord, MetadataRecord,
-    PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
-    RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
+    BrokerEndpoint, ConfigRecord, ConfigResourceType, FenceBrokerRecord, LeaderRecoveryState,
+    MetadataRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
+    RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
 };
 
 /// Records to commit and the response to give once they are committed
@@ -237,7 +237,13 @@ pub fn create_topics(
             }
         };
         collision_names.insert(unify_collision_chars(&topic.name));
-        responses.push(Ok(topic_records(topic, topic_id, &placement, &mut records)));
+        responses.push(Ok(topic_records(
+            image,
+            topic,
+            topic_id,
+            &placement,
+            &mut records,
+        )));
     }
     if validate_only {
         records.clear();
@@ -324,8 +330,12 @@ fn plan_topic(
     })
 }
 
-/// Appends the records of a placed topic and returns its outcome.
+/// Appends the records of a placed topic and returns its outcome. Each
+/// partition's ISR is every usable replica (see [`usable_replicas`]) and its
+/// leader the first of them, as Kafka's `ReplicationControlManager.createTopic`
+/// (`buildPartitionRegistration`).
 fn topic_records(
+    image: &MetadataImage,
     topic: &CreatableTopic,
     topic_id: TopicId,
     placement: &[Vec<i32>],
@@ -336,14 +346,18 @@ fn topic_records(
         topic_id,
     }));
     for (partition_id, replicas) in placement.iter().enumerate() {
+        let isr = usable_replicas(image, replicas);
         records.push(MetadataRecord::Partition(PartitionRecord {
             partition_id: partition_id as i32,
             topic_id,
             replicas: replicas.clone(),
-            isr: vec![replicas[0]],
-            leader: replicas[0],
+            // Placement and manual assignments use unfenced brokers only,
+            // so the ISR has a first member.
+            leader: isr.first().copied().unwrap_or(-1),
+            isr,
             leader_epoch: 0,
             partition_epoch: 0,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         }));
     }
     for (name, value) in &topic.configs {
@@ -360,6 +374,18 @@ fn topic_records(
         num_partitions: placement.len() as i32,
         replication_factor: placement.first().map_or(0, |r| r.len()) as i16,
     }
+}
+
+/// The replicas of `replicas` (in assignment order) that may be in an ISR:
+/// registered and unfenced (Kafka's `ClusterControlManager.isActive`, which
+/// also excludes brokers in controlled shutdown; Weir fences a broker as
+/// soon as it asks to shut down, so unfenced covers both).
+fn usable_replicas(image: &MetadataImage, replicas: &[i32]) -> Vec<i32> {
+    replicas
+        .iter()
+        .copied()
+        .filter(|b| image.brokers.get(b).is_some_and(|r| !r.fenced))
+        .collect()
 }
 
 /// Checks a manual assignment as Kafka's `ReplicationControlManager` does and
@@ -505,9 +531,10 @@ pub fn delete_topics(
 ///
 /// With `fenced` (Kafka's `RegisterBrokerRecord.fenced`, always true in
 /// Kafka) the broker may not lead nor join ISRs until a heartbeat unfences
-/// it ([`broker_heartbeat`]); a previous, unfenced incarnation loses its
-/// leaderships in the same batch (its in-memory state is gone), as
-/// [`fence_brokers`] would. A single-voter controller registers its own
+/// it ([`broker_heartbeat`]); a previous, unfenced incarnation leaves every
+/// ISR and loses its leaderships in the same batch (its in-memory state is
+/// gone), as [`fence_brokers`] would (Kafka's `handleBrokerShutdown` with
+/// ELR off). A single-voter controller registers its own
 /// broker unfenced, so a single node starts in one commit.
 pub fn register_broker(
     image: &MetadataImage,
@@ -530,7 +557,10 @@ pub fn register_broker(
     });
     let was_live = image.brokers.get(&broker_id).is_some_and(|b| !b.fenced);
     let records = if fenced && was_live {
-        with_elections(image, vec![registration])
+        let mut after = image.clone();
+        let mut records = applied(&mut after, vec![registration]);
+        records.extend(isr_removals(&after, broker_id));
+        records
     } else {
         vec![registration]
     };
@@ -621,45 +651,55 @@ pub fn broker_heartbeat(
 }
 
 /// Fences the given brokers (Kafka's `ReplicationControlManager.handleBrokerFenced`,
-/// used when a session expires and on controlled shutdown): one
-/// `FenceBrokerRecord` per unfenced registered broker among `broker_ids`,
-/// then the leader elections that follow (see [`elect_leaders`]). Unknown
-/// or already fenced brokers add nothing; the response lists the brokers
-/// fenced.
+/// used when a session expires and on controlled shutdown): per unfenced
+/// registered broker among `broker_ids`, in order, one `FenceBrokerRecord`
+/// followed by the `PartitionChangeRecord`s that take it out of every ISR
+/// and move its leaderships (see [`isr_removals`]). Brokers are handled one
+/// after another on the image the earlier ones left, as Kafka fences one
+/// broker per event: when two members of an ISR go at once, the one fenced
+/// last stays as the ISR's only member. Unknown or already fenced brokers
+/// add nothing; the response lists the brokers fenced.
 pub fn fence_brokers(image: &MetadataImage, broker_ids: &[i32]) -> ControllerResult<Vec<i32>> {
     let mut fenced = Vec::new();
     let mut records = Vec::new();
-    for id in broker_ids {
-        if let Some(b) = image.brokers.get(id).filter(|b| !b.fenced) {
-            if !fenced.contains(id) {
-                fenced.push(*id);
-                records.push(MetadataRecord::FenceBroker(FenceBrokerRecord {
-                    id: *id,
-                    epoch: b.broker_epoch,
-                }));
-            }
+    let mut after = None::<MetadataImage>;
+    for &id in broker_ids {
+        let Some(b) = image.brokers.get(&id).filter(|b| !b.fenced) else {
+            continue;
+        };
+        if fenced.contains(&id) {
+            continue;
         }
+        fenced.push(id);
+        let work = after.get_or_insert_with(|| image.clone());
+        let fence = MetadataRecord::FenceBroker(FenceBrokerRecord {
+            id,
+            epoch: b.broker_epoch,
+        });
+        records.extend(applied(work, vec![fence]));
+        let removals = isr_removals(work, id);
+        records.extend(applied(work, removals));
     }
-    let records = if records.is_empty() {
-        records
-    } else {
-        with_elections(image, records)
-    };
     ControllerResult {
         records,
         response: fenced,
     }
 }
 
+/// `records`, after applying them to `image` (they were computed from it,
+/// so they replay; a failure would only leave `image` behind).
+fn applied(image: &mut MetadataImage, records: Vec<MetadataRecord>) -> Vec<MetadataRecord> {
+    for r in &records {
+        let _ = image.apply(r);
+    }
+    records
+}
+
 /// `records` followed by the `PartitionChangeRecord`s that
 /// [`elect_leaders`] computes on `image` with `records` applied.
-fn with_elections(image: &MetadataImage, mut records: Vec<MetadataRecord>) -> Vec<MetadataRecord> {
+fn with_elections(image: &MetadataImage, records: Vec<MetadataRecord>) -> Vec<MetadataRecord> {
     let mut after = image.clone();
-    for r in &records {
-        // Built from this image: they replay (a failure would only mean no
-        // elections are derived from the record).
-        let _ = after.apply(r);
-    }
+    let mut records = applied(&mut after, records);
     records.extend(elect_leaders(&after));
     records
 }
@@ -668,9 +708,140 @@ fn with_elections(image: &MetadataImage, mut records: Vec<MetadataRecord>) -> Ve
 /// no live ISR member elect a live replica outside the ISR, losing data.
 pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
 
+/// True when `topic` may elect a leader from outside its ISR:
+/// [`UNCLEAN_LEADER_ELECTION_ENABLE`] is true for the topic or, unset there,
+/// in the cluster-wide broker configs (Kafka's
+/// `ConfigurationControlManager.uncleanLeaderElectionEnabledForTopic`).
+fn unclean_enabled(image: &MetadataImage, topic: &crate::image::TopicImage) -> bool {
+    topic
+        .configs
+        .get(UNCLEAN_LEADER_ELECTION_ENABLE)
+        .or_else(|| {
+            image
+                .broker_configs
+                .get("")
+                .and_then(|c| c.get(UNCLEAN_LEADER_ELECTION_ENABLE))
+        })
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// True for a registered, unfenced broker: one that may lead and be in an
+/// ISR (Kafka's `ClusterControlManager.isActive`; Weir fences a broker as
+/// soon as it asks to shut down, so "not in controlled shutdown" is part of
+/// unfenced).
+fn is_active(image: &MetadataImage, broker: i32) -> bool {
+    image.brokers.get(&broker).is_some_and(|r| !r.fenced)
+}
+
+/// What a partition change aims at: Kafka's `PartitionChangeBuilder`
+/// targets, with ELR (KIP-966) and reassignment off.
+struct ChangeTarget<'a> {
+    /// The ISR asked for. An empty target leaves the ISR as it is (with ELR
+    /// off Kafka never writes an empty ISR).
+    isr: Vec<i32>,
+    /// May this replica lead (`isAcceptableLeader`)?
+    acceptable: &'a dyn Fn(i32) -> bool,
+    /// `Election.UNCLEAN` instead of `ONLINE`.
+    unclean: bool,
+    /// The leader recovery state asked for (the current one unless an
+    /// AlterPartition asks otherwise).
+    recovery: LeaderRecoveryState,
+}
+
+/// The `PartitionChangeRecord` that takes partition `partition_id` of
+/// `topic_id` from `p` to `target`, or `None` when nothing would change
+/// (Kafka's `PartitionChangeBuilder.build` with ELR off, metadata version
+/// 3.6 or later, so an ISR shrink does not bump the leader epoch):
+/// - leader (`electAnyLeader`): the current one if it is in the target ISR
+///   and acceptable; else the first replica, in assignment order, that is;
+///   else, for an unclean election, the first acceptable replica, whose ISR
+///   becomes just itself and whose recovery state becomes `Recovering`;
+///   else -1 (offline);
+/// - ISR: the target, unless it is empty or the unclean election set it;
+/// - leader recovery state: the target's when it differs.
+fn partition_change(
+    topic_id: TopicId,
+    partition_id: i32,
+    p: &PartitionRegistration,
+    target: ChangeTarget<'_>,
+) -> Option<PartitionChangeRecord> {
+    let valid = |r: i32| target.isr.contains(&r) && (target.acceptable)(r);
+    let mut record = PartitionChangeRecord {
+        partition_id,
+        topic_id,
+        isr: None,
+        leader: None,
+        replicas: None,
+        leader_recovery_state: None,
+    };
+    let elected = if valid(p.leader) {
+        Some((p.leader, false))
+    } else if let Some(&r) = p.replicas.iter().find(|&&r| valid(r)) {
+        Some((r, false))
+    } else if target.unclean {
+        let acceptable = p.replicas.iter().find(|&&r| (target.acceptable)(r));
+        acceptable.map(|&r| (r, true))
+    } else {
+        None
+    };
+    let (leader, unclean) = elected.unwrap_or((-1, false));
+    if leader != p.leader {
+        record.leader = Some(leader);
+        if unclean {
+            record.isr = Some(vec![leader]);
+            if p.leader_recovery_state != LeaderRecoveryState::Recovering {
+                record.leader_recovery_state = Some(LeaderRecoveryState::Recovering);
+            }
+        }
+    }
+    if record.isr.is_none() && !target.isr.is_empty() && target.isr != p.isr {
+        record.isr = Some(target.isr);
+    }
+    if target.recovery != p.leader_recovery_state {
+        record.leader_recovery_state = Some(target.recovery);
+    }
+    let no_op =
+        record.isr.is_none() && record.leader.is_none() && record.leader_recovery_state.is_none();
+    (!no_op).then_some(record)
+}
+
+/// The `PartitionChangeRecord`s that take `broker` out of every ISR it is
+/// in and move its leaderships, as Kafka's
+/// `ReplicationControlManager.generateLeaderAndIsrUpdates` with
+/// `brokerToRemove = broker` (`handleBrokerFenced`,
+/// `handleBrokerInControlledShutdown`, and `handleBrokerShutdown` for a
+/// re-registration, ELR off): per partition whose ISR holds `broker`, the
+/// target ISR is the ISR without it (kept whole when `broker` is its only
+/// member, so the partition goes offline with the replica that has
+/// everything still named), `broker` may not lead, and the leader is
+/// elected as [`partition_change`] does (unclean when the topic allows it).
+pub fn isr_removals(image: &MetadataImage, broker: i32) -> Vec<MetadataRecord> {
+    let acceptable = |r: i32| r != broker && is_active(image, r);
+    let mut records = Vec::new();
+    for topic in image.topics.values() {
+        let unclean = unclean_enabled(image, topic);
+        for (&partition_id, p) in &topic.partitions {
+            if !p.isr.contains(&broker) {
+                continue;
+            }
+            let target = ChangeTarget {
+                isr: p.isr.iter().copied().filter(|&r| r != broker).collect(),
+                acceptable: &acceptable,
+                unclean,
+                recovery: p.leader_recovery_state,
+            };
+            records.extend(
+                partition_change(topic.topic_id, partition_id, p, target)
+                    .map(MetadataRecord::PartitionChange),
+            );
+        }
+    }
+    records
+}
+
 /// The `PartitionChangeRecord`s that bring every partition's leader and ISR
 /// in line with the live (registered, unfenced) brokers of `image`, as
-/// Kafka's `PartitionChangeBuilder` with ELR off:
+/// Kafka's `PartitionChangeBuilder` with ELR off (see [`partition_change`]):
 /// - ISR: members that are not live leave it, unless none is live, in which
 ///   case the ISR is kept as it was (so the last leader's return can elect
 ///   it again);
@@ -678,49 +849,30 @@ pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable
 ///   replica order) that is live and in the ISR; else, when
 ///   `unclean.leader.election.enable` is true for the topic (or, unset there,
 ///   in the cluster-wide broker configs), the first live replica, whose ISR
-///   becomes just itself; else -1 (offline).
+///   becomes just itself and whose leader recovery state `Recovering`;
+///   else -1 (offline).
 ///
-/// Replay bumps the partition epoch, and the leader epoch when the leader
-/// changes. Partitions that need no change add nothing.
+/// Used after a broker is unfenced (Kafka's `handleBrokerUnfenced`: the
+/// partitions without a leader elect it when it is in their ISR); fencing
+/// uses [`isr_removals`], one broker at a time. Replay bumps the partition
+/// epoch, and the leader epoch when the leader changes. Partitions that
+/// need no change add nothing.
 pub fn elect_leaders(image: &MetadataImage) -> Vec<MetadataRecord> {
-    let live = |b: &i32| image.brokers.get(b).is_some_and(|r| !r.fenced);
-    let cluster_unclean = image
-        .broker_configs
-        .get("")
-        .and_then(|c| c.get(UNCLEAN_LEADER_ELECTION_ENABLE));
+    let live = |r: i32| is_active(image, r);
     let mut records = Vec::new();
     for topic in image.topics.values() {
-        let unclean = topic
-            .configs
-            .get(UNCLEAN_LEADER_ELECTION_ENABLE)
-            .or(cluster_unclean)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let unclean = unclean_enabled(image, topic);
         for (&partition_id, p) in &topic.partitions {
-            let live_isr: Vec<i32> = p.isr.iter().copied().filter(|b| live(b)).collect();
-            let mut isr = if live_isr.is_empty() {
-                p.isr.clone()
-            } else {
-                live_isr
+            let target = ChangeTarget {
+                isr: p.isr.iter().copied().filter(|&r| live(r)).collect(),
+                acceptable: &live,
+                unclean,
+                recovery: p.leader_recovery_state,
             };
-            let leader = if live(&p.leader) && isr.contains(&p.leader) {
-                p.leader
-            } else if let Some(&r) = p.replicas.iter().find(|r| live(r) && isr.contains(r)) {
-                r
-            } else if let Some(&r) = p.replicas.iter().find(|r| unclean && live(r)) {
-                isr = vec![r];
-                r
-            } else {
-                -1
-            };
-            if isr != p.isr || leader != p.leader {
-                records.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
-                    partition_id,
-                    topic_id: topic.topic_id,
-                    isr: (isr != p.isr).then_some(isr),
-                    leader: (leader != p.leader).then_some(leader),
-                    replicas: None,
-                }));
-            }
+            records.extend(
+                partition_change(topic.topic_id, partition_id, p, target)
+                    .map(MetadataRecord::PartitionChange),
+            );
         }
     }
     records
@@ -905,12 +1057,16 @@ fn elect_partition(
         ElectionType::Preferred => ElectionOutcome::PreferredLeaderNotAvailable,
         ElectionType::Unclean => ElectionOutcome::EligibleLeadersNotAvailable,
     })?;
+    // An unclean election (a new ISR of the leader alone) leaves the
+    // leader recovering (KIP-704), as Kafka's `PartitionChangeBuilder`.
+    let recovering = isr.is_some() && p.leader_recovery_state != LeaderRecoveryState::Recovering;
     Ok(MetadataRecord::PartitionChange(PartitionChangeRecord {
         partition_id: index,
         topic_id: topic.topic_id,
         isr,
         leader: Some(leader),
         replicas: None,
+        leader_recovery_state: recovering.then_some(LeaderRecoveryState::Recovering),
     }))
 }
 
@@ -953,6 +1109,7 @@ pub fn balance_partition_leaders(
                     isr,
                     leader: Some(leader),
                     replicas: None,
+                    leader_recovery_state: None,
                 }));
             }
         }
@@ -962,6 +1119,275 @@ pub fn balance_partition_leaders(
         records,
         response: more,
     }
+}
+
+/// One AlterPartition request from a partition leader (Kafka's
+/// `AlterPartitionRequest`, v3: KIP-497, KIP-841, KIP-903): the ISR changes
+/// it asks for, with the broker epoch it registered with.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AlterPartitionRequest {
+    /// The sending broker (the leader of every partition listed).
+    pub broker_id: i32,
+    /// The sender's broker epoch; must be its current registration's.
+    pub broker_epoch: i64,
+    /// The partitions, by topic.
+    pub topics: Vec<AlterPartitionTopic>,
+}
+
+/// One topic of an [`AlterPartitionRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AlterPartitionTopic {
+    /// The topic id (KIP-516; AlterPartition v2+ names topics by id only).
+    pub topic_id: TopicId,
+    /// The partitions of the topic to change.
+    pub partitions: Vec<AlterPartitionData>,
+}
+
+/// One partition's proposed state in an [`AlterPartitionRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AlterPartitionData {
+    /// The partition index.
+    pub partition_index: i32,
+    /// The leader epoch the leader holds.
+    pub leader_epoch: i32,
+    /// KIP-903: each proposed ISR member with its broker epoch (-1: not
+    /// checked), in the order the leader lists them.
+    pub new_isr_with_epochs: Vec<(i32, i64)>,
+    /// The proposed leader recovery state (KIP-704): 0 RECOVERED,
+    /// 1 RECOVERING.
+    pub leader_recovery_state: i8,
+    /// The partition epoch the leader last saw (KIP-497's update version).
+    pub partition_epoch: i32,
+}
+
+/// One partition's outcome in an [`AlterPartitionResponse`]: its
+/// registration once the change is applied, or why it was refused.
+pub type AlterPartitionResult = Result<PartitionRegistration, ControllerError>;
+
+/// The answer to an [`AlterPartitionRequest`]: per topic of the request, in
+/// request order, `(partition index, outcome)` in request order.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AlterPartitionResponse {
+    /// `(topic id, per-partition results)`.
+    pub topics: Vec<(TopicId, Vec<(i32, AlterPartitionResult)>)>,
+}
+
+/// Runs an AlterPartition request (Kafka's
+/// `ReplicationControlManager.alterPartition`): validates every partition
+/// in Kafka's order and writes one `PartitionChangeRecord` per partition
+/// that changes (its replay bumps the partition epoch; with metadata
+/// version 3.6+ an ISR change keeps the leader epoch).
+///
+/// The request fails whole (`response` is `Err`, no records) with
+/// [`ControllerError::StaleBrokerEpoch`] unless `broker_epoch` is the
+/// sender's current registration (`ClusterControlManager.checkBrokerEpoch`).
+/// Otherwise each partition gets, in this order
+/// (`validateAlterPartitionData`):
+/// 1. an unknown (or zero) topic id: [`ControllerError::UnknownTopicId`];
+/// 2. no such partition: [`ControllerError::UnknownPartition`]
+///    (UNKNOWN_TOPIC_OR_PARTITION);
+/// 3. a leader or partition epoch newer than the controller's:
+///    [`ControllerError::EpochNewerThanController`] (NOT_CONTROLLER: this
+///    controller is probably no longer the active one);
+/// 4. an older leader epoch: [`ControllerError::FencedLeaderEpoch`];
+/// 5. a sender that is not the partition's leader:
+///    [`ControllerError::InvalidRequest`];
+/// 6. an older partition epoch: [`ControllerError::InvalidUpdateVersion`];
+/// 7. a proposed ISR with a replica outside the assignment, a duplicate or
+///    a negative id (`Replicas.validateIsr`), or without the leader:
+///    [`ControllerError::InvalidRequest`];
+/// 8. a leader recovery state other than 0 or 1 (Kafka's
+///    `LeaderRecoveryState.of` throws; Weir answers the partition instead),
+///    `Recovering` with more than one ISR member, or a change from
+///    `Recovered` to `Recovering`: [`ControllerError::InvalidRequest`];
+/// 9. a proposed member that is not registered, is fenced (which in Weir
+///    includes shutting down), or whose given broker epoch (unless -1) is
+///    not its current one (KIP-841, KIP-903):
+///    [`ControllerError::IneligibleReplica`], naming the first one.
+///
+/// An accepted partition whose ISR and recovery state already are the
+/// proposed ones gets its current registration and no record. The leader
+/// never changes here: it is in the new ISR and eligible, so Kafka's
+/// election keeps it. A partition named twice is validated against the
+/// state the first occurrence left (Kafka validates both against the state
+/// before the request), so a repeat with the same partition epoch gets
+/// INVALID_UPDATE_VERSION instead of a second record.
+pub fn alter_partition(
+    image: &MetadataImage,
+    request: &AlterPartitionRequest,
+) -> ControllerResult<Result<AlterPartitionResponse, ControllerError>> {
+    let current = image
+        .brokers
+        .get(&request.broker_id)
+        .map(|b| b.broker_epoch);
+    if current != Some(request.broker_epoch) {
+        return ControllerResult {
+            records: Vec::new(),
+            response: Err(ControllerError::StaleBrokerEpoch {
+                broker_id: request.broker_id,
+                requested: request.broker_epoch,
+                current,
+            }),
+        };
+    }
+    let mut changed: HashMap<(TopicId, i32), PartitionRegistration> = HashMap::new();
+    let mut records = Vec::new();
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for t in &request.topics {
+        let topic = image.topic_by_id(&t.topic_id);
+        let mut results = Vec::with_capacity(t.partitions.len());
+        for data in &t.partitions {
+            let index = data.partition_index;
+            let Some(topic) = topic else {
+                let unknown = ControllerError::UnknownTopicId { id: t.topic_id };
+                results.push((index, Err(unknown)));
+                continue;
+            };
+            let key = (topic.topic_id, index);
+            let current = changed.get(&key).or_else(|| topic.partitions.get(&index));
+            let Some(p) = current.cloned() else {
+                let unknown = ControllerError::UnknownPartition {
+                    topic_id: topic.topic_id,
+                    partition: index,
+                };
+                results.push((index, Err(unknown)));
+                continue;
+            };
+            let outcome =
+                validate_alter_partition(image, topic.topic_id, request.broker_id, &p, data).map(
+                    |target| {
+                        let live = |r: i32| is_active(image, r);
+                        let change = ChangeTarget {
+                            isr: target.0,
+                            acceptable: &live,
+                            unclean: false,
+                            recovery: target.1,
+                        };
+                        match partition_change(topic.topic_id, index, &p, change) {
+                            Some(record) => {
+                                let after = p.merged(&record);
+                                records.push(MetadataRecord::PartitionChange(record));
+                                changed.insert(key, after.clone());
+                                after
+                            }
+                            None => p,
+                        }
+                    },
+                );
+            results.push((index, outcome));
+        }
+        topics.push((t.topic_id, results));
+    }
+    ControllerResult {
+        records,
+        response: Ok(AlterPartitionResponse { topics }),
+    }
+}
+
+/// Checks one partition of an AlterPartition request against its current
+/// registration `p` in the order of Kafka's
+/// `ReplicationControlManager.validateAlterPartitionData` (steps 3 to 9 of
+/// [`alter_partition`]); returns the target ISR and recovery state.
+fn validate_alter_partition(
+    image: &MetadataImage,
+    topic_id: TopicId,
+    broker_id: i32,
+    p: &PartitionRegistration,
+    data: &AlterPartitionData,
+) -> Result<(Vec<i32>, LeaderRecoveryState), ControllerError> {
+    let partition = data.partition_index;
+    let invalid = |reason: String| {
+        Err(ControllerError::InvalidRequest {
+            reason: format!("partition {partition} of topic id {topic_id}: {reason}"),
+        })
+    };
+    if data.leader_epoch > p.leader_epoch || data.partition_epoch > p.partition_epoch {
+        return Err(ControllerError::EpochNewerThanController {
+            topic_id,
+            partition,
+            requested_leader_epoch: data.leader_epoch,
+            requested_partition_epoch: data.partition_epoch,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+        });
+    }
+    if data.leader_epoch < p.leader_epoch {
+        return Err(ControllerError::FencedLeaderEpoch {
+            topic_id,
+            partition,
+            requested: data.leader_epoch,
+            current: p.leader_epoch,
+        });
+    }
+    if broker_id != p.leader {
+        return invalid(format!(
+            "broker {broker_id} is not the leader; the current leader is {}",
+            p.leader
+        ));
+    }
+    if data.partition_epoch < p.partition_epoch {
+        return Err(ControllerError::InvalidUpdateVersion {
+            topic_id,
+            partition,
+            requested: data.partition_epoch,
+            current: p.partition_epoch,
+        });
+    }
+    let new_isr: Vec<i32> = data.new_isr_with_epochs.iter().map(|&(b, _)| b).collect();
+    let mut sorted = new_isr.clone();
+    sorted.sort_unstable();
+    let duplicate = sorted.windows(2).any(|w| w[0] == w[1]);
+    if duplicate || new_isr.iter().any(|r| !p.replicas.contains(r)) {
+        return invalid(format!(
+            "invalid ISR {new_isr:?} for replicas {:?}",
+            p.replicas
+        ));
+    }
+    if !new_isr.contains(&p.leader) {
+        return invalid(format!(
+            "the ISR {new_isr:?} does not include the leader {}",
+            p.leader
+        ));
+    }
+    let Some(recovery) = LeaderRecoveryState::from_wire(data.leader_recovery_state) else {
+        return invalid(format!(
+            "unknown leader recovery state {}",
+            data.leader_recovery_state
+        ));
+    };
+    if recovery == LeaderRecoveryState::Recovering && new_isr.len() > 1 {
+        return invalid(format!(
+            "the ISR {new_isr:?} has more than one replica while the leader is still \
+             recovering from an unclean leader election"
+        ));
+    }
+    if p.leader_recovery_state == LeaderRecoveryState::Recovered
+        && recovery == LeaderRecoveryState::Recovering
+    {
+        return invalid(
+            "the leader recovery state cannot change from RECOVERED to RECOVERING".into(),
+        );
+    }
+    for &(replica, epoch) in &data.new_isr_with_epochs {
+        let reason = match image.brokers.get(&replica) {
+            None => Some("not registered".to_string()),
+            Some(b) if b.fenced => Some("fenced".to_string()),
+            Some(b) if epoch != -1 && epoch != b.broker_epoch => Some(format!(
+                "broker epoch mismatch: requested={epoch} VS expected={}",
+                b.broker_epoch
+            )),
+            Some(_) => None,
+        };
+        if let Some(reason) = reason {
+            return Err(ControllerError::IneligibleReplica {
+                topic_id,
+                partition,
+                broker_id: replica,
+                reason,
+            });
+        }
+    }
+    Ok((new_isr, recovery))
 }
 
 /// Hands the next block of [`PRODUCER_ID_BLOCK_SIZE`] producer ids to a
@@ -1255,9 +1681,9 @@ fn validate_added_partition(
     Ok(())
 }
 
-/// The `PartitionRecord`s of a planned topic's added partitions: leader =
-/// the first unfenced replica, ISR = `[leader]` (until followers replicate,
-/// only the leader holds the data).
+/// The `PartitionRecord`s of a planned topic's added partitions, as Kafka's
+/// `ReplicationControlManager.createPartitions`: ISR = every usable replica
+/// (see [`usable_replicas`]), leader = the first of them.
 fn partition_records(
     image: &MetadataImage,
     plan: &PartitionsPlan,
@@ -1267,11 +1693,8 @@ fn partition_records(
         .into_iter()
         .enumerate()
         .map(|(i, replicas)| {
-            let live = replicas
-                .iter()
-                .copied()
-                .find(|b| image.brokers.get(b).is_some_and(|r| !r.fenced));
-            let Some(leader) = live else {
+            let isr = usable_replicas(image, &replicas);
+            let Some(&leader) = isr.first() else {
                 // Kafka: "All brokers are currently fenced or in controlled shutdown."
                 return Err(ControllerError::InvalidReplicationFactor {
                     requested: plan.replication_factor,
@@ -1282,10 +1705,11 @@ fn partition_records(
                 partition_id: plan.first_partition_id + i as i32,
                 topic_id: plan.topic_id,
                 replicas,
-                isr: vec![leader],
+                isr,
                 leader,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             }))
         })
         .collect()
@@ -1409,7 +1833,7 @@ mod tests {
         assert_eq!(orders.partitions.len(), 3);
         for p in orders.partitions.values() {
             assert_eq!(p.replicas.len(), 2);
-            assert_eq!(p.isr, vec![p.leader], "ISR is the leader alone");
+            assert_eq!(p.isr, p.replicas, "every usable replica is in the ISR");
             assert_eq!(p.leader, p.replicas[0]);
             assert_eq!((p.leader_epoch, p.partition_epoch), (0, 0));
         }
@@ -1975,7 +2399,7 @@ mod tests {
         );
         for p in placed.partitions.values() {
             assert_eq!(p.replicas.len(), 2, "{p:?}");
-            assert_eq!(p.isr, vec![p.leader], "ISR is the leader alone");
+            assert_eq!(p.isr, p.replicas, "every usable replica is in the ISR");
             assert_eq!(p.leader, p.replicas[0]);
         }
         let manual = image.topic("manual").unwrap();
@@ -2154,6 +2578,7 @@ mod tests {
                 leader: isr[0],
                 leader_epoch: 0,
                 partition_epoch: 0,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             }));
         }
         replay(&mut image, &records);
@@ -2273,6 +2698,421 @@ mod tests {
         let result = fence_brokers(&image, &[0]);
         replay(&mut image, &result.records);
         assert_eq!(partition(&image, 0), (1, vec![1], 1, 1));
+        assert_eq!(
+            image.topic("t").unwrap().partitions[&0].leader_recovery_state,
+            LeaderRecoveryState::Recovering
+        );
+    }
+
+    #[test]
+    fn brokers_fenced_together_leave_isrs_one_at_a_time() {
+        // Kafka fences one broker per event: of two ISR members fenced at
+        // once, the later one stays as the ISR's only member, and only its
+        // return brings the partition back (the earlier one may lack what
+        // the later one acknowledged after it left).
+        let mut image = image_with_partitions(3, &[(vec![0, 1, 2], vec![0, 1])]);
+        let result = fence_brokers(&image, &[0, 1]);
+        assert_eq!(result.response, vec![0, 1]);
+        replay(&mut image, &result.records);
+        assert_eq!(partition(&image, 0), (-1, vec![1], 2, 2));
+
+        let epoch = image.brokers[&0].broker_epoch;
+        let first_back = broker_heartbeat(&image, 0, epoch, u64::MAX, false).unwrap();
+        replay(&mut image, &first_back.records);
+        assert_eq!(
+            partition(&image, 0),
+            (-1, vec![1], 2, 2),
+            "0 is not in the ISR"
+        );
+
+        let epoch = image.brokers[&1].broker_epoch;
+        let last_back = broker_heartbeat(&image, 1, epoch, u64::MAX, false).unwrap();
+        replay(&mut image, &last_back.records);
+        assert_eq!(partition(&image, 0), (1, vec![1], 3, 3));
+    }
+
+    #[test]
+    fn fencing_a_follower_only_shrinks_the_isrs_it_is_in() {
+        // An ISR member that is already fenced (the last one, kept) is not
+        // removed when another broker is fenced.
+        let mut image =
+            image_with_partitions(3, &[(vec![0, 1], vec![0]), (vec![1, 2], vec![1, 2])]);
+        let first = fence_brokers(&image, &[0]);
+        replay(&mut image, &first.records);
+        assert_eq!(partition(&image, 0), (-1, vec![0], 1, 1));
+        let result = fence_brokers(&image, &[2]);
+        replay(&mut image, &result.records);
+        assert_eq!(partition(&image, 0), (-1, vec![0], 1, 1));
+        assert_eq!(partition(&image, 1), (1, vec![1], 0, 1));
+        assert_eq!(result.records.len(), 2, "{:?}", result.records);
+    }
+
+    #[test]
+    fn new_partitions_start_with_every_usable_replica_in_the_isr() {
+        // Kafka's createPartitions: ISR = the assigned replicas that are
+        // registered and unfenced, leader = the first of them.
+        let mut image = image_with_brokers(3);
+        created(&mut image, &[topic("t", 1, 3)]);
+        let p = &image.topic("t").unwrap().partitions[&0];
+        assert_eq!(p.isr, p.replicas);
+        let epoch = image.brokers[&0].broker_epoch;
+        replay(
+            &mut image,
+            &[MetadataRecord::FenceBroker(FenceBrokerRecord {
+                id: 0,
+                epoch,
+            })],
+        );
+        let placer = StripedReplicaPlacer::default();
+        let result = create_partitions(
+            &image,
+            &[grow("t", 2, Some(vec![vec![0, 2, 1]]))],
+            false,
+            &placer,
+        );
+        assert_eq!(result.response, vec![Ok(())]);
+        replay(&mut image, &result.records);
+        let p = &image.topic("t").unwrap().partitions[&1];
+        assert_eq!((p.leader, p.isr.clone()), (2, vec![2, 1]));
+    }
+
+    /// Brokers 0..=3 registered (3 fenced), broker 5 never registered;
+    /// topic "t" (id 42) partition 0: replicas [0, 1, 2, 3, 5], ISR [0, 1],
+    /// leader 0, leader epoch 3, partition epoch 5.
+    fn alter_image() -> MetadataImage {
+        let mut image = image_with_brokers(4);
+        let epoch = image.brokers[&3].broker_epoch;
+        let topic_id = uuid::Uuid::from_u128(42);
+        replay(
+            &mut image,
+            &[
+                MetadataRecord::FenceBroker(FenceBrokerRecord { id: 3, epoch }),
+                MetadataRecord::Topic(TopicRecord {
+                    name: "t".into(),
+                    topic_id,
+                }),
+                MetadataRecord::Partition(PartitionRecord {
+                    partition_id: 0,
+                    topic_id,
+                    replicas: vec![0, 1, 2, 3, 5],
+                    isr: vec![0, 1],
+                    leader: 0,
+                    leader_epoch: 3,
+                    partition_epoch: 5,
+                    leader_recovery_state: LeaderRecoveryState::Recovered,
+                }),
+            ],
+        );
+        image
+    }
+
+    /// Leader 0's request for partition 0 of `alter_image` with ISR
+    /// `isr` (each with its current broker epoch, -1 if unregistered).
+    fn alter_request(image: &MetadataImage, isr: &[i32]) -> AlterPartitionRequest {
+        let epoch = |b: i32| image.brokers.get(&b).map_or(-1, |r| r.broker_epoch);
+        AlterPartitionRequest {
+            broker_id: 0,
+            broker_epoch: epoch(0),
+            topics: vec![AlterPartitionTopic {
+                topic_id: uuid::Uuid::from_u128(42),
+                partitions: vec![AlterPartitionData {
+                    partition_index: 0,
+                    leader_epoch: 3,
+                    new_isr_with_epochs: isr.iter().map(|&b| (b, epoch(b))).collect(),
+                    leader_recovery_state: 0,
+                    partition_epoch: 5,
+                }],
+            }],
+        }
+    }
+
+    /// The single partition result of an AlterPartition response.
+    fn only_result(
+        result: &ControllerResult<Result<AlterPartitionResponse, ControllerError>>,
+    ) -> Result<PartitionRegistration, ControllerError> {
+        let response = result.response.as_ref().unwrap();
+        assert_eq!(response.topics.len(), 1);
+        assert_eq!(response.topics[0].1.len(), 1);
+        response.topics[0].1[0].1.clone()
+    }
+
+    #[test]
+    fn alter_partition_validates_in_kafkas_order() {
+        type Edit = fn(&mut AlterPartitionRequest);
+        fn data(r: &mut AlterPartitionRequest) -> &mut AlterPartitionData {
+            &mut r.topics[0].partitions[0]
+        }
+        // (rule, ISR asked for, edit of the request, expected error variant)
+        let table: Vec<(&str, &[i32], Edit, &str)> = vec![
+            (
+                "unknown topic id",
+                &[0, 1, 2],
+                |r| r.topics[0].topic_id = uuid::Uuid::from_u128(7),
+                "UnknownTopicId",
+            ),
+            (
+                "zero topic id",
+                &[0, 1, 2],
+                |r| r.topics[0].topic_id = uuid::Uuid::nil(),
+                "UnknownTopicId",
+            ),
+            (
+                "unknown partition",
+                &[0, 1, 2],
+                |r| data(r).partition_index = 9,
+                "UnknownPartition",
+            ),
+            (
+                "newer leader epoch",
+                &[0, 1, 2],
+                |r| data(r).leader_epoch = 4,
+                "EpochNewerThanController",
+            ),
+            (
+                "newer partition epoch",
+                &[0, 1, 2],
+                |r| data(r).partition_epoch = 6,
+                "EpochNewerThanController",
+            ),
+            (
+                "newer partition epoch before older leader epoch",
+                &[0, 1, 2],
+                |r| {
+                    data(r).leader_epoch = 2;
+                    data(r).partition_epoch = 6;
+                },
+                "EpochNewerThanController",
+            ),
+            (
+                "older leader epoch",
+                &[0, 1, 2],
+                |r| data(r).leader_epoch = 2,
+                "FencedLeaderEpoch",
+            ),
+            (
+                "older leader epoch before not the leader",
+                &[0, 1, 2],
+                |r| {
+                    data(r).leader_epoch = 2;
+                    r.broker_id = 1;
+                    r.broker_epoch = 2;
+                },
+                "FencedLeaderEpoch",
+            ),
+            (
+                "not the leader",
+                &[0, 1, 2],
+                |r| {
+                    r.broker_id = 1;
+                    r.broker_epoch = 2;
+                },
+                "InvalidRequest",
+            ),
+            (
+                "not the leader before older partition epoch",
+                &[0, 1, 2],
+                |r| {
+                    r.broker_id = 1;
+                    r.broker_epoch = 2;
+                    data(r).partition_epoch = 4;
+                },
+                "InvalidRequest",
+            ),
+            (
+                "older partition epoch",
+                &[0, 1, 2],
+                |r| data(r).partition_epoch = 4,
+                "InvalidUpdateVersion",
+            ),
+            (
+                "replica outside the assignment",
+                &[0, 1, 7],
+                |_| {},
+                "InvalidRequest",
+            ),
+            (
+                "outside the assignment before ineligible",
+                &[0, 3, 7],
+                |_| {},
+                "InvalidRequest",
+            ),
+            ("duplicate replica", &[0, 1, 1], |_| {}, "InvalidRequest"),
+            ("negative replica id", &[0, -1], |_| {}, "InvalidRequest"),
+            ("ISR without the leader", &[1, 2], |_| {}, "InvalidRequest"),
+            ("empty ISR", &[], |_| {}, "InvalidRequest"),
+            (
+                "unknown leader recovery state",
+                &[0, 1],
+                |r| data(r).leader_recovery_state = 2,
+                "InvalidRequest",
+            ),
+            (
+                "recovering with more than the leader",
+                &[0, 1],
+                |r| data(r).leader_recovery_state = 1,
+                "InvalidRequest",
+            ),
+            (
+                "RECOVERED to RECOVERING",
+                &[0],
+                |r| data(r).leader_recovery_state = 1,
+                "InvalidRequest",
+            ),
+            (
+                "fenced replica (KIP-841)",
+                &[0, 1, 3],
+                |_| {},
+                "IneligibleReplica",
+            ),
+            ("unregistered replica", &[0, 5], |_| {}, "IneligibleReplica"),
+            (
+                "stale broker epoch of a replica (KIP-903)",
+                &[0, 1, 2],
+                |r| data(r).new_isr_with_epochs[2].1 -= 1,
+                "IneligibleReplica",
+            ),
+            (
+                "ineligible before nothing else",
+                &[0, 1, 3],
+                |r| data(r).new_isr_with_epochs[2].1 = -1,
+                "IneligibleReplica",
+            ),
+        ];
+        let image = alter_image();
+        for (rule, isr, edit, expected) in table {
+            let mut request = alter_request(&image, isr);
+            edit(&mut request);
+            let result = alter_partition(&image, &request);
+            let outcome = only_result(&result);
+            let variant = match &outcome {
+                Err(e) => format!("{e:?}")
+                    .split([' ', '{'])
+                    .next()
+                    .unwrap_or("")
+                    .to_string(),
+                Ok(p) => format!("accepted {p:?}"),
+            };
+            assert_eq!(variant, expected, "{rule}: {outcome:?}");
+            assert!(result.records.is_empty(), "{rule}: {:?}", result.records);
+        }
+    }
+
+    #[test]
+    fn alter_partition_names_the_first_ineligible_replica_and_why() {
+        let image = alter_image();
+        let mut request = alter_request(&image, &[0, 2, 3]);
+        request.topics[0].partitions[0].new_isr_with_epochs[1].1 = 99;
+        let outcome = only_result(&alter_partition(&image, &request));
+        let expected = image.brokers[&2].broker_epoch;
+        assert_eq!(
+            outcome,
+            Err(ControllerError::IneligibleReplica {
+                topic_id: uuid::Uuid::from_u128(42),
+                partition: 0,
+                broker_id: 2,
+                reason: format!("broker epoch mismatch: requested=99 VS expected={expected}"),
+            })
+        );
+    }
+
+    #[test]
+    fn alter_partition_from_a_stale_broker_epoch_fails_the_whole_request() {
+        let image = alter_image();
+        let mut request = alter_request(&image, &[0, 1, 2]);
+        request.broker_epoch -= 1;
+        let result = alter_partition(&image, &request);
+        assert!(result.records.is_empty());
+        assert!(matches!(
+            result.response,
+            Err(ControllerError::StaleBrokerEpoch { broker_id: 0, .. })
+        ));
+        request.broker_id = 5;
+        let unregistered = alter_partition(&image, &request).response;
+        assert!(matches!(
+            unregistered,
+            Err(ControllerError::StaleBrokerEpoch { current: None, .. })
+        ));
+    }
+
+    #[test]
+    fn alter_partition_expands_and_shrinks_the_isr_bumping_the_partition_epoch_only() {
+        let mut image = alter_image();
+        for (isr, partition_epoch) in [(vec![0, 1, 2], 6), (vec![0, 2], 7), (vec![0], 8)] {
+            let mut request = alter_request(&image, &isr);
+            request.topics[0].partitions[0].partition_epoch = partition_epoch - 1;
+            let result = alter_partition(&image, &request);
+            assert_eq!(result.records.len(), 1, "{isr:?}");
+            let answered = only_result(&result).unwrap();
+            replay(&mut image, &result.records);
+            let p = &image.topic("t").unwrap().partitions[&0];
+            assert_eq!(&answered, p, "the answer is the replayed registration");
+            // The leader and its epoch stay (metadata version 3.6+: no
+            // leader epoch bump on a shrink).
+            assert_eq!((p.leader, p.isr.clone(), p.leader_epoch), (0, isr, 3));
+            assert_eq!(p.partition_epoch, partition_epoch);
+        }
+    }
+
+    #[test]
+    fn alter_partition_that_changes_nothing_writes_nothing() {
+        let image = alter_image();
+        let result = alter_partition(&image, &alter_request(&image, &[0, 1]));
+        assert!(result.records.is_empty());
+        assert_eq!(
+            only_result(&result),
+            Ok(image.topic("t").unwrap().partitions[&0].clone())
+        );
+        // Unchecked broker epochs (-1, AlterPartition before v3) are accepted.
+        let mut request = alter_request(&image, &[0, 1, 2]);
+        request.topics[0].partitions[0].new_isr_with_epochs[2].1 = -1;
+        assert_eq!(alter_partition(&image, &request).records.len(), 1);
+    }
+
+    #[test]
+    fn alter_partition_marks_a_recovering_leader_recovered() {
+        let mut image = alter_image();
+        replay(
+            &mut image,
+            &[MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id: 0,
+                topic_id: uuid::Uuid::from_u128(42),
+                isr: Some(vec![0]),
+                leader: None,
+                replicas: None,
+                leader_recovery_state: Some(LeaderRecoveryState::Recovering),
+            })],
+        );
+        let mut request = alter_request(&image, &[0]);
+        request.topics[0].partitions[0].partition_epoch = 6;
+        // Still recovering, alone: nothing changes.
+        request.topics[0].partitions[0].leader_recovery_state = 1;
+        assert!(alter_partition(&image, &request).records.is_empty());
+        request.topics[0].partitions[0].leader_recovery_state = 0;
+        let result = alter_partition(&image, &request);
+        replay(&mut image, &result.records);
+        let p = &image.topic("t").unwrap().partitions[&0];
+        assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovered);
+        assert_eq!(p.partition_epoch, 7);
+    }
+
+    #[test]
+    fn alter_partition_named_twice_is_checked_against_the_first_change() {
+        let image = alter_image();
+        let mut request = alter_request(&image, &[0, 1, 2]);
+        let again = request.topics[0].partitions[0].clone();
+        request.topics[0].partitions.push(again);
+        let result = alter_partition(&image, &request);
+        assert_eq!(result.records.len(), 1);
+        let results = &result.response.as_ref().unwrap().topics[0].1;
+        assert!(results[0].1.is_ok());
+        assert!(matches!(
+            results[1].1,
+            Err(ControllerError::InvalidUpdateVersion {
+                requested: 5,
+                current: 6,
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -2410,9 +3250,19 @@ mod tests {
             ]
         );
         replay(&mut image, &result.records);
-        // The first live replica leads; the ISR is just it; epochs bump.
+        // The first live replica leads; the ISR is just it; epochs bump;
+        // the leader is recovering (KIP-704) until it says otherwise.
         assert_eq!(partition(&image, 0), (1, vec![1], 2, 2));
         assert_eq!(partition(&image, 2), (-1, vec![0], 1, 1));
+        let t = image.topic("t").unwrap();
+        assert_eq!(
+            t.partitions[&0].leader_recovery_state,
+            LeaderRecoveryState::Recovering
+        );
+        assert_eq!(
+            t.partitions[&1].leader_recovery_state,
+            LeaderRecoveryState::Recovered
+        );
     }
 
     #[test]
@@ -2428,6 +3278,7 @@ mod tests {
                 isr: None,
                 leader: Some(-1),
                 replicas: None,
+                leader_recovery_state: None,
             })],
         );
         let result = elect(&image, ElectionType::Unclean, &[("t", &[0])]);

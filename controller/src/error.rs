@@ -99,6 +99,90 @@ pub enum ControllerError {
         /// The epoch of its current registration, if any.
         current: Option<i64>,
     },
+    /// `UNKNOWN_TOPIC_OR_PARTITION` (3): the topic exists but has no
+    /// partition with this index (AlterPartition).
+    #[error("topic id {topic_id} has no partition {partition}")]
+    UnknownPartition {
+        /// The topic id.
+        topic_id: uuid::Uuid,
+        /// The requested partition index.
+        partition: i32,
+    },
+    /// `NOT_CONTROLLER` (41) for one partition of an AlterPartition: the
+    /// leader sent a leader or partition epoch newer than this controller's,
+    /// so this controller is likely no longer active and the leader should
+    /// find the new one (Kafka's
+    /// `ReplicationControlManager.validateAlterPartitionData`).
+    #[error(
+        "partition {partition} of topic id {topic_id}: request has leader epoch \
+         {requested_leader_epoch} and partition epoch {requested_partition_epoch}, newer than \
+         this controller's {leader_epoch} and {partition_epoch}"
+    )]
+    EpochNewerThanController {
+        /// The topic id.
+        topic_id: uuid::Uuid,
+        /// The partition index.
+        partition: i32,
+        /// The leader epoch the request carried.
+        requested_leader_epoch: i32,
+        /// The partition epoch the request carried.
+        requested_partition_epoch: i32,
+        /// The controller's leader epoch of the partition.
+        leader_epoch: i32,
+        /// The controller's partition epoch of the partition.
+        partition_epoch: i32,
+    },
+    /// `FENCED_LEADER_EPOCH` (74): the request's leader epoch is older than
+    /// the partition's (AlterPartition from a deposed leader).
+    #[error(
+        "partition {partition} of topic id {topic_id}: leader epoch {requested} is older than \
+         the current {current}"
+    )]
+    FencedLeaderEpoch {
+        /// The topic id.
+        topic_id: uuid::Uuid,
+        /// The partition index.
+        partition: i32,
+        /// The leader epoch the request carried.
+        requested: i32,
+        /// The partition's current leader epoch.
+        current: i32,
+    },
+    /// `INVALID_UPDATE_VERSION` (95): the request's partition epoch is
+    /// older than the partition's (KIP-497: the ISR changed since the leader
+    /// last saw it).
+    #[error(
+        "partition {partition} of topic id {topic_id}: partition epoch {requested} is not the \
+         current {current}"
+    )]
+    InvalidUpdateVersion {
+        /// The topic id.
+        topic_id: uuid::Uuid,
+        /// The partition index.
+        partition: i32,
+        /// The partition epoch the request carried.
+        requested: i32,
+        /// The partition's current partition epoch.
+        current: i32,
+    },
+    /// `INELIGIBLE_REPLICA` (107): a proposed ISR member may not join it
+    /// (KIP-841: not registered, fenced or shutting down; KIP-903: its broker
+    /// epoch is not its current registration's).
+    #[error(
+        "partition {partition} of topic id {topic_id}: replica {broker_id} is ineligible for \
+         the ISR: {reason}"
+    )]
+    IneligibleReplica {
+        /// The topic id.
+        topic_id: uuid::Uuid,
+        /// The partition index.
+        partition: i32,
+        /// The first ineligible replica of the proposed ISR.
+        broker_id: i32,
+        /// Why, in Kafka's words ("not registered", "fenced", "broker epoch
+        /// mismatch: requested=… VS expected=…").
+        reason: String,
+    },
     /// `UNKNOWN_SERVER_ERROR` (-1): Kafka's "Exhausted all producerIds".
     #[error("producer ids exhausted: next producer id is {next_producer_id}")]
     ProducerIdsExhausted {

@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::records::{BrokerEndpoint, ConfigResourceType, MetadataRecord};
+use crate::records::{
+    BrokerEndpoint, ConfigResourceType, LeaderRecoveryState, MetadataRecord, PartitionChangeRecord,
+};
 
 /// A topic id (KIP-516): a random, never-zero UUID.
 pub type TopicId = uuid::Uuid;
@@ -122,6 +124,38 @@ pub struct PartitionRegistration {
     pub leader_epoch: i32,
     /// Partition epoch: bumped on every change.
     pub partition_epoch: i32,
+    /// Whether the leader is still recovering from an unclean election
+    /// (KIP-704); `Recovered` in images written before it existed.
+    #[serde(default)]
+    pub leader_recovery_state: LeaderRecoveryState,
+}
+
+impl PartitionRegistration {
+    /// This partition with `change` applied (Kafka's
+    /// `PartitionRegistration.merge`): the fields it sets replace the
+    /// current ones, the leader epoch is bumped when the leader changes and
+    /// the partition epoch always. Replay of a `PartitionChangeRecord` is
+    /// exactly this.
+    pub fn merged(&self, change: &PartitionChangeRecord) -> PartitionRegistration {
+        let mut p = self.clone();
+        if let Some(isr) = &change.isr {
+            p.isr = isr.clone();
+        }
+        if let Some(replicas) = &change.replicas {
+            p.replicas = replicas.clone();
+        }
+        if let Some(state) = change.leader_recovery_state {
+            p.leader_recovery_state = state;
+        }
+        if let Some(leader) = change.leader {
+            if leader != p.leader {
+                p.leader = leader;
+                p.leader_epoch = p.leader_epoch.saturating_add(1);
+            }
+        }
+        p.partition_epoch = p.partition_epoch.saturating_add(1);
+        p
+    }
 }
 
 /// One registered broker (Kafka's `BrokerRegistration`).
@@ -223,6 +257,7 @@ impl MetadataImage {
                         leader: r.leader,
                         leader_epoch: r.leader_epoch,
                         partition_epoch: r.partition_epoch,
+                        leader_recovery_state: r.leader_recovery_state,
                     },
                 );
             }
@@ -234,19 +269,7 @@ impl MetadataImage {
                         partition_id: r.partition_id,
                     },
                 )?;
-                if let Some(isr) = &r.isr {
-                    partition.isr = isr.clone();
-                }
-                if let Some(replicas) = &r.replicas {
-                    partition.replicas = replicas.clone();
-                }
-                if let Some(leader) = r.leader {
-                    if leader != partition.leader {
-                        partition.leader = leader;
-                        partition.leader_epoch = partition.leader_epoch.saturating_add(1);
-                    }
-                }
-                partition.partition_epoch = partition.partition_epoch.saturating_add(1);
+                *partition = partition.merged(r);
             }
             MetadataRecord::RemoveTopic(r) => {
                 let name = self.topic_names_by_id.remove(&r.topic_id).ok_or(
@@ -384,6 +407,7 @@ mod tests {
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             }),
             MetadataRecord::Config(ConfigRecord {
                 resource_type: ConfigResourceType::Topic,
@@ -409,6 +433,7 @@ mod tests {
                 isr: Some(vec![2]),
                 leader: Some(2),
                 replicas: None,
+                leader_recovery_state: None,
             }),
             MetadataRecord::Topic(TopicRecord {
                 name: "gone".into(),
@@ -452,6 +477,7 @@ mod tests {
                 leader: 2,
                 leader_epoch: 1,
                 partition_epoch: 1,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             }
         );
         assert_eq!(image.topics.len(), image.topic_names_by_id.len());
@@ -472,6 +498,7 @@ mod tests {
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             }),
             MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id: unknown }),
             MetadataRecord::FenceBroker(FenceBrokerRecord { id: 1, epoch: 4 }),

@@ -27,8 +27,9 @@ pub mod transport;
 pub mod voters;
 
 pub use control::{
-    validate_topic_name, ControllerResult, CreatableTopic, CreatedTopic, ElectionOutcome,
-    ElectionType, HeartbeatReply, NewPartitions, TopicElections, TopicRef,
+    validate_topic_name, AlterPartitionData, AlterPartitionRequest, AlterPartitionResponse,
+    AlterPartitionResult, AlterPartitionTopic, ControllerResult, CreatableTopic, CreatedTopic,
+    ElectionOutcome, ElectionType, HeartbeatReply, NewPartitions, TopicElections, TopicRef,
     CLUSTER_METADATA_TOPIC_NAME, MAX_RECORDS_PER_USER_OP, MAX_TOPIC_NAME_LENGTH,
     PRODUCER_ID_BLOCK_SIZE,
 };

@@ -3,6 +3,13 @@
 //! broker-only node's [`MetadataObserver`] (`process.roles=broker`). Both
 //! publish images on a watch channel and run commands on the active
 //! controller; the broker does not care which it has.
+//!
+//! The typed controller API (one method per command) is written once, here,
+//! over one `execute(ControllerCommand)`: a voter's runs the command itself
+//! when active and forwards it to the active controller otherwise; an
+//! observer's always forwards. Either returns once this node's image has
+//! applied the command's result. Neither role carries typed commands of its
+//! own.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -11,20 +18,21 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::control::{
-    CreatableTopic, CreatedTopic, ElectionType, HeartbeatReply, NewPartitions, TopicElections,
-    TopicRef,
+    AlterPartitionRequest, AlterPartitionResponse, CreatableTopic, CreatedTopic, ElectionType,
+    HeartbeatReply, NewPartitions, TopicElections, TopicRef,
 };
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
 use crate::observer::MetadataObserver;
-use crate::quorum::{CommandResponse, ControllerCommand, QuorumController};
+use crate::quorum::{CommandOutcome, CommandResponse, ControllerCommand, QuorumController};
 use crate::quorum_state::QuorumDescription;
 use crate::records::BrokerEndpoint;
 
 /// This node's metadata: a voter of the quorum or an observer of it. Cheap
-/// to clone. The methods behave as [`QuorumController`]'s of the same name;
-/// on an observer every command is forwarded to the active controller and
-/// returns once the observer's image has applied its result.
+/// to clone. Every command runs on the active controller (forwarded from a
+/// voter that is not active, and always from an observer) and returns once
+/// this node's image has applied its result, so the caller sees its effect
+/// in [`MetadataController::image`].
 #[derive(Debug, Clone)]
 pub enum MetadataController {
     /// A voter (combined node, or the single node).
@@ -83,11 +91,52 @@ impl MetadataController {
         }
     }
 
-    /// As [`QuorumController::register_broker`].
+    /// Runs `command` on the active controller (the one place the two roles
+    /// differ) and returns its outcome once this node's image has applied
+    /// it.
+    async fn execute(&self, command: ControllerCommand) -> Result<CommandOutcome, ControllerError> {
+        match self {
+            MetadataController::Voter(c) => c.execute(command).await,
+            MetadataController::Observer(o) => o.execute(command).await,
+        }
+    }
+
+    /// [`MetadataController::execute`] for a command answered with one
+    /// result; `pick` takes the expected [`CommandResponse`] variant apart.
+    async fn execute_one<T>(
+        &self,
+        command: ControllerCommand,
+        pick: impl FnOnce(CommandResponse) -> Result<T, CommandResponse>,
+    ) -> Result<T, ControllerError> {
+        pick(self.execute(command).await?.response).map_err(unexpected)
+    }
+
+    /// [`MetadataController::execute`] for a command answered per item of a
+    /// request of `n` items: a request-level failure (or an unexpected
+    /// answer) becomes every item's error.
+    async fn execute_each<T>(
+        &self,
+        command: ControllerCommand,
+        n: usize,
+        pick: impl FnOnce(CommandResponse) -> Result<Vec<Result<T, ControllerError>>, CommandResponse>,
+    ) -> Vec<Result<T, ControllerError>> {
+        match self.execute_one(command, pick).await {
+            Ok(results) => results,
+            Err(e) => (0..n).map(|_| Err(e.clone())).collect(),
+        }
+    }
+
+    /// Registers (or re-registers with a new incarnation) a broker with its
+    /// endpoints and rack (`broker.rack`); returns the broker epoch. With
+    /// several voters the broker starts fenced and a heartbeat
+    /// ([`MetadataController::broker_heartbeat`]) unfences it, as in Kafka;
+    /// a single voter registers its own broker unfenced (see
+    /// [`control::register_broker`](crate::control::register_broker)).
     ///
     /// # Errors
     ///
-    /// As [`QuorumController::register_broker`].
+    /// [`ControllerError::NotController`], [`ControllerError::Raft`] or
+    /// [`ControllerError::Storage`] when the record cannot be committed.
     pub async fn register_broker(
         &self,
         broker_id: i32,
@@ -95,238 +144,252 @@ impl MetadataController {
         endpoints: Vec<BrokerEndpoint>,
         rack: Option<String>,
     ) -> Result<i64, ControllerError> {
-        match self {
-            MetadataController::Voter(c) => {
-                c.register_broker(broker_id, incarnation_id, endpoints, rack)
-                    .await
-            }
-            MetadataController::Observer(o) => {
-                let command = ControllerCommand::RegisterBroker {
-                    broker_id,
-                    incarnation_id,
-                    endpoints,
-                    rack,
-                };
-                match o.execute(command).await?.response {
-                    CommandResponse::BrokerEpoch(epoch) => Ok(epoch),
-                    other => Err(unexpected(other)),
-                }
-            }
-        }
+        let command = ControllerCommand::RegisterBroker {
+            broker_id,
+            incarnation_id,
+            endpoints,
+            rack,
+        };
+        self.execute_one(command, |r| match r {
+            CommandResponse::BrokerEpoch(epoch) => Ok(epoch),
+            other => Err(other),
+        })
+        .await
     }
 
-    /// As [`QuorumController::broker_heartbeat`], with this node's applied
-    /// offset.
+    /// One broker heartbeat (Kafka's `BrokerHeartbeat`, KIP-631), sent every
+    /// `broker.heartbeat.interval.ms` through the active controller, with
+    /// this node's applied metadata offset. It refreshes the broker's
+    /// session and writes records only when the broker's state changes:
+    /// unfencing once caught up with its registration, or, with
+    /// `want_shut_down`, fencing it and moving its leaderships (controlled
+    /// shutdown); see [`control::broker_heartbeat`](crate::control::broker_heartbeat).
     ///
     /// # Errors
     ///
-    /// As [`QuorumController::broker_heartbeat`].
+    /// [`ControllerError::StaleBrokerEpoch`] unless `broker_epoch` is the
+    /// broker's current registration; [`ControllerError::NotController`] or
+    /// a commit error.
     pub async fn broker_heartbeat(
         &self,
         broker_id: i32,
         broker_epoch: i64,
         want_shut_down: bool,
     ) -> Result<HeartbeatReply, ControllerError> {
-        match self {
-            MetadataController::Voter(c) => {
-                c.broker_heartbeat(broker_id, broker_epoch, want_shut_down)
-                    .await
-            }
-            MetadataController::Observer(o) => {
-                let command = ControllerCommand::BrokerHeartbeat {
-                    broker_id,
-                    broker_epoch,
-                    metadata_offset: o.image().last_applied_offset,
-                    want_shut_down,
-                };
-                match o.execute(command).await?.response {
-                    CommandResponse::Heartbeat(reply) => Ok(reply),
-                    other => Err(unexpected(other)),
-                }
-            }
-        }
+        let command = ControllerCommand::BrokerHeartbeat {
+            broker_id,
+            broker_epoch,
+            metadata_offset: self.image().last_applied_offset,
+            want_shut_down,
+        };
+        self.execute_one(command, |r| match r {
+            CommandResponse::Heartbeat(reply) => Ok(reply),
+            other => Err(other),
+        })
+        .await
     }
 
-    /// As [`QuorumController::create_topics`].
+    /// Creates topics; per-topic results in request order. Validation and
+    /// records as [`control::create_topics`](crate::control::create_topics);
+    /// all successful topics of one call are committed as ONE atomic batch
+    /// and the call returns once it is applied to this node's image.
+    /// `validate_only` writes nothing. A request that would generate more
+    /// than [`MAX_RECORDS_PER_USER_OP`](crate::MAX_RECORDS_PER_USER_OP)
+    /// records fails whole with [`ControllerError::PolicyViolation`],
+    /// validate-only too; `__cluster_metadata` and duplicate names give
+    /// [`ControllerError::InvalidRequest`]. A commit failure turns every
+    /// would-be success into that error.
     pub async fn create_topics(
         &self,
         topics: Vec<CreatableTopic>,
         validate_only: bool,
     ) -> Vec<Result<CreatedTopic, ControllerError>> {
-        let o = match self {
-            MetadataController::Voter(c) => return c.create_topics(topics, validate_only).await,
-            MetadataController::Observer(o) => o,
-        };
         let n = topics.len();
         let command = ControllerCommand::CreateTopics {
             topics,
             validate_only,
         };
-        match o.execute(command).await.map(|o| o.response) {
-            Ok(CommandResponse::CreatedTopics(results)) => results,
-            Ok(other) => vec![Err(unexpected(other)); n],
-            Err(e) => vec![Err(e); n],
-        }
+        self.execute_each(command, n, |r| match r {
+            CommandResponse::CreatedTopics(results) => Ok(results),
+            other => Err(other),
+        })
+        .await
     }
 
-    /// As [`QuorumController::delete_topics`].
+    /// Deletes topics by name or id; per-topic `(name, id)` results in
+    /// request order, as [`control::delete_topics`](crate::control::delete_topics):
+    /// unknown names give [`ControllerError::UnknownTopic`], unknown ids
+    /// [`ControllerError::UnknownTopicId`], duplicates and
+    /// `__cluster_metadata` [`ControllerError::InvalidRequest`], and more
+    /// than [`MAX_RECORDS_PER_USER_OP`](crate::MAX_RECORDS_PER_USER_OP)
+    /// removals fail whole with [`ControllerError::PolicyViolation`].
     pub async fn delete_topics(
         &self,
         topics: Vec<TopicRef>,
     ) -> Vec<Result<(String, TopicId), ControllerError>> {
-        let o = match self {
-            MetadataController::Voter(c) => return c.delete_topics(topics).await,
-            MetadataController::Observer(o) => o,
-        };
         let n = topics.len();
-        match o
-            .execute(ControllerCommand::DeleteTopics { topics })
-            .await
-            .map(|o| o.response)
-        {
-            Ok(CommandResponse::DeletedTopics(results)) => results,
-            Ok(other) => vec![Err(unexpected(other)); n],
-            Err(e) => vec![Err(e); n],
-        }
+        let command = ControllerCommand::DeleteTopics { topics };
+        self.execute_each(command, n, |r| match r {
+            CommandResponse::DeletedTopics(results) => Ok(results),
+            other => Err(other),
+        })
+        .await
     }
 
-    /// As [`QuorumController::allocate_producer_ids`].
+    /// Allocates a block of [`PRODUCER_ID_BLOCK_SIZE`](crate::PRODUCER_ID_BLOCK_SIZE)
+    /// producer ids (Kafka's `AllocateProducerIds`, KIP-730). Blocks are
+    /// committed before they are returned, so they are never reused, across
+    /// restarts too.
     ///
     /// # Errors
     ///
-    /// As [`QuorumController::allocate_producer_ids`].
+    /// [`ControllerError::StaleBrokerEpoch`] unless `broker_epoch` is the
+    /// broker's current registration, [`ControllerError::ProducerIdsExhausted`],
+    /// or a commit error.
     pub async fn allocate_producer_ids(
         &self,
         broker_id: i32,
         broker_epoch: i64,
     ) -> Result<Range<i64>, ControllerError> {
-        let o = match self {
-            MetadataController::Voter(c) => {
-                return c.allocate_producer_ids(broker_id, broker_epoch).await
-            }
-            MetadataController::Observer(o) => o,
-        };
         let command = ControllerCommand::AllocateProducerIds {
             broker_id,
             broker_epoch,
         };
-        match o.execute(command).await?.response {
+        self.execute_one(command, |r| match r {
             CommandResponse::ProducerIds(ids) => Ok(ids),
-            other => Err(unexpected(other)),
-        }
+            other => Err(other),
+        })
+        .await
     }
 
-    /// As [`QuorumController::alter_topic_configs`].
+    /// Sets (`Some`) or deletes (`None`) topic configs.
     ///
     /// # Errors
     ///
-    /// As [`QuorumController::alter_topic_configs`].
+    /// [`ControllerError::UnknownTopic`], or a commit error.
     pub async fn alter_topic_configs(
         &self,
         topic: &str,
         configs: Vec<(String, Option<String>)>,
     ) -> Result<(), ControllerError> {
-        let o = match self {
-            MetadataController::Voter(c) => return c.alter_topic_configs(topic, configs).await,
-            MetadataController::Observer(o) => o,
-        };
         let command = ControllerCommand::AlterTopicConfigs {
             topic: topic.to_string(),
             configs,
         };
-        match o.execute(command).await?.response {
-            CommandResponse::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        self.execute_one(command, done).await
     }
 
-    /// As [`QuorumController::create_partitions`].
+    /// Adds partitions to existing topics (CreatePartitions); per-topic
+    /// results in request order. Validation and records as
+    /// [`control::create_partitions`](crate::control::create_partitions):
+    /// all added partitions of one call are committed as ONE atomic batch
+    /// and the call returns once it is applied to this node's image.
+    /// `validate_only` writes nothing. A commit failure turns every would-be
+    /// success into that error.
     pub async fn create_partitions(
         &self,
         topics: Vec<NewPartitions>,
         validate_only: bool,
     ) -> Vec<Result<(), ControllerError>> {
-        let o = match self {
-            MetadataController::Voter(c) => {
-                return c.create_partitions(topics, validate_only).await
-            }
-            MetadataController::Observer(o) => o,
-        };
         let n = topics.len();
         let command = ControllerCommand::CreatePartitions {
             topics,
             validate_only,
         };
-        match o.execute(command).await.map(|o| o.response) {
-            Ok(CommandResponse::CreatedPartitions(results)) => results,
-            Ok(other) => vec![Err(unexpected(other)); n],
-            Err(e) => vec![Err(e); n],
-        }
+        self.execute_each(command, n, |r| match r {
+            CommandResponse::CreatedPartitions(results) => Ok(results),
+            other => Err(other),
+        })
+        .await
     }
 
-    /// As [`QuorumController::replace_topic_configs`].
+    /// Replaces all of a topic's dynamic configs with `configs` (legacy
+    /// AlterConfigs), as
+    /// [`control::replace_topic_configs`](crate::control::replace_topic_configs):
+    /// keys not listed go back to their defaults.
     ///
     /// # Errors
     ///
-    /// As [`QuorumController::replace_topic_configs`].
+    /// [`ControllerError::UnknownTopic`], or a commit error.
     pub async fn replace_topic_configs(
         &self,
         topic: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<(), ControllerError> {
-        let o = match self {
-            MetadataController::Voter(c) => return c.replace_topic_configs(topic, configs).await,
-            MetadataController::Observer(o) => o,
-        };
         let command = ControllerCommand::ReplaceTopicConfigs {
             topic: topic.to_string(),
             configs,
         };
-        match o.execute(command).await?.response {
-            CommandResponse::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        self.execute_one(command, done).await
     }
 
-    /// As [`QuorumController::elect_leaders`].
+    /// Elects partition leaders on request (ElectLeaders, KIP-183 and
+    /// KIP-460) on the active controller, as
+    /// [`control::elect_leaders_on_request`](crate::control::elect_leaders_on_request):
+    /// `partitions` lists `(topic, partition indexes)`, `None` means every
+    /// partition. All elections of one call are committed as one batch; the
+    /// call returns once this node's image has applied them.
     ///
     /// # Errors
     ///
-    /// As [`QuorumController::elect_leaders`].
+    /// [`ControllerError::NotController`] when no active controller answers
+    /// within `leader_wait`
+    /// ([`QuorumOptions`](crate::QuorumOptions)), or a commit error.
     pub async fn elect_leaders(
         &self,
         election: ElectionType,
         partitions: Option<Vec<(String, Vec<i32>)>>,
     ) -> Result<Vec<TopicElections>, ControllerError> {
-        let o = match self {
-            MetadataController::Voter(c) => return c.elect_leaders(election, partitions).await,
-            MetadataController::Observer(o) => o,
-        };
         let command = ControllerCommand::ElectLeaders {
             election,
             partitions,
         };
-        match o.execute(command).await?.response {
+        self.execute_one(command, |r| match r {
             CommandResponse::Elections(results) => Ok(results),
-            other => Err(unexpected(other)),
-        }
+            other => Err(other),
+        })
+        .await
     }
 
-    /// As [`QuorumController::describe_quorum`]; the active controller
-    /// lists the broker-only nodes that fetch from it as observers.
+    /// Applies a partition leader's ISR change (Kafka's `AlterPartition`,
+    /// KIP-497, with KIP-841 and KIP-903's broker epochs) on the active
+    /// controller, as [`control::alter_partition`](crate::control::alter_partition):
+    /// per-partition results in request order, each the partition as it is
+    /// once the call returns (this node's image has applied every change of
+    /// the request, committed as one batch), or why it was refused.
     ///
     /// # Errors
     ///
-    /// As [`QuorumController::describe_quorum`].
+    /// Request-level failures only: [`ControllerError::StaleBrokerEpoch`]
+    /// unless `request.broker_epoch` is the sender's current registration;
+    /// [`ControllerError::NotController`] when no active controller answers
+    /// within `leader_wait`; a commit error.
+    pub async fn alter_partition(
+        &self,
+        request: AlterPartitionRequest,
+    ) -> Result<AlterPartitionResponse, ControllerError> {
+        self.execute_one(ControllerCommand::AlterPartition(request), |r| match r {
+            CommandResponse::AlteredPartitions(response) => Ok(response),
+            other => Err(other),
+        })
+        .await
+    }
+
+    /// The quorum as the active controller sees it (DescribeQuorum, KIP-595),
+    /// asked of the active controller wherever this node is; the active
+    /// controller lists the broker-only nodes that fetch from it as
+    /// observers.
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::NotController`] when no active controller answers
+    /// within `leader_wait`; transport or raft errors.
     pub async fn describe_quorum(&self) -> Result<QuorumDescription, ControllerError> {
-        let o = match self {
-            MetadataController::Voter(c) => return c.describe_quorum().await,
-            MetadataController::Observer(o) => o,
-        };
-        match o.execute(ControllerCommand::DescribeQuorum).await?.response {
+        self.execute_one(ControllerCommand::DescribeQuorum, |r| match r {
             CommandResponse::Quorum(description) => Ok(description),
-            other => Err(unexpected(other)),
-        }
+            other => Err(other),
+        })
+        .await
     }
 
     /// Stops following or voting.
@@ -342,5 +405,13 @@ impl MetadataController {
                 Ok(())
             }
         }
+    }
+}
+
+/// The answer of a command that returns nothing.
+fn done(response: CommandResponse) -> Result<(), CommandResponse> {
+    match response {
+        CommandResponse::Done => Ok(()),
+        other => Err(other),
     }
 }

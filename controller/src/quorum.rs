@@ -10,7 +10,9 @@
 //! not the active controller forwards the command over the
 //! [`QuorumTransport`] and then waits until its own image has applied the
 //! leader's resulting offset, so on every voter a caller that gets a
-//! response sees its effect in [`QuorumController::image`].
+//! response sees its effect in [`QuorumController::image`]. This module
+//! provides `execute` only; the typed commands over it are
+//! [`MetadataController`](crate::MetadataController)'s.
 //!
 //! Single node (the default) is a one-voter quorum in this process. With
 //! several voters (`controller.quorum.voters`), the voter with the lowest id
@@ -19,10 +21,11 @@
 //! directory holds a vote, log or snapshot never initializes.
 //!
 //! With several voters, brokers register fenced and heartbeat through
-//! [`QuorumController::broker_heartbeat`]; the active controller keeps their
-//! session clocks in memory (restarted at every takeover) and fences a
-//! broker whose session expires, electing new leaders in the same batch
-//! (Kafka's `BrokerHeartbeatManager` and `ReplicationControlManager`).
+//! [`MetadataController::broker_heartbeat`](crate::MetadataController::broker_heartbeat);
+//! the active controller keeps their session clocks in memory (restarted
+//! at every takeover) and fences a broker whose session expires, electing
+//! new leaders in the same batch (Kafka's `BrokerHeartbeatManager` and
+//! `ReplicationControlManager`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -40,8 +43,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::control::{
-    self, ControllerResult, CreatableTopic, CreatedTopic, ElectionType, HeartbeatReply,
-    NewPartitions, TopicElections, TopicRef,
+    self, AlterPartitionRequest, AlterPartitionResponse, ControllerResult, CreatableTopic,
+    CreatedTopic, ElectionType, HeartbeatReply, NewPartitions, TopicElections, TopicRef,
 };
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
@@ -195,6 +198,7 @@ pub(crate) enum ControllerCommand {
         election: ElectionType,
         partitions: Option<Vec<(String, Vec<i32>)>>,
     },
+    AlterPartition(AlterPartitionRequest),
 }
 
 /// The active controller's answer to a [`ControllerCommand`].
@@ -209,6 +213,7 @@ pub(crate) enum CommandResponse {
     Quorum(QuorumDescription),
     Heartbeat(HeartbeatReply),
     Elections(Vec<TopicElections>),
+    AlteredPartitions(AlterPartitionResponse),
 }
 
 /// A command's response plus the metadata log offset the caller's image
@@ -311,12 +316,6 @@ impl std::fmt::Debug for QuorumController {
 fn raft_err(e: impl std::fmt::Display) -> ControllerError {
     ControllerError::Raft {
         reason: e.to_string(),
-    }
-}
-
-fn unexpected(response: CommandResponse) -> ControllerError {
-    ControllerError::Raft {
-        reason: format!("unexpected response from the active controller: {response:?}"),
     }
 }
 
@@ -687,251 +686,6 @@ impl QuorumController {
         self.inner.images.subscribe()
     }
 
-    /// Registers (or re-registers with a new incarnation) a broker with its
-    /// endpoints and rack (`broker.rack`); returns the broker epoch. With
-    /// several voters the broker starts fenced and a heartbeat
-    /// ([`QuorumController::broker_heartbeat`]) unfences it, as in Kafka; a
-    /// single voter registers its own broker unfenced (see
-    /// [`control::register_broker`]).
-    ///
-    /// # Errors
-    ///
-    /// [`ControllerError::NotController`], [`ControllerError::Raft`] or
-    /// [`ControllerError::Storage`] when the record cannot be committed.
-    pub async fn register_broker(
-        &self,
-        broker_id: i32,
-        incarnation_id: uuid::Uuid,
-        endpoints: Vec<BrokerEndpoint>,
-        rack: Option<String>,
-    ) -> Result<i64, ControllerError> {
-        let command = ControllerCommand::RegisterBroker {
-            broker_id,
-            incarnation_id,
-            endpoints,
-            rack,
-        };
-        match self.execute(command).await?.response {
-            CommandResponse::BrokerEpoch(epoch) => Ok(epoch),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    /// One broker heartbeat (Kafka's `BrokerHeartbeat`, KIP-631), sent every
-    /// `broker.heartbeat.interval.ms` through the active controller, with
-    /// this node's applied metadata offset. It refreshes the broker's
-    /// session and writes records only when the broker's state changes:
-    /// unfencing once caught up with its registration, or, with
-    /// `want_shut_down`, fencing it and moving its leaderships (controlled
-    /// shutdown); see [`control::broker_heartbeat`].
-    ///
-    /// # Errors
-    ///
-    /// [`ControllerError::StaleBrokerEpoch`] unless `broker_epoch` is the
-    /// broker's current registration; [`ControllerError::NotController`] or
-    /// a commit error.
-    pub async fn broker_heartbeat(
-        &self,
-        broker_id: i32,
-        broker_epoch: i64,
-        want_shut_down: bool,
-    ) -> Result<HeartbeatReply, ControllerError> {
-        let command = ControllerCommand::BrokerHeartbeat {
-            broker_id,
-            broker_epoch,
-            metadata_offset: self.image().last_applied_offset,
-            want_shut_down,
-        };
-        match self.execute(command).await?.response {
-            CommandResponse::Heartbeat(reply) => Ok(reply),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    /// Creates topics; per-topic results in request order. Validation and
-    /// records as [`control::create_topics`]; all successful topics of one
-    /// call are committed as ONE atomic batch and the call returns once it is
-    /// applied to the published image. `validate_only` writes nothing.
-    /// A request that would generate more than
-    /// [`MAX_RECORDS_PER_USER_OP`](crate::MAX_RECORDS_PER_USER_OP) records
-    /// fails whole with [`ControllerError::PolicyViolation`], validate-only
-    /// too; `__cluster_metadata` and duplicate names give
-    /// [`ControllerError::InvalidRequest`].
-    /// A commit failure turns every would-be success into that error.
-    pub async fn create_topics(
-        &self,
-        topics: Vec<CreatableTopic>,
-        validate_only: bool,
-    ) -> Vec<Result<CreatedTopic, ControllerError>> {
-        let n = topics.len();
-        let command = ControllerCommand::CreateTopics {
-            topics,
-            validate_only,
-        };
-        match self.execute(command).await.map(|o| o.response) {
-            Ok(CommandResponse::CreatedTopics(results)) => results,
-            Ok(other) => vec![Err(unexpected(other)); n],
-            Err(e) => vec![Err(e); n],
-        }
-    }
-
-    /// Deletes topics by name or id; per-topic `(name, id)` results in
-    /// request order, as [`control::delete_topics`]: unknown names give
-    /// [`ControllerError::UnknownTopic`], unknown ids
-    /// [`ControllerError::UnknownTopicId`], duplicates and `__cluster_metadata`
-    /// [`ControllerError::InvalidRequest`], and more than
-    /// [`MAX_RECORDS_PER_USER_OP`](crate::MAX_RECORDS_PER_USER_OP) removals
-    /// fail whole with [`ControllerError::PolicyViolation`].
-    pub async fn delete_topics(
-        &self,
-        topics: Vec<TopicRef>,
-    ) -> Vec<Result<(String, TopicId), ControllerError>> {
-        let n = topics.len();
-        match self
-            .execute(ControllerCommand::DeleteTopics { topics })
-            .await
-            .map(|o| o.response)
-        {
-            Ok(CommandResponse::DeletedTopics(results)) => results,
-            Ok(other) => vec![Err(unexpected(other)); n],
-            Err(e) => vec![Err(e); n],
-        }
-    }
-
-    /// Allocates a block of [`PRODUCER_ID_BLOCK_SIZE`](crate::PRODUCER_ID_BLOCK_SIZE)
-    /// producer ids (Kafka's `AllocateProducerIds`, KIP-730). Blocks are
-    /// committed before they are returned, so they are never reused, across
-    /// restarts too.
-    ///
-    /// # Errors
-    ///
-    /// [`ControllerError::StaleBrokerEpoch`] unless `broker_epoch` is the
-    /// broker's current registration, [`ControllerError::ProducerIdsExhausted`],
-    /// or a commit error.
-    pub async fn allocate_producer_ids(
-        &self,
-        broker_id: i32,
-        broker_epoch: i64,
-    ) -> Result<Range<i64>, ControllerError> {
-        let command = ControllerCommand::AllocateProducerIds {
-            broker_id,
-            broker_epoch,
-        };
-        match self.execute(command).await?.response {
-            CommandResponse::ProducerIds(ids) => Ok(ids),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    /// Sets (`Some`) or deletes (`None`) topic configs.
-    ///
-    /// # Errors
-    ///
-    /// [`ControllerError::UnknownTopic`], or a commit error.
-    pub async fn alter_topic_configs(
-        &self,
-        topic: &str,
-        configs: Vec<(String, Option<String>)>,
-    ) -> Result<(), ControllerError> {
-        let command = ControllerCommand::AlterTopicConfigs {
-            topic: topic.to_string(),
-            configs,
-        };
-        match self.execute(command).await?.response {
-            CommandResponse::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    /// Adds partitions to existing topics (CreatePartitions); per-topic
-    /// results in request order. Validation and records as
-    /// [`control::create_partitions`]: all added partitions of one call are
-    /// committed as ONE atomic batch and the call returns once it is applied
-    /// to the published image. `validate_only` writes nothing. A commit
-    /// failure turns every would-be success into that error.
-    pub async fn create_partitions(
-        &self,
-        topics: Vec<NewPartitions>,
-        validate_only: bool,
-    ) -> Vec<Result<(), ControllerError>> {
-        let n = topics.len();
-        let command = ControllerCommand::CreatePartitions {
-            topics,
-            validate_only,
-        };
-        match self.execute(command).await.map(|o| o.response) {
-            Ok(CommandResponse::CreatedPartitions(results)) => results,
-            Ok(other) => vec![Err(unexpected(other)); n],
-            Err(e) => vec![Err(e); n],
-        }
-    }
-
-    /// Replaces all of a topic's dynamic configs with `configs` (legacy
-    /// AlterConfigs), as [`control::replace_topic_configs`]: keys not listed
-    /// go back to their defaults.
-    ///
-    /// # Errors
-    ///
-    /// [`ControllerError::UnknownTopic`], or a commit error.
-    pub async fn replace_topic_configs(
-        &self,
-        topic: &str,
-        configs: BTreeMap<String, String>,
-    ) -> Result<(), ControllerError> {
-        let command = ControllerCommand::ReplaceTopicConfigs {
-            topic: topic.to_string(),
-            configs,
-        };
-        match self.execute(command).await?.response {
-            CommandResponse::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    /// Elects partition leaders on request (ElectLeaders, KIP-183 and
-    /// KIP-460) on the active controller, as
-    /// [`control::elect_leaders_on_request`]: `partitions` lists `(topic,
-    /// partition indexes)`, `None` means every partition. All elections of
-    /// one call are committed as one batch; the call returns once this
-    /// node's image has applied them.
-    ///
-    /// # Errors
-    ///
-    /// [`ControllerError::NotController`] when no active controller answers
-    /// within `options.leader_wait`, or a commit error.
-    pub async fn elect_leaders(
-        &self,
-        election: ElectionType,
-        partitions: Option<Vec<(String, Vec<i32>)>>,
-    ) -> Result<Vec<TopicElections>, ControllerError> {
-        let command = ControllerCommand::ElectLeaders {
-            election,
-            partitions,
-        };
-        match self.execute(command).await?.response {
-            CommandResponse::Elections(results) => Ok(results),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    /// The quorum as the active controller sees it (DescribeQuorum, KIP-595),
-    /// asked of the active controller wherever this node is.
-    ///
-    /// # Errors
-    ///
-    /// [`ControllerError::NotController`] when no active controller answers
-    /// within `options.leader_wait`; transport or raft errors.
-    pub async fn describe_quorum(&self) -> Result<QuorumDescription, ControllerError> {
-        match self
-            .execute(ControllerCommand::DescribeQuorum)
-            .await?
-            .response
-        {
-            CommandResponse::Quorum(description) => Ok(description),
-            other => Err(unexpected(other)),
-        }
-    }
-
     /// Stops the quorum and stops serving other voters. Commands after this
     /// fail with [`ControllerError::Raft`]. Calling it twice is harmless.
     ///
@@ -993,8 +747,13 @@ impl QuorumController {
     }
 
     /// Runs `command` on the active controller within
-    /// `options.leader_wait` of not knowing one.
-    async fn execute(&self, command: ControllerCommand) -> Result<CommandOutcome, ControllerError> {
+    /// `options.leader_wait` of not knowing one (see
+    /// [`MetadataController`](crate::MetadataController), which carries the
+    /// typed commands over this).
+    pub(crate) async fn execute(
+        &self,
+        command: ControllerCommand,
+    ) -> Result<CommandOutcome, ControllerError> {
         let deadline = Instant::now() + self.inner.options.leader_wait;
         self.execute_until(command, deadline).await
     }
@@ -1288,6 +1047,15 @@ impl Inner {
                 })
                 .await
                 .map(outcome),
+            ControllerCommand::AlterPartition(request) => {
+                let (response, offset) = self
+                    .run(|image| Ok(control::alter_partition(image, &request)))
+                    .await?;
+                Ok(CommandOutcome {
+                    response: CommandResponse::AlteredPartitions(response?),
+                    offset,
+                })
+            }
             ControllerCommand::DescribeQuorum => {
                 self.ensure_active()?;
                 let metrics = self.raft.metrics().borrow().clone();
@@ -1652,12 +1420,13 @@ mod tests {
             )
             .await
             .unwrap();
-            let epoch = controller
+            let api = crate::MetadataController::from(controller.clone());
+            let epoch = api
                 .register_broker(0, uuid::Uuid::new_v4(), vec![], None)
                 .await
                 .unwrap();
             for i in 0..12 {
-                let r = controller
+                let r = api
                     .create_topics(
                         vec![CreatableTopic {
                             name: format!("t{i}"),
@@ -1671,7 +1440,7 @@ mod tests {
                     .await;
                 assert!(r[0].is_ok(), "{r:?}");
             }
-            controller.allocate_producer_ids(0, epoch).await.unwrap();
+            api.allocate_producer_ids(0, epoch).await.unwrap();
             let applied = controller.image().last_applied_offset;
             // The low threshold makes openraft snapshot by itself, but a
             // trigger that arrives while a snapshot is being built is

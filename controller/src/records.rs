@@ -98,6 +98,10 @@ pub struct PartitionRecord {
     pub leader_epoch: i32,
     /// Partition epoch: bumped on every change of the partition.
     pub partition_epoch: i32,
+    /// Whether the leader is still recovering from an unclean election
+    /// (KIP-704); absent in records written before it existed.
+    #[serde(default)]
+    pub leader_recovery_state: LeaderRecoveryState,
 }
 
 /// `PartitionChangeRecord`: a change to an existing partition. `None` fields
@@ -115,6 +119,44 @@ pub struct PartitionChangeRecord {
     pub leader: Option<i32>,
     /// New replica set, if it changed.
     pub replicas: Option<Vec<i32>>,
+    /// New leader recovery state (KIP-704), if it changed.
+    #[serde(default)]
+    pub leader_recovery_state: Option<LeaderRecoveryState>,
+}
+
+/// Kafka's `LeaderRecoveryState` (KIP-704) of a partition: an unclean
+/// election (a leader from outside the ISR) leaves the partition
+/// `Recovering` until its leader reports `Recovered` through AlterPartition;
+/// while recovering the ISR stays the leader alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LeaderRecoveryState {
+    /// Wire value 0: the leader was elected cleanly or has recovered.
+    #[default]
+    Recovered,
+    /// Wire value 1: the leader was elected uncleanly and has not yet
+    /// reported that it recovered.
+    Recovering,
+}
+
+impl LeaderRecoveryState {
+    /// The state for a wire value (`AlterPartitionRequest`'s
+    /// `LeaderRecoveryState`, `PartitionRecord`'s); `None` for values Kafka
+    /// does not know (its `LeaderRecoveryState.of` throws).
+    pub fn from_wire(value: i8) -> Option<LeaderRecoveryState> {
+        match value {
+            0 => Some(LeaderRecoveryState::Recovered),
+            1 => Some(LeaderRecoveryState::Recovering),
+            _ => None,
+        }
+    }
+
+    /// The wire value: 0 `Recovered`, 1 `Recovering`.
+    pub fn value(self) -> i8 {
+        match self {
+            LeaderRecoveryState::Recovered => 0,
+            LeaderRecoveryState::Recovering => 1,
+        }
+    }
 }
 
 /// `RemoveTopicRecord`: a topic and all its partitions and configs are deleted.

@@ -2,7 +2,9 @@
 //! voters over the in-memory router: its [`MetadataObserver`] image
 //! converges after topic creation and deletion, after a leader change and
 //! after the voters compacted their log, and the commands it takes run on
-//! the active controller. Every wait polls observable state with a deadline.
+//! the active controller (AlterPartition too, through the observer and
+//! through a voter that is not active). Every wait polls observable state
+//! with a deadline.
 
 mod support;
 
@@ -11,11 +13,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{eventually, now_ms};
+use support::{api, eventually, now_ms};
 use weir_controller::{
-    BrokerEndpoint, ControllerConfig, CreatableTopic, MemoryRouter, MetadataController,
-    MetadataImage, MetadataObserver, QuorumController, QuorumOptions, QuorumTransport, QuorumVoter,
-    TopicRef,
+    AlterPartitionData, AlterPartitionRequest, AlterPartitionResponse, AlterPartitionTopic,
+    BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter,
+    MetadataController, MetadataImage, MetadataObserver, PartitionRegistration, QuorumController,
+    QuorumOptions, QuorumTransport, QuorumVoter, TopicRef,
 };
 
 const OBSERVER: i32 = 4;
@@ -91,7 +94,7 @@ async fn depose(
         rest.iter().find(|(_, c)| c.is_active()).map(|(&id, _)| id)
     })
     .await;
-    let results = rest[&new_leader]
+    let results = api(&rest[&new_leader])
         .create_topics(vec![topic(topic_name, 1)], false)
         .await;
     assert!(results[0].is_ok(), "{results:?}");
@@ -204,7 +207,7 @@ async fn observer_image_converges_after_topic_creation_and_deletion() {
     .await;
 
     // A topic created on a voter reaches the observer.
-    let results = nodes[&1]
+    let results = api(&nodes[&1])
         .create_topics(vec![topic("on-voter", 1)], false)
         .await;
     assert!(results[0].is_ok(), "{results:?}");
@@ -284,7 +287,7 @@ async fn observer_image_converges_after_a_leader_change() {
     .await;
 
     router.heal(old_leader);
-    let results = nodes[&new_leader]
+    let results = api(&nodes[&new_leader])
         .create_topics(vec![topic("after-heal", 1)], false)
         .await;
     assert!(results[0].is_ok(), "{results:?}");
@@ -311,7 +314,7 @@ async fn observer_catches_up_from_voters_that_compacted_their_log() {
     let nodes = start_three(dir.path(), &router, &compacting).await;
     register(&nodes[&1].clone().into(), 1).await;
     for i in 0..20 {
-        let results = nodes[&1]
+        let results = api(&nodes[&1])
             .create_topics(vec![topic(&format!("t{i}"), 1)], false)
             .await;
         assert!(results[0].is_ok(), "{results:?}");
@@ -404,7 +407,7 @@ async fn observer_does_not_return_to_a_deposed_leader_behind_it() {
     // observers fetching from it) sees the observer fetch from it.
     let deposed = &nodes[&old_leader];
     eventually("the observer to fetch from the deposed leader", || async {
-        let quorum = deposed.describe_quorum().await.ok()?;
+        let quorum = api(deposed).describe_quorum().await.ok()?;
         quorum
             .observers
             .iter()
@@ -415,7 +418,7 @@ async fn observer_does_not_return_to_a_deposed_leader_behind_it() {
     for &id in &others {
         router.heal_link(OBSERVER, id);
     }
-    let results = rest[&new_leader]
+    let results = api(&rest[&new_leader])
         .create_topics(vec![topic("second", 1)], false)
         .await;
     assert!(results[0].is_ok(), "{results:?}");
@@ -446,7 +449,7 @@ async fn an_observer_of_another_cluster_takes_nothing_from_the_voters() {
     let router = MemoryRouter::new();
     let nodes = start_three(dir.path(), &router, &options()).await;
     register(&nodes[&1].clone().into(), 1).await;
-    let results = nodes[&1]
+    let results = api(&nodes[&1])
         .create_topics(vec![topic("theirs", 1)], false)
         .await;
     assert!(results[0].is_ok(), "{results:?}");
@@ -463,6 +466,118 @@ async fn an_observer_of_another_cluster_takes_nothing_from_the_voters() {
     )
     .await;
     assert!(started.is_err(), "an observer of another cluster started");
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+/// Leader `leader`'s AlterPartition for partition 0 of `topic_id` from the
+/// registration `p`, proposing `isr` with each member's broker epoch in
+/// `image`.
+fn alter_request(
+    image: &MetadataImage,
+    topic_id: uuid::Uuid,
+    p: &PartitionRegistration,
+    isr: &[i32],
+) -> AlterPartitionRequest {
+    AlterPartitionRequest {
+        broker_id: p.leader,
+        broker_epoch: image.brokers[&p.leader].broker_epoch,
+        topics: vec![AlterPartitionTopic {
+            topic_id,
+            partitions: vec![AlterPartitionData {
+                partition_index: 0,
+                leader_epoch: p.leader_epoch,
+                new_isr_with_epochs: isr
+                    .iter()
+                    .map(|b| (*b, image.brokers[b].broker_epoch))
+                    .collect(),
+                leader_recovery_state: 0,
+                partition_epoch: p.partition_epoch,
+            }],
+        }],
+    }
+}
+
+/// The registration AlterPartition answered for its one partition.
+fn altered(response: &AlterPartitionResponse) -> Result<PartitionRegistration, ControllerError> {
+    response.topics[0].1[0].1.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alter_partition_through_a_follower_voter_and_an_observer_reaches_every_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let nodes = start_three(dir.path(), &router, &options()).await;
+    let observer = start_observer(dir.path(), &router).await;
+    for id in 1..=OBSERVER {
+        register(&observer, id).await;
+    }
+    let mut isr_topic = topic("isr", 3);
+    isr_topic.num_partitions = 1;
+    let created = observer.create_topics(vec![isr_topic], false).await;
+    let topic_id = created[0].as_ref().unwrap().topic_id;
+    let image = observer.image();
+    let p = image.topic("isr").unwrap().partitions[&0].clone();
+    // Every usable replica starts in the ISR (Kafka's createTopic).
+    assert_eq!(p.isr, p.replicas);
+    let (leader, second) = (p.replicas[0], p.replicas[1]);
+
+    // A shrink through a voter that is not the active controller is
+    // forwarded, and that voter's image has it when the call returns.
+    let active = leader_of(&nodes).await;
+    let follower = nodes.keys().copied().find(|&id| id != active).unwrap();
+    let via_follower = api(&nodes[&follower]);
+    let response = via_follower
+        .alter_partition(alter_request(&image, topic_id, &p, &[leader, second]))
+        .await
+        .unwrap();
+    let shrunk = altered(&response).unwrap();
+    assert_eq!(shrunk.isr, vec![leader, second]);
+    assert_eq!(shrunk.partition_epoch, p.partition_epoch + 1);
+    assert_eq!(shrunk.leader_epoch, p.leader_epoch);
+    assert_eq!(
+        via_follower.image().topic("isr").unwrap().partitions[&0],
+        shrunk
+    );
+
+    // An expansion through the observer, likewise.
+    let response = observer
+        .alter_partition(alter_request(&image, topic_id, &shrunk, &p.replicas))
+        .await
+        .unwrap();
+    let expanded = altered(&response).unwrap();
+    assert_eq!(expanded.isr, p.replicas);
+    assert_eq!(expanded.partition_epoch, p.partition_epoch + 2);
+    assert_eq!(
+        observer.image().topic("isr").unwrap().partitions[&0],
+        expanded
+    );
+    converged(
+        &nodes,
+        &observer,
+        "every image to hold the expanded ISR",
+        |i| i.topic("isr").unwrap().partitions[&0] == expanded,
+    )
+    .await;
+
+    // A leader that missed the expansion is refused per partition; a stale
+    // broker epoch fails the whole request; neither changes anything.
+    let offset = observer.image().last_applied_offset;
+    let stale = alter_request(&image, topic_id, &shrunk, &[leader]);
+    let response = observer.alter_partition(stale.clone()).await.unwrap();
+    assert!(matches!(
+        altered(&response),
+        Err(ControllerError::InvalidUpdateVersion { .. })
+    ));
+    let mut old_epoch = stale;
+    old_epoch.broker_epoch -= 1;
+    assert!(matches!(
+        via_follower.alter_partition(old_epoch).await,
+        Err(ControllerError::StaleBrokerEpoch { .. })
+    ));
+    assert_eq!(observer.image().last_applied_offset, offset);
+    observer.shutdown().await.unwrap();
     for node in nodes.values() {
         node.shutdown().await.unwrap();
     }

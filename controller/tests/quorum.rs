@@ -4,8 +4,9 @@
 use std::path::Path;
 
 use weir_controller::{
-    BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MetadataImage,
-    QuorumController, TopicRef, CLUSTER_METADATA_TOPIC_NAME, MAX_RECORDS_PER_USER_OP,
+    BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MetadataController,
+    MetadataImage, QuorumController, TopicRef, CLUSTER_METADATA_TOPIC_NAME,
+    MAX_RECORDS_PER_USER_OP,
 };
 
 fn config(dir: &Path) -> ControllerConfig {
@@ -48,7 +49,8 @@ fn content(image: &MetadataImage) -> MetadataImage {
 async fn restart_replays_to_the_same_image_and_never_reuses_producer_ids() {
     let dir = tempfile::tempdir().unwrap();
     let (before, first_block, epoch) = {
-        let controller = QuorumController::start(config(dir.path())).await.unwrap();
+        let controller =
+            MetadataController::from(QuorumController::start(config(dir.path())).await.unwrap());
         let image = controller.image();
         assert_eq!(image.controller_id, Some(1));
         assert_eq!(image.cluster_id, "test-cluster");
@@ -75,7 +77,8 @@ async fn restart_replays_to_the_same_image_and_never_reuses_producer_ids() {
         (before, first_block, epoch)
     };
 
-    let controller = QuorumController::start(config(dir.path())).await.unwrap();
+    let controller =
+        MetadataController::from(QuorumController::start(config(dir.path())).await.unwrap());
     let after = controller.image();
     assert_eq!(content(&after), content(&before));
     assert!(after.last_applied_offset >= before.last_applied_offset);
@@ -101,7 +104,8 @@ async fn restart_replays_to_the_same_image_and_never_reuses_producer_ids() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_creates_of_the_same_name_let_exactly_one_win() {
     let dir = tempfile::tempdir().unwrap();
-    let controller = QuorumController::start(config(dir.path())).await.unwrap();
+    let controller =
+        MetadataController::from(QuorumController::start(config(dir.path())).await.unwrap());
     controller
         .register_broker(1, uuid::Uuid::new_v4(), endpoint(), None)
         .await
@@ -137,7 +141,8 @@ async fn concurrent_creates_of_the_same_name_let_exactly_one_win() {
 #[tokio::test]
 async fn commands_report_errors_and_validate_only_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let controller = QuorumController::start(config(dir.path())).await.unwrap();
+    let controller =
+        MetadataController::from(QuorumController::start(config(dir.path())).await.unwrap());
     // No broker registered yet: nothing to place replicas on.
     let r = controller.create_topics(vec![topic("t", 1)], false).await;
     assert_eq!(
@@ -200,7 +205,8 @@ async fn negative_node_id_is_rejected() {
 #[tokio::test]
 async fn oversized_requests_are_refused_whole_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let controller = QuorumController::start(config(dir.path())).await.unwrap();
+    let controller =
+        MetadataController::from(QuorumController::start(config(dir.path())).await.unwrap());
     controller
         .register_broker(1, uuid::Uuid::new_v4(), endpoint(), None)
         .await
@@ -239,7 +245,8 @@ async fn oversized_requests_are_refused_whole_and_write_nothing() {
 #[tokio::test]
 async fn cluster_metadata_topic_and_duplicates_are_invalid_requests() {
     let dir = tempfile::tempdir().unwrap();
-    let controller = QuorumController::start(config(dir.path())).await.unwrap();
+    let controller =
+        MetadataController::from(QuorumController::start(config(dir.path())).await.unwrap());
     controller
         .register_broker(1, uuid::Uuid::new_v4(), endpoint(), None)
         .await

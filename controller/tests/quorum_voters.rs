@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{eventually, now_ms};
+use support::{api, eventually, now_ms};
 use weir_controller::{
     BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter, MetadataImage,
     QuorumController, QuorumDescription, QuorumOptions, QuorumTransport, QuorumVoter,
@@ -135,14 +135,14 @@ async fn register(controller: &QuorumController, broker_id: i32) {
         port: 9092,
         security_protocol: 0,
     };
-    let epoch = controller
+    let epoch = api(controller)
         .register_broker(broker_id, uuid::Uuid::new_v4(), vec![endpoint], None)
         .await
         .unwrap();
     // Several voters register brokers fenced; a heartbeat from a broker
     // that has applied its registration unfences it.
     assert!(controller.image().brokers[&broker_id].fenced);
-    let reply = controller
+    let reply = api(controller)
         .broker_heartbeat(broker_id, epoch, false)
         .await
         .unwrap();
@@ -151,7 +151,9 @@ async fn register(controller: &QuorumController, broker_id: i32) {
 }
 
 async fn create(controller: &QuorumController, name: &str) {
-    let results = controller.create_topics(vec![topic(name)], false).await;
+    let results = api(controller)
+        .create_topics(vec![topic(name)], false)
+        .await;
     assert!(results[0].is_ok(), "{results:?}");
     // The caller's own image shows the effect as soon as the call returns.
     assert!(controller
@@ -388,7 +390,7 @@ async fn a_voter_cut_off_from_the_leader_answers_not_controller_after_a_bounded_
     register(&nodes[&leader], 1).await;
     let (&cut_off, lonely) = nodes.iter().find(|(&id, _)| id != leader).unwrap();
     router.isolate(cut_off);
-    let results = lonely
+    let results = api(lonely)
         .create_topics(vec![topic("unreachable")], false)
         .await;
     assert!(
@@ -441,7 +443,7 @@ async fn a_new_leader_answers_from_everything_committed_before_its_term() {
             let changes = watches.iter_mut().map(|(_, w)| Box::pin(w.changed()));
             let _ = futures::future::select_all(changes).await;
         };
-        let deleted = nodes[&new_leader]
+        let deleted = api(&nodes[&new_leader])
             .delete_topics(vec![weir_controller::TopicRef::Name("committed".into())])
             .await;
         assert!(
@@ -481,7 +483,7 @@ async fn a_deposed_leader_does_not_answer_from_its_stale_image() {
     );
 
     router.heal(old_leader);
-    let deleted = nodes[&old_leader]
+    let deleted = api(&nodes[&old_leader])
         .delete_topics(vec![weir_controller::TopicRef::Name(
             "created-while-cut-off".into(),
         )])
@@ -516,7 +518,7 @@ fn an_isolated_leader_retries_a_command_without_spinning() {
             let leader = agreed_leader(&nodes).await;
             register(&nodes[&leader], 1).await;
             router.isolate(leader);
-            let created = nodes[&leader]
+            let created = api(&nodes[&leader])
                 .create_topics(vec![topic("never")], false)
                 .await;
             for node in nodes.values() {
@@ -548,7 +550,7 @@ async fn a_follower_asks_again_when_a_read_only_answer_is_lost() {
     let asking = follower(&nodes, leader);
     router.set_loss_per_mille(300);
     for round in 0..20 {
-        let described = asking.describe_quorum().await;
+        let described = api(asking).describe_quorum().await;
         assert!(described.is_ok(), "round {round}: {described:?}");
     }
     router.set_loss_per_mille(0);
@@ -578,7 +580,7 @@ async fn describe_quorum_is_the_leaders_view_from_every_voter_and_shows_a_laggin
 
     for (id, node) in &nodes {
         let quorum = eventually("every voter caught up with the leader", || async move {
-            let quorum = node.describe_quorum().await.ok()?;
+            let quorum = api(node).describe_quorum().await.ok()?;
             let leader_end = progress(&quorum, quorum.leader_id).log_end_offset;
             quorum
                 .voters
@@ -603,13 +605,16 @@ async fn describe_quorum_is_the_leaders_view_from_every_voter_and_shows_a_laggin
         .find(|&id| id != leader && id != lagging)
         .unwrap();
     router.isolate(lagging);
-    let cut_off_at = progress(&nodes[&leader].describe_quorum().await.unwrap(), lagging);
+    let cut_off_at = progress(
+        &api(&nodes[&leader]).describe_quorum().await.unwrap(),
+        lagging,
+    );
     create(&nodes[&leader], "while-cut-off").await;
     // From here on the cut-off follower lacks the leader's last record.
     let behind_since = now_ms();
     // The other follower keeps answering heartbeats with the whole log.
     let quorum = eventually("the other follower caught up after the append", || async {
-        let quorum = nodes[&leader].describe_quorum().await.ok()?;
+        let quorum = api(&nodes[&leader]).describe_quorum().await.ok()?;
         let leader_end = progress(&quorum, leader).log_end_offset;
         let other = progress(&quorum, other);
         (other.log_end_offset == leader_end && other.last_caught_up_timestamp_ms > behind_since)
@@ -628,7 +633,7 @@ async fn describe_quorum_is_the_leaders_view_from_every_voter_and_shows_a_laggin
 
     router.heal(lagging);
     eventually("the healed follower to catch up", || async {
-        let quorum = nodes[&leader].describe_quorum().await.ok()?;
+        let quorum = api(&nodes[&leader]).describe_quorum().await.ok()?;
         let leader_end = progress(&quorum, leader).log_end_offset;
         let healed = progress(&quorum, lagging);
         (healed.log_end_offset == leader_end

@@ -454,9 +454,10 @@ fn a_killed_active_controller_is_fenced_by_its_successor_and_returns() {
 }
 
 /// kill -9 one of three nodes (the active controller or not) with short
-/// broker sessions: its RF=1 partition and the RF=3 partition it leads
-/// (ISR = leader only) go offline on the survivors and it leaves their
-/// Metadata brokers; after a restart it leads them again.
+/// broker sessions: its RF=1 partition goes offline on the survivors, the
+/// RF=3 partition it led moves to the next ISR member (every replica starts
+/// in the ISR, as in Kafka), it leaves every ISR and the survivors'
+/// Metadata brokers; after a restart it leads its RF=1 partition again.
 fn kill_fence_and_restart(kill_the_active_controller: bool) {
     let (mut brokers, _) = start_three_nodes_with(&FAST_SESSIONS);
     let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
@@ -472,8 +473,7 @@ fn kill_fence_and_restart(kill_the_active_controller: bool) {
     let mut survivors_ids = (1..=3).filter(|&id| id != victim);
     let (first, second) = (survivors_ids.next().unwrap(), survivors_ids.next().unwrap());
 
-    // RF 1: one partition per broker. RF 3: the victim leads partition 0;
-    // with ISR = leader only no other replica holds its data.
+    // RF 1: one partition per broker. RF 3: the victim leads partition 0.
     create_assigned(&mut clients[0], "rf1", &[&[1], &[2], &[3]]);
     create_assigned(
         &mut clients[0],
@@ -521,11 +521,17 @@ fn kill_fence_and_restart(kill_the_active_controller: bool) {
             },
         );
         let (rf3, _) = topic_state(&mut clients[i], version, "rf3").unwrap();
-        // No election of a replica lacking the data.
-        assert_eq!(rf3[0], offline, "rf3 partition 0 on node {}", i + 1);
+        // The next ISR member in assignment order takes over; the victim
+        // leaves the ISR (Kafka's handleBrokerFenced).
+        assert_eq!(
+            rf3[0],
+            (error_code::NONE, first, vec![first, second], vec![victim]),
+            "rf3 partition 0 on node {}",
+            i + 1
+        );
         assert_eq!(
             rf3[1],
-            (error_code::NONE, first, vec![first], vec![victim]),
+            (error_code::NONE, first, vec![first, second], vec![victim]),
             "rf3 partition 1 keeps its live leader"
         );
     }
@@ -537,14 +543,17 @@ fn kill_fence_and_restart(kill_the_active_controller: bool) {
     for client in clients.iter_mut() {
         support::poll_until(
             Duration::from_secs(15),
-            &format!("broker {victim} back as leader of its partitions"),
+            &format!("broker {victim} back as leader of its RF=1 partition"),
             || {
                 let rf1 = topic_state(client, version, "rf1")?;
                 let (rf3, _) = topic_state(client, version, "rf3")?;
+                // The RF=3 partitions keep their leader (the victim is back
+                // in their ISR only once it has caught up).
+                let led_by_first = |p: &PartitionState| (p.0, p.1, p.3.is_empty());
                 (rf1 == all_live
-                    && rf3[0] == (error_code::NONE, victim, vec![victim], vec![])
-                    && rf3[1] == (error_code::NONE, first, vec![first], vec![]))
-                    .then_some(())
+                    && rf3.iter().map(led_by_first).collect::<Vec<_>>()
+                        == vec![(error_code::NONE, first, true); 2])
+                .then_some(())
             },
         );
     }

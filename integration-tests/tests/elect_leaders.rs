@@ -1,8 +1,9 @@
-//! ElectLeaders (key 43) on a three-node cluster, over the raw protocol:
-//! ELECTION_NOT_NEEDED and UNKNOWN_TOPIC_OR_PARTITION on a healthy
-//! partition; after kill -9 of the broker that alone holds an RF=3
-//! partition's ISR, a preferred election cannot help
-//! (PREFERRED_LEADER_NOT_AVAILABLE) and an unclean one (KIP-460) makes a
+//! ElectLeaders (key 43) on three combined nodes and a broker-only node,
+//! over the raw protocol: ELECTION_NOT_NEEDED and UNKNOWN_TOPIC_OR_PARTITION
+//! on a healthy partition; after kill -9 of the broker that alone holds an
+//! RF=2 partition's ISR (its other replica left the ISR when it was killed
+//! first, and came back), a preferred election cannot help
+//! (PREFERRED_LEADER_NOT_AVAILABLE) and an unclean one (KIP-460) makes the
 //! live replica leader with itself as the ISR, on every surviving node.
 
 use std::time::Duration;
@@ -15,11 +16,13 @@ use kafka_protocol::protocol::StrBytes;
 use weir_integration_tests::RawClient;
 
 use crate::cluster::{
-    agreed_controller, create_assigned, start_three_nodes_with, topic_state, FAST_SESSIONS,
+    agreed_controller, create_assigned, start_broker_only, start_three_nodes_in_with, topic_state,
+    voters_of, FAST_SESSIONS,
 };
 use crate::support::{self, error_code};
 
 const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
+const BROKER_ONLY: i32 = 4;
 const ELECTION_NOT_NEEDED: i16 = 84;
 
 /// `(partition, error code)` per partition of `topic`'s results.
@@ -50,8 +53,21 @@ fn elect(
 
 #[test]
 fn unclean_election_makes_a_live_replica_lead_an_offline_partition() {
-    let (mut brokers, _) = start_three_nodes_with(&FAST_SESSIONS);
-    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    // Three voters and a broker-only node 4, so that two brokers can be
+    // down while the quorum holds. "rf2" on [victim, 4]: 4 is killed (the
+    // ISR shrinks to the victim), then the victim (the ISR's only member),
+    // then 4 comes back: live, but not in the ISR, and nobody left to add
+    // it (Kafka's handleBrokerFenced, ELR off).
+    let cluster_id = weir_storage::random_kafka_uuid();
+    let (mut voters, controller_ports) = start_three_nodes_in_with(&cluster_id, &FAST_SESSIONS);
+    let quorum = voters_of(&controller_ports);
+    let mut broker_only = start_broker_only(
+        &cluster_id,
+        BROKER_ONLY,
+        ("controller.quorum.voters", &quorum),
+        &FAST_SESSIONS,
+    );
+    let mut clients: Vec<RawClient> = voters.iter().map(support::connect).collect();
     let versions = support::api_versions(&mut clients[0]);
     let metadata = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
     let version = support::newest::<ElectLeadersRequest>(&versions, ApiKey::ElectLeaders);
@@ -60,31 +76,39 @@ fn unclean_election_makes_a_live_replica_lead_an_offline_partition() {
     // Not the active controller: the survivors keep it, and requests to
     // both survivors exercise forwarding.
     let victim = (1..=3).find(|&id| id != active).unwrap();
-    let others: Vec<i32> = (1..=3).filter(|&id| id != victim).collect();
-    let first = others[0];
-    create_assigned(&mut clients[0], "rf3", &[&[victim, others[0], others[1]]]);
-    let led_by = |id: i32| vec![(error_code::NONE, id, vec![id], vec![])];
+    let survivors: Vec<usize> = (0..3).filter(|&i| i + 1 != victim as usize).collect();
+    create_assigned(&mut clients[0], "rf2", &[&[victim, BROKER_ONLY]]);
+    let healthy = vec![(error_code::NONE, victim, vec![victim, BROKER_ONLY], vec![])];
     support::poll_until(
         Duration::from_secs(10),
-        "rf3 led by its first replica",
-        || (topic_state(&mut clients[0], metadata, "rf3")?.0 == led_by(victim)).then_some(()),
+        "rf2 led by its first replica",
+        || (topic_state(&mut clients[0], metadata, "rf2")?.0 == healthy).then_some(()),
     );
 
     assert_eq!(
-        elect(&mut clients[0], version, 0, "rf3", &[0, 5]),
+        elect(&mut clients[0], version, 0, "rf2", &[0, 5]),
         vec![
             (0, ELECTION_NOT_NEEDED),
             (5, error_code::UNKNOWN_TOPIC_OR_PARTITION)
         ]
     );
     assert_eq!(
-        elect(&mut clients[0], version, 1, "rf3", &[0]),
+        elect(&mut clients[0], version, 1, "rf2", &[0]),
         vec![(0, ELECTION_NOT_NEEDED)]
     );
 
-    let index = brokers.iter().position(|b| b.node_id() == victim).unwrap();
-    brokers[index].kill9().expect("kill -9 a broker");
-    let survivors: Vec<usize> = (0..3).filter(|&i| i != index).collect();
+    broker_only.kill9().expect("kill -9 the broker-only node");
+    let shrunk = vec![(error_code::NONE, victim, vec![victim], vec![BROKER_ONLY])];
+    support::poll_until(
+        Duration::from_secs(10),
+        "broker 4 fenced and out of the ISR",
+        || (topic_state(&mut clients[0], metadata, "rf2")?.0 == shrunk).then_some(()),
+    );
+    let index = voters.iter().position(|b| b.node_id() == victim).unwrap();
+    voters[index].kill9().expect("kill -9 the victim");
+    broker_only
+        .start_again()
+        .expect("restarting the broker-only node");
     let offline = vec![(
         error_code::LEADER_NOT_AVAILABLE,
         -1,
@@ -93,25 +117,33 @@ fn unclean_election_makes_a_live_replica_lead_an_offline_partition() {
     )];
     support::poll_until(
         Duration::from_secs(10),
-        "rf3 offline once its only ISR member is fenced",
-        || (topic_state(&mut clients[survivors[0]], metadata, "rf3")?.0 == offline).then_some(()),
+        "rf2 offline once its only ISR member is fenced, broker 4 back",
+        || {
+            let (state, brokers) = topic_state(&mut clients[survivors[0]], metadata, "rf2")?;
+            (state == offline && brokers.contains(&BROKER_ONLY)).then_some(())
+        },
     );
 
     let asker = survivors[1];
     assert_eq!(
-        elect(&mut clients[asker], version, 0, "rf3", &[0]),
+        elect(&mut clients[asker], version, 0, "rf2", &[0]),
         vec![(0, PREFERRED_LEADER_NOT_AVAILABLE)]
     );
     assert_eq!(
-        elect(&mut clients[asker], version, 1, "rf3", &[0]),
+        elect(&mut clients[asker], version, 1, "rf2", &[0]),
         vec![(0, error_code::NONE)]
     );
-    // The first live replica leads; the ISR is just it; the dead broker
-    // stays an offline replica.
-    let elected = vec![(error_code::NONE, first, vec![first], vec![victim])];
+    // The live replica outside the ISR leads; the ISR is just it; the dead
+    // broker stays an offline replica.
+    let elected = vec![(
+        error_code::NONE,
+        BROKER_ONLY,
+        vec![BROKER_ONLY],
+        vec![victim],
+    )];
     // The asking node answers after applying the election.
     assert_eq!(
-        topic_state(&mut clients[asker], metadata, "rf3").unwrap().0,
+        topic_state(&mut clients[asker], metadata, "rf2").unwrap().0,
         elected
     );
     support::poll_until(
@@ -121,14 +153,14 @@ fn unclean_election_makes_a_live_replica_lead_an_offline_partition() {
             survivors
                 .iter()
                 .all(|&i| {
-                    topic_state(&mut clients[i], metadata, "rf3").map(|s| s.0)
+                    topic_state(&mut clients[i], metadata, "rf2").map(|s| s.0)
                         == Some(elected.clone())
                 })
                 .then_some(())
         },
     );
     assert_eq!(
-        elect(&mut clients[asker], version, 1, "rf3", &[0]),
+        elect(&mut clients[asker], version, 1, "rf2", &[0]),
         vec![(0, ELECTION_NOT_NEEDED)]
     );
 }

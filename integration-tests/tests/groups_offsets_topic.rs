@@ -16,7 +16,7 @@ use weir_broker::group::{
     MemberMetadataRecord, OffsetAndMetadata, OFFSETS_TOPIC,
 };
 use weir_broker::replica_manager::ReplicaManager;
-use weir_controller::{ControllerConfig, QuorumController};
+use weir_controller::{ControllerConfig, MetadataController, QuorumController};
 use weir_storage::{LogManager, TopicPartition};
 
 use crate::kafka_compat::dump_log_segments;
@@ -96,21 +96,21 @@ async fn write_group(dir: &Path) {
     };
     let log_manager =
         LogManager::open(dir.to_path_buf(), NODE, config.default_log_config()).unwrap();
-    let controller = QuorumController::start(ControllerConfig {
+    let controller: MetadataController = QuorumController::start(ControllerConfig {
         node_id: NODE,
         metadata_dir: dir.join("__cluster_metadata-0"),
         cluster_id: log_manager.cluster_id().to_string(),
     })
     .await
-    .unwrap();
+    .unwrap()
+    .into();
     controller
         .register_broker(NODE, uuid::Uuid::new_v4(), vec![], None)
         .await
         .unwrap();
     let replica_manager = Arc::new(ReplicaManager::new(NODE, config.clone(), log_manager));
     replica_manager.apply_image(&controller.image()).unwrap();
-    let store =
-        BrokerGroupStore::for_broker(&config, controller.clone().into(), replica_manager.clone());
+    let store = BrokerGroupStore::for_broker(&config, controller.clone(), replica_manager.clone());
 
     store
         .append(

@@ -4,7 +4,7 @@
 //!
 //! As in Kafka (a broker forwards the request to the active controller,
 //! whose raft client answers), the answer always comes from the active
-//! controller: [`QuorumController::describe_quorum`](weir_controller::QuorumController::describe_quorum)
+//! controller: [`MetadataController::describe_quorum`](weir_controller::MetadataController::describe_quorum)
 //! forwards from other nodes. A request that does not name exactly
 //! `__cluster_metadata` partition 0 gets UNKNOWN_TOPIC_OR_PARTITION on its
 //! partitions; without an active controller the partition gets

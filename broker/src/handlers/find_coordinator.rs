@@ -157,6 +157,7 @@ mod tests {
                     leader,
                     leader_epoch: 0,
                     partition_epoch: 0,
+                    leader_recovery_state: Default::default(),
                 };
                 (index as i32, registration)
             })

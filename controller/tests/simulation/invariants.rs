@@ -506,6 +506,7 @@ mod tests {
             leader,
             leader_epoch: epochs.0,
             partition_epoch: epochs.1,
+            leader_recovery_state: Default::default(),
         }
     }
 

@@ -62,8 +62,9 @@ use schedule::{Op, Schedule, Step};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use weir_controller::{
-    BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter, NewPartitions,
-    QuorumController, QuorumOptions, QuorumTransport, QuorumVoter, TopicRef,
+    BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter,
+    MetadataController, NewPartitions, QuorumController, QuorumOptions, QuorumTransport,
+    QuorumVoter, TopicRef,
 };
 
 /// Seeds per run unless `WEIR_SIM_SEEDS` says otherwise.
@@ -424,8 +425,7 @@ impl Simulation {
             let incarnation = uuid::Uuid::from_u128(id as u128 + 1);
             let mut attempts = 0;
             let epoch = loop {
-                match node
-                    .controller
+                match MetadataController::from(node.controller.clone())
                     .register_broker(id, incarnation, vec![endpoint.clone()], None)
                     .await
                 {
@@ -442,7 +442,10 @@ impl Simulation {
             // caught up with its registration unfences it (KIP-631).
             let mut attempts = 0;
             loop {
-                match node.controller.broker_heartbeat(id, epoch, false).await {
+                match MetadataController::from(node.controller.clone())
+                    .broker_heartbeat(id, epoch, false)
+                    .await
+                {
                     Ok(reply) if !reply.is_fenced => break,
                     outcome => {
                         attempts += 1;
@@ -504,7 +507,7 @@ impl Simulation {
 
     /// Sends `op` through voter `via` and records it with its outcome.
     fn command_task(&self, via: i32, op: Op) -> impl std::future::Future<Output = ()> + 'static {
-        let controller = self.running[&via].controller.clone();
+        let controller = MetadataController::from(self.running[&via].controller.clone());
         let history = self.history.clone();
         async move {
             let started = lock(&history).tick();

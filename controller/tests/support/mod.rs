@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use weir_controller::{ControllerConfig, QuorumOptions};
+use weir_controller::{ControllerConfig, MetadataController, QuorumController, QuorumOptions};
 
 /// How long a test waits for a quorum to reach a state it polls for.
 pub const DEADLINE: Duration = Duration::from_secs(15);
@@ -61,4 +61,10 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64
+}
+
+/// `voter`'s typed controller API (the commands live on
+/// [`MetadataController`], over the voter's `execute`).
+pub fn api(voter: &QuorumController) -> MetadataController {
+    voter.clone().into()
 }
