@@ -210,6 +210,9 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         fetcher_shutdown.clone(),
     ));
     replica_fetchers.apply_image(&image);
+    // ISR changes go to the controller (Kafka's AlterPartitionManager).
+    let (isr_changes, isr_change_queue) = tokio::sync::mpsc::unbounded_channel();
+    replica_manager.set_isr_change_sender(isr_changes);
 
     // The group coordinator's store: `__consumer_offsets`, created through
     // the controller on the first group write (issue 4).
@@ -270,6 +273,14 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             },
         ));
     }
+    tracker.spawn(crate::replication::alter_partition::run(
+        controller.clone(),
+        replica_manager.clone(),
+        config.node_id,
+        broker_epoch,
+        isr_change_queue,
+        shutdown.clone(),
+    ));
     // ISR shrinks (Kafka's isr-expiration task): every half of
     // replica.lag.time.max.ms, followers out of sync leave the ISR.
     let rm = replica_manager.clone();

@@ -6,6 +6,7 @@
 //! - [`fetcher`]: the replica fetchers and their manager;
 //! - [`alter_partition`]: ISR changes sent to the controller.
 
+pub mod alter_partition;
 pub mod client;
 pub mod fetcher;
 pub mod leader;
