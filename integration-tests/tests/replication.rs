@@ -144,6 +144,18 @@ fn assert_replicas_identical(brokers: &[TestBroker], topic: &str) -> Vec<u8> {
     )
 }
 
+/// Polls until `client`'s high watermark of `topic`-0 reaches `offset`.
+fn wait_for_high_watermark(client: &mut RawClient, v: &Versions, topic: &TopicInfo, offset: i64) {
+    support::poll_until(
+        Duration::from_secs(30),
+        &format!("{}: the high watermark to reach {offset}", topic.name),
+        || {
+            let answer = support::list_offset(client, v.list_offsets, topic, 0, -1);
+            (answer.error_code == error_code::NONE && answer.offset >= offset).then_some(())
+        },
+    );
+}
+
 fn index_of(brokers: &[TestBroker], node_id: i32) -> usize {
     brokers.iter().position(|b| b.node_id() == node_id).unwrap()
 }
@@ -177,6 +189,10 @@ fn a_killed_leader_loses_no_acknowledged_record_and_rejoins_the_isr() {
         let old = leader;
         leader = wait_for_isr(&mut clients[survivor], v.metadata, "no-loss", 2, Some(old));
         let new_at = index_of(&brokers, leader);
+        // A new leader's high watermark moves once its ISR followers have
+        // fetched from it (Kafka's rule): wait for it to cover every
+        // acknowledged record.
+        wait_for_high_watermark(&mut clients[new_at], &v, &topic, acknowledged.len() as i64);
         let stored = support::read_partition(&mut clients[new_at], v.fetch, &topic, 0);
         let values: Vec<String> = stored.values().cloned().collect();
         assert_eq!(
@@ -190,6 +206,7 @@ fn a_killed_leader_loses_no_acknowledged_record_and_rejoins_the_isr() {
         wait_for_isr(&mut clients[new_at], v.metadata, "no-loss", 3, None);
     }
     let at = index_of(&brokers, leader);
+    wait_for_high_watermark(&mut clients[at], &v, &topic, acknowledged.len() as i64);
     let stored: BTreeMap<i64, String> =
         support::read_partition(&mut clients[at], v.fetch, &topic, 0);
     assert_eq!(stored.into_values().collect::<Vec<_>>(), acknowledged);
