@@ -588,18 +588,18 @@ fn no_coordinator_while_fewer_brokers_than_the_offsets_replication_factor() {
     }
 }
 
+/// Issue 16 scope 8: `__consumer_offsets` is replicated (RF 3 here) and a
+/// commit is answered once its ISR has it, so when the coordinator is
+/// killed (SIGKILL) the new leader of the group's offsets partition
+/// coordinates the group with every committed offset; the old coordinator
+/// returns as a follower and the offsets are still there.
 #[test]
-fn an_offline_offsets_partition_has_no_coordinator_until_its_leader_returns_with_the_offsets() {
-    // Unclean election off (the default): the partition's only in-sync
-    // replica shuts down, the partition goes offline and its groups have no
-    // coordinator; the node comes back, leads again and loads the group
-    // from its log.
+fn committed_offsets_survive_a_sigkill_of_the_coordinator() {
     let (mut brokers, mut clients) = cluster();
-    let (group, partition) = GROUPS[1];
+    let (group, _) = GROUPS[1];
     let coordinator = agreed_coordinator(&mut clients, group, None);
-    let others: Vec<i32> = (1..=3).filter(|&id| id != coordinator).collect();
     let topic = "kept";
-    create_assigned(&mut clients[0], topic, &[&[others[0]]]);
+    create_assigned(&mut clients[0], topic, &[&[1, 2, 3]]);
     wait_for_topic(&mut clients, topic);
     let old = index_of(&brokers, coordinator);
     let response = clients[old]
@@ -610,32 +610,36 @@ fn an_offline_offsets_partition_has_no_coordinator_until_its_leader_returns_with
         error_code::NONE
     );
 
-    let status = brokers[old].shutdown().expect("SIGTERM the coordinator");
-    assert!(status.success(), "weir exited with {status}");
-    let mut survivors: Vec<RawClient> = others
-        .iter()
-        .map(|&id| support::connect(&brokers[index_of(&brokers, id)]))
+    brokers[old].kill9().expect("SIGKILL the coordinator");
+    let mut survivors: Vec<RawClient> = (1..=3)
+        .filter(|&id| id != coordinator)
+        .map(|id| support::connect(&brokers[index_of(&brokers, id)]))
         .collect();
-    let versions = support::api_versions(&mut survivors[0]);
-    let newest = support::newest::<FindCoordinatorRequest>(&versions, ApiKey::FindCoordinator);
-    support::poll_until(EVENT_TIMEOUT, "the offsets partition offline", || {
-        survivors
-            .iter_mut()
-            .all(|c| {
-                offsets_leader(c, partition) == Some(-1)
-                    && find_coordinator(c, newest, group).0 == COORDINATOR_NOT_AVAILABLE
-            })
-            .then_some(())
-    });
+    let successor = agreed_coordinator(&mut survivors, group, Some(coordinator));
+    let at = index_of(&brokers, successor);
+    support::poll_until(
+        EVENT_TIMEOUT,
+        "the new coordinator to load the group",
+        || {
+            let answer = committed_offsets(&mut clients[at], group, topic, 1);
+            (answer.0 == error_code::NONE).then_some(answer)
+        },
+    );
+    assert_eq!(
+        committed_offsets(&mut clients[at], group, topic, 1),
+        (error_code::NONE, BTreeMap::from([(0, 7)])),
+        "the new coordinator {successor} has the committed offset"
+    );
 
     brokers[old]
         .start_again()
-        .expect("start the coordinator again");
+        .expect("start the old coordinator again");
     let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
-    assert_eq!(agreed_coordinator(&mut clients, group, None), coordinator);
+    let now = agreed_coordinator(&mut clients, group, None);
+    let at = index_of(&brokers, now);
     assert_eq!(
-        committed_offsets(&mut clients[old], group, topic, 1),
+        committed_offsets(&mut clients[at], group, topic, 1),
         (error_code::NONE, BTreeMap::from([(0, 7)])),
-        "the returning leader loaded the group from its log"
+        "after the restart"
     );
 }

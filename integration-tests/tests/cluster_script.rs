@@ -187,3 +187,107 @@ fn cluster_script_up_with_broker_adds_a_broker_only_fourth_node() {
     );
     cluster(&state, &["down", "--clean"]);
 }
+
+/// Runs Kafka's `kafka-topics` (TopicCommand) against `bootstrap`.
+fn kafka_topics(bootstrap: &str, args: &[&str]) -> String {
+    let mut command =
+        clients::kafka_tool("org.apache.kafka.tools.TopicCommand").expect("Kafka tools");
+    command.arg("--bootstrap-server").arg(bootstrap).args(args);
+    let output = clients::run(command, None, support::CLIENT_TIMEOUT).expect("kafka-topics");
+    output.assert_success();
+    output.stdout_text()
+}
+
+/// `(leader, isr)` of partition 0 in `kafka-topics --describe` output
+/// (`... Leader: 2 Replicas: 2,3,1 Isr: 2,3,1 ...`).
+fn described_leader_and_isr(describe: &str) -> (i32, Vec<i32>) {
+    let line = describe
+        .lines()
+        .find(|l| l.contains("Partition: 0"))
+        .unwrap_or_else(|| panic!("no partition line in:\n{describe}"));
+    let field = |name: &str| -> String {
+        let rest = &line[line
+            .find(name)
+            .unwrap_or_else(|| panic!("{name} in {line}"))
+            + name.len()..];
+        rest.split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let isr = field("Isr:")
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().expect("ISR member"))
+        .collect();
+    (field("Leader:").parse().expect("leader"), isr)
+}
+
+/// Issue 16's acceptance on `scripts/cluster`: an RF=3 topic with
+/// `min.insync.replicas=2` and an idempotent acks=all producer (kcat); the
+/// partition's leader is killed (`kill N`) and restarted (`start N`),
+/// twice. Every acknowledged record is read back exactly once, and
+/// `kafka-topics --describe` shows the ISR back at 3 each time.
+#[test]
+fn killing_and_restarting_the_leader_loses_no_acknowledged_record() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("cluster");
+    let _down = Down(&state);
+    let bootstrap = cluster(&state, &["up"]).trim().to_owned();
+    let addresses: Vec<String> = bootstrap.split(',').map(str::to_owned).collect();
+    let topic = "acceptance";
+    kafka_topics(
+        &bootstrap,
+        &[
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "3",
+            "--config",
+            "min.insync.replicas=2",
+        ],
+    );
+    let describe = |bootstrap: &str| kafka_topics(bootstrap, &["--describe", "--topic", topic]);
+    let isr_of_three = |bootstrap: &str| {
+        support::poll_until(std::time::Duration::from_secs(60), "an ISR of 3", || {
+            let (leader, isr) = described_leader_and_isr(&describe(bootstrap));
+            (leader >= 1 && isr.len() == 3).then_some(leader)
+        })
+    };
+    let mut acknowledged: Vec<String> = Vec::new();
+    for round in 0..3 {
+        let lines: Vec<String> = (0..200).map(|i| format!("round-{round}-{i}")).collect();
+        support::kcat_produce(
+            &bootstrap,
+            topic,
+            &lines,
+            &["-X", "enable.idempotence=true"],
+        );
+        acknowledged.extend(lines);
+        if round == 2 {
+            break;
+        }
+        let leader = isr_of_three(&bootstrap);
+        cluster(&state, &["kill", &leader.to_string()]);
+        let survivor = addresses
+            .iter()
+            .enumerate()
+            .find(|(i, _)| *i as i32 + 1 != leader)
+            .map(|(_, a)| a.clone())
+            .unwrap();
+        support::poll_until(std::time::Duration::from_secs(60), "a new leader", || {
+            let (now, isr) = described_leader_and_isr(&describe(&survivor));
+            (now >= 1 && now != leader && !isr.contains(&leader)).then_some(())
+        });
+        cluster(&state, &["start", &leader.to_string()]);
+        isr_of_three(&bootstrap);
+    }
+    let consumed = support::kcat_consume(&bootstrap, topic, 0, "beginning");
+    assert_eq!(
+        consumed, acknowledged,
+        "every acknowledged record, once, in order"
+    );
+}

@@ -125,7 +125,7 @@ fn classify(code: i16) -> Option<IsrChangeOutcome> {
         // UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, FENCED_LEADER_EPOCH,
         // INVALID_UPDATE_VERSION, INVALID_REQUEST, INVALID_REPLICA_ASSIGNMENT,
         // NOT_LEADER_OR_FOLLOWER: wait for the image.
-        3 | 100 | 74 | 108 | 42 | 39 | 6 => Some(IsrChangeOutcome::Stale),
+        3 | 100 | 74 | 95 | 42 | 39 | 6 => Some(IsrChangeOutcome::Stale),
         _ => None,
     }
 }
@@ -156,4 +156,42 @@ fn group_by_topic(batch: &[IsrProposal]) -> Vec<AlterPartitionTopic> {
         }
     }
     topics
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kafka's `Partition.handleAlterPartitionError`, one row per error.
+    #[test]
+    fn partition_errors_reset_wait_or_retry_as_kafka() {
+        let rows = [
+            (
+                "OPERATION_NOT_ATTEMPTED",
+                55,
+                Some(IsrChangeOutcome::Rejected),
+            ),
+            ("INELIGIBLE_REPLICA", 107, Some(IsrChangeOutcome::Rejected)),
+            (
+                "UNKNOWN_TOPIC_OR_PARTITION",
+                3,
+                Some(IsrChangeOutcome::Stale),
+            ),
+            ("UNKNOWN_TOPIC_ID", 100, Some(IsrChangeOutcome::Stale)),
+            ("FENCED_LEADER_EPOCH", 74, Some(IsrChangeOutcome::Stale)),
+            ("INVALID_UPDATE_VERSION", 95, Some(IsrChangeOutcome::Stale)),
+            ("INVALID_REQUEST", 42, Some(IsrChangeOutcome::Stale)),
+            (
+                "INVALID_REPLICA_ASSIGNMENT",
+                39,
+                Some(IsrChangeOutcome::Stale),
+            ),
+            ("NOT_CONTROLLER", 41, None),
+            ("REQUEST_TIMED_OUT", 7, None),
+            ("UNKNOWN_SERVER_ERROR", -1, None),
+        ];
+        for (name, code, expected) in rows {
+            assert_eq!(classify(code), expected, "{name}");
+        }
+    }
 }
