@@ -9,25 +9,21 @@
 //! running consumer finds the new one; while fewer brokers are unfenced
 //! than `offsets.topic.replication.factor`, there is no coordinator.
 //!
-//! Partition data is not replicated between brokers yet, so the new
-//! coordinator starts from its own (empty) log of the offsets partition:
-//! the group's committed offsets are lost with the move, which the last test
-//! asserts.
+//! `__consumer_offsets` is replicated (issue 16), so the new coordinator
+//! loads the group and its committed offsets from its own replica, after a
+//! controlled shutdown or a SIGKILL of the old one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use kafka_protocol::messages::incremental_alter_configs_request::{
-    AlterConfigsResource, AlterableConfig,
-};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
     ApiKey, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
-    IncrementalAlterConfigsRequest, ListGroupsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetFetchRequest, ProduceRequest, TopicName,
+    ListGroupsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use weir_integration_tests::clients::{self, RunningClient};
@@ -273,11 +269,6 @@ fn wait_for_consumer(
     running
 }
 
-/// How many `assigned` events (one per completed rebalance) `lines` hold.
-fn assigned_events(lines: &[String]) -> usize {
-    lines.iter().filter(|l| l.starts_with("assigned ")).count()
-}
-
 #[test]
 fn every_node_names_the_offsets_partition_leader_and_others_answer_not_coordinator() {
     let (_brokers, mut clients) = cluster();
@@ -446,34 +437,12 @@ fn kafka_python_bootstrapped_on_another_node_joins_commits_and_resumes() {
     );
 }
 
-/// Sets `unclean.leader.election.enable=true` on `__consumer_offsets`, so
-/// that a live replica outside the ISR (which holds no data yet) takes over
-/// a partition whose leader shuts down, instead of leaving it offline.
-fn allow_unclean_offsets_leaders(client: &mut RawClient) {
-    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
-        AlterConfigsResource::default()
-            .with_resource_type(2)
-            .with_resource_name(text("__consumer_offsets"))
-            .with_configs(vec![AlterableConfig::default()
-                .with_name(text("unclean.leader.election.enable"))
-                .with_config_operation(0)
-                .with_value(Some(text("true")))]),
-    ]);
-    let response = client.send(&request, 1).expect("IncrementalAlterConfigs");
-    assert_eq!(
-        response.responses[0].error_code,
-        error_code::NONE,
-        "{response:?}"
-    );
-}
-
 #[test]
 fn a_running_consumer_finds_the_new_coordinator_after_a_controlled_shutdown() {
     let (mut brokers, mut clients) = cluster();
     let (group, partition) = GROUPS[2];
     let coordinator = agreed_coordinator(&mut clients, group, None);
     let others: Vec<i32> = (1..=3).filter(|&id| id != coordinator).collect();
-    allow_unclean_offsets_leaders(&mut clients[0]);
     // The data lives on the nodes that stay.
     let topic = "moving";
     create_assigned(&mut clients[0], topic, &[&[others[0]], &[others[1]]]);
@@ -503,7 +472,7 @@ fn a_running_consumer_finds_the_new_coordinator_after_a_controlled_shutdown() {
         &["session.timeout.ms=6000"],
     ))
     .expect("consumer");
-    let mut running = wait_for_consumer(running, "the consumer to read the first round", |l| {
+    let running = wait_for_consumer(running, "the consumer to read the first round", |l| {
         first.is_subset(&record_values(l).into_iter().collect())
     });
     let old = index_of(&brokers, coordinator);
@@ -511,10 +480,9 @@ fn a_running_consumer_finds_the_new_coordinator_after_a_controlled_shutdown() {
         let (error, offsets) = committed_offsets(&mut clients[old], group, topic, 2);
         (error == error_code::NONE && offsets == BTreeMap::from([(0, 3), (1, 3)])).then_some(())
     });
-    let assignments = assigned_events(running.lines());
 
-    // SIGTERM: the controlled shutdown moves the offsets partition to a
-    // live replica (unclean: its log of the partition is empty).
+    // SIGTERM: the controlled shutdown moves the offsets partition to an
+    // ISR member, whose replica of it holds the group and its commits.
     let status = brokers[old].shutdown().expect("SIGTERM the coordinator");
     assert!(status.success(), "weir exited with {status}");
     let mut survivors: Vec<RawClient> = others
@@ -528,11 +496,8 @@ fn a_running_consumer_finds_the_new_coordinator_after_a_controlled_shutdown() {
     }
 
     // The running consumer rediscovers the coordinator (its heartbeats
-    // fail over to the new one, which does not know the member) and
-    // rejoins; then it consumes and commits through the new coordinator.
-    let running = wait_for_consumer(running, "the consumer to rejoin the group", |l| {
-        assigned_events(l) > assignments
-    });
+    // fail over to the new one, which loaded the group from its replica),
+    // then consumes and commits through the new coordinator.
     let second = produce_round(&mut survivors, &others, "second");
     let mut running = wait_for_consumer(running, "the consumer to read the second round", |l| {
         second.is_subset(&record_values(l).into_iter().collect())
@@ -542,14 +507,13 @@ fn a_running_consumer_finds_the_new_coordinator_after_a_controlled_shutdown() {
         let (error, offsets) = committed_offsets(on_successor, group, topic, 2);
         (error == error_code::NONE && offsets == BTreeMap::from([(0, 6), (1, 6)])).then_some(())
     });
-    // The old coordinator's commits did not move with the partition (data
-    // is not replicated yet): the rejoined member found no committed
-    // offsets and started again from the earliest records.
+    // The old coordinator's commits moved with the partition (issue 16:
+    // `__consumer_offsets` is replicated): nothing was read again.
     let read = record_values(running.lines());
     for value in &first {
         assert_eq!(
             read.iter().filter(|v| *v == value).count(),
-            2,
+            1,
             "{value} was read again after the move: {read:?}"
         );
     }

@@ -449,8 +449,11 @@ async fn replay_partitions(
         .collect())
 }
 
-/// Replays one partition from its log start to its high watermark into
-/// `groups`.
+/// Replays one partition from its log start to its log end offset into
+/// `groups`. A new leader's high watermark lags until its followers have
+/// fetched from it, while its log already holds every write the old leader
+/// acknowledged (acks=all), which would otherwise be missed; Kafka's
+/// `CoordinatorLoaderImpl` also reads to the log end.
 ///
 /// # Errors
 /// [`GroupStoreError::Storage`] when the log cannot be read; undecodable
@@ -462,10 +465,10 @@ fn replay_partition(
     let tp = partition.topic_partition().clone();
     let read_error = |e: String| GroupStoreError::Storage(format!("reading {tp}: {e}"));
     let mut offset = partition.log_start_offset();
-    let end = partition.high_watermark();
+    let end = partition.log_end_offset();
     while offset < end {
         let data = partition
-            .read(offset, LOAD_BUFFER_BYTES, true)
+            .read_to_log_end(offset, LOAD_BUFFER_BYTES, true)
             .map_err(|e| read_error(e.to_string()))?;
         let Some(slice) = data.records else {
             break;

@@ -288,7 +288,7 @@ impl Reader<'_> {
             return Ok(());
         }
         let read = if self.follower.is_some() {
-            partition.read_for_follower(t.fetch_offset, limit, first)
+            partition.read_to_log_end(t.fetch_offset, limit, first)
         } else {
             partition.read(t.fetch_offset, limit, first)
         };

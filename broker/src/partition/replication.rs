@@ -538,12 +538,13 @@ impl Partition {
         lock(&self.log).latest_epoch()
     }
 
-    /// Reads whole batches from `fetch_offset` up to the log end offset, for
-    /// a follower (Kafka's `FetchIsolation.LOG_END`).
+    /// Reads whole batches from `fetch_offset` up to the log end offset
+    /// (Kafka's `FetchIsolation.LOG_END`): for followers' fetches and the
+    /// group coordinator's load.
     ///
     /// # Errors
     /// `OffsetOutOfRange` outside [log start, log end]; I/O errors.
-    pub fn read_for_follower(
+    pub fn read_to_log_end(
         &self,
         fetch_offset: i64,
         max_bytes: usize,
