@@ -176,7 +176,12 @@ impl Partition {
                 || state.leader.local_broker_id != r.local_broker_id;
             let end = log.log_end_offset();
             if new_leadership {
-                log.maybe_assign_epoch_start_offset(r.leader_epoch, end)?;
+                // An empty log gets the epoch with its first append (as
+                // the leader append assigns new epochs): creating thousands
+                // of partitions then writes no epoch checkpoint each.
+                if end > log.log_start_offset() {
+                    log.maybe_assign_epoch_start_offset(r.leader_epoch, end)?;
+                }
                 state.leader.leader_epoch_start_offset = end;
                 state.leader.pending_isr = None;
                 state.leader.followers = r
