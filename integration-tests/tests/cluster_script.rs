@@ -188,12 +188,9 @@ fn cluster_script_up_with_broker_adds_a_broker_only_fourth_node() {
     cluster(&state, &["down", "--clean"]);
 }
 
-/// Runs Kafka's `kafka-topics` (TopicCommand) against `bootstrap`.
+/// `kafka-topics` with `args`, required to succeed; its stdout.
 fn kafka_topics(bootstrap: &str, args: &[&str]) -> String {
-    let mut command =
-        clients::kafka_tool("org.apache.kafka.tools.TopicCommand").expect("Kafka tools");
-    command.arg("--bootstrap-server").arg(bootstrap).args(args);
-    let output = clients::run(command, None, support::CLIENT_TIMEOUT).expect("kafka-topics");
+    let output = support::kafka_topics(bootstrap, args);
     output.assert_success();
     output.stdout_text()
 }

@@ -14,11 +14,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
-use weir_integration_tests::clients::{self, CommandOutput};
+use weir_integration_tests::clients;
 use weir_integration_tests::records::{self, NewRecord};
 use weir_integration_tests::RawClient;
 
-use crate::support::{self, error_code, TopicInfo, CLIENT_TIMEOUT};
+use crate::support::{self, error_code, kafka_topics, TopicInfo, CLIENT_TIMEOUT};
 
 const REQUEST_TIMED_OUT: i16 = 7;
 const INVALID_PARTITIONS: i16 = 37;
@@ -380,14 +380,6 @@ fn added_partitions_survive_a_restart() {
         vec!["before restart"]
     );
     produce_and_read(&mut client, &versions, &topic, 3, "after restart");
-}
-
-/// Runs Kafka's `kafka-topics` (TopicCommand, Java Admin client) with `args`.
-fn kafka_topics(bootstrap: &str, args: &[&str]) -> CommandOutput {
-    let mut command =
-        clients::kafka_tool("org.apache.kafka.tools.TopicCommand").expect("Kafka tools");
-    command.arg("--bootstrap-server").arg(bootstrap).args(args);
-    clients::run(command, None, CLIENT_TIMEOUT).expect("kafka-topics")
 }
 
 /// `kafka-topics --alter --partitions` (Java Admin `createPartitions`)

@@ -505,3 +505,13 @@ pub fn kcat_produce(bootstrap: &str, topic: &str, lines: &[String], extra: &[&st
     stdin.push(b'\n');
     kcat(bootstrap, &args, Some(stdin));
 }
+
+/// Runs Kafka's `kafka-topics` (TopicCommand, Java Admin client) with `args`
+/// against `bootstrap`.
+#[track_caller]
+pub fn kafka_topics(bootstrap: &str, args: &[&str]) -> CommandOutput {
+    let mut command =
+        clients::kafka_tool("org.apache.kafka.tools.TopicCommand").expect("Kafka tools");
+    command.arg("--bootstrap-server").arg(bootstrap).args(args);
+    clients::run(command, None, CLIENT_TIMEOUT).expect("kafka-topics")
+}
