@@ -293,3 +293,83 @@ fn followers_hold_the_leaders_batches_byte_for_byte() {
         "NOT_LEADER_OR_FOLLOWER from a follower"
     );
 }
+
+/// Sends `signal` (`-STOP`, `-CONT`) to `broker`'s process.
+fn signal(broker: &TestBroker, signal: &str) {
+    let pid = broker.pid().expect("a running broker").to_string();
+    let status = std::process::Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+/// A leader paused with SIGSTOP past its session timeout is fenced and
+/// replaced; an acks=all produce it received while paused is not
+/// acknowledged once it resumes (its followers fetch from the new leader,
+/// so its high watermark cannot pass the write, and its new image makes it
+/// a follower); the record is not in the partition, and the old leader
+/// rejoins the ISR with a log identical to the others.
+#[test]
+fn a_paused_leader_acknowledges_nothing_after_the_new_epoch() {
+    let (brokers, _) = start_three_nodes_with(&FAST_SESSIONS);
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let v = versions(&mut clients[0]);
+    let topic = create_rf3(&mut clients[0], "paused", "2");
+    let leader = wait_for_isr(&mut clients[0], v.metadata, "paused", 3, None);
+    let at = index_of(&brokers, leader);
+    let (error, _) = produce(&mut clients[at], v.produce, &topic, -1, &["before".into()]);
+    assert_eq!(error, error_code::NONE);
+
+    let mut to_paused = support::connect(&brokers[at]);
+    signal(&brokers[at], "-STOP");
+    let produce_version = v.produce;
+    let paused_topic = topic.clone();
+    let during = std::thread::spawn(move || {
+        produce(
+            &mut to_paused,
+            produce_version,
+            &paused_topic,
+            -1,
+            &["during-pause".into()],
+        )
+        .0
+    });
+    let survivor = (0..3).find(|&i| i != at).unwrap();
+    let new_leader = wait_for_isr(
+        &mut clients[survivor],
+        v.metadata,
+        "paused",
+        2,
+        Some(leader),
+    );
+    let new_at = index_of(&brokers, new_leader);
+    let (error, _) = produce(
+        &mut clients[new_at],
+        v.produce,
+        &topic,
+        -1,
+        &["after".into()],
+    );
+    assert_eq!(
+        error,
+        error_code::NONE,
+        "the new leader takes acks=all writes"
+    );
+    signal(&brokers[at], "-CONT");
+
+    let answered = during.join().expect("the paused leader's produce");
+    assert_ne!(
+        answered,
+        error_code::NONE,
+        "the deposed leader acknowledged an acks=all write"
+    );
+    wait_for_isr(&mut clients[new_at], v.metadata, "paused", 3, None);
+    wait_for_high_watermark(&mut clients[new_at], &v, &topic, 2);
+    let stored = support::read_partition(&mut clients[new_at], v.fetch, &topic, 0);
+    assert_eq!(
+        stored.into_values().collect::<Vec<_>>(),
+        ["before", "after"]
+    );
+    assert_replicas_identical(&brokers, "paused");
+}
