@@ -4,8 +4,11 @@
 //! acknowledged record. After each test the replicas' segments are
 //! compared byte for byte.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
@@ -18,7 +21,9 @@ use kafka_protocol::protocol::StrBytes;
 use weir_integration_tests::records::plain_batch;
 use weir_integration_tests::{RawClient, TestBroker};
 
-use crate::cluster::{start_three_nodes_with, topic_state, FAST_SESSIONS};
+use crate::cluster::{
+    start_three_nodes_with, three_free_ports, topic_state, voters_of, FAST_SESSIONS,
+};
 use crate::support::{self, error_code, TopicInfo};
 
 const NOT_ENOUGH_REPLICAS: i16 = 19;
@@ -372,4 +377,185 @@ fn a_paused_leader_acknowledges_nothing_after_the_new_epoch() {
         ["before", "after"]
     );
     assert_replicas_identical(&brokers, "paused");
+}
+
+/// A TCP proxy in front of one broker's REPLICATION listener that can cut
+/// chosen followers off it: it reads each connection's first request
+/// header, takes the follower's id from the client id
+/// (`broker-<id>-fetcher-<n>`), and refuses the connections of a cut
+/// follower (closing the open ones when it is cut).
+struct FetchProxy {
+    port: u16,
+    cut: Arc<Mutex<BTreeSet<i32>>>,
+    open: Arc<Mutex<Vec<(i32, TcpStream)>>>,
+}
+
+impl FetchProxy {
+    fn start(target: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binding the proxy");
+        let port = listener.local_addr().expect("proxy address").port();
+        let cut = Arc::new(Mutex::new(BTreeSet::new()));
+        let open = Arc::new(Mutex::new(Vec::new()));
+        let (c, o) = (cut.clone(), open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let (c, o) = (c.clone(), o.clone());
+                std::thread::spawn(move || relay(client, target, &c, &o));
+            }
+        });
+        FetchProxy { port, cut, open }
+    }
+
+    fn cut(&self, follower: i32) {
+        self.cut.lock().unwrap().insert(follower);
+        for (id, stream) in self.open.lock().unwrap().iter() {
+            if *id == follower {
+                let _ = stream.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    fn heal(&self, follower: i32) {
+        self.cut.lock().unwrap().remove(&follower);
+    }
+}
+
+/// Relays one connection to `target` unless its client is cut off.
+fn relay(
+    mut client: TcpStream,
+    target: u16,
+    cut: &Mutex<BTreeSet<i32>>,
+    open: &Mutex<Vec<(i32, TcpStream)>>,
+) {
+    let mut size = [0u8; 4];
+    if client.read_exact(&mut size).is_err() {
+        return;
+    }
+    let mut frame = vec![0u8; i32::from_be_bytes(size).max(0) as usize];
+    if frame.len() < 10 || client.read_exact(&mut frame).is_err() {
+        return;
+    }
+    // Request header: api key, version, correlation id, then the client
+    // id as an int16-length string (in header v1 and v2 alike).
+    let id_len = i16::from_be_bytes([frame[8], frame[9]]).max(0) as usize;
+    let client_id = String::from_utf8_lossy(frame.get(10..10 + id_len).unwrap_or_default());
+    let follower: i32 = client_id
+        .strip_prefix("broker-")
+        .and_then(|rest| rest.split('-').next())
+        .and_then(|id| id.parse().ok())
+        .unwrap_or(-1);
+    if cut.lock().unwrap().contains(&follower) {
+        return;
+    }
+    let Ok(mut server) = TcpStream::connect(("127.0.0.1", target)) else {
+        return;
+    };
+    if server
+        .write_all(&size)
+        .and_then(|()| server.write_all(&frame))
+        .is_err()
+    {
+        return;
+    }
+    open.lock()
+        .unwrap()
+        .push((follower, client.try_clone().expect("clone")));
+    let (mut from_client, mut to_server) = (
+        client.try_clone().expect("clone"),
+        server.try_clone().expect("clone"),
+    );
+    let upstream = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from_client, &mut to_server);
+        let _ = to_server.shutdown(Shutdown::Both);
+    });
+    let _ = std::io::copy(&mut server, &mut client);
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = upstream.join();
+}
+
+/// A follower cut off from the leader (a proxy on the inter-broker
+/// listener) leaves the ISR after `replica.lag.time.max.ms` and acks=all
+/// writes go on with the other two; healed, it catches up and rejoins the
+/// ISR, and no acknowledged record is lost.
+#[test]
+fn a_follower_cut_off_from_the_leader_leaves_the_isr_and_rejoins_after_healing() {
+    let cluster_id = weir_storage::random_kafka_uuid();
+    let controller_ports = three_free_ports();
+    let replication_ports = three_free_ports();
+    let proxies: Vec<FetchProxy> = replication_ports
+        .iter()
+        .map(|&p| FetchProxy::start(p))
+        .collect();
+    let voters = voters_of(&controller_ports);
+    let starting: Vec<_> = (0..3)
+        .map(|i| {
+            let listeners = format!(
+                "PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+                replication_ports[i], controller_ports[i]
+            );
+            let advertised = format!(
+                "PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:{}",
+                proxies[i].port
+            );
+            let (voters, cluster_id) = (voters.clone(), cluster_id.clone());
+            std::thread::spawn(move || {
+                let mut builder = TestBroker::builder()
+                    .node_id(i as i32 + 1)
+                    .format_cluster_id(&cluster_id)
+                    .override_config("listeners", &listeners)
+                    .override_config("advertised.listeners", &advertised)
+                    .override_config("inter.broker.listener.name", "REPLICATION")
+                    .override_config("controller.quorum.voters", &voters)
+                    .override_config("replica.lag.time.max.ms", "3000");
+                for (key, value) in FAST_SESSIONS {
+                    builder = builder.override_config(key, value);
+                }
+                builder.start()
+            })
+        })
+        .collect();
+    let brokers: Vec<TestBroker> = starting
+        .into_iter()
+        .map(|t| t.join().expect("starter").expect("starting weir"))
+        .collect();
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let v = versions(&mut clients[0]);
+    let topic = create_rf3(&mut clients[0], "cut", "2");
+    let leader = wait_for_isr(&mut clients[0], v.metadata, "cut", 3, None);
+    let at = index_of(&brokers, leader);
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    let mut acknowledged: Vec<String> = Vec::new();
+    let mut produce_ok = |clients: &mut [RawClient], value: String| {
+        let (error, _) = produce(
+            &mut clients[at],
+            v.produce,
+            &topic,
+            -1,
+            std::slice::from_ref(&value),
+        );
+        assert_eq!(error, error_code::NONE, "{value}");
+        acknowledged.push(value);
+    };
+    produce_ok(&mut clients, "before".into());
+
+    proxies[at].cut(follower);
+    // The first write waits for the cut follower until it leaves the ISR.
+    produce_ok(&mut clients, "while-cut-1".into());
+    support::poll_until(
+        Duration::from_secs(30),
+        "the cut follower to leave the ISR",
+        || {
+            let (partitions, _) = topic_state(&mut clients[at], v.metadata, "cut")?;
+            let (_, _, isr, _) = partitions.first()?.clone();
+            (isr.len() == 2 && !isr.contains(&follower)).then_some(())
+        },
+    );
+    produce_ok(&mut clients, "while-cut-2".into());
+
+    proxies[at].heal(follower);
+    wait_for_isr(&mut clients[at], v.metadata, "cut", 3, None);
+    produce_ok(&mut clients, "after".into());
+    let stored = support::read_partition(&mut clients[at], v.fetch, &topic, 0);
+    assert_eq!(stored.into_values().collect::<Vec<_>>(), acknowledged);
+    assert_replicas_identical(&brokers, "cut");
 }
