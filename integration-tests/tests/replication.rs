@@ -559,3 +559,107 @@ fn a_follower_cut_off_from_the_leader_leaves_the_isr_and_rejoins_after_healing()
     assert_eq!(stored.into_values().collect::<Vec<_>>(), acknowledged);
     assert_replicas_identical(&brokers, "cut");
 }
+
+/// The value of a VerifiableProducer `producer_send_success` JSON line
+/// (`{"name":"producer_send_success",...,"value":"42",...}`).
+fn acknowledged_value(line: &str) -> Option<String> {
+    if !line.contains("\"producer_send_success\"") {
+        return None;
+    }
+    let rest = &line[line.find("\"value\":\"")? + "\"value\":\"".len()..];
+    Some(rest[..rest.find('"')?].to_owned())
+}
+
+/// Kafka's ReplicationTest, hard bounce of the partition leader (RF=3,
+/// `min.insync.replicas=2`), with Kafka's own VerifiableProducer
+/// (kafka-tools; acks=all, idempotent by default): it produces throughout
+/// two SIGKILL-and-restart bounces of the leader; afterwards every value it
+/// saw acknowledged is in the partition exactly once, and no value is
+/// there twice.
+#[test]
+fn verifiable_producer_through_hard_bounces_of_the_leader_loses_and_duplicates_nothing() {
+    let (mut brokers, _) = start_three_nodes_with(&FAST_SESSIONS);
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let v = versions(&mut clients[0]);
+    let topic = create_rf3(&mut clients[0], "verifiable", "2");
+    let mut leader = wait_for_isr(&mut clients[0], v.metadata, "verifiable", 3, None);
+    let bootstrap = brokers
+        .iter()
+        .map(TestBroker::bootstrap)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut command =
+        weir_integration_tests::clients::kafka_tool("org.apache.kafka.tools.VerifiableProducer")
+            .expect("Kafka tools");
+    command.args([
+        "--bootstrap-server",
+        &bootstrap,
+        "--topic",
+        "verifiable",
+        "--acks",
+        "-1",
+        "--throughput",
+        "300",
+        "--max-messages",
+        "6000",
+    ]);
+    let mut producer =
+        weir_integration_tests::clients::RunningClient::spawn(command).expect("VerifiableProducer");
+    for bounce in 1..=2 {
+        support::poll_until(Duration::from_secs(60), "acknowledged records", || {
+            let acked = producer
+                .lines()
+                .iter()
+                .filter(|l| acknowledged_value(l).is_some())
+                .count();
+            (acked >= bounce * 1000).then_some(())
+        });
+        let at = index_of(&brokers, leader);
+        brokers[at].kill9().expect("SIGKILL the leader");
+        let survivor = (0..3).find(|&i| i != at).unwrap();
+        leader = wait_for_isr(
+            &mut clients[survivor],
+            v.metadata,
+            "verifiable",
+            2,
+            Some(leader),
+        );
+        brokers[at]
+            .start_again()
+            .expect("restarting the old leader");
+        clients[at] = support::connect(&brokers[at]);
+        wait_for_isr(&mut clients[survivor], v.metadata, "verifiable", 3, None);
+    }
+    let output = producer
+        .finish(Duration::from_secs(120))
+        .expect("VerifiableProducer exit");
+    output.assert_success();
+    let acknowledged: Vec<String> = output
+        .stdout_text()
+        .lines()
+        .filter_map(acknowledged_value)
+        .collect();
+    assert!(
+        acknowledged.len() >= 5000,
+        "{} acknowledged",
+        acknowledged.len()
+    );
+    let at = index_of(&brokers, leader);
+    let stored = support::read_partition(&mut clients[at], v.fetch, &topic, 0);
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for value in stored.values() {
+        *seen.entry(value.as_str()).or_default() += 1;
+    }
+    let duplicated: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(duplicated.is_empty(), "duplicates: {duplicated:?}");
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|v| !seen.contains_key(v.as_str()))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged records lost: {lost:?}",
+        lost.len()
+    );
+    assert_replicas_identical(&brokers, "verifiable");
+}
