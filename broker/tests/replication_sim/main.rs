@@ -49,7 +49,7 @@
 
 mod invariants;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -173,6 +173,9 @@ struct Broker {
     /// Records appended as a follower and not fsynced yet: the fetcher
     /// fsyncs them before its next Fetch reports the new log end.
     unsynced: bool,
+    /// Set when the broker lost power while leading: its high watermark
+    /// and batches then, to find at restart what below it was lost.
+    before_power_loss: Option<(i64, Vec<Batch>)>,
 }
 
 /// The controller's registration of the partition.
@@ -240,6 +243,9 @@ struct Sim {
     next_value: u64,
     step: usize,
     trace: Vec<String>,
+    /// Values a leader lost to a power loss below its high watermark (see
+    /// [`invariants::committed_prefixes_identical`]).
+    lost_unsynced: BTreeSet<Vec<u8>>,
 }
 
 fn topic_partition() -> TopicPartition {
@@ -357,6 +363,7 @@ impl Sim {
                 epoch: 100,
                 incarnation: 0,
                 unsynced: false,
+                before_power_loss: None,
             });
         }
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -384,6 +391,7 @@ impl Sim {
             next_value: 0,
             step: 0,
             trace: Vec::new(),
+            lost_unsynced: BTreeSet::new(),
         };
         for id in BROKERS {
             sim.start(id)?;
@@ -423,9 +431,11 @@ impl Sim {
         self.step = STEPS + 1;
         self.heal()?;
         Ok(format!(
-            "min.insync.replicas {}, {} acknowledged, leader epoch {}, log end {}",
+            "min.insync.replicas {}, {} acknowledged, {} lost unsynced below a high watermark, \
+             leader epoch {}, log end {}",
             self.min_insync_replicas,
             self.acked.len(),
+            self.lost_unsynced.len(),
             self.controller.leader_epoch,
             self.controller
                 .leader
@@ -638,8 +648,15 @@ impl Sim {
             "crash {id} (log end {end:?}){}",
             if power_loss { " with power loss" } else { "" }
         ));
+        let before = match self.partition(id) {
+            Some(p) if power_loss && self.controller.leader == Some(id) => {
+                Some((p.high_watermark(), batches(&log_bytes(&p)?)?))
+            }
+            _ => None,
+        };
         let b = self.broker(id);
         b.partition = None;
+        b.before_power_loss = before;
         if power_loss {
             b.fs.simulate_power_loss()
                 .map_err(|e| format!("power loss on {id}: {e}"))?;
@@ -660,8 +677,26 @@ impl Sim {
 
     fn restart(&mut self, id: i32) -> Result<(), String> {
         self.start(id)?;
-        let end = self.partition(id).map(|p| p.log_end_offset());
-        self.log(format!("restart {id} (log end {end:?})"));
+        let partition = self.partition(id).expect("started");
+        self.log(format!(
+            "restart {id} (log end {})",
+            partition.log_end_offset()
+        ));
+        if let Some((high_watermark, before)) = self.broker(id).before_power_loss.take() {
+            let after = batches(&log_bytes(&partition)?)?;
+            for lost in before
+                .into_iter()
+                .filter(|b| b.offset < high_watermark && !after.contains(b))
+            {
+                self.log(format!(
+                    "documented limit: leader {id} lost unsynced {} at {} below its high \
+                     watermark {high_watermark}",
+                    String::from_utf8_lossy(&lost.value),
+                    lost.offset
+                ));
+                self.lost_unsynced.insert(lost.value);
+            }
+        }
         if self.controller.leader.is_none() && self.controller.isr.contains(&id) {
             self.elect(None);
         }
@@ -1043,7 +1078,7 @@ impl Sim {
         let views = self.views()?;
         let leader_view = views.iter().find(|v| v.broker == l).expect("leader alive");
         invariants::no_acknowledged_batch_lost(&self.acked, leader_view)?;
-        invariants::committed_prefixes_identical(leader_view, &views)
+        invariants::committed_prefixes_identical(leader_view, &views, &self.lost_unsynced)
     }
 
     /// Every broker up, stale responses delivered, AlterPartitions
