@@ -37,6 +37,12 @@
 //! checked; at the end the cluster heals (every broker up, followers fetch
 //! until caught up) and all logs must be byte-identical.
 //!
+//! Found so far: a power loss after a segment roll left a hole below the
+//! log end offset (the old segment's unsynced tail lost, the new segment's
+//! file kept): seed 155 never converged. Fixed in storage (a roll fsyncs
+//! the segment it closes), regression test
+//! `a_power_loss_after_a_roll_leaves_no_hole_below_the_log_end`.
+//!
 //! # Running
 //!
 //! `cargo test -p weir-broker --test replication_sim` runs seeds
