@@ -1104,12 +1104,22 @@ impl Log {
 
     /// [`Log::roll`] with the new segment at `base_offset` (`>=` the log
     /// end offset).
+    ///
+    /// The `.log` file of the segment that becomes inactive is fsynced
+    /// before the new segment is
+    /// created (Kafka schedules that flush asynchronously at the roll,
+    /// `UnifiedLog.roll` with `flushUptoOffsetExclusive`): otherwise a power
+    /// loss could keep the new segment's file (any later directory fsync
+    /// makes its name durable) and lose the old one's unsynced tail, a hole
+    /// below the log end offset that recovery cannot see (the replication
+    /// simulation found it). Only the newest segment can then lose a tail.
     fn roll_at(&mut self, base_offset: i64) -> Result<(), StorageError> {
         let active = self.active_segment()?;
         if active.size() == 0 {
             return Ok(());
         }
         active.on_become_inactive()?;
+        active.sync_log_file()?;
         tracing::debug!(dir = %self.dir.display(), base_offset, "rolling new log segment");
         self.create_segment(base_offset)?;
         self.write_producer_snapshot()

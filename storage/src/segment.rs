@@ -823,6 +823,27 @@ impl LogSegment {
         self.indexes_dirty = true;
     }
 
+    /// fdatasyncs the `.log` file now (a roll, see `Log::roll_at`), as
+    /// [`LogSegment::take_dirty_files`] with the sync done: the next flush
+    /// then owes only the indexes.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the sync fails (the segment stays dirty).
+    pub(crate) fn sync_log_file(&mut self) -> Result<(), StorageError> {
+        if !self.dirty {
+            return Ok(());
+        }
+        FlushFile {
+            file: self.file()?,
+            path: self.log_path.clone(),
+            mark: Some(self.log.sync_mark()),
+        }
+        .sync(&*self.fs)?;
+        self.dirty = false;
+        self.indexes_dirty = true;
+        Ok(())
+    }
+
     /// If changed since the last call: the files to fdatasync. With
     /// `with_indexes` false only the `.log` file is returned (and the index
     /// files stay owed to a later call): enough for the active segment,

@@ -196,7 +196,8 @@ fn torn_write_of_the_last_batch_at_every_byte_then_a_crash_recovers_the_previous
 }
 
 #[test]
-fn power_loss_keeps_exactly_the_flushed_prefix_and_never_less_than_the_recovery_point() {
+fn power_loss_keeps_the_flushed_prefix_and_the_rolled_segments_and_never_less_than_the_recovery_point(
+) {
     for stop in [4, 9, 16, 23, 31] {
         let (dir, fs) = setup();
         let mut log = open_log(&fs, dir.path(), small_segments(), 0);
@@ -213,13 +214,20 @@ fn power_loss_keeps_exactly_the_flushed_prefix_and_never_less_than_the_recovery_
             log.segment_base_offsets().len() > 1 || stop < 10,
             "the test should roll segments"
         );
+        let everything = read_all(&log);
+        let active_base = log.active_segment_base_offset();
         drop(log);
         fs.simulate_power_loss().unwrap();
 
         let (recovery_point, bytes) = flushed;
         let log = open_log(&fs, dir.path(), small_segments(), recovery_point);
         assert!(log.log_end_offset() >= recovery_point, "stop {stop}");
-        assert_eq!(read_all(&log), bytes, "stop {stop}");
+        // The flushed prefix, and every segment a roll made inactive (its
+        // `.log` is fsynced at the roll); never anything else.
+        assert!(log.log_end_offset() >= active_base, "stop {stop}");
+        let kept = read_all(&log);
+        assert!(kept.starts_with(&bytes), "stop {stop}");
+        assert!(everything.starts_with(&kept), "stop {stop}");
         let epochs_ok = log
             .leader_epoch_cache()
             .entries()
@@ -739,4 +747,43 @@ fn only_the_first_flush_of_a_new_partition_syncs_the_log_directory() {
     log.append_as_leader(&batch(2), 0, 0).unwrap();
     log.flush().unwrap();
     assert_eq!(fs.faults_fired(), 1);
+}
+
+/// Regression (the replication simulation, `WEIR_REPL_SIM_SEED=155`): a
+/// power loss after a roll whose previous segment's last batch was not
+/// fsynced yet. The new segment's file survived and the lost batch left a
+/// hole below the log end offset: a read there returned nothing, so a
+/// follower fetching at it never progressed (and the high watermark
+/// covered an offset no replica holds).
+#[test]
+fn a_power_loss_after_a_roll_leaves_no_hole_below_the_log_end() {
+    let (dir, fs) = setup();
+    let mut log = open_log(&fs, dir.path(), small_segments(), 0);
+    let one = |i: i64| Bytes::from(simple_batch(1, 20, 1000 * (i + 1)));
+    let mut i = 0;
+    while log.segment_base_offsets().len() < 2 {
+        log.append_as_leader(&one(i), 0, 0).unwrap();
+        i += 1;
+    }
+    let per_segment = log.segment_base_offsets()[1];
+    while log.log_end_offset() < 2 * per_segment - 1 {
+        log.append_as_leader(&one(i), 0, 0).unwrap();
+        i += 1;
+    }
+    let recovery_point = log.flush().unwrap();
+    // The second segment's last batch, not fsynced; the next rolls.
+    log.append_as_leader(&one(i), 0, 0).unwrap();
+    log.append_as_leader(&one(i + 1), 0, 0).unwrap();
+    assert_eq!(log.segment_base_offsets().len(), 3);
+    drop(log);
+    fs.simulate_power_loss().unwrap();
+    let log = open_log(&fs, dir.path(), small_segments(), recovery_point);
+    for offset in log.log_start_offset()..log.log_end_offset() {
+        let info = log.read(offset, usize::MAX, i64::MAX, true).unwrap();
+        assert!(
+            info.records.is_some(),
+            "offset {offset} below the log end {} reads nothing",
+            log.log_end_offset()
+        );
+    }
 }
