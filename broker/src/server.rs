@@ -283,12 +283,27 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     ));
     // ISR shrinks (Kafka's isr-expiration task): every half of
     // replica.lag.time.max.ms, followers out of sync leave the ISR.
+    // The active controller also reports the partitions without a leader
+    // (Kafka's OfflinePartitionsCount, `weir_offline_partitions`).
     let rm = replica_manager.clone();
+    let quorum = controller.clone();
     tracker.spawn(every(
         (config.replication.replica_lag_time_max_ms / 2).max(1) as u64,
         shutdown.clone(),
         move || {
             rm.maybe_shrink_isrs(crate::handlers::now_ms());
+            let offline = if quorum.is_active() {
+                quorum
+                    .image()
+                    .topics
+                    .values()
+                    .flat_map(|t| t.partitions.values())
+                    .filter(|p| p.leader < 0)
+                    .count()
+            } else {
+                0
+            };
+            metrics::gauge!("weir_offline_partitions").set(offline as f64);
             std::future::ready(())
         },
     ));

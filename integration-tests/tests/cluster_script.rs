@@ -224,7 +224,8 @@ fn described_leader_and_isr(describe: &str) -> (i32, Vec<i32>) {
 /// `min.insync.replicas=2` and an idempotent acks=all producer (kcat); the
 /// partition's leader is killed (`kill N`) and restarted (`start N`),
 /// twice. Every acknowledged record is read back exactly once, and
-/// `kafka-topics --describe` shows the ISR back at 3 each time.
+/// `kafka-topics --describe` shows the ISR back at 3 each time
+/// (`--under-replicated-partitions` lists the partition in between).
 #[test]
 fn killing_and_restarting_the_leader_loses_no_acknowledged_record() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -279,8 +280,27 @@ fn killing_and_restarting_the_leader_loses_no_acknowledged_record() {
             let (now, isr) = described_leader_and_isr(&describe(&survivor));
             (now >= 1 && now != leader && !isr.contains(&leader)).then_some(())
         });
+        let under = |bootstrap: &str| {
+            kafka_topics(
+                bootstrap,
+                &[
+                    "--describe",
+                    "--under-replicated-partitions",
+                    "--topic",
+                    topic,
+                ],
+            )
+        };
+        assert!(
+            under(&survivor).contains("Partition: 0"),
+            "--under-replicated-partitions lists the partition while its ISR is 2"
+        );
         cluster(&state, &["start", &leader.to_string()]);
         isr_of_three(&bootstrap);
+        assert!(
+            !under(&bootstrap).contains("Partition: 0"),
+            "--under-replicated-partitions is empty once the ISR is back to 3"
+        );
     }
     let consumed = support::kcat_consume(&bootstrap, topic, 0, "beginning");
     assert_eq!(

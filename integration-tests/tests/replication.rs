@@ -570,7 +570,7 @@ fn acknowledged_value(line: &str) -> Option<String> {
     Some(rest[..rest.find('"')?].to_owned())
 }
 
-/// Kafka's ReplicationTest, hard bounce of the partition leader (RF=3,
+/// Kafka's ReplicationTest, hard bounce (SIGKILL) of the partition leader (RF=3,
 /// `min.insync.replicas=2`), with Kafka's own VerifiableProducer
 /// (kafka-tools; acks=all, idempotent by default): it produces throughout
 /// two SIGKILL-and-restart bounces of the leader; afterwards every value it
@@ -578,6 +578,26 @@ fn acknowledged_value(line: &str) -> Option<String> {
 /// there twice.
 #[test]
 fn verifiable_producer_through_hard_bounces_of_the_leader_loses_and_duplicates_nothing() {
+    bounce_the_leader_under_verifiable_producer(Bounce::Hard);
+}
+
+/// The clean bounce of Kafka's ReplicationTest: the leader is stopped with
+/// SIGTERM (controlled shutdown moves its leadership first) and restarted.
+#[test]
+fn verifiable_producer_through_clean_bounces_of_the_leader_loses_and_duplicates_nothing() {
+    bounce_the_leader_under_verifiable_producer(Bounce::Clean);
+}
+
+/// How the leader is stopped.
+#[derive(Clone, Copy)]
+enum Bounce {
+    /// SIGKILL.
+    Hard,
+    /// SIGTERM: controlled shutdown.
+    Clean,
+}
+
+fn bounce_the_leader_under_verifiable_producer(bounce_kind: Bounce) {
     let (mut brokers, _) = start_three_nodes_with(&FAST_SESSIONS);
     let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
     let v = versions(&mut clients[0]);
@@ -615,7 +635,13 @@ fn verifiable_producer_through_hard_bounces_of_the_leader_loses_and_duplicates_n
             (acked >= bounce * 1000).then_some(())
         });
         let at = index_of(&brokers, leader);
-        brokers[at].kill9().expect("SIGKILL the leader");
+        match bounce_kind {
+            Bounce::Hard => brokers[at].kill9().expect("SIGKILL the leader"),
+            Bounce::Clean => {
+                let status = brokers[at].shutdown().expect("SIGTERM the leader");
+                assert!(status.success(), "weir exited with {status}");
+            }
+        }
         let survivor = (0..3).find(|&i| i != at).unwrap();
         leader = wait_for_isr(
             &mut clients[survivor],
