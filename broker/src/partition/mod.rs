@@ -125,26 +125,10 @@ impl Partition {
         self.leader_epoch.load(Ordering::Acquire)
     }
 
-    /// Records a new leader epoch from the metadata image.
-    pub fn set_leader_epoch(&self, epoch: i32) {
-        self.leader_epoch.store(epoch, Ordering::Release);
-    }
-
     /// Whether this broker leads the partition (true until the first
     /// [`Partition::set_leader`]).
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::Acquire)
-    }
-
-    /// Records from the metadata image whether this broker leads the
-    /// partition.
-    pub fn set_leader(&self, leader: bool) {
-        self.leader.store(leader, Ordering::Release);
-    }
-
-    /// Records the topic's effective `min.insync.replicas`.
-    pub fn set_min_insync_replicas(&self, min_insync_replicas: i32) {
-        self.replication_state().leader.min_insync_replicas = min_insync_replicas;
     }
 
     /// Records the topic's effective `write.caching` (see
@@ -342,11 +326,13 @@ impl Partition {
             // A retried idempotent batch: nothing new to announce.
             return Ok((info, flush_due));
         }
-        // Followers' parked fetches wake on the new data; consumers' when
-        // the high watermark covers it (below).
-        self.data_arrived.notify_waiters();
         self.log_end_offset_gauge.set(log_end_offset as f64);
-        self.maybe_increment_high_watermark(log_end_offset, crate::handlers::now_ms(), None);
+        // Parked fetches wake once per append: through the high watermark
+        // when it rose (consumers see the records), else here (followers
+        // fetch the new data).
+        if !self.maybe_increment_high_watermark(log_end_offset, crate::handlers::now_ms(), None) {
+            self.data_arrived.notify_waiters();
+        }
         Ok((info, flush_due))
     }
 

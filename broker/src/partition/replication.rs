@@ -251,15 +251,11 @@ impl Partition {
     ) -> Result<Option<IsrProposal>, FollowerFetchError> {
         let proposal = {
             let mut guard = self.replication_state();
-            let state = &mut *guard;
-            let alive = state.alive.clone();
+            let ReplicationState { leader, alive, .. } = &mut *guard;
             let alive_fn = |b: i32| alive.get(&b).copied();
-            state.leader.record_follower_fetch(fetch, &alive_fn)?;
-            let proposal =
-                state
-                    .leader
-                    .isr_to_expand(fetch.replica_id, self.high_watermark(), &alive_fn);
-            self.propose(state, proposal)
+            leader.record_follower_fetch(fetch, &alive_fn)?;
+            let proposal = leader.isr_to_expand(fetch.replica_id, self.high_watermark(), &alive_fn);
+            self.propose(&mut guard, proposal)
         };
         self.maybe_increment_high_watermark(fetch.leader_end_offset, fetch.now_ms, None);
         Ok(proposal)
@@ -360,16 +356,17 @@ impl Partition {
 
     /// Raises the high watermark to what the replicas allow (never lowers
     /// it) on the leader, and wakes what waits for it: acks=all produces
-    /// and consumers' parked fetches. `leader_end_offset` is the log end
-    /// offset the caller saw; `alive` overrides the stored liveness (tests).
+    /// and parked fetches. `leader_end_offset` is the log end offset the
+    /// caller saw; `alive` overrides the stored liveness (tests). Returns
+    /// whether it rose (and so woke them).
     pub(super) fn maybe_increment_high_watermark(
         &self,
         leader_end_offset: i64,
         now_ms: i64,
         alive: Option<AliveBrokerEpoch<'_>>,
-    ) {
+    ) -> bool {
         if !self.is_leader() {
-            return;
+            return false;
         }
         let candidate = {
             let state = self.replication_state();
@@ -382,12 +379,14 @@ impl Partition {
             )
         };
         let Some(candidate) = candidate else {
-            return;
+            return false;
         };
-        if self.high_watermark.fetch_max(candidate, Ordering::AcqRel) < candidate {
+        let raised = self.high_watermark.fetch_max(candidate, Ordering::AcqRel) < candidate;
+        if raised {
             self.replication_changed.notify_waiters();
             self.data_arrived.notify_waiters();
         }
+        raised
     }
 
     /// Waits until the high watermark reaches `required_offset` (the end of
@@ -415,9 +414,7 @@ impl Partition {
             }
             if self.high_watermark() >= required_offset {
                 let state = self.replication_state();
-                let min = (state.leader.min_insync_replicas.max(1) as usize)
-                    .min(state.leader.replicas.len().max(1));
-                return if state.leader.maximal_isr().len() >= min {
+                return if state.leader.maximal_isr_len() >= state.leader.effective_min_isr() {
                     Ok(())
                 } else {
                     Err(ReplicationWait::NotEnoughReplicasAfterAppend)

@@ -448,10 +448,7 @@ impl Fetcher {
             debug!(topic_partition = %tp, error_code = data.error_code, "replica fetch error");
             return Err(Outcome::Delay);
         }
-        let storage_failure = |e: weir_storage::StorageError| {
-            error!(topic_partition = %tp, error = %e, "follower storage error; no longer fetching the partition");
-            Outcome::Fail
-        };
+        let storage_failure = |e| storage_failure(tp, e);
         let diverging = &data.diverging_epoch;
         if diverging.epoch >= 0 || diverging.end_offset >= 0 {
             let fetch_offset = partition.log_end_offset();
@@ -538,10 +535,7 @@ impl Fetcher {
             .list_offset(client, tp, target.leader_epoch, -1)
             .await?;
         let local_end = partition.log_end_offset();
-        let storage_failure = |e: weir_storage::StorageError| {
-            error!(topic_partition = %tp, error = %e, "follower storage error; no longer fetching the partition");
-            Outcome::Fail
-        };
+        let storage_failure = |e| storage_failure(tp, e);
         if leader_end < local_end {
             warn!(topic_partition = %tp, leader_end, local_end, "out of range: truncating to the leader's end");
             self.replica_manager
@@ -621,6 +615,13 @@ impl Fetcher {
             }
         }
     }
+}
+
+/// A follower's storage error: logged, and the partition is no longer
+/// fetched (as Kafka marks it failed).
+fn storage_failure(tp: &TopicPartition, e: weir_storage::StorageError) -> Outcome {
+    error!(topic_partition = %tp, error = %e, "follower storage error; no longer fetching the partition");
+    Outcome::Fail
 }
 
 /// What a partition's failed step asks of its fetcher.

@@ -154,20 +154,40 @@ impl LeaderState {
     /// conservative as either outcome needs.
     pub fn maximal_isr(&self) -> Vec<i32> {
         let mut maximal = self.isr.clone();
-        for b in self.pending_isr.iter().flatten() {
-            if !maximal.contains(b) {
-                maximal.push(*b);
-            }
-        }
+        maximal.extend(self.pending_newcomers());
         maximal
     }
 
-    /// Kafka's strict min ISR (`Partition.isUnderMinIsr` with
-    /// `effectiveMinIsr`): fewer ISR members than `min.insync.replicas`,
-    /// capped at the replica count.
+    /// Whether `broker` is in the [`LeaderState::maximal_isr`] (no
+    /// allocation: the high watermark asks it on every append).
+    pub fn in_maximal_isr(&self, broker: i32) -> bool {
+        self.isr.contains(&broker) || self.pending_newcomers().any(|b| b == broker)
+    }
+
+    /// The size of the [`LeaderState::maximal_isr`].
+    pub fn maximal_isr_len(&self) -> usize {
+        self.isr.len() + self.pending_newcomers().count()
+    }
+
+    /// Members of the pending ISR that the committed one lacks.
+    fn pending_newcomers(&self) -> impl Iterator<Item = i32> + '_ {
+        self.pending_isr
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|b| !self.isr.contains(b))
+    }
+
+    /// Kafka's `Partition.effectiveMinIsr`: `min.insync.replicas` capped at
+    /// the replica count (at least 1).
+    pub fn effective_min_isr(&self) -> usize {
+        (self.min_insync_replicas.max(1) as usize).min(self.replicas.len().max(1))
+    }
+
+    /// Kafka's strict min ISR (`Partition.isUnderMinIsr`): fewer ISR
+    /// members than [`LeaderState::effective_min_isr`].
     pub fn is_under_min_isr(&self) -> bool {
-        let min = (self.min_insync_replicas.max(1) as usize).min(self.replicas.len().max(1));
-        self.isr.len() < min
+        self.isr.len() < self.effective_min_isr()
     }
 
     /// Records a follower's Fetch.
@@ -284,11 +304,10 @@ impl LeaderState {
         if self.is_under_min_isr() {
             return None;
         }
-        let maximal = self.maximal_isr();
         let mut high_watermark = leader_end_offset;
         for (&id, follower) in &self.followers {
             if follower.log_end_offset < high_watermark
-                && (maximal.contains(&id)
+                && (self.in_maximal_isr(id)
                     || (follower.is_caught_up(leader_end_offset, now_ms, max_lag_ms)
                         && self.is_isr_eligible(id, alive)))
             {
@@ -421,6 +440,8 @@ mod tests {
         let mut expand = state(&[1, 2], [Some(100), Some(60)]);
         expand.pending_isr = Some(vec![1, 2, 3]);
         assert_eq!(expand.maximal_isr(), vec![1, 2, 3]);
+        assert_eq!(expand.maximal_isr_len(), 3);
+        assert!(expand.in_maximal_isr(3));
         let fenced_3 = |b: i32| (b != 3).then_some(10);
         assert_eq!(
             expand.high_watermark_candidate(100, 1000, LAG, &fenced_3),
