@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::partition_change::{is_active, partition_change, ChangeTarget};
+use super::partition_change::{effective_min_isr, is_active, PartitionChangeBuilder, StaticConfig};
 use super::ControllerResult;
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, PartitionRegistration, TopicId};
@@ -88,12 +88,17 @@ pub struct AlterPartitionResponse {
 ///    `LeaderRecoveryState.of` throws; Weir answers the partition instead),
 ///    `Recovering` with more than one ISR member, or a change from
 ///    `Recovered` to `Recovering`: [`ControllerError::InvalidRequest`];
-/// 9. a proposed member that is not registered, is fenced (which in Weir
-///    includes shutting down), or whose given broker epoch (unless -1) is
-///    not its current one (KIP-841, KIP-903):
-///    [`ControllerError::IneligibleReplica`], naming the first one.
+/// 9. a proposed member that is not registered, is in controlled shutdown,
+///    is fenced, or whose given broker epoch (unless -1) is not its current
+///    one (KIP-841, KIP-903): [`ControllerError::IneligibleReplica`],
+///    naming the first one.
 ///
-/// An accepted partition whose ISR and recovery state already are the
+/// An accepted change goes through the [`PartitionChangeBuilder`]
+/// (Kafka's): with ELR on, members that leave an ISR falling below the
+/// topic's effective min ISR join the ELR (the high watermark cannot have
+/// passed their log end while they were in the ISR, and cannot move while
+/// it is below the min ISR), and an ISR back at the min ISR clears it. An
+/// accepted partition whose ISR, ELR and recovery state already are the
 /// proposed ones gets its current registration and no record. The leader
 /// never changes here: it is in the new ISR and eligible, so Kafka's
 /// election keeps it. A partition named twice is validated against the
@@ -102,6 +107,7 @@ pub struct AlterPartitionResponse {
 /// INVALID_UPDATE_VERSION instead of a second record.
 pub fn alter_partition(
     image: &MetadataImage,
+    config: &StaticConfig,
     request: &AlterPartitionRequest,
 ) -> ControllerResult<Result<AlterPartitionResponse, ControllerError>> {
     let current = image
@@ -143,15 +149,15 @@ pub fn alter_partition(
             };
             let outcome =
                 validate_alter_partition(image, topic.topic_id, request.broker_id, &p, data).map(
-                    |target| {
+                    |(isr, recovery)| {
                         let live = |r: i32| is_active(image, r);
-                        let change = ChangeTarget {
-                            isr: target.0,
-                            acceptable: &live,
-                            unclean: false,
-                            recovery: target.1,
-                        };
-                        match partition_change(topic.topic_id, index, &p, change) {
+                        let min_isr = effective_min_isr(image, config, topic);
+                        let change =
+                            PartitionChangeBuilder::new(&p, topic.topic_id, index, &live, min_isr)
+                                .elr_enabled(image.elr_enabled())
+                                .target_isr(isr)
+                                .target_recovery(recovery);
+                        match change.build() {
                             Some(record) => {
                                 let after = p.merged(&record);
                                 records.push(MetadataRecord::PartitionChange(record));
@@ -259,6 +265,7 @@ fn validate_alter_partition(
     for &(replica, epoch) in &data.new_isr_with_epochs {
         let reason = match image.brokers.get(&replica) {
             None => Some("not registered".to_string()),
+            Some(b) if b.in_controlled_shutdown => Some("shutting down".to_string()),
             Some(b) if b.fenced => Some("fenced".to_string()),
             Some(b) if epoch != -1 && epoch != b.broker_epoch => Some(format!(
                 "broker epoch mismatch: requested={epoch} VS expected={}",

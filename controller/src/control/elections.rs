@@ -2,9 +2,12 @@
 //! preferred-leader rebalance (Kafka's `ReplicationControlManager.electLeaders`
 //! and `maybeBalancePartitionLeaders`).
 
+use super::partition_change::{
+    effective_min_isr, is_active, Election, PartitionChangeBuilder, StaticConfig,
+};
 use super::ControllerResult;
-use crate::image::MetadataImage;
-use crate::records::{LeaderRecoveryState, MetadataRecord, PartitionChangeRecord};
+use crate::image::{MetadataImage, PartitionRegistration, TopicImage};
+use crate::records::{MetadataRecord, PartitionChangeRecord};
 
 /// The election an ElectLeaders request asks for (KIP-460's
 /// `election_type`; v0 requests are always preferred).
@@ -61,43 +64,33 @@ pub struct TopicElections {
     pub partitions: Vec<(i32, ElectionOutcome)>,
 }
 
-/// The new `(leader, isr)` of `p` under `election` with `live` brokers, as
-/// Kafka's `PartitionChangeBuilder.electLeader` with ELR off, or `None`
-/// when the leader would not change.
-///
-/// - preferred: the first replica if live and in the ISR; else the current
-///   leader if it still is; else the next live ISR member in replica order;
-/// - unclean: the current leader if live and in the ISR; else the first
-///   live ISR member in replica order; else the first live replica, whose
-///   ISR becomes just itself.
+/// The record a preferred or unclean election writes for partition
+/// `partition_id` of `topic` (Kafka's `PartitionChangeBuilder` with
+/// `Election.PREFERRED` or `UNCLEAN`, the topic's effective min ISR, ELR as
+/// the image's feature says), or `None` when nothing would change.
 fn elect_one(
-    p: &crate::image::PartitionRegistration,
+    image: &MetadataImage,
+    config: &StaticConfig,
+    topic: &TopicImage,
+    partition_id: i32,
+    p: &PartitionRegistration,
     election: ElectionType,
-    live: impl Fn(i32) -> bool,
-) -> Option<(i32, Option<Vec<i32>>)> {
-    let valid = |r: i32| p.isr.contains(&r) && live(r);
-    let (leader, isr) = match election {
-        ElectionType::Preferred => {
-            let next = p.replicas.iter().skip(1).copied().find(|&r| valid(r));
-            match p.replicas.first().copied().filter(|&r| valid(r)) {
-                Some(r) => (r, None),
-                None if valid(p.leader) => (p.leader, None),
-                None => (next.unwrap_or(-1), None),
-            }
-        }
-        ElectionType::Unclean => {
-            if valid(p.leader) {
-                (p.leader, None)
-            } else if let Some(r) = p.replicas.iter().copied().find(|&r| valid(r)) {
-                (r, None)
-            } else if let Some(r) = p.replicas.iter().copied().find(|&r| live(r)) {
-                (r, Some(vec![r]))
-            } else {
-                (-1, None)
-            }
-        }
+) -> Option<PartitionChangeRecord> {
+    let acceptable = |r: i32| is_active(image, r);
+    let election = match election {
+        ElectionType::Preferred => Election::Preferred,
+        ElectionType::Unclean => Election::Unclean,
     };
-    (leader != p.leader).then_some((leader, isr))
+    PartitionChangeBuilder::new(
+        p,
+        topic.topic_id,
+        partition_id,
+        &acceptable,
+        effective_min_isr(image, config, topic),
+    )
+    .election(election)
+    .elr_enabled(image.elr_enabled())
+    .build()
 }
 
 /// Runs an ElectLeaders request (KIP-183, KIP-460; Kafka's
@@ -118,6 +111,7 @@ fn elect_one(
 /// elected once.
 pub fn elect_leaders_on_request(
     image: &MetadataImage,
+    config: &StaticConfig,
     election: ElectionType,
     partitions: Option<&[(String, Vec<i32>)]>,
 ) -> ControllerResult<Vec<TopicElections>> {
@@ -135,7 +129,7 @@ pub fn elect_leaders_on_request(
     for (name, indexes) in requested {
         let mut outcomes = Vec::with_capacity(indexes.len());
         for index in indexes {
-            let outcome = match elect_partition(&after, election, &name, index) {
+            let outcome = match elect_partition(&after, config, election, &name, index) {
                 Ok(record) => {
                     // Built from `after`: it replays.
                     let _ = after.apply(&record);
@@ -159,9 +153,11 @@ pub fn elect_leaders_on_request(
     }
 }
 
-/// One partition of [`elect_leaders_on_request`]: its record, or why none.
+/// One partition of [`elect_leaders_on_request`]: its record, or why none
+/// (Kafka's `ReplicationControlManager.electLeader`).
 fn elect_partition(
     image: &MetadataImage,
+    config: &StaticConfig,
     election: ElectionType,
     topic: &str,
     index: i32,
@@ -180,22 +176,11 @@ fn elect_partition(
     if not_needed {
         return Err(ElectionOutcome::NotNeeded);
     }
-    let live = |b: i32| image.brokers.get(&b).is_some_and(|r| !r.fenced);
-    let (leader, isr) = elect_one(p, election, live).ok_or(match election {
+    let record = elect_one(image, config, topic, index, p, election).ok_or(match election {
         ElectionType::Preferred => ElectionOutcome::PreferredLeaderNotAvailable,
         ElectionType::Unclean => ElectionOutcome::EligibleLeadersNotAvailable,
     })?;
-    // An unclean election (a new ISR of the leader alone) leaves the
-    // leader recovering (KIP-704), as Kafka's `PartitionChangeBuilder`.
-    let recovering = isr.is_some() && p.leader_recovery_state != LeaderRecoveryState::Recovering;
-    Ok(MetadataRecord::PartitionChange(PartitionChangeRecord {
-        partition_id: index,
-        topic_id: topic.topic_id,
-        isr,
-        leader: Some(leader),
-        replicas: None,
-        leader_recovery_state: recovering.then_some(LeaderRecoveryState::Recovering),
-    }))
+    Ok(MetadataRecord::PartitionChange(record))
 }
 
 /// Most preferred elections one automatic rebalance pass writes (Kafka's
@@ -215,9 +200,9 @@ pub const MAX_ELECTIONS_PER_IMBALANCE: usize = 1_000;
 /// setting) plays no part.
 pub fn balance_partition_leaders(
     image: &MetadataImage,
+    config: &StaticConfig,
     max_elections: usize,
 ) -> ControllerResult<bool> {
-    let live = |b: i32| image.brokers.get(&b).is_some_and(|r| !r.fenced);
     let mut records = Vec::new();
     for topic in image.topics.values() {
         for (&partition_id, p) in &topic.partitions {
@@ -230,16 +215,15 @@ pub fn balance_partition_leaders(
                     response: true,
                 };
             }
-            if let Some((leader, isr)) = elect_one(p, ElectionType::Preferred, live) {
-                records.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
-                    partition_id,
-                    topic_id: topic.topic_id,
-                    isr,
-                    leader: Some(leader),
-                    replicas: None,
-                    leader_recovery_state: None,
-                }));
-            }
+            let elected = elect_one(
+                image,
+                config,
+                topic,
+                partition_id,
+                p,
+                ElectionType::Preferred,
+            );
+            records.extend(elected.map(MetadataRecord::PartitionChange));
         }
     }
     let more = records.len() >= max_elections;

@@ -9,17 +9,31 @@ use crate::placement::StripedReplicaPlacer;
 use crate::records::{
     ConfigRecord, ConfigResourceType, FenceBrokerRecord, LeaderRecoveryState, MetadataRecord,
     PartitionChangeRecord, PartitionRecord, TopicRecord, UnfenceBrokerRecord,
+    ELIGIBLE_LEADER_REPLICAS_VERSION,
 };
 
+/// An image of `n` registered, unfenced brokers, with ELR off (metadata
+/// written before KIP-966: the rules most tests here pin down); see
+/// [`with_elr`].
 fn image_with_brokers(n: i32) -> MetadataImage {
     let mut image = MetadataImage::new("c");
     for id in 0..n {
-        let r = register_broker(&image, id, uuid::Uuid::new_v4(), vec![], None, false);
+        let r = register(&image, id, None, false);
         for rec in &r.records {
             image.apply(rec).unwrap();
         }
         image.last_applied_offset += 1;
     }
+    image.features.remove(ELIGIBLE_LEADER_REPLICAS_VERSION);
+    image
+}
+
+/// `image` with Eligible Leader Replicas (KIP-966) on, as in a cluster
+/// created by this version.
+fn with_elr(mut image: MetadataImage) -> MetadataImage {
+    image
+        .features
+        .insert(ELIGIBLE_LEADER_REPLICAS_VERSION.to_string(), 1);
     image
 }
 
@@ -27,6 +41,51 @@ fn replay(image: &mut MetadataImage, records: &[MetadataRecord]) {
     for r in records {
         image.apply(r).unwrap();
     }
+}
+
+/// The static config the tests decide with: Kafka's defaults.
+const CONFIG: StaticConfig = StaticConfig {
+    min_insync_replicas: 1,
+};
+
+/// A registration of broker `id` (a new incarnation, no clean shutdown
+/// recorded).
+fn register(
+    image: &MetadataImage,
+    id: i32,
+    rack: Option<String>,
+    fenced: bool,
+) -> ControllerResult<i64> {
+    let request = BrokerRegistrationRequest {
+        broker_id: id,
+        incarnation_id: uuid::Uuid::new_v4(),
+        endpoints: vec![],
+        rack,
+        previous_broker_epoch: -1,
+    };
+    register_broker(image, &CONFIG, request, fenced)
+}
+
+/// A heartbeat of broker `id` answered by a controller that has seen every
+/// active broker at the latest offset.
+fn heartbeat(
+    image: &MetadataImage,
+    id: i32,
+    epoch: i64,
+    metadata_offset: u64,
+    want_shut_down: bool,
+) -> Result<ControllerResult<HeartbeatReply>, ControllerError> {
+    let heartbeat = BrokerHeartbeat {
+        broker_id: id,
+        broker_epoch: epoch,
+        metadata_offset,
+        want_shut_down,
+    };
+    let progress = HeartbeatProgress {
+        controlled_shutdown_offset: None,
+        lowest_active_offset: u64::MAX,
+    };
+    broker_heartbeat(image, &CONFIG, &heartbeat, &progress)
 }
 
 fn topic(name: &str, partitions: i32, rf: i16) -> CreatableTopic {
@@ -561,17 +620,10 @@ fn producer_id_blocks_advance_and_check_broker_epoch() {
 #[test]
 fn broker_epochs_grow_with_each_registration() {
     let mut image = MetadataImage::new("c");
-    let first = register_broker(&image, 1, uuid::Uuid::new_v4(), vec![], None, false);
+    let first = register(&image, 1, None, false);
     replay(&mut image, &first.records);
     image.last_applied_offset = 7;
-    let second = register_broker(
-        &image,
-        1,
-        uuid::Uuid::new_v4(),
-        vec![],
-        Some("r1".into()),
-        false,
-    );
+    let second = register(&image, 1, Some("r1".into()), false);
     assert!(second.response > first.response);
     replay(&mut image, &second.records);
     assert_eq!(image.brokers[&1].broker_epoch, second.response);
@@ -825,6 +877,8 @@ fn image_with_partitions(n: i32, partitions: &[(Vec<i32>, Vec<i32>)]) -> Metadat
             leader_epoch: 0,
             partition_epoch: 0,
             leader_recovery_state: LeaderRecoveryState::Recovered,
+            eligible_leader_replicas: vec![],
+            last_known_elr: vec![],
         }));
     }
     replay(&mut image, &records);
@@ -840,18 +894,18 @@ fn partition(image: &MetadataImage, index: i32) -> (i32, Vec<i32>, i32, i32) {
 fn a_fenced_registration_is_unfenced_by_a_caught_up_heartbeat_only() {
     let mut image = image_with_brokers(1);
     image.last_applied_offset = 10;
-    let r = register_broker(&image, 7, uuid::Uuid::new_v4(), vec![], None, true);
+    let r = register(&image, 7, None, true);
     let epoch = r.response;
     assert_eq!(epoch, 11);
     replay(&mut image, &r.records);
     assert!(image.brokers[&7].fenced);
     assert_eq!(image.unfenced_broker_ids(), vec![0]);
 
-    let behind = broker_heartbeat(&image, 7, epoch, 10, false).unwrap();
+    let behind = heartbeat(&image, 7, epoch, 10, false).unwrap();
     assert!(behind.records.is_empty(), "{behind:?}");
     assert!(behind.response.is_fenced);
 
-    let caught_up = broker_heartbeat(&image, 7, epoch, 11, false).unwrap();
+    let caught_up = heartbeat(&image, 7, epoch, 11, false).unwrap();
     assert_eq!(
         caught_up.records,
         vec![MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
@@ -864,12 +918,12 @@ fn a_fenced_registration_is_unfenced_by_a_caught_up_heartbeat_only() {
     assert_eq!(image.unfenced_broker_ids(), vec![0, 7]);
 
     // An unfenced broker's heartbeat writes nothing.
-    let steady = broker_heartbeat(&image, 7, epoch, 11, false).unwrap();
+    let steady = heartbeat(&image, 7, epoch, 11, false).unwrap();
     assert!(steady.records.is_empty());
     assert!(!steady.response.is_fenced);
 
     assert_eq!(
-        broker_heartbeat(&image, 7, epoch - 1, 11, false),
+        heartbeat(&image, 7, epoch - 1, 11, false),
         Err(ControllerError::StaleBrokerEpoch {
             broker_id: 7,
             requested: epoch - 1,
@@ -877,7 +931,7 @@ fn a_fenced_registration_is_unfenced_by_a_caught_up_heartbeat_only() {
         })
     );
     assert!(matches!(
-        broker_heartbeat(&image, 8, 1, 11, false),
+        heartbeat(&image, 8, 1, 11, false),
         Err(ControllerError::StaleBrokerEpoch { current: None, .. })
     ));
 }
@@ -893,7 +947,7 @@ fn fencing_a_leader_elects_the_next_live_isr_member_or_goes_offline() {
             (vec![2], vec![2]),
         ],
     );
-    let result = fence_brokers(&image, &[0]);
+    let result = fence_brokers(&image, &CONFIG, &[0]);
     assert_eq!(result.response, vec![0]);
     assert!(matches!(
         result.records[0],
@@ -911,13 +965,13 @@ fn fencing_a_leader_elects_the_next_live_isr_member_or_goes_offline() {
     assert_eq!(partition(&image, 3), (2, vec![2], 0, 0));
 
     // Fencing again, or an unknown broker, writes nothing.
-    let again = fence_brokers(&image, &[0, 9]);
+    let again = fence_brokers(&image, &CONFIG, &[0, 9]);
     assert!(again.records.is_empty() && again.response.is_empty());
 
     // The broker's return (a caught-up heartbeat) elects it where the
     // partition is offline with it in the ISR, and nowhere else.
     let epoch = image.brokers[&0].broker_epoch;
-    let back = broker_heartbeat(&image, 0, epoch, u64::MAX, false).unwrap();
+    let back = heartbeat(&image, 0, epoch, u64::MAX, false).unwrap();
     replay(&mut image, &back.records);
     assert_eq!(partition(&image, 1), (0, vec![0], 2, 2));
     assert_eq!(partition(&image, 0), (1, vec![1, 2], 1, 1));
@@ -927,7 +981,7 @@ fn fencing_a_leader_elects_the_next_live_isr_member_or_goes_offline() {
 #[test]
 fn unclean_election_picks_a_live_replica_outside_the_isr_when_enabled() {
     let mut image = image_with_partitions(2, &[(vec![0, 1], vec![0])]);
-    let before = fence_brokers(&image, &[0]);
+    let before = fence_brokers(&image, &CONFIG, &[0]);
     let mut clean = image.clone();
     replay(&mut clean, &before.records);
     assert_eq!(partition(&clean, 0), (-1, vec![0], 1, 1));
@@ -941,7 +995,7 @@ fn unclean_election_picks_a_live_replica_outside_the_isr_when_enabled() {
             value: Some("true".into()),
         })],
     );
-    let result = fence_brokers(&image, &[0]);
+    let result = fence_brokers(&image, &CONFIG, &[0]);
     replay(&mut image, &result.records);
     assert_eq!(partition(&image, 0), (1, vec![1], 1, 1));
     assert_eq!(
@@ -957,13 +1011,13 @@ fn brokers_fenced_together_leave_isrs_one_at_a_time() {
     // return brings the partition back (the earlier one may lack what
     // the later one acknowledged after it left).
     let mut image = image_with_partitions(3, &[(vec![0, 1, 2], vec![0, 1])]);
-    let result = fence_brokers(&image, &[0, 1]);
+    let result = fence_brokers(&image, &CONFIG, &[0, 1]);
     assert_eq!(result.response, vec![0, 1]);
     replay(&mut image, &result.records);
     assert_eq!(partition(&image, 0), (-1, vec![1], 2, 2));
 
     let epoch = image.brokers[&0].broker_epoch;
-    let first_back = broker_heartbeat(&image, 0, epoch, u64::MAX, false).unwrap();
+    let first_back = heartbeat(&image, 0, epoch, u64::MAX, false).unwrap();
     replay(&mut image, &first_back.records);
     assert_eq!(
         partition(&image, 0),
@@ -972,7 +1026,7 @@ fn brokers_fenced_together_leave_isrs_one_at_a_time() {
     );
 
     let epoch = image.brokers[&1].broker_epoch;
-    let last_back = broker_heartbeat(&image, 1, epoch, u64::MAX, false).unwrap();
+    let last_back = heartbeat(&image, 1, epoch, u64::MAX, false).unwrap();
     replay(&mut image, &last_back.records);
     assert_eq!(partition(&image, 0), (1, vec![1], 3, 3));
 }
@@ -982,10 +1036,10 @@ fn fencing_a_follower_only_shrinks_the_isrs_it_is_in() {
     // An ISR member that is already fenced (the last one, kept) is not
     // removed when another broker is fenced.
     let mut image = image_with_partitions(3, &[(vec![0, 1], vec![0]), (vec![1, 2], vec![1, 2])]);
-    let first = fence_brokers(&image, &[0]);
+    let first = fence_brokers(&image, &CONFIG, &[0]);
     replay(&mut image, &first.records);
     assert_eq!(partition(&image, 0), (-1, vec![0], 1, 1));
-    let result = fence_brokers(&image, &[2]);
+    let result = fence_brokers(&image, &CONFIG, &[2]);
     replay(&mut image, &result.records);
     assert_eq!(partition(&image, 0), (-1, vec![0], 1, 1));
     assert_eq!(partition(&image, 1), (1, vec![1], 0, 1));
@@ -1045,6 +1099,8 @@ fn alter_image() -> MetadataImage {
                 leader_epoch: 3,
                 partition_epoch: 5,
                 leader_recovery_state: LeaderRecoveryState::Recovered,
+                eligible_leader_replicas: vec![],
+                last_known_elr: vec![],
             }),
         ],
     );
@@ -1227,7 +1283,7 @@ fn alter_partition_validates_in_kafkas_order() {
     for (rule, isr, edit, expected) in table {
         let mut request = alter_request(&image, isr);
         edit(&mut request);
-        let result = alter_partition(&image, &request);
+        let result = alter_partition(&image, &CONFIG, &request);
         let outcome = only_result(&result);
         let variant = match &outcome {
             Err(e) => format!("{e:?}")
@@ -1247,7 +1303,7 @@ fn alter_partition_names_the_first_ineligible_replica_and_why() {
     let image = alter_image();
     let mut request = alter_request(&image, &[0, 2, 3]);
     request.topics[0].partitions[0].new_isr_with_epochs[1].1 = 99;
-    let outcome = only_result(&alter_partition(&image, &request));
+    let outcome = only_result(&alter_partition(&image, &CONFIG, &request));
     let expected = image.brokers[&2].broker_epoch;
     assert_eq!(
         outcome,
@@ -1265,14 +1321,14 @@ fn alter_partition_from_a_stale_broker_epoch_fails_the_whole_request() {
     let image = alter_image();
     let mut request = alter_request(&image, &[0, 1, 2]);
     request.broker_epoch -= 1;
-    let result = alter_partition(&image, &request);
+    let result = alter_partition(&image, &CONFIG, &request);
     assert!(result.records.is_empty());
     assert!(matches!(
         result.response,
         Err(ControllerError::StaleBrokerEpoch { broker_id: 0, .. })
     ));
     request.broker_id = 5;
-    let unregistered = alter_partition(&image, &request).response;
+    let unregistered = alter_partition(&image, &CONFIG, &request).response;
     assert!(matches!(
         unregistered,
         Err(ControllerError::StaleBrokerEpoch { current: None, .. })
@@ -1285,7 +1341,7 @@ fn alter_partition_expands_and_shrinks_the_isr_bumping_the_partition_epoch_only(
     for (isr, partition_epoch) in [(vec![0, 1, 2], 6), (vec![0, 2], 7), (vec![0], 8)] {
         let mut request = alter_request(&image, &isr);
         request.topics[0].partitions[0].partition_epoch = partition_epoch - 1;
-        let result = alter_partition(&image, &request);
+        let result = alter_partition(&image, &CONFIG, &request);
         assert_eq!(result.records.len(), 1, "{isr:?}");
         let answered = only_result(&result).unwrap();
         replay(&mut image, &result.records);
@@ -1301,7 +1357,7 @@ fn alter_partition_expands_and_shrinks_the_isr_bumping_the_partition_epoch_only(
 #[test]
 fn alter_partition_that_changes_nothing_writes_nothing() {
     let image = alter_image();
-    let result = alter_partition(&image, &alter_request(&image, &[0, 1]));
+    let result = alter_partition(&image, &CONFIG, &alter_request(&image, &[0, 1]));
     assert!(result.records.is_empty());
     assert_eq!(
         only_result(&result),
@@ -1310,7 +1366,7 @@ fn alter_partition_that_changes_nothing_writes_nothing() {
     // Unchecked broker epochs (-1, AlterPartition before v3) are accepted.
     let mut request = alter_request(&image, &[0, 1, 2]);
     request.topics[0].partitions[0].new_isr_with_epochs[2].1 = -1;
-    assert_eq!(alter_partition(&image, &request).records.len(), 1);
+    assert_eq!(alter_partition(&image, &CONFIG, &request).records.len(), 1);
 }
 
 #[test]
@@ -1325,15 +1381,19 @@ fn alter_partition_marks_a_recovering_leader_recovered() {
             leader: None,
             replicas: None,
             leader_recovery_state: Some(LeaderRecoveryState::Recovering),
+            eligible_leader_replicas: None,
+            last_known_elr: None,
         })],
     );
     let mut request = alter_request(&image, &[0]);
     request.topics[0].partitions[0].partition_epoch = 6;
     // Still recovering, alone: nothing changes.
     request.topics[0].partitions[0].leader_recovery_state = 1;
-    assert!(alter_partition(&image, &request).records.is_empty());
+    assert!(alter_partition(&image, &CONFIG, &request)
+        .records
+        .is_empty());
     request.topics[0].partitions[0].leader_recovery_state = 0;
-    let result = alter_partition(&image, &request);
+    let result = alter_partition(&image, &CONFIG, &request);
     replay(&mut image, &result.records);
     let p = &image.topic("t").unwrap().partitions[&0];
     assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovered);
@@ -1346,7 +1406,7 @@ fn alter_partition_named_twice_is_checked_against_the_first_change() {
     let mut request = alter_request(&image, &[0, 1, 2]);
     let again = request.topics[0].partitions[0].clone();
     request.topics[0].partitions.push(again);
-    let result = alter_partition(&image, &request);
+    let result = alter_partition(&image, &CONFIG, &request);
     assert_eq!(result.records.len(), 1);
     let results = &result.response.as_ref().unwrap().topics[0].1;
     assert!(results[0].1.is_ok());
@@ -1361,26 +1421,78 @@ fn alter_partition_named_twice_is_checked_against_the_first_change() {
 }
 
 #[test]
-fn controlled_shutdown_fences_and_moves_leadership() {
-    let mut image = image_with_partitions(2, &[(vec![0, 1], vec![0, 1])]);
+fn controlled_shutdown_moves_leadership_first_and_fences_once_every_active_broker_saw_it() {
+    let mut image = image_with_partitions(3, &[(vec![0, 1], vec![0, 1]), (vec![2, 0], vec![2, 0])]);
     let epoch = image.brokers[&0].broker_epoch;
-    let result = broker_heartbeat(&image, 0, epoch, 0, true).unwrap();
+    // Leading a partition: controlled shutdown, still unfenced, out of
+    // every ISR, its leadership moved.
+    let entered = heartbeat(&image, 0, epoch, 0, true).unwrap();
+    assert_eq!(
+        entered.response,
+        HeartbeatReply {
+            is_fenced: false,
+            in_controlled_shutdown: true,
+            should_shut_down: false,
+        }
+    );
+    replay(&mut image, &entered.records);
+    assert!(image.brokers[&0].in_controlled_shutdown && !image.brokers[&0].fenced);
+    assert_eq!(partition(&image, 0), (1, vec![1], 1, 1));
+    assert_eq!(image.topics["t"].partitions[&1].isr, vec![2]);
+    // Not an acceptable leader nor ISR member any more.
+    assert!(!is_active(&image, 0));
+    // Until the active brokers have applied the offset it entered at (10),
+    // it waits, whatever it asks.
+    let progress = |lowest_active_offset| HeartbeatProgress {
+        controlled_shutdown_offset: Some(10),
+        lowest_active_offset,
+    };
+    let beat = |want_shut_down| BrokerHeartbeat {
+        broker_id: 0,
+        broker_epoch: epoch,
+        metadata_offset: 10,
+        want_shut_down,
+    };
+    for want in [true, false] {
+        let waiting = broker_heartbeat(&image, &CONFIG, &beat(want), &progress(9)).unwrap();
+        assert!(waiting.records.is_empty());
+        assert_eq!(
+            waiting.response,
+            HeartbeatReply {
+                is_fenced: false,
+                in_controlled_shutdown: true,
+                should_shut_down: false,
+            }
+        );
+    }
+    let released = broker_heartbeat(&image, &CONFIG, &beat(true), &progress(10)).unwrap();
+    assert!(released.response.should_shut_down && released.response.is_fenced);
+    replay(&mut image, &released.records);
+    assert!(image.brokers[&0].fenced);
+}
+
+#[test]
+fn a_broker_without_leaderships_asking_to_shut_down_is_fenced_at_once() {
+    let mut image = image_with_partitions(2, &[(vec![0, 1], vec![0, 1])]);
+    let epoch = image.brokers[&1].broker_epoch;
+    let result = heartbeat(&image, 1, epoch, 0, true).unwrap();
     assert_eq!(
         result.response,
         HeartbeatReply {
             is_fenced: true,
-            should_shut_down: true
+            in_controlled_shutdown: false,
+            should_shut_down: true,
         }
     );
     replay(&mut image, &result.records);
-    assert!(image.brokers[&0].fenced);
-    assert_eq!(partition(&image, 0), (1, vec![1], 1, 1));
+    assert!(image.brokers[&1].fenced);
+    assert_eq!(partition(&image, 0), (0, vec![0], 0, 1));
 }
 
 #[test]
 fn re_registering_a_live_broker_fenced_moves_its_leadership_away() {
     let mut image = image_with_partitions(2, &[(vec![0, 1], vec![0, 1]), (vec![0], vec![0])]);
-    let r = register_broker(&image, 0, uuid::Uuid::new_v4(), vec![], None, true);
+    let r = register(&image, 0, None, true);
     replay(&mut image, &r.records);
     assert!(image.brokers[&0].fenced);
     assert_eq!(partition(&image, 0), (1, vec![1], 1, 1));
@@ -1396,7 +1508,7 @@ fn elect(
         .iter()
         .map(|(t, p)| (t.to_string(), p.to_vec()))
         .collect();
-    elect_leaders_on_request(image, election, Some(&partitions))
+    elect_leaders_on_request(image, &CONFIG, election, Some(&partitions))
 }
 
 fn outcomes(result: &ControllerResult<Vec<TopicElections>>) -> Vec<(i32, ElectionOutcome)> {
@@ -1447,7 +1559,7 @@ fn preferred_election_moves_leadership_to_the_first_replica() {
 fn preferred_election_needs_the_first_replica_live_and_in_the_isr() {
     // p0: 0 is live but out of the ISR; p1: 0 is in the ISR but fenced.
     let mut image = image_with_partitions(3, &[(vec![0, 1], vec![1]), (vec![2, 1], vec![1, 2])]);
-    let fenced = fence_brokers(&image, &[2]);
+    let fenced = fence_brokers(&image, &CONFIG, &[2]);
     replay(&mut image, &fenced.records);
     assert_eq!(partition(&image, 1), (1, vec![1], 0, 1));
     let result = elect(&image, ElectionType::Preferred, &[("t", &[0, 1])]);
@@ -1472,7 +1584,7 @@ fn unclean_election_elects_a_live_replica_outside_the_isr() {
             (vec![0], vec![0]),
         ],
     );
-    let fenced = fence_brokers(&image, &[0]);
+    let fenced = fence_brokers(&image, &CONFIG, &[0]);
     replay(&mut image, &fenced.records);
     assert_eq!(partition(&image, 0), (-1, vec![0], 1, 1));
     assert_eq!(partition(&image, 2), (-1, vec![0], 1, 1));
@@ -1523,6 +1635,8 @@ fn unclean_election_prefers_a_live_isr_member() {
             leader: Some(-1),
             replicas: None,
             leader_recovery_state: None,
+            eligible_leader_replicas: None,
+            last_known_elr: None,
         })],
     );
     let result = elect(&image, ElectionType::Unclean, &[("t", &[0])]);
@@ -1569,7 +1683,7 @@ fn all_partitions_leave_out_those_that_need_no_election() {
             topic_id: uuid::Uuid::from_u128(43),
         })],
     );
-    let result = elect_leaders_on_request(&image, ElectionType::Preferred, None);
+    let result = elect_leaders_on_request(&image, &CONFIG, ElectionType::Preferred, None);
     assert_eq!(
         result.response,
         vec![
@@ -1614,11 +1728,11 @@ fn rebalance_elects_available_preferred_replicas_up_to_the_limit() {
     );
     // Balanced partitions and ones whose preferred replica is out of
     // the ISR (p3) write nothing.
-    let one = balance_partition_leaders(&image, 1);
+    let one = balance_partition_leaders(&image, &CONFIG, 1);
     assert_eq!(one.records.len(), 1);
     assert!(one.response, "stopped at the limit: run again");
 
-    let all = balance_partition_leaders(&image, MAX_ELECTIONS_PER_IMBALANCE);
+    let all = balance_partition_leaders(&image, &CONFIG, MAX_ELECTIONS_PER_IMBALANCE);
     assert!(!all.response);
     assert_eq!(all.records.len(), 2, "{:?}", all.records);
     replay(&mut image, &all.records);
@@ -1629,8 +1743,397 @@ fn rebalance_elects_available_preferred_replicas_up_to_the_limit() {
 
     // A fenced preferred replica is not elected.
     let mut fenced = image_with_partitions(2, &[(vec![0, 1], vec![1, 0])]);
-    let r = fence_brokers(&fenced, &[0]);
+    let r = fence_brokers(&fenced, &CONFIG, &[0]);
     replay(&mut fenced, &r.records);
-    let none = balance_partition_leaders(&fenced, MAX_ELECTIONS_PER_IMBALANCE);
+    let none = balance_partition_leaders(&fenced, &CONFIG, MAX_ELECTIONS_PER_IMBALANCE);
     assert!(none.records.is_empty() && !none.response);
+}
+
+/// One row of the ELR table: a partition, what the builder is asked, and
+/// the record it must write (`None`: no change).
+struct ElrCase {
+    name: &'static str,
+    isr: &'static [i32],
+    elr: &'static [i32],
+    last_known_elr: &'static [i32],
+    leader: i32,
+    /// Replicas that may lead.
+    acceptable: &'static [i32],
+    target_isr: Option<&'static [i32]>,
+    unclean_shutdown: &'static [i32],
+    election: Election,
+    expect: Option<PartitionChangeRecord>,
+}
+
+/// The expected record for an [`ElrCase`]: partition 0 of topic 42.
+fn change(f: impl FnOnce(&mut PartitionChangeRecord)) -> Option<PartitionChangeRecord> {
+    let mut record = PartitionChangeRecord {
+        topic_id: uuid::Uuid::from_u128(42),
+        ..PartitionChangeRecord::default()
+    };
+    f(&mut record);
+    Some(record)
+}
+
+/// Kafka 4.1's `PartitionChangeBuilderTest` ELR cases (replicas 1-4, min
+/// ISR 3, ELR on, `useLastKnownLeaderInBalancedRecovery` as Kafka sets it),
+/// one row each, plus the ELR-off rule that keeps the last ISR member.
+#[test]
+fn partition_change_builder_follows_kafkas_elr_rules() {
+    use super::partition_change::{Election, PartitionChangeBuilder};
+    let cases = [
+        ElrCase {
+            name: "lastKnownElrShouldBePopulatedWhenNoLeader",
+            isr: &[1],
+            elr: &[2],
+            last_known_elr: &[],
+            leader: 1,
+            acceptable: &[],
+            target_isr: None,
+            unclean_shutdown: &[],
+            election: Election::Preferred,
+            expect: change(|r| {
+                r.leader = Some(-1);
+                r.last_known_elr = Some(vec![1]);
+            }),
+        },
+        ElrCase {
+            name: "IsrExpandAboveMinISR clears the ELR",
+            isr: &[1, 2],
+            elr: &[3],
+            last_known_elr: &[4],
+            leader: 1,
+            acceptable: &[1, 2, 4],
+            target_isr: Some(&[1, 2, 3]),
+            unclean_shutdown: &[],
+            election: Election::Preferred,
+            expect: change(|r| {
+                r.isr = Some(vec![1, 2, 3]);
+                r.eligible_leader_replicas = Some(vec![]);
+            }),
+        },
+        ElrCase {
+            name: "IsrAddNewMemberNotInELR keeps the ELR",
+            isr: &[1],
+            elr: &[3],
+            last_known_elr: &[2],
+            leader: 1,
+            acceptable: &[1, 2, 4],
+            target_isr: Some(&[1, 4]),
+            unclean_shutdown: &[],
+            election: Election::Preferred,
+            expect: change(|r| r.isr = Some(vec![1, 4])),
+        },
+        ElrCase {
+            name: "RemoveUncleanShutdownReplicasFromElr",
+            isr: &[1],
+            elr: &[2, 3],
+            last_known_elr: &[],
+            leader: 1,
+            acceptable: &[1, 2, 4],
+            target_isr: None,
+            unclean_shutdown: &[3],
+            election: Election::Preferred,
+            expect: change(|r| r.eligible_leader_replicas = Some(vec![2])),
+        },
+        ElrCase {
+            name: "ElrCanBeElected: the ISR empties, an ELR member leads",
+            isr: &[1],
+            elr: &[3],
+            last_known_elr: &[],
+            leader: 1,
+            acceptable: &[2, 3, 4],
+            target_isr: Some(&[]),
+            unclean_shutdown: &[],
+            election: Election::Preferred,
+            expect: change(|r| {
+                r.isr = Some(vec![3]);
+                r.eligible_leader_replicas = Some(vec![1]);
+                r.leader = Some(3);
+            }),
+        },
+        ElrCase {
+            name: "IsrCanShrinkToZero: every member goes to the ELR",
+            isr: &[1, 2, 3, 4],
+            elr: &[],
+            last_known_elr: &[],
+            leader: 1,
+            acceptable: &[],
+            target_isr: Some(&[]),
+            unclean_shutdown: &[],
+            election: Election::Preferred,
+            expect: change(|r| {
+                r.isr = Some(vec![]);
+                r.leader = Some(-1);
+                r.eligible_leader_replicas = Some(vec![1, 2, 3, 4]);
+                r.last_known_elr = Some(vec![1]);
+            }),
+        },
+        ElrCase {
+            name: "an unclean shutdown leaves the ELR but not the last known leader",
+            isr: &[],
+            elr: &[1, 2, 3, 4],
+            last_known_elr: &[1],
+            leader: -1,
+            acceptable: &[],
+            target_isr: None,
+            unclean_shutdown: &[2],
+            election: Election::Preferred,
+            expect: change(|r| r.eligible_leader_replicas = Some(vec![1, 3, 4])),
+        },
+        ElrCase {
+            name: "ElectLastKnownLeader: recovering, the ISR its leader alone",
+            isr: &[],
+            elr: &[],
+            last_known_elr: &[1],
+            leader: -1,
+            acceptable: &[1, 2, 3, 4],
+            target_isr: Some(&[]),
+            unclean_shutdown: &[],
+            election: Election::Preferred,
+            expect: change(|r| {
+                r.isr = Some(vec![1]);
+                r.leader = Some(1);
+                r.leader_recovery_state = Some(LeaderRecoveryState::Recovering);
+                r.last_known_elr = Some(vec![]);
+            }),
+        },
+        ElrCase {
+            name: "ElectLastKnownLeaderShouldFail while the ELR has a member",
+            isr: &[],
+            elr: &[3],
+            last_known_elr: &[1],
+            leader: -1,
+            acceptable: &[1, 2, 4],
+            target_isr: Some(&[]),
+            unclean_shutdown: &[],
+            election: Election::Preferred,
+            expect: None,
+        },
+        ElrCase {
+            name: "NotEligibleLastKnownLeader (online)",
+            isr: &[],
+            elr: &[],
+            last_known_elr: &[1],
+            leader: -1,
+            acceptable: &[],
+            target_isr: Some(&[]),
+            unclean_shutdown: &[],
+            election: Election::Online,
+            expect: None,
+        },
+        ElrCase {
+            name: "NotEligibleLastKnownLeader (unclean)",
+            isr: &[],
+            elr: &[],
+            last_known_elr: &[1],
+            leader: -1,
+            acceptable: &[],
+            target_isr: Some(&[]),
+            unclean_shutdown: &[],
+            election: Election::Unclean,
+            expect: None,
+        },
+    ];
+    for case in cases {
+        let p = PartitionRegistration {
+            replicas: vec![1, 2, 3, 4],
+            isr: case.isr.to_vec(),
+            leader: case.leader,
+            leader_epoch: 100,
+            partition_epoch: 200,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
+            elr: case.elr.to_vec(),
+            last_known_elr: case.last_known_elr.to_vec(),
+        };
+        let acceptable = |r: i32| case.acceptable.contains(&r);
+        let mut builder =
+            PartitionChangeBuilder::new(&p, uuid::Uuid::from_u128(42), 0, &acceptable, 3)
+                .elr_enabled(true)
+                .election(case.election)
+                .unclean_shutdown_replicas(case.unclean_shutdown.to_vec());
+        if let Some(isr) = case.target_isr {
+            builder = builder.target_isr(isr.to_vec());
+        }
+        assert_eq!(builder.build(), case.expect, "{}", case.name);
+    }
+    // ELR off: an empty target ISR keeps the ISR (its last member named).
+    let p = PartitionRegistration {
+        replicas: vec![1, 2],
+        isr: vec![1],
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        leader_recovery_state: LeaderRecoveryState::Recovered,
+        elr: vec![],
+        last_known_elr: vec![],
+    };
+    let none = |_: i32| false;
+    let off = PartitionChangeBuilder::new(&p, uuid::Uuid::from_u128(42), 0, &none, 2)
+        .target_isr(vec![])
+        .build();
+    assert_eq!(off, change(|r| r.leader = Some(-1)));
+}
+
+/// `(leader, isr, elr, last known elr)` of partition `index` of "t".
+fn elr_state(image: &MetadataImage, index: i32) -> (i32, Vec<i32>, Vec<i32>, Vec<i32>) {
+    let p = &image.topic("t").unwrap().partitions[&index];
+    (
+        p.leader,
+        p.isr.clone(),
+        p.elr.clone(),
+        p.last_known_elr.clone(),
+    )
+}
+
+/// `image` with "t"'s `min.insync.replicas` set to `value`.
+fn with_min_isr(mut image: MetadataImage, value: &str) -> MetadataImage {
+    let records = alter_topic_configs(
+        &image,
+        "t",
+        vec![(MIN_INSYNC_REPLICAS.into(), Some(value.into()))],
+    )
+    .unwrap()
+    .records;
+    replay(&mut image, &records);
+    image
+}
+
+/// Kafka's ELR scenario (KIP-966), on the pure controller: RF=3,
+/// `min.insync.replicas=2`; two ISR members shut down cleanly one after the
+/// other, then the leader is fenced (its process killed). The partition
+/// keeps the clean member as an eligible leader, which leads again (a clean
+/// election) once it is back, while the killed leader returning after an
+/// unclean shutdown leaves the ELR.
+#[test]
+fn eligible_leader_replicas_keep_a_clean_replica_electable_after_the_isr_empties() {
+    let image = with_elr(image_with_partitions(3, &[(vec![0, 1, 2], vec![0, 1, 2])]));
+    let mut image = with_min_isr(image, "2");
+    // Broker 1 shuts down cleanly: the ISR stays at the min ISR, no ELR.
+    let epoch1 = image.brokers[&1].broker_epoch;
+    let r = heartbeat(&image, 1, epoch1, 0, true).unwrap();
+    assert!(r.response.should_shut_down);
+    replay(&mut image, &r.records);
+    assert_eq!(elr_state(&image, 0), (0, vec![0, 2], vec![], vec![]));
+    // Broker 2 shuts down cleanly: below the min ISR, it joins the ELR.
+    let epoch2 = image.brokers[&2].broker_epoch;
+    let r = heartbeat(&image, 2, epoch2, 0, true).unwrap();
+    replay(&mut image, &r.records);
+    assert_eq!(elr_state(&image, 0), (0, vec![0], vec![2], vec![]));
+    // The leader's session expires: the ISR empties, the leader is kept in
+    // the ELR and as the last known leader; no unclean election.
+    let r = fence_brokers(&image, &CONFIG, &[0]);
+    replay(&mut image, &r.records);
+    assert_eq!(elr_state(&image, 0), (-1, vec![], vec![0, 2], vec![0]));
+    // Broker 2 restarts after its clean shutdown (its marker holds the
+    // epoch it had): it stays eligible and, once unfenced, leads cleanly.
+    image.last_applied_offset += 10;
+    let request = BrokerRegistrationRequest {
+        broker_id: 2,
+        incarnation_id: uuid::Uuid::new_v4(),
+        endpoints: vec![],
+        rack: None,
+        previous_broker_epoch: epoch2,
+    };
+    let registered = register_broker(&image, &CONFIG, request, true);
+    replay(&mut image, &registered.records);
+    assert_eq!(elr_state(&image, 0), (-1, vec![], vec![0, 2], vec![0]));
+    let new_epoch2 = registered.response;
+    let r = heartbeat(&image, 2, new_epoch2, u64::MAX, false).unwrap();
+    replay(&mut image, &r.records);
+    assert_eq!(elr_state(&image, 0), (2, vec![2], vec![0], vec![]));
+    assert_eq!(
+        image.topics["t"].partitions[&0].leader_recovery_state,
+        LeaderRecoveryState::Recovered,
+        "a clean election"
+    );
+    // The killed leader registers again without a clean-shutdown epoch:
+    // it leaves the ELR (it may have lost what it acknowledged).
+    image.last_applied_offset += 10;
+    let r = register(&image, 0, None, true);
+    replay(&mut image, &r.records);
+    assert_eq!(elr_state(&image, 0), (2, vec![2], vec![], vec![]));
+}
+
+#[test]
+fn an_unclean_restart_leaves_the_elr_and_a_clean_one_stays() {
+    let base = with_min_isr(
+        with_elr(image_with_partitions(3, &[(vec![0, 1, 2], vec![0, 1, 2])])),
+        "3",
+    );
+    // Fence 1 then 2: both go to the ELR (below min ISR 3).
+    let r = fence_brokers(&base, &CONFIG, &[1, 2]);
+    let mut image = base.clone();
+    replay(&mut image, &r.records);
+    assert_eq!(elr_state(&image, 0), (0, vec![0], vec![1, 2], vec![]));
+    image.last_applied_offset += 10;
+    for (broker, previous_epoch, elr_after) in [
+        (1, image.brokers[&1].broker_epoch, vec![1, 2]),
+        (2, -1, vec![1]),
+    ] {
+        let request = BrokerRegistrationRequest {
+            broker_id: broker,
+            incarnation_id: uuid::Uuid::new_v4(),
+            endpoints: vec![],
+            rack: None,
+            previous_broker_epoch: previous_epoch,
+        };
+        let r = register_broker(&image, &CONFIG, request, true);
+        replay(&mut image, &r.records);
+        image.last_applied_offset += 1;
+        assert_eq!(
+            image.topics["t"].partitions[&0].elr, elr_after,
+            "broker {broker}"
+        );
+    }
+}
+
+#[test]
+fn changing_min_insync_replicas_clears_the_elr() {
+    let image = with_min_isr(
+        with_elr(image_with_partitions(3, &[(vec![0, 1, 2], vec![0, 1, 2])])),
+        "3",
+    );
+    let r = fence_brokers(&image, &CONFIG, &[1]);
+    let mut image = image;
+    replay(&mut image, &r.records);
+    assert_eq!(image.topics["t"].partitions[&0].elr, vec![1]);
+    let image = with_min_isr(image, "2");
+    assert_eq!(elr_state(&image, 0), (0, vec![0, 2], vec![], vec![]));
+}
+
+#[test]
+fn elr_is_on_for_a_new_cluster_only() {
+    let fresh = MetadataImage::new("c");
+    let r = register(&fresh, 0, None, true);
+    let mut image = fresh.clone();
+    replay(&mut image, &r.records);
+    assert!(
+        image.elr_enabled(),
+        "the first registration of a new cluster"
+    );
+    // Metadata that already has a broker (an older Weir's) keeps ELR off.
+    let mut older = image_with_brokers(1);
+    let r = register(&older, 1, None, true);
+    replay(&mut older, &r.records);
+    assert!(!older.elr_enabled());
+}
+
+#[test]
+fn the_static_min_insync_replicas_is_the_last_fallback() {
+    let image = image_with_partitions(3, &[(vec![0, 1, 2], vec![0, 1, 2])]);
+    let topic = &image.topics["t"];
+    let static_two = StaticConfig {
+        min_insync_replicas: 2,
+    };
+    assert_eq!(effective_min_isr(&image, &static_two, topic), 2);
+    let capped = StaticConfig {
+        min_insync_replicas: 5,
+    };
+    assert_eq!(effective_min_isr(&image, &capped, topic), 3, "capped at RF");
+    let image = with_min_isr(image, "1");
+    assert_eq!(
+        effective_min_isr(&image, &static_two, &image.topics["t"]),
+        1
+    );
 }

@@ -4,13 +4,14 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::partition_change::{is_active, MIN_INSYNC_REPLICAS};
 use super::ControllerResult;
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
 use crate::placement::ReplicaPlacer;
 use crate::records::{
-    ConfigRecord, ConfigResourceType, LeaderRecoveryState, MetadataRecord, PartitionRecord,
-    RemoveTopicRecord, TopicRecord,
+    ConfigRecord, ConfigResourceType, LeaderRecoveryState, MetadataRecord, PartitionChangeRecord,
+    PartitionRecord, RemoveTopicRecord, TopicRecord,
 };
 
 /// One topic of a CreateTopics request, with broker defaults already resolved.
@@ -328,6 +329,8 @@ fn topic_records(
             leader_epoch: 0,
             partition_epoch: 0,
             leader_recovery_state: LeaderRecoveryState::Recovered,
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
         }));
     }
     for (name, value) in &topic.configs {
@@ -347,14 +350,13 @@ fn topic_records(
 }
 
 /// The replicas of `replicas` (in assignment order) that may be in an ISR:
-/// registered and unfenced (Kafka's `ClusterControlManager.isActive`, which
-/// also excludes brokers in controlled shutdown; Weir fences a broker as
-/// soon as it asks to shut down, so unfenced covers both).
+/// registered, unfenced and not in controlled shutdown (Kafka's
+/// `ClusterControlManager.isActive`).
 fn usable_replicas(image: &MetadataImage, replicas: &[i32]) -> Vec<i32> {
     replicas
         .iter()
         .copied()
-        .filter(|b| image.brokers.get(b).is_some_and(|r| !r.fenced))
+        .filter(|&b| is_active(image, b))
         .collect()
 }
 
@@ -519,9 +521,44 @@ pub fn alter_topic_configs(
         })
         .collect();
     Ok(ControllerResult {
-        records,
+        records: with_elr_cleared_on_min_isr_change(image, topic, records),
         response: (),
     })
+}
+
+/// `records` followed, when ELR is on and they set or delete the topic's
+/// `min.insync.replicas`, by one `PartitionChangeRecord` per partition of
+/// `topic` with an ELR or last known leader that empties both: an ELR
+/// computed against the old minimum no longer says who holds the high
+/// watermark (Kafka's `ConfigurationControlManager.createClearElrRecordsAsNeeded`
+/// writes one `ClearElrRecord`, which replays to exactly these changes).
+fn with_elr_cleared_on_min_isr_change(
+    image: &MetadataImage,
+    topic: &str,
+    mut records: Vec<MetadataRecord>,
+) -> Vec<MetadataRecord> {
+    let changes_min_isr = records
+        .iter()
+        .any(|r| matches!(r, MetadataRecord::Config(c) if c.name == MIN_INSYNC_REPLICAS));
+    let Some(topic) = image
+        .topic(topic)
+        .filter(|_| changes_min_isr && image.elr_enabled())
+    else {
+        return records;
+    };
+    for (&partition_id, p) in &topic.partitions {
+        if p.elr.is_empty() && p.last_known_elr.is_empty() {
+            continue;
+        }
+        records.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
+            partition_id,
+            topic_id: topic.topic_id,
+            eligible_leader_replicas: Some(Vec::new()),
+            last_known_elr: Some(Vec::new()),
+            ..PartitionChangeRecord::default()
+        }));
+    }
+    records
 }
 
 /// One topic of a CreatePartitions request (Kafka's `CreatePartitionsTopic`).
@@ -772,6 +809,8 @@ fn partition_records(
                 leader_epoch: 0,
                 partition_epoch: 0,
                 leader_recovery_state: LeaderRecoveryState::Recovered,
+                eligible_leader_replicas: Vec::new(),
+                last_known_elr: Vec::new(),
             }))
         })
         .collect()
@@ -816,7 +855,7 @@ pub fn replace_topic_configs(
         .filter(|k| !configs.contains_key(*k))
         .map(|k| record(k, None));
     Ok(ControllerResult {
-        records: set.chain(deleted).collect(),
+        records: with_elr_cleared_on_min_isr_change(image, topic, set.chain(deleted).collect()),
         response: (),
     })
 }
