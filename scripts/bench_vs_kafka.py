@@ -709,6 +709,19 @@ def run_cluster(kind, args, tmp, rnd):
     return res
 
 
+def probe_figures(key, run, setting):
+    """The rows of one weir-latency-probe run (keys `<key>_rate`, `<key>_ack_<q>`,
+    `<key>_e2e_<q>`): the rate reached, then send-to-ack and end-to-end p50, p99, p99.9."""
+    return [
+        (f"{key}_rate", f"probe run {run}: rate reached (target {LATENCY_RATE})", "rec/s",
+         "at target", LATENCY_PROBE),
+        *((f"{key}_{kind}_{q}", f"{label} latency {q.replace('p999', 'p99.9')} at "
+           f"{LATENCY_RATE} rec/s, {setting}", "ms", "lower", LATENCY_PROBE)
+          for kind, label in (("ack", "send-to-ack"), ("e2e", "end-to-end"))
+          for q in ("p50", "p99", "p999")),
+    ]
+
+
 # (key, label, unit, better, load generator)
 FIGURES = [
     ("produce_acks1_p1_mb_s", "produce acks=1, 1 partition", "MiB/s", "higher", PP),
@@ -729,15 +742,8 @@ FIGURES = [
      "lower", PP),
     ("produce_latency_p999_ms", f"send-to-ack latency p99.9 at {LATENCY_RATE} rec/s, acks=1", "ms",
      "lower", PP),
-    *(fig for acks in PROBE_ACKS for fig in (
-        (f"probe_acks{acks}_rate", f"probe run acks={acks}: rate reached (target {LATENCY_RATE})",
-         "rec/s", "at target", LATENCY_PROBE),
-        *((f"probe_acks{acks}_{kind}_{q}",
-           f"{label} latency {q.replace('p999', 'p99.9')} at {LATENCY_RATE} rec/s, "
-           f"acks={acks}, 16 partitions", "ms", "lower", LATENCY_PROBE)
-          for kind, label in (("ack", "send-to-ack"), ("e2e", "end-to-end"))
-          for q in ("p50", "p99", "p999")),
-    )),
+    *(fig for acks in PROBE_ACKS
+      for fig in probe_figures(f"probe_acks{acks}", f"acks={acks}", f"acks={acks}, 16 partitions")),
     ("e2e_rate_rec_s", f"end-to-end run: rate reached (target {LATENCY_RATE})", "rec/s", "at target",
      RDK),
     ("e2e_latency_p50_ms", f"end-to-end latency p50 at {LATENCY_RATE} rec/s, acks=1, 1 partition",
@@ -794,15 +800,8 @@ REPLICATED_FIGURES = [
          f"machine CPUs busy (of {os.cpu_count()}) while producing, {what}", "CPUs", "context",
          "/proc/stat"),
     )),
-    *(fig for variant, what in REPLICATED_VARIANTS for fig in (
-        (f"probe_{variant}_rate", f"probe run: rate reached (target {LATENCY_RATE}), {what}",
-         "rec/s", "at target", LATENCY_PROBE),
-        *((f"probe_{variant}_{kind}_{q}",
-           f"{label} latency {q.replace('p999', 'p99.9')} at {LATENCY_RATE} rec/s, "
-           f"{REPLICATED}, {what}", "ms", "lower", LATENCY_PROBE)
-          for kind, label in (("ack", "send-to-ack"), ("e2e", "end-to-end"))
-          for q in ("p50", "p99", "p999")),
-    )),
+    *(fig for variant, what in REPLICATED_VARIANTS
+      for fig in probe_figures(f"probe_{variant}", what, f"{REPLICATED}, {what}")),
     ("rss_idle_mb", "summed broker RSS idle (VmRSS)", "MiB", "lower", f"{SUMMED}/status"),
     ("rss_after_produce_mb", "summed broker RSS after the produce scenarios (VmRSS)", "MiB",
      "lower", f"{SUMMED}/status"),
