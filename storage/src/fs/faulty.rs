@@ -24,10 +24,16 @@
 //! disappears, and a durable name removed or renamed away since comes back.
 //! Everything under the root at construction time counts as durable.
 //!
+//! A failed `fdatasync` syncs nothing and, by default, loses nothing. With
+//! [`Fault::dropping_dirty_pages`] it behaves as Linux does after a
+//! writeback error (the "fsyncgate" of 2018): the file's dirty pages are
+//! marked clean without reaching the disk, the error is reported once, and
+//! later `fdatasync`s of the file succeed; the bytes written since the last
+//! successful sync never become durable (a power loss leaves zeros there)
+//! unless they are written again.
+//!
 //! Limits: directories themselves are durable as soon as they are created,
-//! renamed or removed (only file entries are modelled); a failed `fdatasync`
-//! syncs nothing and loses nothing (Linux may instead drop the dirty pages and
-//! report success to the next `fdatasync`); power loss is all-or-nothing per
+//! renamed or removed (only file entries are modelled); power loss is all-or-nothing per
 //! file, so it never leaves a partially synced file (torn writes are injected
 //! explicitly instead); files changed behind the seam's back after
 //! construction are not modelled faithfully. Drop every [`crate::Log`] using
@@ -83,6 +89,9 @@ pub struct Fault {
     /// seam fails with EIO until [`FaultyFileSystem::restart`] or
     /// [`FaultyFileSystem::simulate_power_loss`].
     pub then_crash: bool,
+    /// Syncs only: the failed `fdatasync` drops the file's dirty pages, as
+    /// Linux does (see the module docs).
+    pub drops_dirty_pages: bool,
 }
 
 impl Fault {
@@ -96,6 +105,7 @@ impl Fault {
             path_suffix: None,
             torn_after: None,
             then_crash: false,
+            drops_dirty_pages: false,
         }
     }
 
@@ -129,6 +139,14 @@ impl Fault {
         self
     }
 
+    /// A failing sync drops the file's dirty pages (Linux's behaviour after
+    /// a writeback error): what was written since its last successful sync
+    /// never reaches the disk, and later syncs of the file succeed.
+    pub fn dropping_dirty_pages(mut self) -> Self {
+        self.drops_dirty_pages = true;
+        self
+    }
+
     fn matches(&self, path: &Path) -> bool {
         self.path_suffix.as_deref().is_none_or(|suffix| {
             path.file_name()
@@ -153,6 +171,10 @@ struct State {
     ids: HashMap<(u64, u64), FileId>,
     /// Content as of the last successful `fdatasync`.
     synced: HashMap<FileId, Vec<u8>>,
+    /// Byte ranges of each file whose dirty pages a failed `fdatasync`
+    /// dropped ([`Fault::dropping_dirty_pages`]): never durable until
+    /// written again.
+    dropped: HashMap<FileId, Vec<std::ops::Range<u64>>>,
     /// Durable directory entries: path -> file.
     durable: BTreeMap<PathBuf, FileId>,
 }
@@ -179,12 +201,51 @@ impl State {
         }
     }
 
+    /// A failed sync of `file` dropped its dirty pages: from the first byte
+    /// that differs from its synced content to its end.
+    fn drop_dirty_pages(&mut self, file: &File) -> io::Result<()> {
+        let id = self.id_of(file)?;
+        let content = read_whole(file)?;
+        let synced = self.synced.get(&id).map(Vec::as_slice).unwrap_or(&[]);
+        let first = content
+            .iter()
+            .zip(synced)
+            .position(|(a, b)| a != b)
+            .unwrap_or(content.len().min(synced.len()));
+        if first < content.len() {
+            self.dropped
+                .entry(id)
+                .or_default()
+                .push(first as u64..content.len() as u64);
+        }
+        Ok(())
+    }
+
+    /// Bytes `range` of `file` were written (dirty again): no longer
+    /// dropped.
+    fn rewritten(&mut self, file: &File, range: std::ops::Range<u64>) -> io::Result<()> {
+        let id = self.id_of(file)?;
+        if let Some(ranges) = self.dropped.get_mut(&id) {
+            *ranges = ranges
+                .iter()
+                .flat_map(|r| {
+                    let before = r.start..r.end.min(range.start);
+                    let after = r.start.max(range.end)..r.end;
+                    [before, after]
+                })
+                .filter(|r| !r.is_empty())
+                .collect();
+        }
+        Ok(())
+    }
+
     /// Checks the crash flag, then fires `fault` if it is armed for `path`.
     fn check(&mut self, which: Which, path: &Path) -> Result<(), Fired> {
         if self.crashed {
             return Err(Fired {
                 error: FaultKind::Io.error(),
                 torn_after: None,
+                drops_dirty_pages: false,
             });
         }
         let slot = match which {
@@ -206,6 +267,7 @@ impl State {
         let fired = Fired {
             error: fault.kind.error(),
             torn_after: fault.torn_after,
+            drops_dirty_pages: fault.drops_dirty_pages,
         };
         if fault.then_crash {
             self.crashed = true;
@@ -246,11 +308,12 @@ enum Which {
     None,
 }
 
-/// A fault that fired: the error and, for writes, how many bytes to write
-/// first.
+/// A fault that fired: the error, for writes how many bytes to write
+/// first, for syncs whether the dirty pages are dropped.
 struct Fired {
     error: io::Error,
     torn_after: Option<usize>,
+    drops_dirty_pages: bool,
 }
 
 fn read_whole(file: &File) -> io::Result<Vec<u8>> {
@@ -381,6 +444,9 @@ impl FaultyFileSystem {
             if let Err(e) = file.write_all_at(&torn[..k], offset) {
                 return e;
             }
+            if let Err(e) = self.state().rewritten(file, offset..offset + k as u64) {
+                return e;
+            }
         }
         fired.error
     }
@@ -418,7 +484,12 @@ impl FileSystem for FaultyFileSystem {
     ) -> io::Result<usize> {
         let fired = self.state().check(Which::Write, path);
         match fired {
-            Ok(()) => self.real.write_vectored_at(file, path, bufs, offset),
+            Ok(()) => {
+                let written = self.real.write_vectored_at(file, path, bufs, offset)?;
+                self.state()
+                    .rewritten(file, offset..offset + written as u64)?;
+                Ok(written)
+            }
             Err(fired) => {
                 let flat: Vec<u8> = match fired.torn_after {
                     Some(_) => bufs.iter().flat_map(|b| b.iter().copied()).collect(),
@@ -432,7 +503,11 @@ impl FileSystem for FaultyFileSystem {
     fn write_all_at(&self, file: &File, path: &Path, buf: &[u8], offset: u64) -> io::Result<()> {
         let fired = self.state().check(Which::Write, path);
         match fired {
-            Ok(()) => self.real.write_all_at(file, path, buf, offset),
+            Ok(()) => {
+                self.real.write_all_at(file, path, buf, offset)?;
+                self.state()
+                    .rewritten(file, offset..offset + buf.len() as u64)
+            }
             Err(fired) => Err(self.fail_write(file, fired, buf, offset)),
         }
     }
@@ -444,10 +519,22 @@ impl FileSystem for FaultyFileSystem {
 
     fn sync_data(&self, file: &File, path: &Path) -> io::Result<()> {
         let mut state = self.state();
-        state.check(Which::Sync, path).map_err(|f| f.error)?;
+        if let Err(fired) = state.check(Which::Sync, path) {
+            if fired.drops_dirty_pages {
+                state.drop_dirty_pages(file)?;
+            }
+            return Err(fired.error);
+        }
         self.real.sync_data(file, path)?;
         let id = state.id_of(file)?;
-        let content = read_whole(file)?;
+        let mut content = read_whole(file)?;
+        let old = state.synced.get(&id).cloned().unwrap_or_default();
+        for range in state.dropped.get(&id).into_iter().flatten() {
+            let end = (range.end as usize).min(content.len());
+            for i in range.start as usize..end {
+                content[i] = old.get(i).copied().unwrap_or(0);
+            }
+        }
         state.synced.insert(id, content);
         Ok(())
     }
@@ -526,6 +613,39 @@ mod tests {
         assert_eq!(std::fs::read(root.join("a")).unwrap(), b"aaaa");
         assert!(!root.join("b").exists());
         assert_eq!(std::fs::read(root.join("old")).unwrap(), b"before");
+    }
+
+    #[test]
+    fn a_sync_failure_dropping_dirty_pages_loses_them_for_good_unless_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let fs = FaultyFileSystem::new(root).unwrap();
+        let path = root.join("x.log");
+        let f = write(&fs, &path, b"aaaa");
+        fs.sync_data(&f, &path).unwrap();
+        fs.sync_dir(root).unwrap();
+        fs.write_all_at(&f, &path, b"bbbb", 4).unwrap();
+        fs.fail_syncs(Fault::new(FaultKind::Io).times(1).dropping_dirty_pages());
+        assert!(fs.sync_data(&f, &path).is_err());
+        // The retry reports success and what follows is synced, but the
+        // dropped pages never reach the disk.
+        fs.write_all_at(&f, &path, b"cc", 8).unwrap();
+        fs.sync_data(&f, &path).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"aaaabbbbcc");
+        drop(f);
+        fs.simulate_power_loss().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"aaaa\0\0\0\0cc");
+
+        // Written again, they are dirty again and the next sync covers them.
+        let f = fs.open_file(&path, false).unwrap();
+        fs.write_all_at(&f, &path, b"bbbb", 4).unwrap();
+        fs.fail_syncs(Fault::new(FaultKind::Io).times(1).dropping_dirty_pages());
+        assert!(fs.sync_data(&f, &path).is_err());
+        fs.write_all_at(&f, &path, b"bb", 4).unwrap();
+        fs.sync_data(&f, &path).unwrap();
+        drop(f);
+        fs.simulate_power_loss().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"aaaabb\0\0cc");
     }
 
     #[test]
