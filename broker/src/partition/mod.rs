@@ -678,6 +678,53 @@ pub(crate) mod tests {
         assert_eq!(*partition.durable_offset.borrow(), 12_400);
     }
 
+    /// Issue 16 (the replication simulation's fsync faults): after an
+    /// fdatasync fails, Linux may have dropped the dirty pages and reports
+    /// success to the next fdatasync of the file ("fsyncgate"; the test
+    /// double's `dropping_dirty_pages`). A flush that failed must never be
+    /// retried into an acknowledgement: Kafka takes the log directory
+    /// offline at the first `IOException` (and a broker with no live log
+    /// directory halts). Here the waiter after the failed flush runs a new
+    /// one, which succeeds, and is acknowledged; a power loss then takes
+    /// the acknowledged record.
+    #[tokio::test]
+    async fn a_failed_fdatasync_is_never_retried_into_an_acknowledgement() {
+        let dir = tempfile::tempdir().unwrap();
+        let (partition, fs) = partition(dir.path());
+        let partition = Arc::new(partition);
+        let (a, _) = partition.append_records_as_leader(&batch("a"), 0).unwrap();
+        fs.fail_syncs(
+            Fault::new(FaultKind::Io)
+                .times(1)
+                .on_suffix(".log")
+                .dropping_dirty_pages(),
+        );
+        assert!(partition.wait_durable(a.last_offset + 1).await.is_err());
+        let (b, _) = partition.append_records_as_leader(&batch("b"), 0).unwrap();
+        let acknowledged = b.last_offset + 1;
+        if partition.wait_durable(acknowledged).await.is_err() {
+            return;
+        }
+        drop(partition);
+        fs.simulate_power_loss().unwrap();
+        let log = Log::open_with_file_system(
+            fs,
+            dir.path().to_path_buf(),
+            TopicPartition::new("group-commit", 0),
+            weir_storage::LogConfig::default(),
+            0,
+            0,
+            false,
+        )
+        .unwrap();
+        assert!(
+            log.log_end_offset() >= acknowledged,
+            "offsets up to {acknowledged} were acknowledged as fsynced after a failed fdatasync \
+             was retried; a power loss left the log ending at {}",
+            log.log_end_offset()
+        );
+    }
+
     /// Many concurrent waiters of one partition all return once their
     /// offsets are fsynced; when the first flush fails, exactly the caller
     /// that ran it gets the error and the others are woken and covered by a
