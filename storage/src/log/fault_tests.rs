@@ -486,6 +486,47 @@ fn a_failed_fdatasync_keeps_the_recovery_point_and_the_next_flush_syncs_again() 
     assert_eq!(read_all(&log), bytes);
 }
 
+/// Issue 16 (the replication simulation's fsync faults): a process that
+/// restarts after a failed fdatasync (the broker stopped, systemd started it
+/// again; the machine kept running) recovers its log from the page cache,
+/// where the bytes of the failed sync are still readable although Linux
+/// dropped them ("fsyncgate"; the double's `dropping_dirty_pages`). No
+/// later fdatasync writes them: they are clean. A flush after the restart
+/// therefore claims durable records that sit behind a hole on the disk, and
+/// a power loss takes them (recovery truncates at the hole). A recovery
+/// after an unclean shutdown must make what it recovered above the
+/// recovery point durable again (rewrite and sync it), or not count it.
+#[test]
+fn a_flush_after_restarting_from_a_failed_fdatasync_covers_what_was_recovered() {
+    let (dir, fs) = setup();
+    let mut log = open_log(&fs, dir.path(), LogConfig::default(), 0);
+    log.append_as_leader(&batch(0), 0, 0).unwrap();
+    let synced = log.flush().unwrap();
+    log.append_as_leader(&batch(1), 0, 0).unwrap();
+    fs.fail_syncs(
+        Fault::new(FaultKind::Io)
+            .on_suffix(".log")
+            .times(1)
+            .dropping_dirty_pages(),
+    );
+    assert!(log.flush().is_err());
+    // The process stops and starts again; the machine keeps its page cache.
+    drop(log);
+    fs.restart();
+    let mut log = open_log(&fs, dir.path(), LogConfig::default(), synced);
+    log.append_as_leader(&batch(2), 0, 0).unwrap();
+    let claimed = log.flush().unwrap();
+    drop(log);
+    fs.simulate_power_loss().unwrap();
+    let log = open_log(&fs, dir.path(), LogConfig::default(), synced);
+    assert!(
+        log.log_end_offset() >= claimed,
+        "a flush after the restart claimed offsets up to {claimed} durable; a power loss left \
+         the log ending at {}",
+        log.log_end_offset()
+    );
+}
+
 #[test]
 fn group_commit_waiters_of_a_failed_sync_get_no_false_ack() {
     let (dir, fs) = setup();
