@@ -245,6 +245,16 @@ impl ReplicaManager {
     /// (and the image counts as applied: only its own or a newer one is
     /// applied next).
     pub fn apply_image(&self, image: &MetadataImage) -> Result<(), StorageError> {
+        self.apply_image_at(image, crate::handlers::now_ms())
+    }
+
+    /// [`ReplicaManager::apply_image`] at `now_ms` (ms since the epoch):
+    /// the time a new leader takes as every ISR follower's last caught-up
+    /// time. The replication simulation runs on its own clock.
+    ///
+    /// # Errors
+    /// As [`ReplicaManager::apply_image`].
+    pub fn apply_image_at(&self, image: &MetadataImage, now_ms: i64) -> Result<(), StorageError> {
         let mut applied = self
             .applied_offset
             .lock()
@@ -264,7 +274,6 @@ impl ReplicaManager {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let mut next = HashMap::with_capacity(current.len());
-        let now_ms = crate::handlers::now_ms();
         let max_lag_ms = self.config.replication.replica_lag_time_max_ms;
         for topic in image.topics.values() {
             let min_isr = topic

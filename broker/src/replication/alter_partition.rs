@@ -15,7 +15,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 use weir_controller::{
-    AlterPartitionData, AlterPartitionRequest, AlterPartitionTopic, MetadataController,
+    AlterPartitionData, AlterPartitionRequest, AlterPartitionResponse, AlterPartitionTopic,
+    MetadataController,
 };
 use weir_storage::TopicPartition;
 
@@ -51,11 +52,7 @@ pub async fn run(
             queued.insert(p.topic_partition.clone(), p);
         }
         let batch: Vec<IsrProposal> = std::mem::take(&mut queued).into_values().collect();
-        let request = AlterPartitionRequest {
-            broker_id,
-            broker_epoch,
-            topics: group_by_topic(&batch),
-        };
+        let request = request_for(broker_id, broker_epoch, &batch);
         let response = tokio::select! {
             _ = shutdown.cancelled() => return,
             r = controller.alter_partition(request) => r,
@@ -75,45 +72,79 @@ pub async fn run(
             }
         };
         let now_ms = crate::handlers::now_ms();
-        for (topic_id, partitions) in response.topics {
-            for (index, result) in partitions {
-                let Some(proposal) = batch
-                    .iter()
-                    .find(|p| p.topic_id == topic_id && p.topic_partition.partition == index)
-                else {
-                    continue;
-                };
-                let outcome = match result {
-                    Ok(registration) => IsrChangeOutcome::Committed {
-                        isr: registration.isr,
-                        leader_epoch: registration.leader_epoch,
-                        partition_epoch: registration.partition_epoch,
-                    },
-                    Err(e) => match classify(controller_error_code(&e)) {
-                        Some(outcome) => {
-                            debug!(topic_partition = %proposal.topic_partition, error = %e,
-                                "AlterPartition refused");
-                            outcome
-                        }
-                        None => {
-                            warn!(topic_partition = %proposal.topic_partition, error = %e,
-                                "AlterPartition failed; retrying");
-                            queued
-                                .entry(proposal.topic_partition.clone())
-                                .or_insert_with(|| proposal.clone());
-                            continue;
-                        }
-                    },
-                };
-                if let Some(partition) = replica_manager.partition(
-                    &proposal.topic_partition.topic,
-                    proposal.topic_partition.partition,
-                ) {
-                    partition.on_isr_change(proposal, outcome, now_ms);
-                }
+        for (proposal, outcome) in outcomes(&batch, response) {
+            let Some(outcome) = outcome else {
+                queued
+                    .entry(proposal.topic_partition.clone())
+                    .or_insert_with(|| proposal.clone());
+                continue;
+            };
+            if let Some(partition) = replica_manager.partition(
+                &proposal.topic_partition.topic,
+                proposal.topic_partition.partition,
+            ) {
+                partition.on_isr_change(proposal, outcome, now_ms);
             }
         }
     }
+}
+
+/// The AlterPartition request (v3) that `broker_id`, registered with
+/// `broker_epoch`, sends for `batch`: the proposals grouped by topic id,
+/// each ISR member with its broker epoch (KIP-903).
+pub fn request_for(
+    broker_id: i32,
+    broker_epoch: i64,
+    batch: &[IsrProposal],
+) -> AlterPartitionRequest {
+    AlterPartitionRequest {
+        broker_id,
+        broker_epoch,
+        topics: group_by_topic(batch),
+    }
+}
+
+/// What each proposal of `batch` gets from the controller's `response` to
+/// [`request_for`]: `Some` outcome to hand to its partition
+/// ([`Partition::on_isr_change`](crate::partition::Partition::on_isr_change):
+/// the new registration, or a refusal as Kafka's
+/// `Partition.handleAlterPartitionError` classifies it), `None` to send it
+/// again (NOT_CONTROLLER, timeouts and other errors Kafka retries).
+/// Partitions of the response that `batch` does not hold are skipped.
+pub fn outcomes(
+    batch: &[IsrProposal],
+    response: AlterPartitionResponse,
+) -> Vec<(&IsrProposal, Option<IsrChangeOutcome>)> {
+    let mut out = Vec::new();
+    for (topic_id, partitions) in response.topics {
+        for (index, result) in partitions {
+            let Some(proposal) = batch
+                .iter()
+                .find(|p| p.topic_id == topic_id && p.topic_partition.partition == index)
+            else {
+                continue;
+            };
+            let outcome = match result {
+                Ok(registration) => Some(IsrChangeOutcome::Committed {
+                    isr: registration.isr,
+                    leader_epoch: registration.leader_epoch,
+                    partition_epoch: registration.partition_epoch,
+                }),
+                Err(e) => {
+                    let outcome = classify(controller_error_code(&e));
+                    match &outcome {
+                        Some(_) => debug!(topic_partition = %proposal.topic_partition, error = %e,
+                            "AlterPartition refused"),
+                        None => warn!(topic_partition = %proposal.topic_partition, error = %e,
+                            "AlterPartition failed; retrying"),
+                    }
+                    outcome
+                }
+            };
+            out.push((proposal, outcome));
+        }
+    }
+    out
 }
 
 /// What a partition-level error means for the leader (Kafka's
