@@ -531,8 +531,9 @@ impl FileSystem for FaultyFileSystem {
         let old = state.synced.get(&id).cloned().unwrap_or_default();
         for range in state.dropped.get(&id).into_iter().flatten() {
             let end = (range.end as usize).min(content.len());
-            for i in range.start as usize..end {
-                content[i] = old.get(i).copied().unwrap_or(0);
+            let start = (range.start as usize).min(end);
+            for (i, byte) in content[start..end].iter_mut().enumerate() {
+                *byte = old.get(start + i).copied().unwrap_or(0);
             }
         }
         state.synced.insert(id, content);
