@@ -527,6 +527,49 @@ fn a_flush_after_restarting_from_a_failed_fdatasync_covers_what_was_recovered() 
     );
 }
 
+/// Found by the replication simulation (seed 4164 of 5000): when the log
+/// start offset moves (DeleteRecords, retention) the leader epoch cache is
+/// truncated from the start and written at once, while the log start
+/// offset itself waits for the next `log-start-offset-checkpoint`. A crash
+/// in between reopened the log at the older checkpointed start with a cache
+/// whose first epoch began at the new one: the records below came back
+/// with epochs the cache no longer knew, so a follower whose last fetched
+/// epoch (1) was older than the cache's first (2) was told its epoch ends
+/// at the new start, and its divergent records below it (offsets 3 to 6,
+/// epoch 1, where the leader has epoch 2) were never truncated and sat
+/// below the high watermark.
+#[test]
+fn a_crash_after_the_log_start_moved_leaves_no_epochs_the_cache_forgot() {
+    let (dir, fs) = setup();
+    let mut log = open_log(&fs, dir.path(), LogConfig::default(), 0);
+    for i in 0..3 {
+        log.append_as_leader(&batch(i * 3), 0, 0).unwrap();
+    }
+    let epoch_2_start = log.log_end_offset();
+    for i in 0..3 {
+        log.append_as_leader(&batch(i * 3), 2, 0).unwrap();
+    }
+    let end = log.log_end_offset();
+    let flushed = log.flush().unwrap();
+    let new_start = epoch_2_start + 2;
+    log.maybe_increment_log_start_offset(new_start, end)
+        .unwrap();
+    // The process dies before the log start offset is checkpointed.
+    drop(log);
+    fs.restart();
+    let log = open_log(&fs, dir.path(), LogConfig::default(), flushed);
+    let start = log.log_start_offset();
+    // A follower that fetched epoch 1 up to `new_start` diverged from epoch
+    // 2's first record on: unless the log starts at `new_start` again, the
+    // leader must say its epoch 1 ends no later than epoch 2 began.
+    let (epoch, end_offset) = log.end_offset_for_epoch(1);
+    assert!(
+        start >= new_start || (epoch, end_offset) == (0, epoch_2_start),
+        "the log starts at {start}, below the moved start {new_start}, and answers epoch 1 with \
+         ({epoch}, {end_offset}) while epoch 2 begins at {epoch_2_start}"
+    );
+}
+
 #[test]
 fn group_commit_waiters_of_a_failed_sync_get_no_false_ack() {
     let (dir, fs) = setup();
