@@ -444,7 +444,10 @@ impl Log {
     ///
     /// `log_start_offset` is the checkpointed log start offset
     /// (`log-start-offset-checkpoint`, 0 when absent); the log starts at the
-    /// larger of it and the first segment's base offset. When the recovered
+    /// largest of it, the first segment's base offset and the start of the
+    /// leader epoch cache's first epoch (the cache is written when the log
+    /// start moves, the checkpoint later: a crash in between must not bring
+    /// back records whose epochs the cache forgot). When the recovered
     /// log ends below it every segment is deleted and the log restarts empty
     /// at `log_start_offset` (Kafka's `LogLoader`). Files ending in
     /// `.deleted` (segments whose deletion a crash interrupted) are removed,
@@ -615,8 +618,19 @@ impl Log {
             leader_epoch_cache.truncate_from_end(0)?;
             log_end_offset = log_start_offset;
         }
-        let log_start_offset = log_start_offset.max(first_base);
         leader_epoch_cache.truncate_from_end(log_end_offset)?;
+        // The cache is truncated from the start (and written) as soon as
+        // the log start offset moves, the log start offset only at the
+        // next checkpoint: a cache whose first epoch begins above the
+        // checkpointed start says the start had moved there before a
+        // crash. Take that start again; below it the cache no longer knows
+        // the epochs, and OffsetForLeaderEpoch answers would miss a
+        // follower's divergence there.
+        let cache_start = leader_epoch_cache
+            .entries()
+            .first()
+            .map_or(i64::MIN, |e| e.start_offset);
+        let log_start_offset = log_start_offset.max(first_base).max(cache_start);
         leader_epoch_cache.truncate_from_start(log_start_offset)?;
         let mut log = Log {
             fs,
