@@ -41,6 +41,10 @@ pub struct Broker {
     /// While it does not run: the batches its disk holds (what a restart
     /// recovers).
     pub offline: Vec<Batch>,
+    /// The highest high watermark it had when a process of it ended (a
+    /// restarted broker's may be lower, restored from the checkpoint,
+    /// while it still holds the records the old one covered).
+    max_high_watermark: i64,
 }
 
 enum Process {
@@ -95,6 +99,7 @@ impl Broker {
             last_heartbeat_ms: 0,
             last_power_loss_step: None,
             offline: Vec::new(),
+            max_high_watermark: 0,
         })
     }
 
@@ -288,17 +293,15 @@ impl Sim {
     /// `ReplicaManager::shutdown` flushes, checkpoints and writes the
     /// clean-shutdown marker with the broker epoch.
     fn stop_cleanly(&mut self, id: i32) -> Result<(), String> {
-        let offline = self.batches_of(id)?.unwrap_or_default();
-        let b = self.broker_mut(id);
-        b.offline = offline;
-        let epoch = b.epoch;
-        let Process::Running(r) = std::mem::replace(&mut b.process, Process::Down) else {
+        let Some(replica_manager) = self.broker(id).running().map(|r| r.replica_manager.clone())
+        else {
             return Ok(());
         };
-        let stopped = r.replica_manager.shutdown(epoch);
-        drop(r);
+        let epoch = self.broker(id).epoch;
+        self.went_down(id)?;
+        let stopped = replica_manager.shutdown(epoch);
+        drop(replica_manager);
         self.counters.clean_stops += 1;
-        self.fetches.retain(|f| f.follower != id);
         match stopped {
             Ok(()) => {
                 self.log(format!("{id} stopped cleanly (broker epoch {epoch})"));
@@ -318,69 +321,70 @@ impl Sim {
     /// Broker `id`'s process dies; with `power_loss` the machine loses
     /// what was not fsynced.
     pub fn crash(&mut self, id: i32, power_loss: bool) -> Result<(), String> {
-        // Whose losses below the high watermark count as the documented
-        // limit: a leader's (in the image or its own view), and with
-        // `write.caching` anyone's.
-        let leads = self.controller.partition().is_some_and(|p| p.leader == id);
-        let high_watermark = self
-            .broker(id)
-            .partition()
-            .filter(|p| self.settings.write_caching || leads || p.is_leader())
-            .map(|p| p.high_watermark());
         let end = self.broker(id).partition().map(|p| p.log_end_offset());
         self.log(format!(
             "crash {id} (log end {end:?}){}",
             if power_loss { " with power loss" } else { "" }
         ));
+        self.went_down(id)?;
+        if power_loss {
+            self.power_loss_while_down(id)?;
+        } else {
+            self.broker(id).fs.restart();
+        }
+        self.counters.crashes += 1;
+        self.counters.power_losses += usize::from(power_loss);
+        Ok(())
+    }
+
+    /// Broker `id`'s process ends: what it held (in memory, so far as the
+    /// disk goes: the page cache survives a process) and its high
+    /// watermark are kept for the invariants.
+    fn went_down(&mut self, id: i32) -> Result<(), String> {
         let in_memory = self.batches_of(id)?;
+        let high_watermark = self.broker(id).partition().map(|p| p.high_watermark());
         let b = self.broker_mut(id);
         b.process = Process::Down;
         if let Some(batches) = in_memory {
             b.offline = batches;
         }
-        if !power_loss {
-            b.fs.restart();
-        } else {
-            let before = b.offline.clone();
-            self.power_loss_while_down(id)?;
-            if let Some(high_watermark) = high_watermark {
-                self.note_lost_unsynced(id, high_watermark, before);
-            }
+        if let Some(high_watermark) = high_watermark {
+            b.max_high_watermark = b.max_high_watermark.max(high_watermark);
         }
-        self.counters.crashes += 1;
-        self.counters.power_losses += usize::from(power_loss);
         self.fetches.retain(|f| f.follower != id);
         Ok(())
     }
 
-    /// What broker `id` held below `high_watermark` before its power loss
-    /// and no longer holds: the documented limit of
-    /// [`crate::invariants::committed_prefixes_identical`].
-    fn note_lost_unsynced(&mut self, id: i32, high_watermark: i64, before: Vec<Batch>) {
-        let after = &self.broker(id).offline;
-        let lost: Vec<Batch> = before
-            .into_iter()
-            .filter(|b| b.offset < high_watermark && !after.contains(b))
-            .collect();
-        for lost in lost {
-            self.log(format!(
-                "documented limit: {id} lost unsynced {} at {} below its high watermark \
-                 {high_watermark}",
-                String::from_utf8_lossy(&lost.value),
-                lost.offset
-            ));
-            self.lost_unsynced.insert(lost.value);
-        }
-    }
-
     /// Broker `id`, down, loses power: its disk keeps what was fsynced.
+    /// What it held and lost below the highest high watermark it had is the
+    /// documented limit of [`crate::invariants::committed_prefixes_identical`]
+    /// (the high watermark may cover records not yet fsynced on a leader;
+    /// with `write.caching` whatever a power loss takes).
     fn power_loss_while_down(&mut self, id: i32) -> Result<(), String> {
         let step = self.step;
+        let limit = if self.settings.write_caching {
+            i64::MAX
+        } else {
+            self.broker(id).max_high_watermark
+        };
         let b = self.broker_mut(id);
         b.last_power_loss_step = Some(step);
         b.fs.simulate_power_loss()
             .map_err(|e| format!("power loss on {id}: {e}"))?;
-        b.offline = recovered_batches(b.dir.path())?;
+        let before = std::mem::replace(&mut b.offline, recovered_batches(b.dir.path())?);
+        let lost: Vec<Batch> = before
+            .into_iter()
+            .filter(|x| x.offset < limit && !self.broker(id).offline.contains(x))
+            .collect();
+        for lost in lost {
+            self.log(format!(
+                "documented limit: {id} lost unsynced {} at {} (its high watermark reached {})",
+                String::from_utf8_lossy(&lost.value),
+                lost.offset,
+                self.broker(id).max_high_watermark
+            ));
+            self.lost_unsynced.insert(lost.value);
+        }
         Ok(())
     }
 
@@ -514,10 +518,7 @@ impl Sim {
     /// The controller handles one AlterPartition request in flight; its
     /// answer is delivered, lost or delayed.
     pub fn answer_alter_partition(&mut self) -> Result<(), String> {
-        let sent: Vec<usize> = (0..self.alters.len())
-            .filter(|&i| matches!(self.alters[i].state, AlterState::Sent(_)))
-            .collect();
-        let Some(i) = self.rng.pick(&sent) else {
+        let Some(i) = self.pick_alter(true) else {
             return Ok(());
         };
         let AlterState::Sent(request) = &self.alters[i].state else {
@@ -548,12 +549,18 @@ impl Sim {
         Ok(())
     }
 
+    /// A random AlterPartition in flight: a request on its way (`sent`) or
+    /// an answer on its way back.
+    fn pick_alter(&mut self, sent: bool) -> Option<usize> {
+        let candidates: Vec<usize> = (0..self.alters.len())
+            .filter(|&i| matches!(self.alters[i].state, AlterState::Sent(_)) == sent)
+            .collect();
+        self.rng.pick(&candidates)
+    }
+
     /// An AlterPartition request is lost on its way: its sender resends.
     pub fn lose_alter_partition(&mut self) -> Result<(), String> {
-        let sent: Vec<usize> = (0..self.alters.len())
-            .filter(|&i| matches!(self.alters[i].state, AlterState::Sent(_)))
-            .collect();
-        if let Some(i) = self.rng.pick(&sent) {
+        if let Some(i) = self.pick_alter(true) {
             let alter = self.alters.remove(i);
             self.log(format!(
                 "AlterPartition of {} lost: it resends",
@@ -566,10 +573,7 @@ impl Sim {
 
     /// A delayed AlterPartition answer arrives.
     pub fn deliver_delayed_alter_partition(&mut self) -> Result<(), String> {
-        let answered: Vec<usize> = (0..self.alters.len())
-            .filter(|&i| matches!(self.alters[i].state, AlterState::Answered(_)))
-            .collect();
-        if let Some(i) = self.rng.pick(&answered) {
+        if let Some(i) = self.pick_alter(false) {
             let InFlightAlter {
                 broker,
                 incarnation,

@@ -232,24 +232,20 @@ pub fn elr_member_holds_acknowledged(
 
 /// After the heal, every replica's log is byte for byte the same from the
 /// highest log start offset among them (retention runs on each replica).
-/// `logs` is `(broker, the batches of its whole log)`.
-pub fn logs_identical(logs: &[(i32, Vec<RawBatch>)]) -> Result<(), String> {
-    let start = logs
-        .iter()
-        .filter_map(|(_, l)| l.first().map(|b| b.batch.offset))
-        .max()
-        .unwrap_or(0);
+/// `logs` is `(broker, its log start offset, the batches of its log)`.
+pub fn logs_identical(logs: &[(i32, i64, Vec<RawBatch>)]) -> Result<(), String> {
+    let start = logs.iter().map(|(_, start, _)| *start).max().unwrap_or(0);
     let from_start = |l: &[RawBatch]| -> Vec<u8> {
         l.iter()
             .filter(|b| b.batch.offset >= start)
             .flat_map(|b| b.bytes.iter().copied())
             .collect()
     };
-    let Some((first, reference)) = logs.first() else {
+    let Some((first, _, reference)) = logs.first() else {
         return Ok(());
     };
     let reference = from_start(reference);
-    for (broker, log) in &logs[1..] {
+    for (broker, _, log) in &logs[1..] {
         let bytes = from_start(log);
         if bytes != reference {
             let at = bytes
@@ -441,15 +437,19 @@ mod tests {
             bytes: bytes::Bytes::from_static(bytes),
         };
         let same = || vec![raw(0, b"ab"), raw(1, b"cd")];
-        assert!(logs_identical(&[(1, same()), (2, same()), (3, same())]).is_ok());
-        // Retention removed the first batch on one replica only.
-        assert!(logs_identical(&[(1, same()), (2, vec![raw(1, b"cd")])]).is_ok());
-        let error =
-            logs_identical(&[(1, same()), (2, same()), (3, vec![raw(0, b"ab")])]).unwrap_err();
+        assert!(logs_identical(&[(1, 0, same()), (2, 0, same()), (3, 0, same())]).is_ok());
+        // Retention removed the first batch on one replica only; another
+        // is empty, starting at the log end.
+        let trimmed = vec![raw(1, b"cd")];
+        assert!(logs_identical(&[(1, 0, same()), (2, 1, trimmed), (3, 2, vec![])]).is_ok());
+        let short = vec![raw(0, b"ab")];
+        let error = logs_identical(&[(1, 0, same()), (2, 0, same()), (3, 0, short)]).unwrap_err();
         assert!(
             error.contains("broker 3") && error.contains("byte 2"),
             "{error}"
         );
-        assert!(logs_identical(&[(1, same()), (2, vec![raw(0, b"ab"), raw(1, b"ce")])]).is_err());
+        let differs = vec![raw(0, b"ab"), raw(1, b"ce")];
+        assert!(logs_identical(&[(1, 0, same()), (2, 0, differs)]).is_err());
+        assert!(logs_identical(&[(1, 0, same()), (2, 1, vec![])]).is_err());
     }
 }

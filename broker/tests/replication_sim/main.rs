@@ -790,7 +790,8 @@ impl Sim {
                 let mut logs = Vec::new();
                 for id in BROKERS {
                     let partition = self.broker(id).partition().expect("converged");
-                    logs.push((id, logs::read_log(&partition)?));
+                    let start = partition.log_start_offset();
+                    logs.push((id, start, logs::read_log(&partition)?));
                 }
                 return invariants::logs_identical(&logs);
             }
