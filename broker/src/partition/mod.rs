@@ -725,6 +725,56 @@ pub(crate) mod tests {
         );
     }
 
+    /// Found by the replication simulation (seeds 563, 2485 and 4496 of
+    /// 5000): a log emptied at a non-zero offset (DeleteRecords or
+    /// retention up to its end) reopens with an empty leader epoch cache,
+    /// and becoming leader recorded no epoch for an empty log. A follower
+    /// whose last fetched epoch is older then got no end offset for it
+    /// (OFFSET_OUT_OF_RANGE) and, its log ending where the leader's does,
+    /// fetched again forever without rejoining the ISR. Kafka's
+    /// `Partition.makeLeader` records the new epoch at the log end whatever
+    /// the log holds.
+    #[test]
+    fn a_leader_of_a_log_emptied_past_offset_zero_answers_older_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (partition, fs) = partition(dir.path());
+        for value in ["a", "b", "c"] {
+            partition
+                .append_records_as_leader(&batch(value), 0)
+                .unwrap();
+        }
+        assert_eq!(
+            partition.delete_records(DELETE_TO_HIGH_WATERMARK).unwrap(),
+            3
+        );
+        drop(partition);
+        let tp = TopicPartition::new("group-commit", 0);
+        let log = Log::open_with_file_system(
+            fs,
+            dir.path().to_path_buf(),
+            tp.clone(),
+            weir_storage::LogConfig::default(),
+            3,
+            3,
+            false,
+        )
+        .unwrap();
+        let partition = Partition::new(tp, Uuid::new_v4(), Arc::new(Mutex::new(log)), 0);
+        let alive = BTreeMap::from([(1, 10), (2, 20)]);
+        let registration = Registration {
+            local_broker_id: 1,
+            replicas: &[1, 2],
+            isr: &[1, 2],
+            leader_epoch: 6,
+            partition_epoch: 6,
+            min_insync_replicas: 1,
+            alive: &alive,
+            max_lag_ms: 30_000,
+        };
+        partition.become_leader(&registration, 0).unwrap();
+        assert_eq!(partition.end_offset_for_epoch(0), (0, 3));
+    }
+
     /// Many concurrent waiters of one partition all return once their
     /// offsets are fsynced; when the first flush fails, exactly the caller
     /// that ran it gets the error and the others are woken and covered by a
