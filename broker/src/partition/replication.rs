@@ -178,10 +178,14 @@ impl Partition {
                 || state.leader.local_broker_id != r.local_broker_id;
             let end = log.log_end_offset();
             if new_leadership {
-                // An empty log gets the epoch with its first append (as
-                // the leader append assigns new epochs): creating thousands
-                // of partitions then writes no epoch checkpoint each.
-                if end > log.log_start_offset() {
+                // A new, empty log (at offset 0) gets the epoch with its
+                // first append (as the leader append assigns new epochs):
+                // creating thousands of partitions then writes no epoch
+                // checkpoint each. Any other log records it now, as Kafka's
+                // makeLeader does: emptied at a later offset, its cache may
+                // be empty, and a follower's older epoch needs the new
+                // epoch's start to end at (else OFFSET_OUT_OF_RANGE forever).
+                if end > 0 {
                     log.maybe_assign_epoch_start_offset(r.leader_epoch, end)?;
                 }
                 state.leader.leader_epoch_start_offset = end;
