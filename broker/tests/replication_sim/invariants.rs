@@ -105,14 +105,13 @@ pub fn no_acknowledged_batch_lost(
 /// high watermark equal the leader's at the same offsets (value and epoch),
 /// where the leader still has the offset (at or above its log start).
 ///
-/// Except the batches whose values are in `exempt`: those a leader lost to
-/// a power loss while they were below its high watermark and not yet
-/// fsynced on it (possible when it was the ISR's last member with
-/// `min.insync.replicas=1`, or with `write.caching`), a documented limit
+/// Except the batches whose values are in `exempt`: those a replica lost
+/// to a power loss while they were below the highest high watermark it had
+/// (with `write.caching`, whatever a power loss took), a documented limit
 /// (ARCHITECTURE.md, "What is guaranteed": the high watermark may cover
-/// records not yet fsynced on the leader); such a batch was never
-/// acknowledged in the durable mode, which [`no_acknowledged_batch_lost`]
-/// checks.
+/// records not yet fsynced on the leader, and that leader may lead again,
+/// as the last known leader for one); such a batch was never acknowledged
+/// in the durable mode, which [`no_acknowledged_batch_lost`] checks.
 pub fn committed_prefixes_identical(
     leader: &ReplicaView,
     replicas: &[ReplicaView],

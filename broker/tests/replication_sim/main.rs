@@ -70,7 +70,12 @@
 //! fsyncs failing as Linux fails them (the dirty pages dropped), a failed
 //! flush retried into an acknowledgement, and a restart trusting the page
 //! cache (seeds 72, 104, 116 when a stopped node restarted without power
-//! loss): the two failing tests above.
+//! loss): the two failing tests above. A crash after a log start move
+//! reopened the log at the older checkpointed start with a leader epoch
+//! cache that had forgotten the epochs below the new one, so a follower's
+//! divergence there went unnoticed (seeds 3246, 4164 of 5000): fixed in
+//! `Log::open`, regression test
+//! `a_crash_after_the_log_start_moved_leaves_no_epochs_the_cache_forgot`.
 //!
 //! # Running
 //!
