@@ -2,8 +2,8 @@
 //! scope 10), driving the broker's real storage and replication code and
 //! the controller's real decisions without networking or tasks.
 //!
-//! **Brokers** ([`brokers`]). Each broker is a real [`ReplicaManager`]
-//! over a real `LogManager` on a [`FaultyFileSystem`] in its own
+//! **Brokers** ([`brokers`]). Each broker is a real `ReplicaManager`
+//! over a real `LogManager` on a `FaultyFileSystem` in its own
 //! directory, so a power loss drops what was not fsynced, a restart
 //! recovers from the checkpoints, and a clean stop writes the
 //! clean-shutdown marker (`ReplicaManager::shutdown`). A broker starts as
@@ -76,6 +76,11 @@
 //! divergence there went unnoticed (seeds 3246, 4164 of 5000): fixed in
 //! `Log::open`, regression test
 //! `a_crash_after_the_log_start_moved_leaves_no_epochs_the_cache_forgot`.
+//! A leader whose log was emptied past offset 0 recorded no epoch, so a
+//! follower with an older one fetched into OFFSET_OUT_OF_RANGE forever
+//! (seeds 563, 2485, 4496 of 5000 never converged): fixed in
+//! `Partition::become_leader`, regression test
+//! `a_leader_of_a_log_emptied_past_offset_zero_answers_older_epochs`.
 //!
 //! # Running
 //!
