@@ -746,7 +746,7 @@ impl LogManager {
     /// takes every compacted log's cleanable range ([`Log::cleanable`]),
     /// picks the log with the largest dirty ratio among those that
     /// [`LogToClean::should_clean`](crate::log::cleaner::LogToClean::should_clean),
-    /// cleans it ([`clean_log`](crate::log::cleaner::clean_log)) and writes
+    /// cleans it ([`clean_log`]) and writes
     /// its new first dirty offset to `cleaner-offset-checkpoint` (entries of
     /// logs that no longer exist are dropped). Sets the
     /// `weir_log_cleaner_max_dirty_ratio` gauge. Returns the partition and

@@ -126,7 +126,7 @@ impl Partition {
     }
 
     /// Whether this broker leads the partition (true until the first
-    /// [`Partition::set_leader`]).
+    /// [`Partition::become_follower`]).
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::Acquire)
     }
