@@ -342,6 +342,12 @@ impl ReplicaManager {
             .filter(|tp| !next.contains_key(*tp))
             .cloned()
             .collect();
+        for (tp, p) in &current {
+            // Gone, or replaced by a recreated topic's partition.
+            if !next.get(tp).is_some_and(|n| Arc::ptr_eq(n, p)) {
+                p.mark_removed();
+            }
+        }
         *self.partitions.write().unwrap_or_else(|e| e.into_inner()) = next;
         for tp in removed {
             info!(topic_partition = ?tp, "deleting log of removed partition");
