@@ -668,4 +668,32 @@ mod tests {
             "a newer image deletes"
         );
     }
+
+    /// A partition that leaves the image, or whose topic is recreated under
+    /// another id, is marked removed and stops serving, so that what waits
+    /// on it (parked fetches, acks=all) is answered at once.
+    #[test]
+    fn partitions_leaving_the_image_are_marked_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let replicas = manager(dir.path());
+        let mut first = image_with("doomed");
+        first.last_applied_offset = 1;
+        replicas.apply_image(&first).unwrap();
+        let original = replicas.partition("doomed", 0).expect("hosted");
+
+        let mut recreated = image_with("doomed");
+        recreated.last_applied_offset = 2;
+        replicas.apply_image(&recreated).unwrap();
+        let replacement = replicas.partition("doomed", 0).expect("hosted");
+        assert!(!Arc::ptr_eq(&original, &replacement));
+        assert!(original.is_removed() && !original.is_leader());
+        assert!(!replacement.is_removed() && replacement.is_leader());
+
+        let deleted = MetadataImage {
+            last_applied_offset: 3,
+            ..MetadataImage::default()
+        };
+        replicas.apply_image(&deleted).unwrap();
+        assert!(replacement.is_removed() && !replacement.is_leader());
+    }
 }
