@@ -289,7 +289,7 @@ impl ReplicaManager {
                         image
                             .brokers
                             .get(b)
-                            .filter(|r| !r.fenced)
+                            .filter(|r| r.is_active())
                             .map(|r| (*b, r.broker_epoch))
                     })
                     .collect();
@@ -539,13 +539,25 @@ impl ReplicaManager {
     }
 
     /// Flushes every log and writes the checkpoints, high watermarks
-    /// included (clean shutdown).
+    /// included, then the clean-shutdown marker with `broker_epoch` (clean
+    /// shutdown; KIP-966 reads the epoch back at the next registration).
     ///
     /// # Errors
     /// I/O errors.
-    pub fn shutdown(&self) -> Result<(), StorageError> {
+    pub fn shutdown(&self, broker_epoch: i64) -> Result<(), StorageError> {
         self.checkpoint_high_watermarks()?;
-        self.log_manager.shutdown()
+        self.log_manager.shutdown(broker_epoch)
+    }
+
+    /// The `last_applied_offset` of the newest image applied to the hosted
+    /// partitions: the metadata offset this broker reports in its
+    /// heartbeats (Kafka's broker reports what its metadata publishers
+    /// have applied).
+    pub fn applied_metadata_offset(&self) -> u64 {
+        *self
+            .applied_offset
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -584,6 +596,8 @@ mod tests {
                 leader_epoch: 0,
                 partition_epoch: 0,
                 leader_recovery_state: Default::default(),
+                eligible_leader_replicas: vec![],
+                last_known_elr: vec![],
             }))
             .unwrap();
         image

@@ -17,7 +17,8 @@ use super::*;
 #[derive(Debug)]
 pub(super) struct ReplicationState {
     pub(super) leader: LeaderState,
-    /// Broker epoch of every registered, unfenced replica.
+    /// Broker epoch of every registered, unfenced replica not in
+    /// controlled shutdown (Kafka's `isReplicaIsrEligible` view).
     pub(super) alive: BTreeMap<i32, i64>,
     /// `replica.lag.time.max.ms`.
     pub(super) max_lag_ms: i64,
@@ -145,7 +146,8 @@ pub struct Registration<'a> {
     pub partition_epoch: i32,
     /// The topic's effective `min.insync.replicas`.
     pub min_insync_replicas: i32,
-    /// Broker epoch of every registered, unfenced broker among `replicas`.
+    /// Broker epoch of every registered, unfenced broker among `replicas`
+    /// that is not in controlled shutdown.
     pub alive: &'a BTreeMap<i32, i64>,
     /// `replica.lag.time.max.ms`.
     pub max_lag_ms: i64,
