@@ -342,6 +342,12 @@ impl ReplicaManager {
             .filter(|tp| !next.contains_key(*tp))
             .cloned()
             .collect();
+        for (tp, p) in &current {
+            // Gone, or replaced by a recreated topic's partition.
+            if !next.get(tp).is_some_and(|n| Arc::ptr_eq(n, p)) {
+                p.mark_removed();
+            }
+        }
         *self.partitions.write().unwrap_or_else(|e| e.into_inner()) = next;
         for tp in removed {
             info!(topic_partition = ?tp, "deleting log of removed partition");
@@ -675,5 +681,33 @@ mod tests {
             replicas.log_manager.get(&tp).is_none(),
             "a newer image deletes"
         );
+    }
+
+    /// A partition that leaves the image, or whose topic is recreated under
+    /// another id, is marked removed and stops serving, so that what waits
+    /// on it (parked fetches, acks=all) is answered at once.
+    #[test]
+    fn partitions_leaving_the_image_are_marked_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let replicas = manager(dir.path());
+        let mut first = image_with("doomed");
+        first.last_applied_offset = 1;
+        replicas.apply_image(&first).unwrap();
+        let original = replicas.partition("doomed", 0).expect("hosted");
+
+        let mut recreated = image_with("doomed");
+        recreated.last_applied_offset = 2;
+        replicas.apply_image(&recreated).unwrap();
+        let replacement = replicas.partition("doomed", 0).expect("hosted");
+        assert!(!Arc::ptr_eq(&original, &replacement));
+        assert!(original.is_removed() && !original.is_leader());
+        assert!(!replacement.is_removed() && replacement.is_leader());
+
+        let deleted = MetadataImage {
+            last_applied_offset: 3,
+            ..MetadataImage::default()
+        };
+        replicas.apply_image(&deleted).unwrap();
+        assert!(replacement.is_removed() && !replacement.is_leader());
     }
 }
