@@ -559,6 +559,11 @@ pub(crate) mod tests {
     /// One uncompressed, keyless record batch holding `value` (for the
     /// broker's unit tests).
     pub(crate) fn batch(value: &str) -> Bytes {
+        keyed_batch(None, value)
+    }
+
+    /// One uncompressed record batch holding `value` under `key`.
+    pub(crate) fn keyed_batch(key: Option<&str>, value: &str) -> Bytes {
         let record = Record {
             transactional: false,
             control: false,
@@ -569,7 +574,7 @@ pub(crate) mod tests {
             offset: 0,
             sequence: -1,
             timestamp: 1_000,
-            key: None,
+            key: key.map(|k| Bytes::from(k.to_owned())),
             value: Some(Bytes::from(value.to_owned())),
             headers: Default::default(),
             delete_horizon: false,
