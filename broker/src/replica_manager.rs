@@ -514,7 +514,14 @@ impl ReplicaManager {
     ) -> Result<usize, StorageError> {
         let mut cleaned = 0;
         while cleaned < max_logs {
-            match self.log_manager.clean_filthiest_log(now_ms, config) {
+            let high_watermark = |tp: &TopicPartition| {
+                self.partition(&tp.topic, tp.partition)
+                    .map(|p| p.high_watermark())
+            };
+            match self
+                .log_manager
+                .clean_filthiest_log(now_ms, config, &high_watermark)
+            {
                 Ok(Some((tp, stats))) => {
                     tracing::debug!(topic_partition = %tp, ?stats, "log cleaned");
                     cleaned += 1;
@@ -706,7 +713,10 @@ mod tests {
                 },
             ))
             .unwrap();
-        for (key, value) in [("cleanup.policy", "compact"), ("internal.segment.bytes", "100")] {
+        for (key, value) in [
+            ("cleanup.policy", "compact"),
+            ("internal.segment.bytes", "100"),
+        ] {
             image
                 .apply(&MetadataRecord::Config(weir_controller::ConfigRecord {
                     resource_type: weir_controller::ConfigResourceType::Topic,
@@ -730,7 +740,11 @@ mod tests {
             vec![0, 1, 2],
             "a segment per batch"
         );
-        assert_eq!(partition.high_watermark(), 0, "the follower fetched nothing");
+        assert_eq!(
+            partition.high_watermark(),
+            0,
+            "the follower fetched nothing"
+        );
 
         let config = replicas.config.cleaner_config();
         let cleaned = replicas.clean_logs(i64::MAX / 2, &config, 16).unwrap();
@@ -738,7 +752,10 @@ mod tests {
         let first = log.lock().unwrap().read(0, 1, i64::MAX, true).unwrap();
         let bytes = first.records.expect("a batch").read_to_bytes().unwrap();
         let base_offset = i64::from_be_bytes(bytes[..8].try_into().unwrap());
-        assert_eq!(base_offset, 0, "the older value above the high watermark kept");
+        assert_eq!(
+            base_offset, 0,
+            "the older value above the high watermark kept"
+        );
     }
 
     /// A partition that leaves the image, or whose topic is recreated under

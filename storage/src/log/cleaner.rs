@@ -280,12 +280,22 @@ impl Log {
     /// `None`) the log start offset is used (Kafka's
     /// `LogCleanerManager.cleanableOffsets`).
     ///
+    /// The first uncleanable offset is the lowest of: the active segment's
+    /// base; the base of the segment holding `last_stable_offset` (the
+    /// partition's high watermark: records above it may still be truncated
+    /// away or replaced by the leader's, so no replica compacts them;
+    /// `i64::MAX` for no bound); the first segment younger than
+    /// `min.compaction.lag.ms`. Kafka bounds it by the last stable offset
+    /// itself and may clean the part of a segment below it; Weir cleans
+    /// whole segments only, so it stops at that segment's base.
+    ///
     /// # Errors
     /// [`StorageError::Io`] if a segment's modification time cannot be read.
     pub fn cleanable(
         &self,
         first_dirty_checkpoint: Option<i64>,
         now_ms: i64,
+        last_stable_offset: i64,
     ) -> Result<Option<LogToClean>, StorageError> {
         if !self.config.cleanup_policy.compact || self.deleted {
             return Ok(None);
@@ -307,7 +317,12 @@ impl Log {
             .rposition(|s| s.base_offset <= first_dirty_offset)
             .unwrap_or(0);
         let min_lag = self.config.min_compaction_lag_ms.max(0);
-        let mut first_uncleanable_offset = active_base;
+        let stable_segment_base = self
+            .segments
+            .range(..=last_stable_offset)
+            .next_back()
+            .map_or(self.log_start_offset, |(&base, _)| base);
+        let mut first_uncleanable_offset = active_base.min(stable_segment_base);
         if min_lag > 0 {
             if let Some(young) = snapshots[dirty_from..]
                 .iter()
