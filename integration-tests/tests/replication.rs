@@ -27,6 +27,7 @@ use crate::cluster::{
 use crate::support::{self, error_code, TopicInfo};
 
 const NOT_ENOUGH_REPLICAS: i16 = 19;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 /// Negotiated versions for the requests these tests send.
 struct Versions {
@@ -349,17 +350,26 @@ fn a_paused_leader_acknowledges_nothing_after_the_new_epoch() {
         Some(leader),
     );
     let new_at = index_of(&brokers, new_leader);
-    let (error, _) = produce(
-        &mut clients[new_at],
-        v.produce,
-        &topic,
-        -1,
-        &["after".into()],
-    );
-    assert_eq!(
-        error,
-        error_code::NONE,
-        "the new leader takes acks=all writes"
+    // The survivor's image may name the new leader before the new leader
+    // has applied it: NOT_LEADER_OR_FOLLOWER (which appends nothing) is
+    // retried, as clients do.
+    support::poll_until(
+        Duration::from_secs(30),
+        "the new leader to take an acks=all write",
+        || {
+            let (error, _) = produce(
+                &mut clients[new_at],
+                v.produce,
+                &topic,
+                -1,
+                &["after".into()],
+            );
+            match error {
+                error_code::NONE => Some(()),
+                NOT_LEADER_OR_FOLLOWER => None,
+                other => panic!("the new leader answered {other}"),
+            }
+        },
     );
     signal(&brokers[at], "-CONT");
 
