@@ -41,4 +41,5 @@ mod lifecycle;
 mod log_config;
 mod metrics;
 mod replication;
+mod replication_matrix;
 mod retention;
