@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::MetadataResponsePartition;
 use kafka_protocol::messages::{
@@ -72,6 +74,32 @@ pub(crate) fn start_nodes_with_voters(
     voters: &[String],
     extra: &[(&'static str, &'static str)],
 ) -> Vec<TestBroker> {
+    start_nodes(cluster_id, controller_ports, voters, extra, false)
+}
+
+/// [`start_three_nodes_with`], each node with its Prometheus endpoint on
+/// (`TestBroker::metrics_addr`).
+pub(crate) fn start_three_nodes_with_metrics(
+    extra: &[(&'static str, &'static str)],
+) -> Vec<TestBroker> {
+    let controller_ports = three_free_ports();
+    let voters = voters_of(&controller_ports);
+    start_nodes(
+        &weir_storage::random_kafka_uuid(),
+        &controller_ports,
+        &vec![voters; 3],
+        extra,
+        true,
+    )
+}
+
+fn start_nodes(
+    cluster_id: &str,
+    controller_ports: &[u16],
+    voters: &[String],
+    extra: &[(&'static str, &'static str)],
+    metrics: bool,
+) -> Vec<TestBroker> {
     let starting: Vec<_> = controller_ports
         .iter()
         .zip(voters)
@@ -87,7 +115,8 @@ pub(crate) fn start_nodes_with_voters(
                         "listeners",
                         &format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
                     )
-                    .override_config("controller.quorum.voters", &voters);
+                    .override_config("controller.quorum.voters", &voters)
+                    .metrics(metrics);
                 for (key, value) in extra {
                     builder = builder.override_config(key, value);
                 }
@@ -386,6 +415,16 @@ pub(crate) const FAST_SESSIONS: [(&str, &str); 2] = [
 
 /// Creates `name` with one partition per replica list in `assignments`.
 pub(crate) fn create_assigned(client: &mut RawClient, name: &str, assignments: &[&[i32]]) {
+    create_assigned_with(client, name, assignments, &[]);
+}
+
+/// [`create_assigned`] with topic configs.
+pub(crate) fn create_assigned_with(
+    client: &mut RawClient,
+    name: &str,
+    assignments: &[&[i32]],
+    configs: &[(&str, &str)],
+) {
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(vec![CreatableTopic::default()
@@ -400,6 +439,16 @@ pub(crate) fn create_assigned(client: &mut RawClient, name: &str, assignments: &
                         CreatableReplicaAssignment::default()
                             .with_partition_index(i as i32)
                             .with_broker_ids(replicas.iter().copied().map(BrokerId).collect())
+                    })
+                    .collect(),
+            )
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(key, value)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_string((*key).to_owned()))
+                            .with_value(Some(StrBytes::from_string((*value).to_owned())))
                     })
                     .collect(),
             )]);
