@@ -112,8 +112,13 @@ def consume(bootstrap, topic, group):
         listed = [{"topic": t, "partition": p, "offset": o}
                   for (t, p), o in sorted(next_offsets.items())]
         try:
-            consumer.commit(offsets=offsets, asynchronous=False)
-            emit("offsets_committed", offsets=listed, success=True)
+            committed = consumer.commit(offsets=offsets, asynchronous=False)
+            # A per-partition error comes back in the returned list.
+            errors = [str(p.error) for p in committed or [] if p.error is not None]
+            if errors:
+                emit("offsets_committed", offsets=listed, success=False, error="; ".join(errors))
+            else:
+                emit("offsets_committed", offsets=listed, success=True)
         except KafkaException as e:
             emit("offsets_committed", offsets=listed, success=False, error=str(e))
     consumer.close()

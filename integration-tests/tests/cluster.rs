@@ -24,7 +24,12 @@ use crate::support::{self, error_code};
 
 /// Three distinct free ports on 127.0.0.1 (all bound at once, then released).
 pub(crate) fn three_free_ports() -> Vec<u16> {
-    let listeners: Vec<std::net::TcpListener> = (0..3)
+    free_ports(3)
+}
+
+/// `n` distinct free ports on 127.0.0.1 (all bound at once, then released).
+pub(crate) fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<std::net::TcpListener> = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0"))
         .collect();
     listeners
@@ -74,7 +79,7 @@ pub(crate) fn start_nodes_with_voters(
     voters: &[String],
     extra: &[(&'static str, &'static str)],
 ) -> Vec<TestBroker> {
-    start_nodes(cluster_id, controller_ports, voters, extra, false)
+    start_nodes(cluster_id, controller_ports, voters, extra, false, None)
 }
 
 /// [`start_three_nodes_with`], each node with its Prometheus endpoint on
@@ -90,6 +95,28 @@ pub(crate) fn start_three_nodes_with_metrics(
         &vec![voters; 3],
         extra,
         true,
+        None,
+    )
+}
+
+/// [`start_three_nodes_with`] with each node's PLAINTEXT listener on a port
+/// chosen once, which the node binds again when restarted (as in a real
+/// deployment), so clients bootstrapped from the first addresses still find
+/// the cluster after every node has been restarted.
+pub(crate) fn start_three_nodes_on_fixed_ports(
+    extra: &[(&'static str, &'static str)],
+) -> Vec<TestBroker> {
+    // Both sets at once, so that no client port repeats a controller port.
+    let mut ports = free_ports(6);
+    let client_ports = ports.split_off(3);
+    let voters = voters_of(&ports);
+    start_nodes(
+        &weir_storage::random_kafka_uuid(),
+        &ports,
+        &vec![voters; 3],
+        extra,
+        false,
+        Some(client_ports),
     )
 }
 
@@ -99,6 +126,7 @@ fn start_nodes(
     voters: &[String],
     extra: &[(&'static str, &'static str)],
     metrics: bool,
+    client_ports: Option<Vec<u16>>,
 ) -> Vec<TestBroker> {
     let starting: Vec<_> = controller_ports
         .iter()
@@ -107,13 +135,16 @@ fn start_nodes(
         .map(|(i, (&port, voters))| {
             let (voters, cluster_id, extra) =
                 (voters.clone(), cluster_id.to_owned(), extra.to_vec());
+            let client_port = client_ports.as_ref().map_or(0, |ports| ports[i]);
             std::thread::spawn(move || {
                 let mut builder = TestBroker::builder()
                     .node_id(i as i32 + 1)
                     .format_cluster_id(&cluster_id)
                     .override_config(
                         "listeners",
-                        &format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
+                        &format!(
+                            "PLAINTEXT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{port}"
+                        ),
                     )
                     .override_config("controller.quorum.voters", &voters)
                     .metrics(metrics);
