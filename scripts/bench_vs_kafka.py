@@ -18,6 +18,14 @@ Broker settings, equal on both: one node, replication factor 1,
 num.partitions=1, offsets.topic.replication.factor=1,
 group.initial.rebalance.delay.ms=0; every other key at its default. Kafka runs
 with the JVM options of kafka-server-start.sh (-Xmx1G -Xms1G, G1).
+
+`--replicated` (`scripts/bench replicated`, issue 16) runs the replicated
+scenario instead: each round starts a fresh 3-node cluster of each (combined
+broker+controller nodes on 127.0.0.1-3, every broker key at its default) and
+measures ProducerPerformance acks=all throughput on 16-partition topics with
+replication factor 3 and min.insync.replicas=2, the brokers' summed CPU per GB
+and summed RSS, and weir-latency-probe at 20,000 records/s, acks=all; the
+table goes to bench/results/replicated.md.
 """
 
 import argparse
@@ -28,6 +36,7 @@ import platform
 import re
 import resource
 import shutil
+import signal
 import socket
 import statistics
 import struct
@@ -60,9 +69,9 @@ def log(msg):
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def free_port():
+def free_port(host="127.0.0.1"):
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -79,8 +88,8 @@ def _request(api_key, version, corr, body):
     return struct.pack(">i", len(msg)) + msg
 
 
-def _roundtrip(port, frame, timeout):
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+def _roundtrip(port, frame, timeout, host="127.0.0.1"):
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(frame)
         buf = b""
         while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
@@ -91,25 +100,25 @@ def _roundtrip(port, frame, timeout):
         return buf[4:]
 
 
-def metadata_answered(port):
-    """True once a Metadata v4 request (all topics) gets an answer with a broker."""
+def metadata_brokers(port, host="127.0.0.1"):
+    """The brokers a Metadata v4 request (all topics) lists, 0 when nothing answers."""
     body = struct.pack(">i?", -1, False)  # topics: null (all), allow_auto_topic_creation
     try:
-        resp = _roundtrip(port, _request(3, 4, 1, body), timeout=1.0)
+        resp = _roundtrip(port, _request(3, 4, 1, body), timeout=1.0, host=host)
     except OSError:
-        return False
+        return 0
     # correlation id, throttle_time_ms, brokers array length
     _corr, _throttle, brokers = struct.unpack(">iii", resp[:12])
-    return brokers >= 1
+    return brokers
 
 
-def create_topic(port, name, partitions, configs=None):
-    """CreateTopics v4 for one topic, RF 1; raises on a non-zero error code."""
+def create_topic(port, name, partitions, configs=None, replication_factor=1, host="127.0.0.1"):
+    """CreateTopics v4 for one topic; raises on a non-zero error code."""
     cfg = configs or {}
-    topic = _str(name) + struct.pack(">ih", partitions, 1) + struct.pack(">i", 0)
+    topic = _str(name) + struct.pack(">ih", partitions, replication_factor) + struct.pack(">i", 0)
     topic += struct.pack(">i", len(cfg)) + b"".join(_str(k) + _str(v) for k, v in cfg.items())
     body = struct.pack(">i", 1) + topic + struct.pack(">i?", 30000, False)
-    resp = _roundtrip(port, _request(19, 4, 2, body), timeout=35.0)
+    resp = _roundtrip(port, _request(19, 4, 2, body), timeout=35.0, host=host)
     off = 4 + 4 + 4  # correlation id, throttle, topics count
     (nlen,) = struct.unpack(">h", resp[off:off + 2])
     off += 2 + nlen
@@ -118,21 +127,21 @@ def create_topic(port, name, partitions, configs=None):
         raise RuntimeError(f"CreateTopics {name}: error code {err}")
 
 
-def wait_for_leaders(port, topic, partitions, timeout=60):
+def wait_for_leaders(port, topic, partitions, timeout=60, host="127.0.0.1"):
     """Polls Metadata until every partition of `topic` has a leader (Kafka answers
     CreateTopics before its broker knows the leaders)."""
     deadline = time.monotonic() + timeout
-    while partitions_with_leader(port, topic) < partitions:
+    while partitions_with_leader(port, topic, host) < partitions:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{topic}: not every partition has a leader in {timeout} s")
         time.sleep(0.05)  # polling interval
 
 
-def partitions_with_leader(port, topic):
+def partitions_with_leader(port, topic, host="127.0.0.1"):
     """Metadata v4 for one topic: how many of its partitions have a leader (-1 on error)."""
     body = struct.pack(">i", 1) + _str(topic) + struct.pack("?", False)
     try:
-        r = _roundtrip(port, _request(3, 4, 3, body), timeout=30.0)
+        r = _roundtrip(port, _request(3, 4, 3, body), timeout=30.0, host=host)
     except OSError:
         return -1
     off = 8  # correlation id, throttle_time_ms
@@ -176,10 +185,14 @@ def partitions_with_leader(port, topic):
 
 # --- /proc sampling ------------------------------------------------------------
 
-def cpu_seconds(pid):
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    # fields[0] is state (field 3); utime/stime are fields 14/15.
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+def cpu_seconds(*pids):
+    """utime + stime of the processes `pids`, summed, in seconds."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        # fields[0] is state (field 3); utime/stime are fields 14/15.
+        total += int(fields[11]) + int(fields[12])
+    return total / CLK_TCK
 
 
 def machine_jiffies():
@@ -195,15 +208,17 @@ def children_cpu_seconds():
     return ru.ru_utime + ru.ru_stime
 
 
-def cpu_split(pid, gigabytes, run):
-    """Runs `run()` and returns (its result, {cpu figures}): the broker's and the load
-    generator's CPU seconds per GB moved, and the machine's busy CPUs (of os.cpu_count())
-    over the run, which show whether the broker or the client (on the same machine) is the bound."""
-    broker0, client0, (busy0, total0) = cpu_seconds(pid), children_cpu_seconds(), machine_jiffies()
+def cpu_split(pids, gigabytes, run):
+    """Runs `run()` and returns (its result, {cpu figures}): the brokers' (`pids`, summed) and
+    the load generator's CPU seconds per GB moved, and the machine's busy CPUs (of
+    os.cpu_count()) over the run, which show whether the brokers or the client (on the same
+    machine) are the bound."""
+    broker0, client0 = cpu_seconds(*pids), children_cpu_seconds()
+    busy0, total0 = machine_jiffies()
     result = run()
     busy1, total1 = machine_jiffies()
     figures = {
-        "broker_cpu_s_per_gb": (cpu_seconds(pid) - broker0) / gigabytes,
+        "broker_cpu_s_per_gb": (cpu_seconds(*pids) - broker0) / gigabytes,
         "client_cpu_s_per_gb": (children_cpu_seconds() - client0) / gigabytes,
         "machine_busy_cpus": (os.cpu_count() or 1) * (busy1 - busy0) / max(total1 - total0, 1),
     }
@@ -215,6 +230,11 @@ def status_kb(pid, key):
         if line.startswith(key + ":"):
             return int(line.split()[1])
     raise KeyError(key)
+
+
+def status_mb(pids, key):
+    """`key` (VmRSS, VmHWM) of the processes `pids`, summed, in MiB."""
+    return sum(status_kb(pid, key) for pid in pids) / 1024
 
 
 # --- brokers -------------------------------------------------------------------
@@ -229,38 +249,65 @@ COMMON_PROPS = {
 
 
 class Broker:
-    def __init__(self, kind, args, workdir):
+    """One broker process: node `node_id` on `host`, with its server.properties, log dir and
+    broker.log under `workdir`, on free ports. Without `voters` it is the single node of the
+    side-by-side run; `Cluster` sets `voters` (controller.quorum.voters) and `cluster_id` to
+    make it one combined broker+controller node of a cluster."""
+
+    def __init__(self, kind, args, workdir, host="127.0.0.1", node_id=1):
         self.kind, self.args, self.workdir = kind, args, workdir
-        self.port = free_port()
+        self.host, self.node_id = host, node_id
+        self.port = free_port(host)
+        self.controller_port = free_port(host)
+        self.voters = self.cluster_id = None
         self.logdir = workdir / "data"
         self.proc = None
         self.out = None
 
+    @property
+    def bootstrap(self):
+        return f"{self.host}:{self.port}"
+
     def write_props(self, props):
+        self.workdir.mkdir(parents=True, exist_ok=True)
         path = self.workdir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         return path
 
     def start(self):
         """Starts the broker; returns seconds from process start to the first Metadata answer."""
-        cmd = self.prepare()
-        self.out = open(self.workdir / "broker.log", "wb")
+        fmt, cmd = self.commands()
+        if fmt:
+            run_formats([fmt])
         t0 = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        deadline = t0 + 120
-        while not metadata_answered(self.port):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.kind} exited with {self.proc.returncode}; "
-                                   f"see {self.workdir / 'broker.log'}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.kind} gave no Metadata answer in 120 s")
-            time.sleep(0.005)  # polling interval of the probe, not a synchronisation
+        self.launch(cmd)
+        self.wait_for_brokers(1, t0 + 120)
         return time.monotonic() - t0
 
-    def stop(self):
+    def launch(self, cmd):
+        self.out = open(self.workdir / "broker.log", "wb")
+        # Its own session: Ctrl-C reaches the driver, whose `finally` stops the broker.
+        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def wait_for_brokers(self, brokers, deadline):
+        """Polls Metadata until this node's answer lists `brokers` brokers."""
+        while metadata_brokers(self.port, self.host) < brokers:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.kind} node {self.node_id} exited with "
+                                   f"{self.proc.returncode}; see {self.workdir / 'broker.log'}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.kind} node {self.node_id}: no Metadata answer "
+                                   f"listing {brokers} broker(s) in 120 s")
+            time.sleep(0.005)  # polling interval of the probe, not a synchronisation
+
+    def terminate(self):
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
+
+    def stop(self):
+        self.terminate()
+        if self.proc and self.proc.poll() is None:
             try:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
@@ -270,16 +317,46 @@ class Broker:
             self.out.close()
 
 
+def run_formats(commands):
+    """Runs the storage format commands (one per node) side by side; raises if one fails."""
+    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for c in commands]
+    failed = []
+    try:
+        for command, proc in zip(commands, procs):
+            _, err = proc.communicate()
+            if proc.returncode != 0:
+                failed.append(f"{' '.join(command[-6:])} exited with {proc.returncode}: "
+                              f"{err.decode()}")
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if failed:
+        raise RuntimeError("\n".join(failed))
+
+
 class Weir(Broker):
-    def prepare(self):
-        props = dict(COMMON_PROPS)
+    def commands(self):
+        """(format command or None, broker command)."""
+        listeners = f"PLAINTEXT://{self.host}:{self.port}"
+        if self.voters is None:
+            props = dict(COMMON_PROPS)
+        else:
+            props = {"node.id": str(self.node_id), "controller.quorum.voters": self.voters,
+                     "controller.listener.names": "CONTROLLER"}
+            listeners += f",CONTROLLER://{self.host}:{self.controller_port}"
         props.update({
             "process.roles": "broker,controller",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": listeners,
             "log.dirs": str(self.logdir),
             "metrics.listener": "",
         })
-        return [self.args.weir_bin, "--config", str(self.write_props(props))]
+        path = self.write_props(props)
+        fmt = None if self.voters is None else [
+            self.args.weir_bin, "format", "--config", str(path), f"--cluster-id={self.cluster_id}"]
+        return fmt, [self.args.weir_bin, "--config", str(path)]
 
 
 def kafka_cluster_id():
@@ -292,28 +369,82 @@ def kafka_cluster_id():
 
 
 class Kafka(Broker):
-    def prepare(self):
-        ctl = free_port()
-        props = dict(COMMON_PROPS)
+    def commands(self):
+        """(format command, broker command)."""
+        if self.voters is None:
+            props = dict(COMMON_PROPS)
+            props.update({
+                "transaction.state.log.replication.factor": "1",
+                "transaction.state.log.min.isr": "1",
+                "share.coordinator.state.topic.replication.factor": "1",
+                "share.coordinator.state.topic.min.isr": "1",
+            })
+        else:
+            props = {"node.id": str(self.node_id)}
         props.update({
             "process.roles": "broker,controller",
-            "controller.quorum.voters": f"1@127.0.0.1:{ctl}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{ctl}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.quorum.voters": self.voters
+            or f"{self.node_id}@{self.host}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},"
+                         f"CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
             "log.dirs": str(self.logdir),
         })
         path = self.write_props(props)
         fmt = ["java", "-cp", self.args.classpath, "kafka.tools.StorageTool", "format",
-               "-t", kafka_cluster_id(), "-c", str(path)]
-        subprocess.run(fmt, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        return ["java", *KAFKA_JVM_OPTS, "-cp", self.args.classpath, "kafka.Kafka", str(path)]
+               "-t", self.cluster_id or kafka_cluster_id(), "-c", str(path)]
+        return fmt, ["java", *KAFKA_JVM_OPTS, "-cp", self.args.classpath, "kafka.Kafka", str(path)]
+
+
+# The replicated scenario's clusters: combined broker+controller nodes on 127.0.0.1, .2 and .3,
+# the layout of scripts/cluster.
+CLUSTER_NODES = 3
+
+
+class Cluster:
+    """CLUSTER_NODES fresh nodes of one kind (`Weir` or `Kafka`), each a combined
+    broker+controller voter with its own ports and log dir under `workdir`/node-<id>,
+    formatted with one cluster id (`weir format`, Kafka's StorageTool format)."""
+
+    def __init__(self, kind, args, workdir):
+        node = Weir if kind == "weir" else Kafka
+        self.kind = kind
+        self.nodes = [node(kind, args, workdir / f"node-{i}", host=f"127.0.0.{i}", node_id=i)
+                      for i in range(1, CLUSTER_NODES + 1)]
+        voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes)
+        cluster_id = kafka_cluster_id()
+        for n in self.nodes:
+            n.voters, n.cluster_id = voters, cluster_id
+
+    @property
+    def bootstrap(self):
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    @property
+    def pids(self):
+        return [n.proc.pid for n in self.nodes]
+
+    def start(self):
+        """Formats and starts every node; returns seconds from the first process start until
+        every node's Metadata answer lists every broker."""
+        commands = [n.commands() for n in self.nodes]
+        run_formats([fmt for fmt, _ in commands])
+        t0 = time.monotonic()
+        for n, (_, cmd) in zip(self.nodes, commands):
+            n.launch(cmd)
+        for n in self.nodes:
+            n.wait_for_brokers(CLUSTER_NODES, t0 + 120)
+        return time.monotonic() - t0
+
+    def stop(self):
+        """SIGTERM to every node at once (so none waits on the others' shutdown), then waits."""
+        for n in self.nodes:
+            n.terminate()
+        for n in self.nodes:
+            n.stop()
 
 
 # --- load generators -----------------------------------------------------------
@@ -323,11 +454,13 @@ PP_RE = re.compile(
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
 
 
-def producer_perf(args, port, topic, records, acks, throughput=-1):
+def producer_perf(args, bootstrap, topic, records, acks, throughput=-1):
+    """ProducerPerformance against `bootstrap` (host:port[,host:port...]), client defaults
+    except acks; returns {rec_s, mb_s, p50, p99, p999 (ms)} of its summary line."""
     cmd = ["java", "-cp", args.classpath, "org.apache.kafka.tools.ProducerPerformance",
            "--topic", topic, "--num-records", str(records), "--record-size", str(RECORD_SIZE),
            "--throughput", str(throughput), "--producer-props",
-           f"bootstrap.servers=127.0.0.1:{port}", f"acks={acks}"]
+           f"bootstrap.servers={bootstrap}", f"acks={acks}"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800).stdout
     m = None
     for m in PP_RE.finditer(out):
@@ -375,10 +508,11 @@ PROBE_RE = re.compile(
 LATENCY_PROBE = "weir-latency-probe (integration-tests; no client batching)"
 
 
-def latency_probe(args, port, topic, partitions, acks):
-    """weir-latency-probe at LATENCY_RATE for latency_seconds (+1 s warm-up): returns
+def latency_probe(args, bootstrap, topic, partitions, acks):
+    """weir-latency-probe at LATENCY_RATE for latency_seconds (+1 s warm-up) against `bootstrap`
+    (it sends to and fetches from each partition's leader): returns
     {ack_p50, ack_p99, ack_p999, e2e_p50, e2e_p99, e2e_p999 (ms), rate (rec/s)}."""
-    cmd = [args.latency_probe, "--bootstrap", f"127.0.0.1:{port}", "--topic", topic,
+    cmd = [args.latency_probe, "--bootstrap", bootstrap, "--topic", topic,
            "--partitions", str(partitions), "--rate", str(LATENCY_RATE),
            "--record-size", str(RECORD_SIZE), "--seconds", str(args.latency_seconds + 1),
            f"--acks={'-1' if acks == 'all' else acks}"]
@@ -464,8 +598,8 @@ def run_broker(kind, args, tmp, rnd):
             create_topic(broker.port, "e2e", 1)
         cpu0, produced = cpu_seconds(pid), 0
         for fig, topic, _, acks, _ in produce:
-            r, split = cpu_split(pid, n * RECORD_SIZE / 1e9,
-                                 lambda: producer_perf(args, broker.port, topic, n, acks))
+            r, split = cpu_split([pid], n * RECORD_SIZE / 1e9,
+                                 lambda: producer_perf(args, broker.bootstrap, topic, n, acks))
             res[fig + "_mb_s"] = r["mb_s"]
             res.update({f"{fig}_{k}": v for k, v in split.items()})
             produced += n * RECORD_SIZE
@@ -475,18 +609,18 @@ def run_broker(kind, args, tmp, rnd):
             res["rdk_produce_acks1_p16_mb_s"] = rdkafka_produce(
                 args, broker.port, "rdk-acks1-p16", n, "1")
         cpu0 = cpu_seconds(pid)
-        r, split = cpu_split(pid, n * RECORD_SIZE / 1e9,
+        r, split = cpu_split([pid], n * RECORD_SIZE / 1e9,
                              lambda: consumer_perf(args, broker.port, "acks1-p16", n))
         res["consume_p16_mb_s"] = r["mb_s"]
         res.update({f"consume_p16_{k}": v for k, v in split.items()})
         res["cpu_s_per_gb_consumed"] = (cpu_seconds(pid) - cpu0) / (n * RECORD_SIZE / 1e9)
         lat_n = max(LATENCY_RATE * args.latency_seconds, 1000)
-        r = producer_perf(args, broker.port, "latency", lat_n, "1", throughput=LATENCY_RATE)
+        r = producer_perf(args, broker.bootstrap, "latency", lat_n, "1", throughput=LATENCY_RATE)
         res["produce_latency_rate_rec_s"] = r["rec_s"]
         for q in ("p50", "p99", "p999"):
             res[f"produce_latency_{q}_ms"] = r[q]
         for acks in PROBE_ACKS:
-            r = latency_probe(args, broker.port, f"probe-acks{acks}", 16, acks)
+            r = latency_probe(args, broker.bootstrap, f"probe-acks{acks}", 16, acks)
             res.update({f"probe_acks{acks}_{k}": v for k, v in r.items()})
         if args.rdkafka_perf:
             e2e, res["e2e_rate_rec_s"] = rdkafka_end_to_end(
@@ -516,6 +650,78 @@ def run_broker(kind, args, tmp, rnd):
     return res
 
 
+# --- one cluster run (replicated scenario) --------------------------------------
+
+REPLICAS = 3
+MIN_INSYNC_REPLICAS = 2
+REPLICATED_PARTITIONS = 16
+# (key, label) of the replicated topics: Weir's defaults (leader and followers fsync before
+# acks=all is answered) and Weir's write.caching=true (no fsync, Kafka's behaviour); Kafka runs
+# both with its defaults.
+REPLICATED_VARIANTS = (
+    ("default", "defaults (Weir: leader and followers fsync; Kafka: no fsync)"),
+    ("cache", "no fsync on both (Weir write.caching=true)"),
+)
+
+
+def run_cluster(kind, args, tmp, rnd):
+    """Starts one fresh cluster of CLUSTER_NODES nodes, runs the replicated scenarios
+    (ProducerPerformance acks=all, then weir-latency-probe acks=all, on RF=3 topics with
+    min.insync.replicas=2, once per REPLICATED_VARIANTS), returns {figure: value}; CPU and RSS
+    are sums over the nodes' processes."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"{kind}-cluster-r{rnd}-", dir=tmp))
+    cluster = Cluster(kind, args, workdir)
+    res = {}
+    n = args.records
+    try:
+        res["start_to_metadata_ms"] = cluster.start() * 1000
+        log(f"{kind}: {CLUSTER_NODES} nodes up in {res['start_to_metadata_ms'] / 1000:.1f} s")
+        pids = cluster.pids
+        # Idle RSS once every node has answered and the cluster sat idle for a moment.
+        time.sleep(args.idle_seconds)
+        res["rss_idle_mb"] = status_mb(pids, "VmRSS")
+        first = cluster.nodes[0]
+        for variant, _ in REPLICATED_VARIANTS:
+            configs = {"min.insync.replicas": str(MIN_INSYNC_REPLICAS)}
+            if kind == "weir" and variant == "cache":
+                configs["write.caching"] = "true"
+            for topic in (f"rf3-{variant}", f"rf3-probe-{variant}"):
+                create_topic(first.port, topic, REPLICATED_PARTITIONS, configs, REPLICAS,
+                             host=first.host)
+                wait_for_leaders(first.port, topic, REPLICATED_PARTITIONS, host=first.host)
+        for variant, _ in REPLICATED_VARIANTS:
+            r, split = cpu_split(pids, n * RECORD_SIZE / 1e9, lambda: producer_perf(
+                args, cluster.bootstrap, f"rf3-{variant}", n, "all"))
+            res[f"produce_{variant}_mb_s"] = r["mb_s"]
+            res.update({f"produce_{variant}_{k}": v for k, v in split.items()})
+        res["rss_after_produce_mb"] = status_mb(pids, "VmRSS")
+        for variant, _ in REPLICATED_VARIANTS:
+            r = latency_probe(args, cluster.bootstrap, f"rf3-probe-{variant}",
+                              REPLICATED_PARTITIONS, "all")
+            res.update({f"probe_{variant}_{k}": v for k, v in r.items()})
+        res["rss_peak_mb"] = status_mb(pids, "VmHWM")
+    finally:
+        t0 = time.monotonic()
+        cluster.stop()
+        log(f"{kind}: stopped in {time.monotonic() - t0:.1f} s")
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return res
+
+
+def probe_figures(key, run, setting):
+    """The rows of one weir-latency-probe run (keys `<key>_rate`, `<key>_ack_<q>`,
+    `<key>_e2e_<q>`): the rate reached, then send-to-ack and end-to-end p50, p99, p99.9."""
+    return [
+        (f"{key}_rate", f"probe run {run}: rate reached (target {LATENCY_RATE})", "rec/s",
+         "at target", LATENCY_PROBE),
+        *((f"{key}_{kind}_{q}", f"{label} latency {q.replace('p999', 'p99.9')} at "
+           f"{LATENCY_RATE} rec/s, {setting}", "ms", "lower", LATENCY_PROBE)
+          for kind, label in (("ack", "send-to-ack"), ("e2e", "end-to-end"))
+          for q in ("p50", "p99", "p999")),
+    ]
+
+
 # (key, label, unit, better, load generator)
 FIGURES = [
     ("produce_acks1_p1_mb_s", "produce acks=1, 1 partition", "MiB/s", "higher", PP),
@@ -536,15 +742,8 @@ FIGURES = [
      "lower", PP),
     ("produce_latency_p999_ms", f"send-to-ack latency p99.9 at {LATENCY_RATE} rec/s, acks=1", "ms",
      "lower", PP),
-    *(fig for acks in PROBE_ACKS for fig in (
-        (f"probe_acks{acks}_rate", f"probe run acks={acks}: rate reached (target {LATENCY_RATE})",
-         "rec/s", "at target", LATENCY_PROBE),
-        *((f"probe_acks{acks}_{kind}_{q}",
-           f"{label} latency {q.replace('p999', 'p99.9')} at {LATENCY_RATE} rec/s, "
-           f"acks={acks}, 16 partitions", "ms", "lower", LATENCY_PROBE)
-          for kind, label in (("ack", "send-to-ack"), ("e2e", "end-to-end"))
-          for q in ("p50", "p99", "p999")),
-    )),
+    *(fig for acks in PROBE_ACKS
+      for fig in probe_figures(f"probe_acks{acks}", f"acks={acks}", f"acks={acks}, 16 partitions")),
     ("e2e_rate_rec_s", f"end-to-end run: rate reached (target {LATENCY_RATE})", "rec/s", "at target",
      RDK),
     ("e2e_latency_p50_ms", f"end-to-end latency p50 at {LATENCY_RATE} rec/s, acks=1, 1 partition",
@@ -585,14 +784,43 @@ FIGURES = [
 ]
 
 
+SUMMED = f"sum over the {CLUSTER_NODES} nodes of {PROC}"
+REPLICATED = (f"acks=all, RF={REPLICAS}, min.insync.replicas={MIN_INSYNC_REPLICAS}, "
+              f"{REPLICATED_PARTITIONS} partitions")
+# The replicated scenario's table; issue 18's targets are the throughput, summed CPU per GB and
+# end-to-end p99 rows of the defaults and the summed RSS rows.
+REPLICATED_FIGURES = [
+    *(fig for variant, what in REPLICATED_VARIANTS for fig in (
+        (f"produce_{variant}_mb_s", f"produce {REPLICATED}, {what}", "MiB/s", "higher", PP),
+        (f"produce_{variant}_broker_cpu_s_per_gb",
+         f"summed broker CPU per GB produced, {what}", "s/GB", "lower", f"{SUMMED}/stat"),
+        (f"produce_{variant}_client_cpu_s_per_gb", f"load generator CPU per GB, {what}", "s/GB",
+         "context", f"getrusage of {PP}"),
+        (f"produce_{variant}_machine_busy_cpus",
+         f"machine CPUs busy (of {os.cpu_count()}) while producing, {what}", "CPUs", "context",
+         "/proc/stat"),
+    )),
+    *(fig for variant, what in REPLICATED_VARIANTS
+      for fig in probe_figures(f"probe_{variant}", what, f"{REPLICATED}, {what}")),
+    ("rss_idle_mb", "summed broker RSS idle (VmRSS)", "MiB", "lower", f"{SUMMED}/status"),
+    ("rss_after_produce_mb", "summed broker RSS after the produce scenarios (VmRSS)", "MiB",
+     "lower", f"{SUMMED}/status"),
+    ("rss_peak_mb", "summed broker peak RSS over the run (VmHWM)", "MiB", "lower",
+     f"{SUMMED}/status"),
+    ("start_to_metadata_ms",
+     f"cluster start to every node's Metadata listing {CLUSTER_NODES} brokers", "ms", "lower",
+     PROBE),
+]
+
+
 def fmt(v):
     return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
 
 
-def table(results):
+def table(results, figures):
     rows = ["| figure | unit | Weir | Kafka | Weir/Kafka | better | load generator |",
             "|---|---|---|---|---|---|---|"]
-    for key, label, unit, better, gen in FIGURES:
+    for key, label, unit, better, gen in figures:
         w = [r[key] for r in results["weir"] if key in r]
         k = [r[key] for r in results["kafka"] if key in r]
         if not w or not k:
@@ -622,66 +850,9 @@ def machine(tmp):
     ]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="1 round, 10k records per scenario (CI smoke run; figures not comparable)")
-    ap.add_argument("--rounds", type=int, help="rounds of Weir, Kafka (default 3; --quick 1)")
-    ap.add_argument("--records", type=int,
-                    help="1 KiB records per produce/consume scenario (default 1000000; --quick 10000)")
-    ap.add_argument("--latency-seconds", type=int,
-                    help="length in seconds of each fixed-rate latency run (default 30; --quick 1)")
-    ap.add_argument("--many-partitions", type=int, nargs="*",
-                    help="partition counts of the many-partitions scenario "
-                         "(default 1000 10000; --quick 100; none to skip)")
-    ap.add_argument("--keep", action="store_true", help="keep the brokers' temp dirs")
-    ap.add_argument("--out", default=str(REPO / "bench/results/latest.md"))
-    args = ap.parse_args()
-    args.rounds = args.rounds or (1 if args.quick else 3)
-    args.records = args.records or (10_000 if args.quick else 1_000_000)
-    args.latency_seconds = args.latency_seconds or (1 if args.quick else 30)
-    args.idle_seconds = 1 if args.quick else 5
-    args.weir_bin = os.environ["WEIR_BIN"]
-    if args.many_partitions is None:
-        args.many_partitions = [100] if args.quick else [1000, 10000]
-    args.rdkafka_perf = os.environ.get("RDKAFKA_PERFORMANCE") or None
-    args.latency_probe = os.environ["LATENCY_PROBE"]
-    args.classpath = Path(os.environ["KAFKA_CLASSPATH_FILE"]).read_text().strip()
-    weir_build = os.environ.get("WEIR_BUILD", "release")
-
-    started = time.monotonic()
-    tmp = Path(tempfile.mkdtemp(prefix="weir-bench-", dir=os.environ.get("TMPDIR", "/tmp")))
-    info = machine(tmp)
-    results = {"weir": [], "kafka": []}
-    try:
-        for rnd in range(1, args.rounds + 1):
-            for kind in ("weir", "kafka"):
-                log(f"round {rnd}/{args.rounds}: {kind}")
-                results[kind].append(run_broker(kind, args, tmp, rnd))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    elapsed = time.monotonic() - started
-
-    commit = sh(f"git -C {REPO} rev-parse --short HEAD") + (
-        " (dirty)" if sh(f"git -C {REPO} status --porcelain --untracked-files=no") else "")
-    mode = "QUICK (CI smoke run: tiny loads, 1 round; the figures are not comparable)" \
-        if args.quick else "full"
-    tbl = table(results)
-    doc = "\n".join([
-        "# Weir vs Apache Kafka: side-by-side benchmark",
-        "",
-        f"Mode: **{mode}**. Generated by `scripts/bench kafka{' --quick' if args.quick else ''}` "
-        f"on {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC} in {elapsed:.0f} s.",
-        "",
-        f"Medians of {args.rounds} round(s); each round starts Weir, then Kafka, fresh, and runs "
-        "every scenario against it. Ratio = Weir median / Kafka median.",
-        "",
-        tbl,
-        "",
-        "## Settings",
-        "",
-        f"- Weir {commit} ({weir_build} build, `{args.weir_bin}`); Apache Kafka {KAFKA_VERSION} "
-        f"(Maven Central jars, KRaft broker+controller in one JVM, {' '.join(KAFKA_JVM_OPTS[:2])}, G1)",
+def single_settings(args):
+    """The Settings lines of the single-node run (`scripts/bench kafka`)."""
+    return [
         "- both: 1 node, RF 1, " + ", ".join(f"{k}={v}" for k, v in COMMON_PROPS.items()
                                               if k != "node.id")
         + "; everything else at its default (Weir: acks=all answered after fdatasync; "
@@ -706,6 +877,121 @@ def main():
         "the earlier scenarios' ~90 partitions and __consumer_offsets' 50); idle CPU over "
         f"{args.idle_seconds * 2} s after each",
         "- rdkafka_performance: librdkafka 2.0.2 defaults except acks (linger 5 ms)",
+    ]
+
+
+def replicated_settings(args):
+    """The Settings lines of the replicated run (`scripts/bench replicated`)."""
+    return [
+        f"- both: {CLUSTER_NODES} combined broker+controller nodes (process.roles="
+        f"broker,controller, static controller.quorum.voters) on 127.0.0.1-{CLUSTER_NODES}, "
+        "each its own process and log dir, formatted with one cluster id (`weir format`, "
+        "Kafka's StorageTool format); every broker key at its default (so "
+        "offsets.topic.replication.factor=3); Weir's Prometheus endpoint off "
+        "(metrics.listener empty)",
+        f"- topics: {REPLICATED_PARTITIONS} partitions, replication factor {REPLICAS}, topic "
+        f"config min.insync.replicas={MIN_INSYNC_REPLICAS}; the `defaults` topics as they are "
+        "(Weir: an acks=all write is answered once the leader and every in-sync follower have "
+        "fsynced it; Kafka: once the in-sync replicas have it in memory, no fsync); the `no "
+        "fsync` topics add write.caching=true on Weir (Kafka's behaviour) and nothing on Kafka",
+        f"- throughput: {args.records} records of {RECORD_SIZE} B per topic, ProducerPerformance "
+        "with client defaults except acks=all (so idempotent, batch.size=16384, linger.ms=5), "
+        f"bootstrap listing the {CLUSTER_NODES} nodes",
+        f"- summed broker CPU per GB: utime+stime of the {CLUSTER_NODES} broker processes "
+        "(/proc/<pid>/stat) over the produce run, per GB of records produced (each GB is "
+        f"written {REPLICAS} times, once per replica); rows marked context: the load "
+        "generator's CPU per GB (getrusage of the finished child) and the machine's busy CPUs. "
+        "Brokers and load generator share the machine: when it is saturated, throughput is "
+        "bounded by (client + brokers) CPU seconds per GB",
+        f"- summed RSS: VmRSS of the {CLUSTER_NODES} processes after start (idle "
+        f"{args.idle_seconds} s) and after the produce runs, VmHWM at the end",
+        f"- latency: weir-latency-probe at {LATENCY_RATE} rec/s for {args.latency_seconds} s "
+        f"(+1 s warm-up left out), acks=all, on a fresh topic of each kind after the produce "
+        "runs: one Produce of 20 records every millisecond round-robin over the partitions, each "
+        "to its leader, one Fetch long-poll connection per leader; timed from each request's "
+        "scheduled send time",
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--replicated", action="store_true",
+                    help=f"the replicated scenario: {CLUSTER_NODES}-node clusters, RF={REPLICAS} "
+                         f"(scripts/bench replicated; default --out bench/results/replicated.md)")
+    ap.add_argument("--quick", action="store_true",
+                    help="1 round, 10k records per scenario (CI smoke run; figures not comparable)")
+    ap.add_argument("--rounds", type=int, help="rounds of Weir, Kafka (default 3; --quick 1)")
+    ap.add_argument("--records", type=int,
+                    help="1 KiB records per produce/consume scenario (default 1000000; --quick 10000)")
+    ap.add_argument("--latency-seconds", type=int,
+                    help="length in seconds of each fixed-rate latency run (default 30; --quick 1)")
+    ap.add_argument("--many-partitions", type=int, nargs="*",
+                    help="partition counts of the many-partitions scenario "
+                         "(default 1000 10000; --quick 100; none to skip; not in --replicated)")
+    ap.add_argument("--keep", action="store_true", help="keep the brokers' temp dirs")
+    ap.add_argument("--out", help="the results file (default bench/results/latest.md, "
+                                  "or replicated.md with --replicated)")
+    args = ap.parse_args()
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    args.records = args.records or (10_000 if args.quick else 1_000_000)
+    args.latency_seconds = args.latency_seconds or (1 if args.quick else 30)
+    args.idle_seconds = 1 if args.quick else 5
+    args.weir_bin = os.environ["WEIR_BIN"]
+    if args.many_partitions is None:
+        args.many_partitions = [100] if args.quick else [1000, 10000]
+    args.rdkafka_perf = os.environ.get("RDKAFKA_PERFORMANCE") or None
+    args.latency_probe = os.environ["LATENCY_PROBE"]
+    args.classpath = Path(os.environ["KAFKA_CLASSPATH_FILE"]).read_text().strip()
+    weir_build = os.environ.get("WEIR_BUILD", "release")
+    if args.replicated:
+        run, figures, command = run_cluster, REPLICATED_FIGURES, "scripts/bench replicated"
+        title = f"Weir vs Apache Kafka: replicated, {CLUSTER_NODES} local nodes each"
+        out = Path(args.out or REPO / "bench/results/replicated.md")
+    else:
+        run, figures, command = run_broker, FIGURES, "scripts/bench kafka"
+        title = "Weir vs Apache Kafka: side-by-side benchmark"
+        out = Path(args.out or REPO / "bench/results/latest.md")
+    # SIGTERM unwinds as Ctrl-C does, so the `finally`s stop every broker process.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+
+    started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix="weir-bench-", dir=os.environ.get("TMPDIR", "/tmp")))
+    info = machine(tmp)
+    results = {"weir": [], "kafka": []}
+    try:
+        for rnd in range(1, args.rounds + 1):
+            for kind in ("weir", "kafka"):
+                log(f"round {rnd}/{args.rounds}: {kind}")
+                results[kind].append(run(kind, args, tmp, rnd))
+    finally:
+        if args.keep:
+            log(f"kept the brokers' dirs in {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    elapsed = time.monotonic() - started
+
+    commit = sh(f"git -C {REPO} rev-parse --short HEAD") + (
+        " (dirty)" if sh(f"git -C {REPO} status --porcelain --untracked-files=no") else "")
+    mode = "QUICK (CI smoke run: tiny loads, 1 round; the figures are not comparable)" \
+        if args.quick else "full"
+    tbl = table(results, figures)
+    doc = "\n".join([
+        f"# {title}",
+        "",
+        f"Mode: **{mode}**. Generated by `{command}{' --quick' if args.quick else ''}` "
+        f"on {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC} in {elapsed:.0f} s.",
+        "",
+        f"Medians of {args.rounds} round(s); each round starts Weir, then Kafka, fresh, and runs "
+        "every scenario against it. Ratio = Weir median / Kafka median.",
+        "",
+        tbl,
+        "",
+        "## Settings",
+        "",
+        f"- Weir {commit} ({weir_build} build, `{args.weir_bin}`); Apache Kafka {KAFKA_VERSION} "
+        f"(Maven Central jars, KRaft broker+controller in one JVM per node, "
+        f"{' '.join(KAFKA_JVM_OPTS[:2])}, G1)",
+        *(replicated_settings(args) if args.replicated else single_settings(args)),
         "",
         "## Machine",
         "",
@@ -719,7 +1005,6 @@ def main():
         "```",
         "",
     ])
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(doc)
     print()

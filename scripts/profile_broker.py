@@ -48,9 +48,10 @@ def main():
     broker.start()
     n, gigabytes = args.records, args.records * bench.RECORD_SIZE / 1e9
     scenarios = [
-        ("produce-acks1-p16", "p16-acks1", lambda: bench.producer_perf(args, broker.port, "p16-acks1", n, "1")),
+        ("produce-acks1-p16", "p16-acks1",
+         lambda: bench.producer_perf(args, broker.bootstrap, "p16-acks1", n, "1")),
         ("produce-acksall-p16", "p16-acksall",
-         lambda: bench.producer_perf(args, broker.port, "p16-acksall", n, "all")),
+         lambda: bench.producer_perf(args, broker.bootstrap, "p16-acksall", n, "all")),
         ("consume-p16", None, lambda: bench.consumer_perf(args, broker.port, "p16-acks1", n)),
     ]
     try:
@@ -65,7 +66,7 @@ def main():
                                      "-p", str(broker.proc.pid)], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
             time.sleep(0.5)  # perf attaches before the load starts
-            result, split = bench.cpu_split(broker.proc.pid, gigabytes, run)
+            result, split = bench.cpu_split([broker.proc.pid], gigabytes, run)
             perf.send_signal(2)
             perf.wait()
             text = "\n".join([

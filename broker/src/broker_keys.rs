@@ -529,6 +529,9 @@ pub static BROKER_KEYS: &[BrokerKey] = {
             "Weir's key: unsent response bytes at which a connection whose client does not read is neither read nor processed"),
         num!("fetch.max.bytes", Int AtLeast(1024), "57671680", fetch_max_bytes,
             "largest Fetch response; the first batch is still returned whole (KIP-74)"),
+        num!("max.request.partition.size.limit", Int AtLeast(1), "2000",
+            max_request_partition_size_limit,
+            "most partitions one DescribeTopicPartitions response describes (KIP-966); the rest follow by cursor"),
         num!("max.connections", Int AtLeast(0), "2147483647", max_connections,
             "open connections; when reached, new ones wait to be accepted"),
         // 0 alone is refused across keys (without overrides), as Kafka.

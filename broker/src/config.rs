@@ -259,6 +259,11 @@ pub struct BrokerConfig {
     /// `max_bytes` is lowered to it (Kafka's `KafkaApis`), the first batch
     /// is still returned whole (KIP-74). Default: 57671680 (55 MiB).
     pub fetch_max_bytes: i32,
+    /// `max.request.partition.size.limit`: most partitions one
+    /// DescribeTopicPartitions response describes; the request's own limit
+    /// is lowered to it and the rest follow by cursor (KIP-966, Kafka's
+    /// `DescribeTopicPartitionsRequestHandler`). Default: 2000.
+    pub max_request_partition_size_limit: i32,
     /// `max.connections`: open connections across all listeners; when
     /// reached, new ones wait to be accepted until one closes (Kafka's
     /// `ConnectionQuotas`). Default: 2147483647.
@@ -442,6 +447,7 @@ impl Default for BrokerConfig {
             queued_max_response_bytes: 209_715_200,
             queued_max_response_bytes_per_connection: 1_048_576,
             fetch_max_bytes: 57_671_680,
+            max_request_partition_size_limit: 2000,
             max_connections: i32::MAX,
             max_connections_per_ip: i32::MAX,
             max_connections_per_ip_overrides: std::collections::HashMap::new(),
@@ -1174,6 +1180,11 @@ mod tests {
             ),
             ("queued.max.response.bytes.per.connection", &["1"], &["0"]),
             ("fetch.max.bytes", &["1024"], &["1023", "0", INT_TOO_BIG]),
+            (
+                "max.request.partition.size.limit",
+                &["1"],
+                &["0", INT_TOO_BIG],
+            ),
             ("max.connections", &["0"], &["-1", INT_TOO_BIG]),
             // 0 alone is refused across keys (without overrides), as Kafka.
             (

@@ -110,6 +110,9 @@ pub async fn handle_frame(
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(handlers::describe_cluster::handle(&ctx, version, r))
         }
+        RequestKind::DescribeTopicPartitions(r) => ResponseKind::DescribeTopicPartitions(
+            handlers::describe_topic_partitions::handle(&ctx, version, r),
+        ),
         RequestKind::OffsetForLeaderEpoch(r) => ResponseKind::OffsetForLeaderEpoch(
             handlers::offset_for_leader_epoch::handle(&ctx, version, r),
         ),
@@ -251,6 +254,7 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::AlterConfigs => "AlterConfigs",
         ApiKey::CreatePartitions => "CreatePartitions",
         ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         ApiKey::InitProducerId => "InitProducerId",
         ApiKey::FindCoordinator => "FindCoordinator",

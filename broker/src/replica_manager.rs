@@ -289,7 +289,7 @@ impl ReplicaManager {
                         image
                             .brokers
                             .get(b)
-                            .filter(|r| !r.fenced)
+                            .filter(|r| r.is_active())
                             .map(|r| (*b, r.broker_epoch))
                     })
                     .collect();
@@ -342,6 +342,12 @@ impl ReplicaManager {
             .filter(|tp| !next.contains_key(*tp))
             .cloned()
             .collect();
+        for (tp, p) in &current {
+            // Gone, or replaced by a recreated topic's partition.
+            if !next.get(tp).is_some_and(|n| Arc::ptr_eq(n, p)) {
+                p.mark_removed();
+            }
+        }
         *self.partitions.write().unwrap_or_else(|e| e.into_inner()) = next;
         for tp in removed {
             info!(topic_partition = ?tp, "deleting log of removed partition");
@@ -533,13 +539,25 @@ impl ReplicaManager {
     }
 
     /// Flushes every log and writes the checkpoints, high watermarks
-    /// included (clean shutdown).
+    /// included, then the clean-shutdown marker with `broker_epoch` (clean
+    /// shutdown; KIP-966 reads the epoch back at the next registration).
     ///
     /// # Errors
     /// I/O errors.
-    pub fn shutdown(&self) -> Result<(), StorageError> {
+    pub fn shutdown(&self, broker_epoch: i64) -> Result<(), StorageError> {
         self.checkpoint_high_watermarks()?;
-        self.log_manager.shutdown()
+        self.log_manager.shutdown(broker_epoch)
+    }
+
+    /// The `last_applied_offset` of the newest image applied to the hosted
+    /// partitions: the metadata offset this broker reports in its
+    /// heartbeats (Kafka's broker reports what its metadata publishers
+    /// have applied).
+    pub fn applied_metadata_offset(&self) -> u64 {
+        *self
+            .applied_offset
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -578,6 +596,8 @@ mod tests {
                 leader_epoch: 0,
                 partition_epoch: 0,
                 leader_recovery_state: Default::default(),
+                eligible_leader_replicas: vec![],
+                last_known_elr: vec![],
             }))
             .unwrap();
         image
@@ -661,5 +681,33 @@ mod tests {
             replicas.log_manager.get(&tp).is_none(),
             "a newer image deletes"
         );
+    }
+
+    /// A partition that leaves the image, or whose topic is recreated under
+    /// another id, is marked removed and stops serving, so that what waits
+    /// on it (parked fetches, acks=all) is answered at once.
+    #[test]
+    fn partitions_leaving_the_image_are_marked_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let replicas = manager(dir.path());
+        let mut first = image_with("doomed");
+        first.last_applied_offset = 1;
+        replicas.apply_image(&first).unwrap();
+        let original = replicas.partition("doomed", 0).expect("hosted");
+
+        let mut recreated = image_with("doomed");
+        recreated.last_applied_offset = 2;
+        replicas.apply_image(&recreated).unwrap();
+        let replacement = replicas.partition("doomed", 0).expect("hosted");
+        assert!(!Arc::ptr_eq(&original, &replacement));
+        assert!(original.is_removed() && !original.is_leader());
+        assert!(!replacement.is_removed() && replacement.is_leader());
+
+        let deleted = MetadataImage {
+            last_applied_offset: 3,
+            ..MetadataImage::default()
+        };
+        replicas.apply_image(&deleted).unwrap();
+        assert!(replacement.is_removed() && !replacement.is_leader());
     }
 }

@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 use weir_controller::{
-    BrokerEndpoint, ControllerConfig, MetadataController, MetadataObserver, QuorumController,
-    QuorumOptions, QuorumTransport,
+    BrokerEndpoint, BrokerHeartbeat, BrokerRegistrationRequest, ControllerConfig,
+    MetadataController, MetadataObserver, QuorumController, QuorumOptions, QuorumTransport,
+    StaticConfig,
 };
 use weir_storage::LogManager;
 
@@ -73,6 +74,9 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             .with_context(|| format!("opening logs in {}", log_dir.display()))?;
     crate::descriptors::log_needs(log_manager.logs().len());
     let cluster_id = log_manager.cluster_id().to_string();
+    // The broker epoch of the last clean shutdown (KIP-966), sent with the
+    // registration below.
+    let previous_broker_epoch = log_manager.previous_broker_epoch();
 
     let controller_config = ControllerConfig {
         node_id: config.node_id,
@@ -91,6 +95,9 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             MULTI_NODE_STARTUP_WAIT
         } else {
             QuorumOptions::default().startup_timeout
+        },
+        static_config: StaticConfig {
+            min_insync_replicas: config.min_insync_replicas,
         },
         ..QuorumOptions::default()
     };
@@ -176,14 +183,19 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         })
         .collect();
     let broker_epoch = controller
-        .register_broker(
-            config.node_id,
-            uuid::Uuid::new_v4(),
+        .register_broker(BrokerRegistrationRequest {
+            broker_id: config.node_id,
+            incarnation_id: uuid::Uuid::new_v4(),
             endpoints,
-            config.broker_rack.clone(),
-        )
+            rack: config.broker_rack.clone(),
+            previous_broker_epoch,
+        })
         .await
         .context("registering the broker")?;
+    info!(
+        node_id = config.node_id,
+        broker_epoch, previous_broker_epoch, "registered with the controller"
+    );
     if multi_node {
         // As Kafka's BrokerServer, serve only once the controller has
         // unfenced this broker (its first heartbeat, once caught up).
@@ -245,24 +257,34 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             .with_context(|| format!("starting metrics endpoint on {addr}"))?;
     }
 
+    // `shutdown` starts the controlled shutdown; everything below keeps
+    // running through it (this broker must keep applying metadata and
+    // answering clients while its leaderships move) and stops on `stop`.
+    let stop = CancellationToken::new();
     let tracker = TaskTracker::new();
-    tracker.spawn(follow_metadata(ctx.clone(), leadership, shutdown.clone()));
+    tracker.spawn(follow_metadata(ctx.clone(), leadership, stop.clone()));
     // Broker heartbeats (KIP-631) keep this broker's session alive on the
     // active controller. A single voter's session never expires (its one
-    // broker is this process), so it needs none.
+    // broker is this process), so it needs none. They stop when the
+    // controlled shutdown, which heartbeats on its own, begins.
+    let heartbeats_stop = stop.child_token();
     if multi_node {
         let controller = controller.clone();
         let node_id = config.node_id;
+        let rm = replica_manager.clone();
         tracker.spawn(every(
             config.broker_heartbeat_interval_ms,
-            shutdown.clone(),
+            heartbeats_stop.clone(),
             move || {
                 let controller = controller.clone();
+                let heartbeat = BrokerHeartbeat {
+                    broker_id: node_id,
+                    broker_epoch,
+                    metadata_offset: rm.applied_metadata_offset(),
+                    want_shut_down: false,
+                };
                 async move {
-                    match controller
-                        .broker_heartbeat(node_id, broker_epoch, false)
-                        .await
-                    {
+                    match controller.broker_heartbeat(heartbeat).await {
                         Ok(reply) if reply.is_fenced => {
                             warn!(node_id, "the controller has this broker fenced")
                         }
@@ -279,7 +301,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         config.node_id,
         broker_epoch,
         isr_change_queue,
-        shutdown.clone(),
+        stop.clone(),
     ));
     // ISR shrinks (Kafka's isr-expiration task): every half of
     // replica.lag.time.max.ms, followers out of sync leave the ISR.
@@ -289,7 +311,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     let quorum = controller.clone();
     tracker.spawn(every(
         (config.replication.replica_lag_time_max_ms / 2).max(1) as u64,
-        shutdown.clone(),
+        stop.clone(),
         move || {
             rm.maybe_shrink_isrs(crate::handlers::now_ms());
             let offline = if quorum.is_active() {
@@ -308,13 +330,13 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         },
     ));
     // Expires offsets (Kafka's offsets retention).
-    tracker.spawn(group_coordinator.run(shutdown.clone()));
+    tracker.spawn(group_coordinator.run(stop.clone()));
     // Recovery point checkpoints (Kafka's kafka-recovery-point-checkpoint).
     let rm = replica_manager.clone();
     tracker.spawn(run_periodically(
         "checkpoint",
         config.log_flush_offset_checkpoint_interval_ms,
-        shutdown.clone(),
+        stop.clone(),
         move || rm.checkpoint(),
     ));
     // High watermark checkpoints (Kafka's highwatermark-checkpoint task).
@@ -325,7 +347,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             .replication
             .high_watermark_checkpoint_interval_ms
             .max(1) as u64,
-        shutdown.clone(),
+        stop.clone(),
         move || rm.checkpoint_high_watermarks(),
     ));
     // Retention (Kafka's kafka-log-retention task), with the expiration of
@@ -335,7 +357,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     tracker.spawn(run_periodically(
         "retention",
         config.log_retention_check_interval_ms,
-        shutdown.clone(),
+        stop.clone(),
         move || {
             let now_ms = crate::handlers::now_ms();
             rm.remove_expired_producers(now_ms, producer_id_expiration_ms);
@@ -348,7 +370,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         tracker.spawn(flush_periodically(
             replica_manager.clone(),
             config.log_flush_scheduler_interval_ms as u64,
-            shutdown.clone(),
+            stop.clone(),
         ));
     }
     // The log cleaner (Kafka's kafka-log-cleaner-thread-0): compacts the
@@ -359,7 +381,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         tracker.spawn(run_periodically(
             "log cleaner",
             config.log_cleaner_backoff_ms,
-            shutdown.clone(),
+            stop.clone(),
             move || {
                 rm.clean_logs(
                     crate::handlers::now_ms(),
@@ -377,7 +399,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             listener,
             ctx.clone(),
             limits.clone(),
-            shutdown.clone(),
+            stop.clone(),
             connections.clone(),
         ));
     }
@@ -397,8 +419,10 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     shutdown.cancelled().await;
     info!("shutting down");
     if multi_node {
-        controlled_shutdown(&controller, &config, broker_epoch).await;
+        heartbeats_stop.cancel();
+        controlled_shutdown(&controller, &config, broker_epoch, &replica_manager).await;
     }
+    stop.cancel();
     tracker.close();
     tracker.wait().await;
     connections.close();
@@ -410,7 +434,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     }
     fetcher_shutdown.cancel();
     replica_fetchers.shutdown().await;
-    if let Err(e) = replica_manager.shutdown() {
+    if let Err(e) = replica_manager.shutdown(broker_epoch) {
         error!(error = %e, "flushing logs at shutdown failed");
     }
     if let Err(e) = controller.shutdown().await {
@@ -549,10 +573,13 @@ async fn wait_until_unfenced(
 ) -> anyhow::Result<()> {
     let retry = task_period(config.broker_heartbeat_interval_ms);
     loop {
-        match controller
-            .broker_heartbeat(config.node_id, broker_epoch, false)
-            .await
-        {
+        let heartbeat = BrokerHeartbeat {
+            broker_id: config.node_id,
+            broker_epoch,
+            metadata_offset: controller.image().last_applied_offset,
+            want_shut_down: false,
+        };
+        match controller.broker_heartbeat(heartbeat).await {
             Ok(reply) if !reply.is_fenced => {
                 info!(
                     node_id = config.node_id,
@@ -573,33 +600,60 @@ async fn wait_until_unfenced(
     }
 }
 
-/// Controlled shutdown (Kafka's `BrokerHeartbeat` with `WantShutDown`): the
-/// active controller fences this broker and moves its leaderships to live
-/// ISR members before the process exits. It waits at most
-/// `broker.session.timeout.ms` (the session would expire by then anyway);
-/// failures are logged.
+/// Controlled shutdown (Kafka's `BrokerLifecycleManager` in
+/// `PENDING_CONTROLLED_SHUTDOWN`): heartbeats with `WantShutDown` until the
+/// active controller answers `should_shut_down`. Meanwhile this broker
+/// keeps running: the controller takes it out of every ISR and moves its
+/// leaderships (it answers NOT_LEADER_OR_FOLLOWER once it has applied
+/// that), and lets it go once every active broker has applied the change,
+/// fencing it. The next heartbeat goes 50 ms after the first answer, then
+/// every `broker.heartbeat.interval.ms`, as Kafka's; the whole wait is
+/// bounded by `broker.session.timeout.ms` and failures are logged (the
+/// session then expires instead).
 async fn controlled_shutdown(
     controller: &MetadataController,
     config: &BrokerConfig,
     broker_epoch: i64,
+    replica_manager: &ReplicaManager,
 ) {
     let node_id = config.node_id;
-    let limit = Duration::from_millis(config.broker_session_timeout_ms);
-    let asked = controller.broker_heartbeat(node_id, broker_epoch, true);
-    match tokio::time::timeout(limit, asked)
-        .await
-        .unwrap_or_else(|_| {
-            Err(weir_controller::ControllerError::Timeout {
-                operation: "controlled shutdown".into(),
-                waited_ms: config.broker_session_timeout_ms,
-            })
-        }) {
-        Ok(reply) => info!(
-            node_id,
-            should_shut_down = reply.should_shut_down,
-            "controlled shutdown: fenced, leadership moved"
-        ),
-        Err(e) => warn!(error = %e, "controlled shutdown failed; the session will expire instead"),
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(config.broker_session_timeout_ms);
+    let mut wait = Duration::from_millis(50);
+    loop {
+        let heartbeat = BrokerHeartbeat {
+            broker_id: node_id,
+            broker_epoch,
+            metadata_offset: replica_manager.applied_metadata_offset(),
+            want_shut_down: true,
+        };
+        let asked = tokio::time::timeout_at(deadline, controller.broker_heartbeat(heartbeat));
+        match asked.await {
+            Ok(Ok(reply)) if reply.should_shut_down => {
+                info!(
+                    node_id,
+                    "controlled shutdown: leaderships moved, released by the controller"
+                );
+                return;
+            }
+            Ok(Ok(reply)) => info!(
+                node_id,
+                in_controlled_shutdown = reply.in_controlled_shutdown,
+                "controlled shutdown: waiting for the active controller"
+            ),
+            Ok(Err(e)) => warn!(error = %e, "controlled shutdown heartbeat failed"),
+            Err(_) => {}
+        }
+        if tokio::time::Instant::now() + wait >= deadline {
+            warn!(
+                node_id,
+                waited_ms = config.broker_session_timeout_ms,
+                "controlled shutdown not granted in time; shutting down (the session will expire)"
+            );
+            return;
+        }
+        tokio::time::sleep(wait).await;
+        wait = Duration::from_millis(config.broker_heartbeat_interval_ms);
     }
 }
 

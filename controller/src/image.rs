@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::records::{
     BrokerEndpoint, ConfigResourceType, LeaderRecoveryState, MetadataRecord, PartitionChangeRecord,
+    ELIGIBLE_LEADER_REPLICAS_VERSION,
 };
 
 /// A topic id (KIP-516): a random, never-zero UUID.
@@ -128,6 +129,17 @@ pub struct PartitionRegistration {
     /// (KIP-704); `Recovered` in images written before it existed.
     #[serde(default)]
     pub leader_recovery_state: LeaderRecoveryState,
+    /// Eligible leader replicas (KIP-966): replicas outside the ISR known
+    /// to hold every record up to the high watermark, which may be elected
+    /// cleanly when the ISR is empty. Non-empty only while the ISR is below
+    /// the topic's effective `min.insync.replicas` with ELR enabled.
+    #[serde(default)]
+    pub elr: Vec<i32>,
+    /// The last known leader (KIP-966's `LastKnownElr` as Kafka 4.1 uses
+    /// it): set when the partition loses its leader with an empty ISR,
+    /// cleared when it has a leader again.
+    #[serde(default)]
+    pub last_known_elr: Vec<i32>,
 }
 
 impl PartitionRegistration {
@@ -146,6 +158,12 @@ impl PartitionRegistration {
         }
         if let Some(state) = change.leader_recovery_state {
             p.leader_recovery_state = state;
+        }
+        if let Some(elr) = &change.eligible_leader_replicas {
+            p.elr = elr.clone();
+        }
+        if let Some(last_known_elr) = &change.last_known_elr {
+            p.last_known_elr = last_known_elr.clone();
         }
         if let Some(leader) = change.leader {
             if leader != p.leader {
@@ -173,6 +191,19 @@ pub struct BrokerRegistration {
     pub rack: Option<String>,
     /// Fenced brokers may not lead partitions or be in ISRs.
     pub fenced: bool,
+    /// The broker asked to shut down (Kafka's `inControlledShutdown`): it
+    /// may no longer lead nor join ISRs, while it is still unfenced until
+    /// the controller lets it go. Reset by a new registration.
+    #[serde(default)]
+    pub in_controlled_shutdown: bool,
+}
+
+impl BrokerRegistration {
+    /// True for a broker that may lead and be in an ISR: unfenced and not in
+    /// controlled shutdown (Kafka's `ClusterControlManager.isActive`).
+    pub fn is_active(&self) -> bool {
+        !self.fenced && !self.in_controlled_shutdown
+    }
 }
 
 impl MetadataImage {
@@ -194,6 +225,15 @@ impl MetadataImage {
         self.topic_names_by_id
             .get(id)
             .and_then(|name| self.topics.get(name))
+    }
+
+    /// True when Eligible Leader Replicas (KIP-966) are on: the
+    /// [`ELIGIBLE_LEADER_REPLICAS_VERSION`] feature is at level 1 or more
+    /// (Kafka's `FeatureControlManager.isElrFeatureEnabled`).
+    pub fn elr_enabled(&self) -> bool {
+        self.features
+            .get(ELIGIBLE_LEADER_REPLICAS_VERSION)
+            .is_some_and(|&level| level >= 1)
     }
 
     /// Unfenced broker ids in ascending order.
@@ -224,6 +264,7 @@ impl MetadataImage {
                         endpoints: r.end_points.clone(),
                         rack: r.rack.clone(),
                         fenced: r.fenced,
+                        in_controlled_shutdown: false,
                     },
                 );
             }
@@ -258,6 +299,8 @@ impl MetadataImage {
                         leader_epoch: r.leader_epoch,
                         partition_epoch: r.partition_epoch,
                         leader_recovery_state: r.leader_recovery_state,
+                        elr: r.eligible_leader_replicas.clone(),
+                        last_known_elr: r.last_known_elr.clone(),
                     },
                 );
             }
@@ -324,6 +367,16 @@ impl MetadataImage {
             MetadataRecord::UnfenceBroker(r) => {
                 self.broker_with_epoch_mut("UnfenceBrokerRecord", r.id, r.epoch)?
                     .fenced = false;
+            }
+            MetadataRecord::BrokerRegistrationChange(r) => {
+                let broker = self.broker_with_epoch_mut(
+                    "BrokerRegistrationChangeRecord",
+                    r.broker_id,
+                    r.broker_epoch,
+                )?;
+                if r.in_controlled_shutdown {
+                    broker.in_controlled_shutdown = true;
+                }
             }
             MetadataRecord::FeatureLevel(r) => {
                 if r.feature_level == 0 {
@@ -408,6 +461,8 @@ mod tests {
                 leader_epoch: 0,
                 partition_epoch: 0,
                 leader_recovery_state: LeaderRecoveryState::Recovered,
+                eligible_leader_replicas: vec![],
+                last_known_elr: vec![],
             }),
             MetadataRecord::Config(ConfigRecord {
                 resource_type: ConfigResourceType::Topic,
@@ -434,6 +489,8 @@ mod tests {
                 leader: Some(2),
                 replicas: None,
                 leader_recovery_state: None,
+                eligible_leader_replicas: None,
+                last_known_elr: None,
             }),
             MetadataRecord::Topic(TopicRecord {
                 name: "gone".into(),
@@ -478,6 +535,8 @@ mod tests {
                 leader_epoch: 1,
                 partition_epoch: 1,
                 leader_recovery_state: LeaderRecoveryState::Recovered,
+                elr: vec![],
+                last_known_elr: vec![],
             }
         );
         assert_eq!(image.topics.len(), image.topic_names_by_id.len());
@@ -499,6 +558,8 @@ mod tests {
                 leader_epoch: 0,
                 partition_epoch: 0,
                 leader_recovery_state: LeaderRecoveryState::Recovered,
+                eligible_leader_replicas: vec![],
+                last_known_elr: vec![],
             }),
             MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id: unknown }),
             MetadataRecord::FenceBroker(FenceBrokerRecord { id: 1, epoch: 4 }),

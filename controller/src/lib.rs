@@ -28,8 +28,9 @@ pub mod voters;
 
 pub use control::{
     validate_topic_name, AlterPartitionData, AlterPartitionRequest, AlterPartitionResponse,
-    AlterPartitionResult, AlterPartitionTopic, ControllerResult, CreatableTopic, CreatedTopic,
-    ElectionOutcome, ElectionType, HeartbeatReply, NewPartitions, TopicElections, TopicRef,
+    AlterPartitionResult, AlterPartitionTopic, BrokerHeartbeat, BrokerRegistrationRequest,
+    ControllerResult, CreatableTopic, CreatedTopic, ElectionOutcome, ElectionType,
+    HeartbeatProgress, HeartbeatReply, NewPartitions, StaticConfig, TopicElections, TopicRef,
     CLUSTER_METADATA_TOPIC_NAME, MAX_RECORDS_PER_USER_OP, MAX_TOPIC_NAME_LENGTH,
     PRODUCER_ID_BLOCK_SIZE,
 };

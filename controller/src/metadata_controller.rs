@@ -18,15 +18,15 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::control::{
-    AlterPartitionRequest, AlterPartitionResponse, CreatableTopic, CreatedTopic, ElectionType,
-    HeartbeatReply, NewPartitions, TopicElections, TopicRef,
+    AlterPartitionRequest, AlterPartitionResponse, BrokerHeartbeat, BrokerRegistrationRequest,
+    CreatableTopic, CreatedTopic, ElectionType, HeartbeatReply, NewPartitions, TopicElections,
+    TopicRef,
 };
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
 use crate::observer::MetadataObserver;
 use crate::quorum::{CommandOutcome, CommandResponse, ControllerCommand, QuorumController};
 use crate::quorum_state::QuorumDescription;
-use crate::records::BrokerEndpoint;
 
 /// This node's metadata: a voter of the quorum or an observer of it. Cheap
 /// to clone. Every command runs on the active controller (forwarded from a
@@ -127,10 +127,12 @@ impl MetadataController {
     }
 
     /// Registers (or re-registers with a new incarnation) a broker with its
-    /// endpoints and rack (`broker.rack`); returns the broker epoch. With
-    /// several voters the broker starts fenced and a heartbeat
-    /// ([`MetadataController::broker_heartbeat`]) unfences it, as in Kafka;
-    /// a single voter registers its own broker unfenced (see
+    /// endpoints, rack (`broker.rack`) and the broker epoch of its last
+    /// clean shutdown; returns the new broker epoch. With several voters the
+    /// broker starts fenced and a heartbeat
+    /// ([`MetadataController::broker_heartbeat`]) unfences it, as in Kafka,
+    /// and an unclean restart takes it out of every ELR (KIP-966); a single
+    /// voter registers its own broker unfenced (see
     /// [`control::register_broker`](crate::control::register_broker)).
     ///
     /// # Errors
@@ -139,17 +141,9 @@ impl MetadataController {
     /// [`ControllerError::Storage`] when the record cannot be committed.
     pub async fn register_broker(
         &self,
-        broker_id: i32,
-        incarnation_id: uuid::Uuid,
-        endpoints: Vec<BrokerEndpoint>,
-        rack: Option<String>,
+        request: BrokerRegistrationRequest,
     ) -> Result<i64, ControllerError> {
-        let command = ControllerCommand::RegisterBroker {
-            broker_id,
-            incarnation_id,
-            endpoints,
-            rack,
-        };
+        let command = ControllerCommand::RegisterBroker(request);
         self.execute_one(command, |r| match r {
             CommandResponse::BrokerEpoch(epoch) => Ok(epoch),
             other => Err(other),
@@ -158,30 +152,25 @@ impl MetadataController {
     }
 
     /// One broker heartbeat (Kafka's `BrokerHeartbeat`, KIP-631), sent every
-    /// `broker.heartbeat.interval.ms` through the active controller, with
-    /// this node's applied metadata offset. It refreshes the broker's
-    /// session and writes records only when the broker's state changes:
-    /// unfencing once caught up with its registration, or, with
-    /// `want_shut_down`, fencing it and moving its leaderships (controlled
-    /// shutdown); see [`control::broker_heartbeat`](crate::control::broker_heartbeat).
+    /// `broker.heartbeat.interval.ms` through the active controller with
+    /// the metadata offset the broker has applied. It refreshes the
+    /// broker's session and writes records only when the broker's state
+    /// changes: unfencing once caught up with its registration; with
+    /// `want_shut_down`, entering controlled shutdown (its leaderships move
+    /// while it stays unfenced) and, once every active broker has seen
+    /// that, fencing it with `should_shut_down`; see
+    /// [`control::broker_heartbeat`](crate::control::broker_heartbeat).
     ///
     /// # Errors
     ///
-    /// [`ControllerError::StaleBrokerEpoch`] unless `broker_epoch` is the
-    /// broker's current registration; [`ControllerError::NotController`] or
-    /// a commit error.
+    /// [`ControllerError::StaleBrokerEpoch`] unless the heartbeat's epoch is
+    /// the broker's current registration; [`ControllerError::NotController`]
+    /// or a commit error.
     pub async fn broker_heartbeat(
         &self,
-        broker_id: i32,
-        broker_epoch: i64,
-        want_shut_down: bool,
+        heartbeat: BrokerHeartbeat,
     ) -> Result<HeartbeatReply, ControllerError> {
-        let command = ControllerCommand::BrokerHeartbeat {
-            broker_id,
-            broker_epoch,
-            metadata_offset: self.image().last_applied_offset,
-            want_shut_down,
-        };
+        let command = ControllerCommand::BrokerHeartbeat(heartbeat);
         self.execute_one(command, |r| match r {
             CommandResponse::Heartbeat(reply) => Ok(reply),
             other => Err(other),

@@ -43,8 +43,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::control::{
-    self, AlterPartitionRequest, AlterPartitionResponse, ControllerResult, CreatableTopic,
-    CreatedTopic, ElectionType, HeartbeatReply, NewPartitions, TopicElections, TopicRef,
+    self, AlterPartitionRequest, AlterPartitionResponse, BrokerHeartbeat,
+    BrokerRegistrationRequest, ControllerResult, CreatableTopic, CreatedTopic, ElectionType,
+    HeartbeatProgress, HeartbeatReply, NewPartitions, StaticConfig, TopicElections, TopicRef,
 };
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
@@ -55,7 +56,6 @@ use crate::raft::log_store::MetadataLogStore;
 use crate::raft::network::QuorumNetworkFactory;
 use crate::raft::state_machine::MetadataStateMachine;
 use crate::raft::{MetadataBatch, MetadataTypeConfig};
-use crate::records::BrokerEndpoint;
 use crate::transport::{
     PeerClient, QuorumRequest, QuorumRequestHandler, QuorumResponse, QuorumTransport, ServeGuard,
     TransportError,
@@ -115,6 +115,9 @@ pub struct QuorumOptions {
     /// active controller moves leadership back to preferred replicas (see
     /// [`control::balance_partition_leaders`]). Default: 300 s (Kafka's).
     pub leader_imbalance_check_interval: Option<Duration>,
+    /// This node's static configuration that controller decisions fall
+    /// back on (`min.insync.replicas`). Default: Kafka's defaults.
+    pub static_config: StaticConfig,
 }
 
 impl Default for QuorumOptions {
@@ -130,6 +133,7 @@ impl Default for QuorumOptions {
             forward_timeout: Duration::from_secs(10),
             broker_session_timeout: Duration::from_millis(9000),
             leader_imbalance_check_interval: Some(Duration::from_secs(300)),
+            static_config: StaticConfig::default(),
         }
     }
 }
@@ -154,12 +158,7 @@ pub struct RaftStatus {
 /// A controller command as it travels to the active controller.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum ControllerCommand {
-    RegisterBroker {
-        broker_id: i32,
-        incarnation_id: uuid::Uuid,
-        endpoints: Vec<BrokerEndpoint>,
-        rack: Option<String>,
-    },
+    RegisterBroker(BrokerRegistrationRequest),
     CreateTopics {
         topics: Vec<CreatableTopic>,
         validate_only: bool,
@@ -183,12 +182,7 @@ pub(crate) enum ControllerCommand {
         topic: String,
         configs: BTreeMap<String, String>,
     },
-    BrokerHeartbeat {
-        broker_id: i32,
-        broker_epoch: i64,
-        metadata_offset: u64,
-        want_shut_down: bool,
-    },
+    BrokerHeartbeat(BrokerHeartbeat),
     /// No change: the active controller confirms its leadership and answers
     /// with the offset a linearizable read must have applied.
     ReadOffset,
@@ -264,6 +258,12 @@ struct BrokerSessions {
     active_since: Option<(u64, Instant)>,
     /// Last heartbeat (or registration) seen per broker id.
     last_contact: BTreeMap<i32, Instant>,
+    /// The metadata offset each broker last reported, with the raft term
+    /// in which this node heard it (an earlier term's report is stale).
+    metadata_offsets: BTreeMap<i32, (u64, u64)>,
+    /// The metadata offset at which each broker entered controlled
+    /// shutdown, with the raft term in which this node committed it.
+    controlled_shutdown_offsets: BTreeMap<i32, (u64, u64)>,
 }
 
 impl BrokerSessions {
@@ -272,6 +272,27 @@ impl BrokerSessions {
     fn active_in(&mut self, term: u64, now: Instant) {
         if self.active_since.is_none_or(|(t, _)| t != term) {
             self.active_since = Some((term, now));
+        }
+    }
+
+    /// What `broker_id`'s heartbeat depends on in raft `term` (Kafka's
+    /// `BrokerHeartbeatManager`): the offset at which it entered
+    /// controlled shutdown, if committed in this term, and the lowest
+    /// offset the active brokers of `image` reported in this term (0 for
+    /// one not heard from yet, so a new active controller waits for each).
+    fn progress(&self, image: &MetadataImage, broker_id: i32, term: u64) -> HeartbeatProgress {
+        let in_term = |entry: Option<&(u64, u64)>| {
+            entry.filter(|(t, _)| *t == term).map(|&(_, offset)| offset)
+        };
+        HeartbeatProgress {
+            controlled_shutdown_offset: in_term(self.controlled_shutdown_offsets.get(&broker_id)),
+            lowest_active_offset: image
+                .brokers
+                .values()
+                .filter(|b| b.is_active())
+                .map(|b| in_term(self.metadata_offsets.get(&b.broker_id)).unwrap_or(0))
+                .min()
+                .unwrap_or(u64::MAX),
         }
     }
 
@@ -947,45 +968,52 @@ impl Inner {
         let outcome = |(response, offset)| CommandOutcome { response, offset };
         let placer = self.placer.as_ref();
         match command {
-            ControllerCommand::RegisterBroker {
-                broker_id,
-                incarnation_id,
-                endpoints,
-                rack,
-            } => self
+            ControllerCommand::RegisterBroker(request) => self
                 .run(|image| {
-                    self.touch_session(broker_id);
+                    self.touch_session(request.broker_id);
                     let r = control::register_broker(
                         image,
-                        broker_id,
-                        incarnation_id,
-                        endpoints,
-                        rack,
+                        &self.options.static_config,
+                        request,
                         self.multi_voter,
                     );
                     Ok(r.map(CommandResponse::BrokerEpoch))
                 })
                 .await
                 .map(outcome),
-            ControllerCommand::BrokerHeartbeat {
-                broker_id,
-                broker_epoch,
-                metadata_offset,
-                want_shut_down,
-            } => self
-                .run(|image| {
-                    let r = control::broker_heartbeat(
-                        image,
-                        broker_id,
-                        broker_epoch,
-                        metadata_offset,
-                        want_shut_down,
-                    )?;
-                    self.touch_session(broker_id);
-                    Ok(r.map(CommandResponse::Heartbeat))
-                })
-                .await
-                .map(outcome),
+            ControllerCommand::BrokerHeartbeat(heartbeat) => {
+                let term = self.raft.metrics().borrow().current_term;
+                let (reply, offset) = self
+                    .run(|image| {
+                        let progress = self.sessions().progress(image, heartbeat.broker_id, term);
+                        let r = control::broker_heartbeat(
+                            image,
+                            &self.options.static_config,
+                            &heartbeat,
+                            &progress,
+                        )?;
+                        self.touch_session(heartbeat.broker_id);
+                        self.sessions()
+                            .metadata_offsets
+                            .insert(heartbeat.broker_id, (term, heartbeat.metadata_offset));
+                        Ok(r)
+                    })
+                    .await?;
+                if reply.in_controlled_shutdown {
+                    // Kafka's `maybeUpdateControlledShutdownOffset`: the
+                    // offset of the batch that entered controlled shutdown.
+                    self.sessions()
+                        .controlled_shutdown_offsets
+                        .entry(heartbeat.broker_id)
+                        .and_modify(|e| {
+                            if e.0 != term {
+                                *e = (term, offset);
+                            }
+                        })
+                        .or_insert((term, offset));
+                }
+                Ok(outcome((CommandResponse::Heartbeat(reply), offset)))
+            }
             ControllerCommand::CreateTopics {
                 topics,
                 validate_only,
@@ -1041,15 +1069,25 @@ impl Inner {
                 partitions,
             } => self
                 .run(|image| {
-                    let r =
-                        control::elect_leaders_on_request(image, election, partitions.as_deref());
+                    let r = control::elect_leaders_on_request(
+                        image,
+                        &self.options.static_config,
+                        election,
+                        partitions.as_deref(),
+                    );
                     Ok(r.map(CommandResponse::Elections))
                 })
                 .await
                 .map(outcome),
             ControllerCommand::AlterPartition(request) => {
                 let (response, offset) = self
-                    .run(|image| Ok(control::alter_partition(image, &request)))
+                    .run(|image| {
+                        Ok(control::alter_partition(
+                            image,
+                            &self.options.static_config,
+                            &request,
+                        ))
+                    })
                     .await?;
                 Ok(CommandOutcome {
                     response: CommandResponse::AlteredPartitions(response?),
@@ -1100,11 +1138,15 @@ impl Inner {
         Ok((result.response, offset))
     }
 
+    /// The broker sessions (a std mutex held only briefly, never across
+    /// an await).
+    fn sessions(&self) -> std::sync::MutexGuard<'_, BrokerSessions> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Restarts `broker_id`'s session clock (called under the command lock).
     fn touch_session(&self, broker_id: i32) {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.sessions()
             .last_contact
             .insert(broker_id, Instant::now());
     }
@@ -1115,12 +1157,12 @@ impl Inner {
     async fn fence_expired_sessions(&self) -> Result<Vec<i32>, ControllerError> {
         let timeout = self.options.broker_session_timeout;
         self.run(|image| {
-            let expired = self
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .expired(image, Instant::now(), timeout);
-            Ok(control::fence_brokers(image, &expired))
+            let expired = self.sessions().expired(image, Instant::now(), timeout);
+            Ok(control::fence_brokers(
+                image,
+                &self.options.static_config,
+                &expired,
+            ))
         })
         .await
         .map(|(fenced, _)| fenced)
@@ -1301,6 +1343,7 @@ async fn balance_leaders(inner: Weak<Inner>, interval: Duration) {
             .run(|image| {
                 Ok(control::balance_partition_leaders(
                     image,
+                    &inner.options.static_config,
                     control::MAX_ELECTIONS_PER_IMBALANCE,
                 ))
             })
@@ -1422,7 +1465,13 @@ mod tests {
             .unwrap();
             let api = crate::MetadataController::from(controller.clone());
             let epoch = api
-                .register_broker(0, uuid::Uuid::new_v4(), vec![], None)
+                .register_broker(crate::BrokerRegistrationRequest {
+                    broker_id: 0,
+                    incarnation_id: uuid::Uuid::new_v4(),
+                    endpoints: vec![],
+                    rack: None,
+                    previous_broker_epoch: -1,
+                })
                 .await
                 .unwrap();
             for i in 0..12 {

@@ -38,6 +38,9 @@ pub enum MetadataRecord {
     UnfenceBroker(UnfenceBrokerRecord),
     /// `FeatureLevelRecord` (api key 12): a feature's finalized level changed.
     FeatureLevel(FeatureLevelRecord),
+    /// `BrokerRegistrationChangeRecord` (api key 17): a broker entered
+    /// controlled shutdown.
+    BrokerRegistrationChange(BrokerRegistrationChangeRecord),
 }
 
 /// A listener a broker can be reached on (`BrokerEndpoint` in `RegisterBrokerRecord`).
@@ -102,12 +105,21 @@ pub struct PartitionRecord {
     /// (KIP-704); absent in records written before it existed.
     #[serde(default)]
     pub leader_recovery_state: LeaderRecoveryState,
+    /// Eligible leader replicas (KIP-966): replicas outside the ISR that
+    /// hold every record up to the high watermark; empty at creation.
+    #[serde(default)]
+    pub eligible_leader_replicas: Vec<i32>,
+    /// The last known leader once the ISR and ELR are empty (KIP-966,
+    /// Kafka's `LastKnownElr`); empty at creation.
+    #[serde(default)]
+    pub last_known_elr: Vec<i32>,
 }
 
 /// `PartitionChangeRecord`: a change to an existing partition. `None` fields
 /// are unchanged. Replay bumps the partition epoch, and the leader epoch when
-/// the leader changes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// the leader changes. [`Default`] is a change of nothing to partition 0 of
+/// the nil topic id, to be filled in.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionChangeRecord {
     /// Partition index.
     pub partition_id: i32,
@@ -122,6 +134,12 @@ pub struct PartitionChangeRecord {
     /// New leader recovery state (KIP-704), if it changed.
     #[serde(default)]
     pub leader_recovery_state: Option<LeaderRecoveryState>,
+    /// New eligible leader replicas (KIP-966), if they changed.
+    #[serde(default)]
+    pub eligible_leader_replicas: Option<Vec<i32>>,
+    /// New last known ELR (KIP-966), if it changed.
+    #[serde(default)]
+    pub last_known_elr: Option<Vec<i32>>,
 }
 
 /// Kafka's `LeaderRecoveryState` (KIP-704) of a partition: an unclean
@@ -225,6 +243,28 @@ pub struct UnfenceBrokerRecord {
     /// Broker epoch of the registration being unfenced.
     pub epoch: i64,
 }
+
+/// `BrokerRegistrationChangeRecord`: a change to a broker's registration
+/// other than fencing (Weir keeps [`FenceBrokerRecord`] and
+/// [`UnfenceBrokerRecord`] for that).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerRegistrationChangeRecord {
+    /// Broker id.
+    pub broker_id: i32,
+    /// Broker epoch of the registration changed.
+    pub broker_epoch: i64,
+    /// True: the broker entered controlled shutdown (Kafka's
+    /// `BrokerRegistrationInControlledShutdownChange.IN_CONTROLLED_SHUTDOWN`);
+    /// it may no longer lead nor join ISRs, and stays so until it
+    /// registers again. False changes nothing.
+    pub in_controlled_shutdown: bool,
+}
+
+/// The feature (KIP-584) whose level 1 turns on Eligible Leader Replicas
+/// (KIP-966), as Kafka's `EligibleLeaderReplicasVersion`: on for clusters
+/// created by this version (Kafka 4.1's default for new clusters), off for
+/// metadata written before it existed.
+pub const ELIGIBLE_LEADER_REPLICAS_VERSION: &str = "eligible.leader.replicas.version";
 
 /// `FeatureLevelRecord`: the finalized level of a feature (KIP-584), e.g.
 /// `metadata.version`. Level 0 removes the feature.

@@ -1,7 +1,8 @@
 //! Broker lifecycle on a three-voter metadata quorum in one process (the
 //! in-memory router): brokers register fenced, heartbeats unfence them, the
 //! active controller fences a broker whose session expires and elects new
-//! leaders from the live ISR (or takes the partition offline), and the
+//! leaders from the live ISR (or takes the partition offline, its last ISR
+//! member kept as an eligible leader: KIP-966 is on for new clusters), and the
 //! broker's return makes it leader again. Every wait polls observable state
 //! with a deadline.
 
@@ -15,8 +16,8 @@ use std::time::Duration;
 use support::{api, eventually};
 use tokio::task::JoinHandle;
 use weir_controller::{
-    BrokerEndpoint, ControllerConfig, CreatableTopic, MemoryRouter, MetadataImage,
-    QuorumController, QuorumOptions, QuorumTransport, QuorumVoter,
+    BrokerEndpoint, BrokerHeartbeat, BrokerRegistrationRequest, ControllerConfig, CreatableTopic,
+    MemoryRouter, MetadataImage, QuorumController, QuorumOptions, QuorumTransport, QuorumVoter,
 };
 
 const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
@@ -60,7 +61,13 @@ async fn register(controller: &QuorumController, id: i32) -> i64 {
         security_protocol: 0,
     };
     api(controller)
-        .register_broker(id, uuid::Uuid::new_v4(), vec![endpoint], None)
+        .register_broker(BrokerRegistrationRequest {
+            broker_id: id,
+            incarnation_id: uuid::Uuid::new_v4(),
+            endpoints: vec![endpoint],
+            rack: None,
+            previous_broker_epoch: -1,
+        })
         .await
         .unwrap()
 }
@@ -71,7 +78,13 @@ fn heartbeats(controller: QuorumController, id: i32, epoch: i64) -> JoinHandle<(
     tokio::spawn(async move {
         loop {
             // Errors (no active controller during an election) are retried.
-            let _ = controller.broker_heartbeat(id, epoch, false).await;
+            let heartbeat = BrokerHeartbeat {
+                broker_id: id,
+                broker_epoch: epoch,
+                metadata_offset: controller.image().last_applied_offset,
+                want_shut_down: false,
+            };
+            let _ = controller.broker_heartbeat(heartbeat).await;
             tokio::time::sleep(HEARTBEAT_INTERVAL).await;
         }
     })
@@ -85,6 +98,12 @@ fn all_images(nodes: &BTreeMap<i32, QuorumController>) -> Vec<Arc<MetadataImage>
 fn leader_and_isr(image: &MetadataImage, topic: &str, index: i32) -> (i32, Vec<i32>) {
     let p = &image.topic(topic).unwrap().partitions[&index];
     (p.leader, p.isr.clone())
+}
+
+/// `(ELR, last known ELR)` of `topic`'s partition `index` in `image`.
+fn elr(image: &MetadataImage, topic: &str, index: i32) -> (Vec<i32>, Vec<i32>) {
+    let p = &image.topic(topic).unwrap().partitions[&index];
+    (p.elr.clone(), p.last_known_elr.clone())
 }
 
 fn manual(name: &str, assignments: Vec<Vec<i32>>) -> CreatableTopic {
@@ -161,8 +180,12 @@ async fn an_expired_session_fences_the_broker_and_its_return_makes_it_leader_aga
                 .iter()
                 .all(|i| {
                     i.brokers[&2].fenced
-                    // Its only ISR member is gone: offline, the ISR kept.
-                    && leader_and_isr(i, "single", 1) == (-1, vec![2])
+                    // Its only ISR member is gone: offline. A new cluster
+                    // has ELR on (KIP-966): the ISR empties and the member
+                    // is kept as an eligible leader, and as the last
+                    // known leader.
+                    && leader_and_isr(i, "single", 1) == (-1, vec![])
+                    && elr(i, "single", 1) == (vec![2], vec![2])
                     // The next ISR member in assignment order takes over.
                     && leader_and_isr(i, "triple", 0) == (1, vec![1, 3])
                     && leader_and_isr(i, "triple", 1) == (1, vec![1, 3])
@@ -177,8 +200,8 @@ async fn an_expired_session_fences_the_broker_and_its_return_makes_it_leader_aga
     assert_eq!(leader_and_isr(&image, "single", 2), (3, vec![3]));
     assert_eq!(image.unfenced_broker_ids(), vec![1, 3]);
 
-    // Its heartbeats resume: unfenced, and leader again where it is the
-    // ISR; it rejoins the other ISRs only through its leaders'
+    // Its heartbeats resume: unfenced, and leader again (cleanly, from the
+    // ELR) where it was the ISR; it rejoins the other ISRs only through its leaders'
     // AlterPartition, so "triple" keeps leader 1.
     let back = heartbeats(nodes[&2].clone(), 2, epoch);
     eventually("broker 2 leader again on every voter", || async {
@@ -187,6 +210,7 @@ async fn an_expired_session_fences_the_broker_and_its_return_makes_it_leader_aga
             .all(|i| {
                 !i.brokers[&2].fenced
                     && leader_and_isr(i, "single", 1) == (2, vec![2])
+                    && elr(i, "single", 1) == (vec![], vec![])
                     && leader_and_isr(i, "triple", 0) == (1, vec![1, 3])
             })
             .then_some(())
@@ -238,7 +262,8 @@ async fn a_new_active_controller_fences_only_the_brokers_that_stop_heartbeating(
                     let i = c.image();
                     i.controller_id != Some(old)
                         && i.unfenced_broker_ids() == live
-                        && leader_and_isr(&i, "t", old - 1) == (-1, vec![old])
+                        && leader_and_isr(&i, "t", old - 1) == (-1, vec![])
+                        && elr(&i, "t", old - 1) == (vec![old], vec![old])
                 })
                 .then_some(())
         },

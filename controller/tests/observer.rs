@@ -16,9 +16,9 @@ use std::time::Duration;
 use support::{api, eventually, now_ms};
 use weir_controller::{
     AlterPartitionData, AlterPartitionRequest, AlterPartitionResponse, AlterPartitionTopic,
-    BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter,
-    MetadataController, MetadataImage, MetadataObserver, PartitionRegistration, QuorumController,
-    QuorumOptions, QuorumTransport, QuorumVoter, TopicRef,
+    BrokerEndpoint, BrokerHeartbeat, BrokerRegistrationRequest, ControllerConfig, ControllerError,
+    CreatableTopic, MemoryRouter, MetadataController, MetadataImage, MetadataObserver,
+    PartitionRegistration, QuorumController, QuorumOptions, QuorumTransport, QuorumVoter, TopicRef,
 };
 
 const OBSERVER: i32 = 4;
@@ -130,10 +130,24 @@ fn endpoint(id: i32) -> Vec<BrokerEndpoint> {
 /// Registers and unfences broker `id` through `controller`.
 async fn register(controller: &MetadataController, id: i32) {
     let epoch = controller
-        .register_broker(id, uuid::Uuid::new_v4(), endpoint(id), None)
+        .register_broker(BrokerRegistrationRequest {
+            broker_id: id,
+            incarnation_id: uuid::Uuid::new_v4(),
+            endpoints: endpoint(id),
+            rack: None,
+            previous_broker_epoch: -1,
+        })
         .await
         .unwrap();
-    let reply = controller.broker_heartbeat(id, epoch, false).await.unwrap();
+    let reply = controller
+        .broker_heartbeat(BrokerHeartbeat {
+            broker_id: id,
+            broker_epoch: epoch,
+            metadata_offset: controller.image().last_applied_offset,
+            want_shut_down: false,
+        })
+        .await
+        .unwrap();
     assert!(!reply.is_fenced, "broker {id} still fenced");
 }
 

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use weir_controller::{
-    BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MetadataController,
-    MetadataImage, QuorumController, TopicRef, CLUSTER_METADATA_TOPIC_NAME,
+    BrokerEndpoint, BrokerRegistrationRequest, ControllerConfig, ControllerError, CreatableTopic,
+    MetadataController, MetadataImage, QuorumController, TopicRef, CLUSTER_METADATA_TOPIC_NAME,
     MAX_RECORDS_PER_USER_OP,
 };
 
@@ -56,7 +56,13 @@ async fn restart_replays_to_the_same_image_and_never_reuses_producer_ids() {
         assert_eq!(image.cluster_id, "test-cluster");
 
         let epoch = controller
-            .register_broker(1, uuid::Uuid::new_v4(), endpoint(), None)
+            .register_broker(BrokerRegistrationRequest {
+                broker_id: 1,
+                incarnation_id: uuid::Uuid::new_v4(),
+                endpoints: endpoint(),
+                rack: None,
+                previous_broker_epoch: -1,
+            })
             .await
             .unwrap();
         let created = controller
@@ -107,7 +113,13 @@ async fn concurrent_creates_of_the_same_name_let_exactly_one_win() {
     let controller =
         MetadataController::from(QuorumController::start(config(dir.path())).await.unwrap());
     controller
-        .register_broker(1, uuid::Uuid::new_v4(), endpoint(), None)
+        .register_broker(BrokerRegistrationRequest {
+            broker_id: 1,
+            incarnation_id: uuid::Uuid::new_v4(),
+            endpoints: endpoint(),
+            rack: None,
+            previous_broker_epoch: -1,
+        })
         .await
         .unwrap();
 
@@ -153,7 +165,13 @@ async fn commands_report_errors_and_validate_only_writes_nothing() {
         })
     );
     controller
-        .register_broker(1, uuid::Uuid::new_v4(), endpoint(), Some("rack-a".into()))
+        .register_broker(BrokerRegistrationRequest {
+            broker_id: 1,
+            incarnation_id: uuid::Uuid::new_v4(),
+            endpoints: endpoint(),
+            rack: Some("rack-a".into()),
+            previous_broker_epoch: -1,
+        })
         .await
         .unwrap();
     let offset = controller.image().last_applied_offset;
@@ -208,7 +226,13 @@ async fn oversized_requests_are_refused_whole_and_write_nothing() {
     let controller =
         MetadataController::from(QuorumController::start(config(dir.path())).await.unwrap());
     controller
-        .register_broker(1, uuid::Uuid::new_v4(), endpoint(), None)
+        .register_broker(BrokerRegistrationRequest {
+            broker_id: 1,
+            incarnation_id: uuid::Uuid::new_v4(),
+            endpoints: endpoint(),
+            rack: None,
+            previous_broker_epoch: -1,
+        })
         .await
         .unwrap();
     let offset = controller.image().last_applied_offset;
@@ -248,7 +272,13 @@ async fn cluster_metadata_topic_and_duplicates_are_invalid_requests() {
     let controller =
         MetadataController::from(QuorumController::start(config(dir.path())).await.unwrap());
     controller
-        .register_broker(1, uuid::Uuid::new_v4(), endpoint(), None)
+        .register_broker(BrokerRegistrationRequest {
+            broker_id: 1,
+            incarnation_id: uuid::Uuid::new_v4(),
+            endpoints: endpoint(),
+            rack: None,
+            previous_broker_epoch: -1,
+        })
         .await
         .unwrap();
     let r = controller

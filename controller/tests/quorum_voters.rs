@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use support::{api, eventually, now_ms};
 use weir_controller::{
-    BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter, MetadataImage,
-    QuorumController, QuorumDescription, QuorumOptions, QuorumTransport, QuorumVoter,
-    ReplicaProgress,
+    BrokerEndpoint, BrokerHeartbeat, BrokerRegistrationRequest, ControllerConfig, ControllerError,
+    CreatableTopic, MemoryRouter, MetadataImage, QuorumController, QuorumDescription,
+    QuorumOptions, QuorumTransport, QuorumVoter, ReplicaProgress,
 };
 
 fn options() -> QuorumOptions {
@@ -136,14 +136,25 @@ async fn register(controller: &QuorumController, broker_id: i32) {
         security_protocol: 0,
     };
     let epoch = api(controller)
-        .register_broker(broker_id, uuid::Uuid::new_v4(), vec![endpoint], None)
+        .register_broker(BrokerRegistrationRequest {
+            broker_id,
+            incarnation_id: uuid::Uuid::new_v4(),
+            endpoints: vec![endpoint],
+            rack: None,
+            previous_broker_epoch: -1,
+        })
         .await
         .unwrap();
     // Several voters register brokers fenced; a heartbeat from a broker
     // that has applied its registration unfences it.
     assert!(controller.image().brokers[&broker_id].fenced);
     let reply = api(controller)
-        .broker_heartbeat(broker_id, epoch, false)
+        .broker_heartbeat(BrokerHeartbeat {
+            broker_id,
+            broker_epoch: epoch,
+            metadata_offset: controller.image().last_applied_offset,
+            want_shut_down: false,
+        })
         .await
         .unwrap();
     assert!(!reply.is_fenced);

@@ -194,10 +194,11 @@ fn a_broker_only_node_follows_the_quorum_hosts_and_leads_partitions_and_is_fence
     // with it.
     broker.kill9().expect("kill -9 the broker-only node");
     clients.pop();
+    // The ISR empties; the broker is kept as an eligible leader (KIP-966).
     let offline = (
         error_code::LEADER_NOT_AVAILABLE,
         -1,
-        vec![BROKER_ONLY],
+        vec![],
         vec![BROKER_ONLY],
     );
     for (i, client) in clients.iter_mut().enumerate() {

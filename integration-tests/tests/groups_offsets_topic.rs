@@ -105,7 +105,13 @@ async fn write_group(dir: &Path) {
     .unwrap()
     .into();
     controller
-        .register_broker(NODE, uuid::Uuid::new_v4(), vec![], None)
+        .register_broker(weir_controller::BrokerRegistrationRequest {
+            broker_id: NODE,
+            incarnation_id: uuid::Uuid::new_v4(),
+            endpoints: vec![],
+            rack: None,
+            previous_broker_epoch: -1,
+        })
         .await
         .unwrap();
     let replica_manager = Arc::new(ReplicaManager::new(NODE, config.clone(), log_manager));
@@ -149,7 +155,7 @@ async fn write_group(dir: &Path) {
         .await
         .unwrap();
     drop(store);
-    replica_manager.shutdown().unwrap();
+    replica_manager.shutdown(-1).unwrap();
     drop(replica_manager);
     controller.shutdown().await.unwrap();
 }

@@ -30,6 +30,7 @@ mod describe_quorum;
 mod dump_log;
 mod durability;
 mod elect_leaders;
+mod elr;
 mod groups_clients;
 mod groups_durability;
 mod groups_offsets_topic;

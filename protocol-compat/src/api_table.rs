@@ -89,6 +89,7 @@ pub static SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::DescribeQuorum, 0, 2),
     api(ApiKey::DescribeCluster, 0, 1),
+    api(ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 /// Looks up the table entry for a raw API key, `None` if the broker does not

@@ -20,6 +20,7 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic;
 use kafka_protocol::messages::elect_leaders_response::{
     PartitionResult as ElectionPartitionResult, ReplicaElectionResult,
 };
@@ -44,10 +45,11 @@ use kafka_protocol::messages::{
     AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsRequest,
-    DescribeConfigsResponse, DescribeQuorumResponse, ElectLeadersResponse, FetchRequest,
-    FetchResponse, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
-    MetadataRequest, MetadataResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
-    ProduceRequest, ProduceResponse, RequestKind, ResponseKind, TopicName,
+    DescribeConfigsResponse, DescribeQuorumResponse, DescribeTopicPartitionsResponse,
+    ElectLeadersResponse, FetchRequest, FetchResponse, InitProducerIdResponse, ListOffsetsRequest,
+    ListOffsetsResponse, MetadataRequest, MetadataResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse, RequestKind, ResponseKind,
+    TopicName,
 };
 use kafka_protocol::messages::{
     DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -108,6 +110,22 @@ pub fn error_response(
             let mut response = DescribeClusterResponse::default();
             response.error_code = error_code;
             response.error_message = None;
+            response.into()
+        }
+        // Kafka's DescribeTopicPartitionsRequest.getErrorResponse: every
+        // requested topic with the error and no partitions.
+        RequestKind::DescribeTopicPartitions(request) => {
+            let mut response = DescribeTopicPartitionsResponse::default();
+            response.topics = request
+                .topics
+                .iter()
+                .map(|t| {
+                    let mut topic = DescribeTopicPartitionsResponseTopic::default();
+                    topic.name = Some(t.name.clone());
+                    topic.error_code = error_code;
+                    topic
+                })
+                .collect();
             response.into()
         }
         // Kafka's DescribeQuorumRequest.getErrorResponse: a top-level error.
@@ -385,6 +403,7 @@ pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::DescribeConfigs(_) => ApiKey::DescribeConfigs,
         RequestKind::DescribeCluster(_) => ApiKey::DescribeCluster,
         RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
+        RequestKind::DescribeTopicPartitions(_) => ApiKey::DescribeTopicPartitions,
         RequestKind::OffsetCommit(_) => ApiKey::OffsetCommit,
         RequestKind::OffsetFetch(_) => ApiKey::OffsetFetch,
         RequestKind::FindCoordinator(_) => ApiKey::FindCoordinator,
@@ -710,6 +729,9 @@ mod tests {
             }
             ResponseKind::AlterConfigs(r) => r.responses.iter().map(|g| g.error_code).collect(),
             ResponseKind::CreatePartitions(r) => r.results.iter().map(|t| t.error_code).collect(),
+            ResponseKind::DescribeTopicPartitions(r) => {
+                r.topics.iter().map(|t| t.error_code).collect()
+            }
             ResponseKind::ElectLeaders(r) => r
                 .replica_election_results
                 .iter()
@@ -748,6 +770,7 @@ mod tests {
             RequestKind::IncrementalAlterConfigs(r) => r.resources.len(),
             RequestKind::AlterConfigs(r) => r.resources.len(),
             RequestKind::CreatePartitions(r) => r.topics.len(),
+            RequestKind::DescribeTopicPartitions(r) => r.topics.len(),
             RequestKind::ElectLeaders(r) => r
                 .topic_partitions
                 .iter()

@@ -249,6 +249,7 @@ fn first_flexible_version(api_key: ApiKey) -> Option<i16> {
         ApiKey::OffsetDelete => i16::MAX,
         ApiKey::DescribeQuorum => 0,
         ApiKey::ElectLeaders => 2,
+        ApiKey::DescribeTopicPartitions => 0,
         _ => return None,
     })
 }
@@ -705,6 +706,19 @@ pub(crate) fn check_request_body(
                 c.tagged_fields()
             })?; // topic_partitions (nullable)
             c.int32()?; // timeout_ms
+        }
+        ApiKey::DescribeTopicPartitions => {
+            c.array_nullable(false, 2, |c| {
+                c.string_nullable(false)?; // name
+                c.tagged_fields()
+            })?; // topics
+            c.int32()?; // response_partition_limit
+                        // cursor: a nullable struct, a presence byte first (1: present).
+            if i8::from_be_bytes(c.fixed::<1>()?) == 1 {
+                c.string_nullable(false)?; // topic_name
+                c.int32()?; // partition_index
+                c.tagged_fields()?;
+            }
         }
         _ => return Err(GuardError::NoGuard { api_key }),
     }

@@ -556,6 +556,26 @@ pub(crate) fn populated_request(api_key: ApiKey, v: i16) -> RequestKind {
             request.unknown_tagged_fields = tagged(flex);
             request.into()
         }
+        ApiKey::DescribeTopicPartitions => {
+            let mut request = DescribeTopicPartitionsRequest::default();
+            request.topics = ["orders", "payments"]
+                .into_iter()
+                .map(|t| {
+                    let mut topic = describe_topic_partitions_request::TopicRequest::default();
+                    topic.name = name(t);
+                    topic.unknown_tagged_fields = tagged(flex);
+                    topic
+                })
+                .collect();
+            request.response_partition_limit = 2000;
+            let mut cursor = describe_topic_partitions_request::Cursor::default();
+            cursor.topic_name = name("orders");
+            cursor.partition_index = 3;
+            cursor.unknown_tagged_fields = tagged(flex);
+            request.cursor = Some(cursor);
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
         other => panic!("no populated request for {other:?}"),
     }
 }

@@ -39,7 +39,23 @@ pub const LOCK_FILE: &str = ".lock";
 /// exists logs are opened without recovery (Kafka's `CleanShutdownFileHandler`,
 /// same name and content).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
-const CLEAN_SHUTDOWN_CONTENT: &str = "{\"version\":0,\"brokerEpoch\":-1}";
+/// The clean-shutdown marker's content (Kafka's `CleanShutdownFileHandler`):
+/// `{"version":0,"brokerEpoch":<the broker epoch the node shut down with>}`,
+/// -1 when it had none.
+fn clean_shutdown_content(broker_epoch: i64) -> String {
+    format!("{{\"version\":0,\"brokerEpoch\":{broker_epoch}}}")
+}
+
+/// The broker epoch a clean-shutdown marker holds, as Kafka's
+/// `CleanShutdownFileHandler.read`: its `brokerEpoch` field, or -1 when the
+/// content is not such a JSON object (the marker still says the logs were
+/// flushed).
+fn clean_shutdown_broker_epoch(content: &[u8]) -> i64 {
+    serde_json::from_slice::<serde_json::Value>(content)
+        .ok()
+        .and_then(|v| v.get("brokerEpoch").and_then(serde_json::Value::as_i64))
+        .unwrap_or(-1)
+}
 
 type SharedLog = Arc<Mutex<Log>>;
 
@@ -49,6 +65,8 @@ type SharedLog = Arc<Mutex<Log>>;
 pub struct LogManager {
     fs: Arc<dyn FileSystem>,
     log_dir: PathBuf,
+    /// See [`LogManager::previous_broker_epoch`].
+    previous_broker_epoch: i64,
     node_id: i32,
     cluster_id: String,
     directory_id: String,
@@ -344,6 +362,13 @@ impl LogManager {
 
         let clean_shutdown_path = log_dir.join(CLEAN_SHUTDOWN_FILE);
         let had_clean_shutdown = clean_shutdown_path.exists();
+        let previous_broker_epoch = if had_clean_shutdown {
+            let content = std::fs::read(&clean_shutdown_path)
+                .map_err(|e| StorageError::io("read", &clean_shutdown_path, e))?;
+            clean_shutdown_broker_epoch(&content)
+        } else {
+            -1
+        };
         let loading_started = std::time::Instant::now();
         let mut logs = BTreeMap::new();
         let entries =
@@ -404,6 +429,7 @@ impl LogManager {
         Ok(LogManager {
             fs,
             log_dir,
+            previous_broker_epoch,
             node_id,
             cluster_id,
             directory_id,
@@ -720,7 +746,7 @@ impl LogManager {
     /// takes every compacted log's cleanable range ([`Log::cleanable`]),
     /// picks the log with the largest dirty ratio among those that
     /// [`LogToClean::should_clean`](crate::log::cleaner::LogToClean::should_clean),
-    /// cleans it ([`clean_log`](crate::log::cleaner::clean_log)) and writes
+    /// cleans it ([`clean_log`]) and writes
     /// its new first dirty offset to `cleaner-offset-checkpoint` (entries of
     /// logs that no longer exist are dropped). Sets the
     /// `weir_log_cleaner_max_dirty_ratio` gauge. Returns the partition and
@@ -828,7 +854,7 @@ impl LogManager {
     /// # Errors
     /// The first flush, snapshot or checkpoint error (every log is still
     /// tried; the clean-shutdown marker is then not written).
-    pub fn shutdown(&self) -> Result<(), StorageError> {
+    pub fn shutdown(&self, broker_epoch: i64) -> Result<(), StorageError> {
         let started = std::time::Instant::now();
         let logs = self.logs();
         let next = std::sync::atomic::AtomicUsize::new(0);
@@ -863,8 +889,17 @@ impl LogManager {
         checkpoint::write_atomically(
             &*self.fs,
             &self.log_dir.join(CLEAN_SHUTDOWN_FILE),
-            CLEAN_SHUTDOWN_CONTENT.as_bytes(),
+            clean_shutdown_content(broker_epoch).as_bytes(),
         )
+    }
+
+    /// The broker epoch the clean-shutdown marker held when the logs were
+    /// opened (the epoch this node had when it last shut down cleanly), or
+    /// -1 after an unclean shutdown or on a first start. The broker sends
+    /// it when it registers (KIP-966's `PreviousBrokerEpoch`), so the
+    /// controller knows whether it may have lost acknowledged records.
+    pub fn previous_broker_epoch(&self) -> i64 {
+        self.previous_broker_epoch
     }
 }
 
@@ -971,6 +1006,21 @@ mod tests {
     }
 
     #[test]
+    fn the_marker_gives_the_broker_epoch_as_kafka_reads_it() {
+        assert_eq!(
+            clean_shutdown_broker_epoch(br#"{"version":0,"brokerEpoch":7}"#),
+            7
+        );
+        assert_eq!(
+            clean_shutdown_broker_epoch(br#"{"version":0,"brokerEpoch":-1}"#),
+            -1
+        );
+        // Kafka's own marker without the field, or a damaged one.
+        assert_eq!(clean_shutdown_broker_epoch(br#"{"version":0}"#), -1);
+        assert_eq!(clean_shutdown_broker_epoch(b"garbage"), -1);
+    }
+
+    #[test]
     fn a_clean_shutdown_reopens_the_same_log_without_recovery() {
         let dir = tempfile::tempdir().unwrap();
         let tp = TopicPartition::new("t", 0);
@@ -980,16 +1030,19 @@ mod tests {
         let max_timestamp_batch = lock(&manager.get(&tp).unwrap())
             .read_batch_with_max_timestamp()
             .unwrap();
-        manager.shutdown().unwrap();
+        assert_eq!(manager.previous_broker_epoch(), -1, "a first start");
+        manager.shutdown(42).unwrap();
         drop(manager);
         let marker = dir.path().join(CLEAN_SHUTDOWN_FILE);
         assert_eq!(
             std::fs::read_to_string(&marker).unwrap(),
-            CLEAN_SHUTDOWN_CONTENT
+            r#"{"version":0,"brokerEpoch":42}"#,
+            "Kafka's content, with the broker epoch (KIP-966)"
         );
 
         let manager = open();
         assert!(!marker.exists(), "the marker is consumed by the start");
+        assert_eq!(manager.previous_broker_epoch(), 42);
         let log = manager.get(&tp).unwrap();
         let log = lock(&log);
         assert_eq!(log.recovered_segments(), 0);
@@ -1018,7 +1071,7 @@ mod tests {
         let open = || LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()).unwrap();
         let manager = open();
         fill_for_shutdown(&manager, &tp);
-        manager.shutdown().unwrap();
+        manager.shutdown(-1).unwrap();
         drop(manager);
 
         let manager = open();
@@ -1043,7 +1096,7 @@ mod tests {
         let open = || LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()).unwrap();
         let manager = open();
         let end = fill_for_shutdown(&manager, &tp);
-        manager.shutdown().unwrap();
+        manager.shutdown(-1).unwrap();
         drop(manager);
         let segment = active_segment_path(dir.path(), &tp);
         let size = std::fs::metadata(&segment).unwrap().len();
@@ -1163,7 +1216,7 @@ mod tests {
             append(&log_a, 3);
             append(&log_b, 2);
             append(&log_b, 2);
-            manager.shutdown().unwrap();
+            manager.shutdown(-1).unwrap();
             append(&log_a, 1); // after the checkpoint: not in the recovery point
         }
         let rp = std::fs::read_to_string(dir.path().join(RECOVERY_POINT_CHECKPOINT_FILE)).unwrap();
@@ -1240,7 +1293,7 @@ mod tests {
             append(&log, 2);
             manager.delete(&long).unwrap();
             assert!(!partition_dir(dir.path(), &long).exists());
-            manager.shutdown().unwrap();
+            manager.shutdown(-1).unwrap();
         }
         // A crash between rename and removal leaves a capped `-delete` dir:
         // startup removes it and does not take it for a partition.
@@ -1268,7 +1321,7 @@ mod tests {
                 &manager.get_or_create(&tp, LogConfig::default()).unwrap(),
                 2,
             );
-            manager.shutdown().unwrap();
+            manager.shutdown(-1).unwrap();
         }
         let leftover = dir
             .path()

@@ -667,7 +667,13 @@ mod tests {
             .unwrap()
             .into();
             controller
-                .register_broker(NODE, uuid::Uuid::new_v4(), vec![], None)
+                .register_broker(weir_controller::BrokerRegistrationRequest {
+                    broker_id: NODE,
+                    incarnation_id: uuid::Uuid::new_v4(),
+                    endpoints: vec![],
+                    rack: None,
+                    previous_broker_epoch: -1,
+                })
                 .await
                 .unwrap();
             let replica_manager = Arc::new(ReplicaManager::new(NODE, config.clone(), log_manager));

@@ -158,6 +158,8 @@ mod tests {
                     leader_epoch: 0,
                     partition_epoch: 0,
                     leader_recovery_state: Default::default(),
+                    elr: vec![],
+                    last_known_elr: vec![],
                 };
                 (index as i32, registration)
             })

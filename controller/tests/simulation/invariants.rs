@@ -507,6 +507,8 @@ mod tests {
             leader_epoch: epochs.0,
             partition_epoch: epochs.1,
             leader_recovery_state: Default::default(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }
     }
 

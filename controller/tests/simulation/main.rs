@@ -62,9 +62,9 @@ use schedule::{Op, Schedule, Step};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use weir_controller::{
-    BrokerEndpoint, ControllerConfig, ControllerError, CreatableTopic, MemoryRouter,
-    MetadataController, NewPartitions, QuorumController, QuorumOptions, QuorumTransport,
-    QuorumVoter, TopicRef,
+    BrokerEndpoint, BrokerHeartbeat, BrokerRegistrationRequest, ControllerConfig, ControllerError,
+    CreatableTopic, MemoryRouter, MetadataController, NewPartitions, QuorumController,
+    QuorumOptions, QuorumTransport, QuorumVoter, TopicRef,
 };
 
 /// Seeds per run unless `WEIR_SIM_SEEDS` says otherwise.
@@ -426,7 +426,13 @@ impl Simulation {
             let mut attempts = 0;
             let epoch = loop {
                 match MetadataController::from(node.controller.clone())
-                    .register_broker(id, incarnation, vec![endpoint.clone()], None)
+                    .register_broker(BrokerRegistrationRequest {
+                        broker_id: id,
+                        incarnation_id: incarnation,
+                        endpoints: vec![endpoint.clone()],
+                        rack: None,
+                        previous_broker_epoch: -1,
+                    })
                     .await
                 {
                     Ok(epoch) => break epoch,
@@ -442,10 +448,14 @@ impl Simulation {
             // caught up with its registration unfences it (KIP-631).
             let mut attempts = 0;
             loop {
-                match MetadataController::from(node.controller.clone())
-                    .broker_heartbeat(id, epoch, false)
-                    .await
-                {
+                let controller = MetadataController::from(node.controller.clone());
+                let heartbeat = BrokerHeartbeat {
+                    broker_id: id,
+                    broker_epoch: epoch,
+                    metadata_offset: controller.image().last_applied_offset,
+                    want_shut_down: false,
+                };
+                match controller.broker_heartbeat(heartbeat).await {
                     Ok(reply) if !reply.is_fenced => break,
                     outcome => {
                         attempts += 1;

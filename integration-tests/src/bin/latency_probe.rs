@@ -2,15 +2,25 @@
 //! client-side batching, garbage collection or throttling of its own, so the
 //! latencies it reports are the broker's plus loopback TCP (issue 6).
 //!
-//! One producer connection sends a Produce request (acks=1 by default, one
-//! batch of `rate / 1000` records) every millisecond on a fixed schedule,
-//! round-robin over the topic's partitions, and waits for each answer.
-//! Latency counts from the *scheduled* send time, so a slow answer that
-//! delays the next send is charged to every record it delayed (no
-//! coordinated omission). One consumer connection long-polls Fetch
-//! (`max_wait_ms` 500, `min_bytes` 1) for every partition; each record's
-//! value starts with its scheduled send time, so end-to-end latency is the
-//! time from scheduled send to the Fetch answer that carried it.
+//! The producer sends a Produce request (acks=1 by default, one batch of
+//! `rate / 1000` records) every millisecond on a fixed schedule, round-robin
+//! over the topic's partitions, each to the partition's leader over one
+//! connection per leader, and waits for each answer before it sends the next
+//! request on that connection. Latency counts from the *scheduled* send time,
+//! so a slow answer that delays the next send is charged to every record it
+//! delayed (no coordinated omission). One consumer connection per leader
+//! long-polls Fetch (`max_wait_ms` 500, `min_bytes` 1) for the partitions it
+//! leads; each record's value starts with its scheduled send time, so
+//! end-to-end latency is the time from scheduled send to the Fetch answer
+//! that carried it.
+//!
+//! The leaders come from one Metadata v4 request to the first bootstrap
+//! address that answers. Against a single broker this is one connection
+//! with one request in flight, every millisecond; against a cluster whose
+//! leaders are spread over N brokers each connection carries about one
+//! request every N ms, one at a time, in parallel with the others. A leader
+//! that moves during the run fails it (NOT_LEADER_OR_FOLLOWER past
+//! `RETRY_FOR`).
 //!
 //! Prints one line:
 //! `send_to_ack_ms p50=.. p99=.. p999=.. max=.. end_to_end_ms p50=.. p99=.. p999=.. max=.. rate=..`
@@ -18,15 +28,19 @@
 //! warm-up. Works against any Kafka broker that serves Produce v9 and Fetch
 //! v11 (Kafka 2.7+ and Weir).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use clap::Parser;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{BrokerId, TopicName};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{
+    FetchRequest, FetchResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
+};
 use kafka_protocol::protocol::StrBytes;
 use weir_integration_tests::records::{decode_records, encode_batch, NewRecord};
 use weir_integration_tests::requests::produce_request;
@@ -36,6 +50,8 @@ use weir_integration_tests::RawClient;
 const PRODUCE_VERSION: i16 = 9;
 /// Fetch v11: rack-aware fetch, before topic ids (v13); served by Kafka 2.3+.
 const FETCH_VERSION: i16 = 11;
+/// Metadata v4: the first with `allow_auto_topic_creation`; served by Kafka 1.0+.
+const METADATA_VERSION: i16 = 4;
 /// Requests per second: one every millisecond.
 const REQUESTS_PER_SECOND: u64 = 1000;
 /// Error codes retried (a broker that has not yet applied a new topic's
@@ -48,7 +64,8 @@ const RETRY_FOR: Duration = Duration::from_secs(10);
 #[derive(Debug, Parser)]
 #[command(about = "Fixed-rate produce and end-to-end latency probe (no client batching)")]
 struct Args {
-    /// host:port of the broker (it must lead every partition of the topic).
+    /// host:port of a broker, or a comma-separated list of a cluster's
+    /// brokers (the first that answers gives the partitions' leaders).
     #[arg(long)]
     bootstrap: String,
     /// An existing topic; use a fresh one (the consumer reads from offset 1,
@@ -84,34 +101,61 @@ fn run(args: &Args) -> Result<(), String> {
     if args.record_size < 8 || args.partitions < 1 || args.rate < REQUESTS_PER_SECOND {
         return Err("need --record-size >= 8, --partitions >= 1, --rate >= 1000".into());
     }
-    ready(args)?;
+    let leaders = leaders(args)?;
+    let mut producer = Producer::connect(&leaders)?;
+    ready(args, &mut producer)?;
     let origin = Instant::now();
     let warm_up_ns = Duration::from_secs(1).as_nanos() as u64;
     let done = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(AtomicU64::new(0));
     let total = args.rate * args.seconds;
-    let consumer = {
-        let (bootstrap, topic, partitions) =
-            (args.bootstrap.clone(), args.topic.clone(), args.partitions);
-        let done = done.clone();
-        std::thread::spawn(move || {
-            consume(
-                &bootstrap, &topic, partitions, total, origin, &done, warm_up_ns,
-            )
+    // One consumer per leader, fetching the partitions it leads.
+    let mut by_leader: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (partition, leader) in leaders.iter().enumerate() {
+        by_leader.entry(leader).or_default().push(partition as i32);
+    }
+    let consumers: Vec<_> = by_leader
+        .into_iter()
+        .map(|(leader, partitions)| {
+            let (leader, topic) = (leader.to_owned(), args.topic.clone());
+            let (done, seen) = (done.clone(), seen.clone());
+            std::thread::spawn(move || {
+                consume(
+                    &leader,
+                    &topic,
+                    &partitions,
+                    Progress {
+                        total,
+                        seen: &seen,
+                        done: &done,
+                    },
+                    origin,
+                    warm_up_ns,
+                )
+            })
         })
-    };
-    let produced = produce(args, origin, warm_up_ns);
-    // The consumer stops once it has seen every record, or 10 s after the
+        .collect();
+    let produced = produce(args, &mut producer, origin, warm_up_ns);
+    // The consumers stop once they have seen every record, or 10 s after the
     // producer finished if records are missing.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !consumer.is_finished() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10)); // polling the consumer thread
+    while !consumers.iter().all(|c| c.is_finished()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10)); // polling the consumer threads
     }
     done.store(true, Ordering::Release);
-    let consumed = consumer
-        .join()
-        .map_err(|_| "consumer thread panicked".to_string())??;
+    let mut ends = Vec::with_capacity(total as usize);
+    for consumer in consumers {
+        ends.extend(
+            consumer
+                .join()
+                .map_err(|_| "consumer thread panicked".to_string())??,
+        );
+    }
     let (mut acks, sent, elapsed) = produced?;
-    let mut ends = consumed;
+    let consumed = seen.load(Ordering::Acquire);
+    if consumed < total {
+        return Err(format!("consumed {consumed} of {total} records"));
+    }
     println!(
         "send_to_ack_ms {} end_to_end_ms {} rate={:.0}",
         summary(&mut acks),
@@ -121,12 +165,101 @@ fn run(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
+/// The leader (`host:port`) of each partition of the topic, indexed by
+/// partition: Metadata v4 for the topic from the first bootstrap address
+/// that answers, asked again until every partition has a leader among the
+/// brokers listed (a broker's metadata learns a new topic's leaders a
+/// moment after CreateTopics answers), for at most `RETRY_FOR`.
+fn leaders(args: &Args) -> Result<Vec<String>, String> {
+    let mut client = args
+        .bootstrap
+        .split(',')
+        .find_map(|address| RawClient::connect(address.trim()).ok())
+        .ok_or_else(|| format!("no broker of {} answers", args.bootstrap))?;
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+            TopicName(StrBytes::from_string(args.topic.clone())),
+        ))]))
+        .with_allow_auto_topic_creation(false);
+    let began = Instant::now();
+    loop {
+        let response = client
+            .send(&request, METADATA_VERSION)
+            .map_err(|e| e.to_string())?;
+        match partition_leaders(&response, args.partitions) {
+            Some(leaders) => return Ok(leaders),
+            None if began.elapsed() < RETRY_FOR => {
+                std::thread::sleep(Duration::from_millis(10)); // retry backoff
+            }
+            None => {
+                return Err(format!(
+                    "{}: not every one of {} partitions has a leader after {RETRY_FOR:?}",
+                    args.topic, args.partitions
+                ))
+            }
+        }
+    }
+}
+
+/// `host:port` of the leader of partitions `0..partitions` of the one topic
+/// in `response`, or `None` while one of them has none (or an unlisted one).
+fn partition_leaders(response: &MetadataResponse, partitions: i32) -> Option<Vec<String>> {
+    let topic = response.topics.first().filter(|t| t.error_code == 0)?;
+    (0..partitions)
+        .map(|index| {
+            let partition = topic
+                .partitions
+                .iter()
+                .find(|p| p.partition_index == index && p.error_code == 0)?;
+            let broker = response
+                .brokers
+                .iter()
+                .find(|b| b.node_id == partition.leader_id)?;
+            Some(format!("{}:{}", broker.host, broker.port))
+        })
+        .collect()
+}
+
+/// One connection per distinct leader and, per partition, the index of its
+/// leader's connection.
+struct Producer {
+    clients: Vec<RawClient>,
+    route: Vec<usize>,
+}
+
+impl Producer {
+    /// Connects to every distinct address in `leaders` (one per partition).
+    fn connect(leaders: &[String]) -> Result<Self, String> {
+        let mut addresses: Vec<&str> = Vec::new();
+        let mut route = Vec::with_capacity(leaders.len());
+        for leader in leaders {
+            let index = match addresses.iter().position(|a| a == leader) {
+                Some(index) => index,
+                None => {
+                    addresses.push(leader);
+                    addresses.len() - 1
+                }
+            };
+            route.push(index);
+        }
+        let clients = addresses
+            .iter()
+            .map(|a| RawClient::connect(a).map_err(|e| format!("{a}: {e}")))
+            .collect::<Result<_, _>>()?;
+        Ok(Self { clients, route })
+    }
+
+    /// The connection to `partition`'s leader.
+    fn connection(&mut self, partition: i32) -> &mut RawClient {
+        &mut self.clients[self.route[partition as usize]]
+    }
+}
+
 /// Writes one record to every partition, retrying retriable errors, so
 /// the measured run starts once the broker serves them all (Kafka answers
 /// CreateTopics before its replica manager leads the new partitions). The
 /// consumer starts after these records, at offset 1.
-fn ready(args: &Args) -> Result<(), String> {
-    let mut client = RawClient::connect(&args.bootstrap).map_err(|e| e.to_string())?;
+fn ready(args: &Args, producer: &mut Producer) -> Result<(), String> {
     let began = Instant::now();
     for partition in 0..args.partitions {
         let batch = encode_batch(
@@ -134,7 +267,7 @@ fn ready(args: &Args) -> Result<(), String> {
             kafka_protocol::records::Compression::None,
         )?;
         let request = produce_request(&args.topic, partition, args.acks, batch);
-        send_until_acked(&mut client, &request, began + RETRY_FOR)?;
+        send_until_acked(producer.connection(partition), &request, began + RETRY_FOR)?;
     }
     Ok(())
 }
@@ -172,21 +305,68 @@ fn send_until_acked(
     }
 }
 
-/// Sends on the schedule; returns (send-to-ack latencies in ns after
-/// warm-up, records sent, time spent sending).
+/// Sends on the schedule: request `i` (to partition `i % partitions`) at
+/// `start + i` ms, from one thread per leader connection, each waiting for
+/// the answer to its previous request before it sends the next (requests to
+/// different leaders are in flight together, as a Kafka producer's are).
+/// Returns (send-to-ack latencies in ns after warm-up, records sent, time
+/// spent sending).
 fn produce(
     args: &Args,
+    producer: &mut Producer,
     origin: Instant,
     warm_up_ns: u64,
 ) -> Result<(Vec<u64>, u64, Duration), String> {
-    let mut client = RawClient::connect(&args.bootstrap).map_err(|e| e.to_string())?;
-    let per_request = (args.rate / REQUESTS_PER_SECOND) as usize;
     let requests = args.seconds * REQUESTS_PER_SECOND;
-    let interval = Duration::from_nanos(1_000_000_000 / REQUESTS_PER_SECOND);
     let start = Instant::now();
+    let route = &producer.route;
+    let per_leader: Vec<Result<Vec<u64>, String>> = std::thread::scope(|scope| {
+        let senders: Vec<_> = producer
+            .clients
+            .iter_mut()
+            .enumerate()
+            .map(|(leader, client)| {
+                scope.spawn(move || {
+                    let mine = (0..requests)
+                        .filter(|i| route[(i % args.partitions as u64) as usize] == leader);
+                    send_on_schedule(args, client, mine, start, origin, warm_up_ns)
+                })
+            })
+            .collect();
+        senders
+            .into_iter()
+            .map(|s| {
+                s.join()
+                    .unwrap_or_else(|_| Err("a producer thread panicked".into()))
+            })
+            .collect()
+    });
+    let elapsed = start.elapsed();
     let mut latencies = Vec::with_capacity(requests as usize);
+    for leader in per_leader {
+        latencies.extend(leader?);
+    }
+    let per_request = args.rate / REQUESTS_PER_SECOND;
+    Ok((latencies, requests * per_request, elapsed))
+}
+
+/// Sends requests `indices` (ascending) over `client`, each at its scheduled
+/// time `start + i` ms or as soon as the previous answer arrived; returns
+/// their send-to-ack latencies in ns after warm-up, counted from the
+/// scheduled time.
+fn send_on_schedule(
+    args: &Args,
+    client: &mut RawClient,
+    indices: impl Iterator<Item = u64>,
+    start: Instant,
+    origin: Instant,
+    warm_up_ns: u64,
+) -> Result<Vec<u64>, String> {
+    let per_request = (args.rate / REQUESTS_PER_SECOND) as usize;
+    let interval = Duration::from_nanos(1_000_000_000 / REQUESTS_PER_SECOND);
     let padding = vec![b'x'; args.record_size - 8];
-    for i in 0..requests {
+    let mut latencies = Vec::new();
+    for i in indices {
         let scheduled = start + interval * i as u32;
         if let Some(wait) = scheduled.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait); // the fixed send schedule
@@ -203,31 +383,40 @@ fn produce(
         let batch = encode_batch(&records, kafka_protocol::records::Compression::None)?;
         let partition = (i % args.partitions as u64) as i32;
         let request = produce_request(&args.topic, partition, args.acks, batch);
-        let acked = send_until_acked(&mut client, &request, scheduled + RETRY_FOR)?;
+        let acked = send_until_acked(client, &request, scheduled + RETRY_FOR)?;
         if stamp >= warm_up_ns {
             latencies.push(acked.duration_since(scheduled).as_nanos() as u64);
         }
     }
-    Ok((latencies, requests * per_request as u64, start.elapsed()))
+    Ok(latencies)
 }
 
-/// Long-polls every partition from offset 1 until `total` records arrived
-/// or `done` is set; returns end-to-end latencies in ns after warm-up.
-fn consume(
-    bootstrap: &str,
-    topic: &str,
-    partitions: i32,
+/// What the consumers share: the records expected in all, the records
+/// seen so far by any of them, and the main thread's signal to stop.
+struct Progress<'a> {
     total: u64,
+    seen: &'a AtomicU64,
+    done: &'a AtomicBool,
+}
+
+/// Long-polls `partitions` (all led by `leader`) from offset 1 until every
+/// consumer together has seen `total` records or `done` is set; returns
+/// end-to-end latencies in ns after warm-up.
+fn consume(
+    leader: &str,
+    topic: &str,
+    partitions: &[i32],
+    progress: Progress<'_>,
     origin: Instant,
-    done: &AtomicBool,
     warm_up_ns: u64,
 ) -> Result<Vec<u64>, String> {
-    let mut client = RawClient::connect(bootstrap).map_err(|e| e.to_string())?;
+    let mut client = RawClient::connect(leader).map_err(|e| format!("{leader}: {e}"))?;
     // After the record `ready` wrote to each partition.
-    let mut offsets = vec![1i64; partitions as usize];
-    let mut seen = 0u64;
-    let mut latencies = Vec::with_capacity(total as usize);
-    while seen < total && !done.load(Ordering::Acquire) {
+    let mut offsets: BTreeMap<i32, i64> = partitions.iter().map(|&p| (p, 1)).collect();
+    let mut latencies = Vec::new();
+    while progress.seen.load(Ordering::Acquire) < progress.total
+        && !progress.done.load(Ordering::Acquire)
+    {
         let request = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(500)
@@ -239,10 +428,9 @@ fn consume(
                 .with_partitions(
                     offsets
                         .iter()
-                        .enumerate()
-                        .map(|(p, &offset)| {
+                        .map(|(&p, &offset)| {
                             FetchPartition::default()
-                                .with_partition(p as i32)
+                                .with_partition(p)
                                 .with_fetch_offset(offset)
                                 .with_partition_max_bytes(4 << 20)
                         })
@@ -273,12 +461,14 @@ fn consume(
                     continue;
                 };
                 for record in decode_records(&Bytes::clone(records))? {
-                    let slot = &mut offsets[partition.partition_index as usize];
+                    let slot = offsets
+                        .get_mut(&partition.partition_index)
+                        .ok_or("a Fetch answer for a partition not asked for")?;
                     if record.offset < *slot {
                         continue; // a batch that starts before the fetch offset
                     }
                     *slot = record.offset + 1;
-                    seen += 1;
+                    progress.seen.fetch_add(1, Ordering::AcqRel);
                     let stamp = record
                         .value
                         .as_ref()
@@ -292,9 +482,6 @@ fn consume(
                 }
             }
         }
-    }
-    if seen < total {
-        return Err(format!("consumed {seen} of {total} records"));
     }
     Ok(latencies)
 }

@@ -439,7 +439,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
     ///
     /// When `topics` holds `__consumer_offsets` itself, every group's
     /// records are gone with it and the coordinator forgets every group
-    /// instead (see [`Self::unload_all_groups`]).
+    /// instead (see `unload_all_groups`).
     pub async fn on_topics_deleted(&self, topics: &[String]) {
         if topics.iter().any(|t| t == OFFSETS_TOPIC) {
             self.unload_all_groups();

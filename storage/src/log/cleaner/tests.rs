@@ -729,7 +729,7 @@ fn log_manager_cleans_the_filthiest_log_and_checkpoints_it() {
         )
         .unwrap();
         assert_eq!(text, format!("0\n1\ncompacted 0 {end}\n"));
-        manager.shutdown().unwrap();
+        manager.shutdown(-1).unwrap();
     }
     let manager = crate::LogManager::open(dir.path().to_path_buf(), 0, compact_config()).unwrap();
     assert_eq!(manager.cleaner_checkpoint(&tp), Some(end));

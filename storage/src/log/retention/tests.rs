@@ -332,7 +332,7 @@ fn the_log_start_offset_survives_a_restart_through_the_checkpoint() {
         leftover = log.dir().join("00000000000000000000.log.deleted");
         assert!(leftover.exists());
         drop(log);
-        manager.shutdown().unwrap();
+        manager.shutdown(-1).unwrap();
     }
     let text = std::fs::read_to_string(dir.path().join(LOG_START_OFFSET_CHECKPOINT_FILE)).unwrap();
     assert_eq!(text, "0\n1\nretained 0 15\n");
