@@ -8,7 +8,6 @@
 //! `kafka-topics --describe` shows `Elr` and `LastKnownElr` on the way.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use kafka_protocol::messages::{ApiKey, FetchRequest, MetadataRequest};
@@ -43,20 +42,6 @@ fn described(bootstrap: &str) -> Option<(String, String, String)> {
         Some(line[start..].split('\t').next()?.trim().to_owned())
     };
     Some((field("Isr")?, field("Elr")?, field("LastKnownElr")?))
-}
-
-/// The bytes of every `.log` segment of the topic's partition 0 on `broker`.
-fn segment_bytes(broker: &TestBroker) -> Vec<u8> {
-    let dir: PathBuf = broker.data_dir().join(format!("{TOPIC}-0"));
-    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    logs.sort();
-    logs.iter()
-        .flat_map(|p| std::fs::read(p).expect("segment"))
-        .collect()
 }
 
 #[test]
@@ -217,12 +202,6 @@ fn eligible_leader_replicas_lead_cleanly_after_the_isr_is_lost() {
         let (isr, elr, last_known) = described(&bootstrap)?;
         (isr.split(',').count() == 3 && elr.is_empty() && last_known.is_empty()).then_some(())
     });
-    support::poll_until(
-        Duration::from_secs(30),
-        "every replica's segments byte-identical",
-        || {
-            let all: Vec<Vec<u8>> = brokers.iter().map(segment_bytes).collect();
-            (!all[0].is_empty() && all.iter().all(|b| *b == all[0])).then_some(())
-        },
-    );
+    let bytes = support::assert_replicas_identical(&brokers, TOPIC, 0);
+    assert!(!bytes.is_empty(), "the replicas hold the records");
 }

@@ -42,4 +42,6 @@ mod lifecycle;
 mod log_config;
 mod metrics;
 mod replication;
+mod replication_matrix;
+mod replication_operators;
 mod retention;
