@@ -30,7 +30,7 @@
 //!   for each other. A rescued connection whose bytes stall passes the
 //!   permit on but keeps what it read, so a new request is rescued only
 //!   while the pool's debt is under one `socket.request.max.bytes`
-//!   ([`may_start_rescue`]); requests already rescued may always finish.
+//!   (`may_start_rescue`); requests already rescued may always finish.
 //!   Request bytes in memory are thus at most `queued.max.request.bytes`
 //!   plus two `socket.request.max.bytes`, however slowly clients send;
 //! - responses are counted from the moment their handler finishes until

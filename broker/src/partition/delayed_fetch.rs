@@ -90,7 +90,7 @@ impl Partition {
     /// `Partition.fetchOffsetSnapshot`): leadership, leader epoch and the
     /// end for `isolation`. The log end is taken under the log's lock; the
     /// high watermark's position is remembered per value
-    /// ([`Partition::high_watermark_metadata`]), so a wake-up that finds
+    /// (`Partition::high_watermark_metadata`), so a wake-up that finds
     /// the high watermark where it was takes no log lock.
     pub fn fetch_offset_snapshot(&self, isolation: FetchIsolation) -> FetchOffsetSnapshot {
         let serving = self.is_leader() && !self.is_removed();
