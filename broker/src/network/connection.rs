@@ -193,24 +193,42 @@ fn take_budget(
     })
 }
 
-/// Waits until request budget may be available again; with `rescue`, also
-/// for the rescue permit, which it returns when it gets it.
+/// What a connection short of request budget waits for besides budget.
+#[derive(Clone, Copy)]
+enum RescueWait<'a> {
+    /// Nothing else: it has no partly read request.
+    Budget,
+    /// The rescue permit, for its partly read request.
+    Permit(&'a Arc<Semaphore>),
+    /// The shared pool's debt to fall under one `max_frame`, after which it
+    /// may queue for the permit (`may_start_rescue`). Without this wake-up
+    /// a connection muted by the debt rule slept until the pool had budget
+    /// again, which the muted connections' own chunks could prevent for
+    /// ever.
+    AfterDebt { max_frame: usize },
+}
+
+/// Waits until request budget may be available again, or as `rescue` says;
+/// returns the rescue permit when it got it.
 async fn wait_for_budget(
     own: &MemoryPool,
     shared: &MemoryPool,
-    rescue: Option<&Arc<Semaphore>>,
+    rescue: RescueWait<'_>,
 ) -> Option<OwnedSemaphorePermit> {
     let freed = wait_until([own, shared], || {
-        own.available() > 0 || shared.available() > 0
+        own.available() > 0
+            || shared.available() > 0
+            || matches!(rescue, RescueWait::AfterDebt { max_frame }
+                if may_start_rescue(shared.available(), max_frame))
     });
     match rescue {
-        None => {
+        RescueWait::Budget | RescueWait::AfterDebt { .. } => {
             freed.await;
             None
         }
-        Some(rescue) => tokio::select! {
+        RescueWait::Permit(semaphore) => tokio::select! {
             _ = freed => None,
-            permit = rescue.clone().acquire_owned() => permit.ok(),
+            permit = semaphore.clone().acquire_owned() => permit.ok(),
         },
     }
 }
@@ -328,10 +346,13 @@ pub async fn run(
         let starved = wants_read && budget.is_none();
         // Only a connection with a partly read request needs rescuing; a
         // new one only while earlier rescues' debt is bounded.
-        let may_rescue = (starved
-            && !buf.is_empty()
-            && (rescued_request || may_start_rescue(limits.requests.available(), max_frame)))
-        .then_some(&limits.rescue);
+        let may_rescue = if !starved || buf.is_empty() {
+            RescueWait::Budget
+        } else if rescued_request || may_start_rescue(limits.requests.available(), max_frame) {
+            RescueWait::Permit(&limits.rescue)
+        } else {
+            RescueWait::AfterDebt { max_frame }
+        };
         let mut into = (&mut buf).limit(read_limit);
         tokio::select! {
             _ = shutdown.cancelled() => break "broker shutting down",
@@ -533,6 +554,38 @@ mod tests {
         assert!(may_start_rescue(-1_048_575, 1_048_576));
         assert!(!may_start_rescue(-1_048_576, 1_048_576), "a frame of debt");
         assert!(!may_start_rescue(i64::MIN, 1_048_576));
+    }
+
+    /// CI failure (stop 22): connections muted by the debt rule waited only
+    /// for the pool to have budget again; once earlier rescues were paid
+    /// back to a debt under one frame but the pool was still exhausted by
+    /// the muted connections' own chunks, nothing woke them to queue for
+    /// the rescue permit, and every half-read request waited for ever.
+    #[test]
+    fn a_connection_muted_by_debt_wakes_when_the_debt_falls_under_one_frame() {
+        use futures::FutureExt;
+        let own = MemoryPool::new(0);
+        let shared = MemoryPool::new(65_536);
+        let max_frame = 1_048_576;
+        let muted_chunks = shared.allocate_forced(65_536);
+        let rescued = shared.allocate_forced(max_frame);
+        assert!(!may_start_rescue(shared.available(), max_frame));
+        let mut wait = Box::pin(wait_for_budget(
+            &own,
+            &shared,
+            RescueWait::AfterDebt { max_frame },
+        ));
+        assert!(
+            (&mut wait).now_or_never().is_none(),
+            "no budget, debt too high"
+        );
+        drop(rescued);
+        assert_eq!(shared.available(), 0, "still exhausted");
+        assert!(
+            (&mut wait).now_or_never().is_some(),
+            "the debt is under one frame: it may queue for the rescue now"
+        );
+        drop(muted_chunks);
     }
 
     #[test]
