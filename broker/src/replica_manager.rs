@@ -351,6 +351,12 @@ impl ReplicaManager {
             .filter(|tp| !next.contains_key(*tp))
             .cloned()
             .collect();
+        for (tp, p) in &current {
+            // Gone, or replaced by a recreated topic's partition.
+            if !next.get(tp).is_some_and(|n| Arc::ptr_eq(n, p)) {
+                p.mark_removed();
+            }
+        }
         *self.partitions.write().unwrap_or_else(|e| e.into_inner()) = next;
         for tp in removed {
             info!(topic_partition = ?tp, "deleting log of removed partition");
@@ -517,7 +523,14 @@ impl ReplicaManager {
     ) -> Result<usize, StorageError> {
         let mut cleaned = 0;
         while cleaned < max_logs {
-            match self.log_manager.clean_filthiest_log(now_ms, config) {
+            let high_watermark = |tp: &TopicPartition| {
+                self.partition(&tp.topic, tp.partition)
+                    .map(|p| p.high_watermark())
+            };
+            match self
+                .log_manager
+                .clean_filthiest_log(now_ms, config, &high_watermark)
+            {
                 Ok(Some((tp, stats))) => {
                     tracing::debug!(topic_partition = %tp, ?stats, "log cleaned");
                     cleaned += 1;
@@ -684,5 +697,101 @@ mod tests {
             replicas.log_manager.get(&tp).is_none(),
             "a newer image deletes"
         );
+    }
+
+    /// The log cleaner stops at the high watermark, as Kafka's
+    /// `LogCleanerManager.cleanableOffsets` (the first uncleanable offset is
+    /// at most the last stable offset): records above it may still be
+    /// truncated away, and a replica must not compact what its leader may
+    /// still replace. Here a follower in the ISR has fetched nothing, so
+    /// the high watermark stays at 0 while two rolled segments hold an
+    /// older and a newer value of one key: nothing may be cleaned.
+    #[test]
+    fn the_cleaner_never_cleans_above_the_high_watermark() {
+        let dir = tempfile::tempdir().unwrap();
+        let replicas = manager(dir.path());
+        let mut image = image_with("compacted");
+        let topic_id = image.topics["compacted"].topic_id;
+        image
+            .apply(&MetadataRecord::PartitionChange(
+                weir_controller::PartitionChangeRecord {
+                    topic_id,
+                    replicas: Some(vec![1, 2]),
+                    isr: Some(vec![1, 2]),
+                    ..Default::default()
+                },
+            ))
+            .unwrap();
+        for (key, value) in [
+            ("cleanup.policy", "compact"),
+            ("internal.segment.bytes", "100"),
+        ] {
+            image
+                .apply(&MetadataRecord::Config(weir_controller::ConfigRecord {
+                    resource_type: weir_controller::ConfigResourceType::Topic,
+                    resource_name: "compacted".into(),
+                    name: key.into(),
+                    value: Some(value.into()),
+                }))
+                .unwrap();
+        }
+        image.last_applied_offset = 1;
+        replicas.apply_image(&image).unwrap();
+        let partition = replicas.partition("compacted", 0).expect("hosted");
+        for value in ["older", "newer", "active"] {
+            let batch = crate::partition::tests::keyed_batch(Some("k"), value);
+            partition.append_records_as_leader(&batch, 0).unwrap();
+        }
+        let tp = TopicPartition::new("compacted", 0);
+        let log = replicas.log_manager.get(&tp).unwrap();
+        assert_eq!(
+            log.lock().unwrap().segment_base_offsets(),
+            vec![0, 1, 2],
+            "a segment per batch"
+        );
+        assert_eq!(
+            partition.high_watermark(),
+            0,
+            "the follower fetched nothing"
+        );
+
+        let config = replicas.config.cleaner_config();
+        let cleaned = replicas.clean_logs(i64::MAX / 2, &config, 16).unwrap();
+        assert_eq!(cleaned, 0, "nothing below the high watermark to clean");
+        let first = log.lock().unwrap().read(0, 1, i64::MAX, true).unwrap();
+        let bytes = first.records.expect("a batch").read_to_bytes().unwrap();
+        let base_offset = i64::from_be_bytes(bytes[..8].try_into().unwrap());
+        assert_eq!(
+            base_offset, 0,
+            "the older value above the high watermark kept"
+        );
+    }
+
+    /// A partition that leaves the image, or whose topic is recreated under
+    /// another id, is marked removed and stops serving, so that what waits
+    /// on it (parked fetches, acks=all) is answered at once.
+    #[test]
+    fn partitions_leaving_the_image_are_marked_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let replicas = manager(dir.path());
+        let mut first = image_with("doomed");
+        first.last_applied_offset = 1;
+        replicas.apply_image(&first).unwrap();
+        let original = replicas.partition("doomed", 0).expect("hosted");
+
+        let mut recreated = image_with("doomed");
+        recreated.last_applied_offset = 2;
+        replicas.apply_image(&recreated).unwrap();
+        let replacement = replicas.partition("doomed", 0).expect("hosted");
+        assert!(!Arc::ptr_eq(&original, &replacement));
+        assert!(original.is_removed() && !original.is_leader());
+        assert!(!replacement.is_removed() && replacement.is_leader());
+
+        let deleted = MetadataImage {
+            last_applied_offset: 3,
+            ..MetadataImage::default()
+        };
+        replicas.apply_image(&deleted).unwrap();
+        assert!(replacement.is_removed() && !replacement.is_leader());
     }
 }

@@ -543,6 +543,28 @@ impl RunningClient {
 }
 
 impl RunningClient {
+    /// Stops the process with SIGTERM (as ducktape stops Kafka's verifiable
+    /// tools: their shutdown hooks flush and report), waits up to `timeout`
+    /// for it to exit and returns everything it printed.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Signal`] when the signal cannot be sent, else as
+    /// [`Self::finish`].
+    pub fn terminate(self, timeout: Duration) -> Result<CommandOutput, HarnessError> {
+        let pid = self.child.id();
+        if let Some(raw) = rustix::process::Pid::from_raw(pid as i32) {
+            rustix::process::kill_process(raw, rustix::process::Signal::TERM).map_err(
+                |source| HarnessError::Signal {
+                    signal: "SIGTERM",
+                    pid,
+                    source,
+                },
+            )?;
+        }
+        self.finish(timeout)
+    }
+
     /// Kills the process (SIGKILL) and returns everything it printed.
     ///
     /// # Errors

@@ -125,6 +125,12 @@ fn every_advertised_api_version_is_answered() {
                 max,
                 kafka_protocol::messages::DescribeQuorumRequest::default(),
             ),
+            ApiKey::DescribeTopicPartitions => probe(
+                &mut client,
+                min,
+                max,
+                kafka_protocol::messages::DescribeTopicPartitionsRequest::default(),
+            ),
             other => panic!("the broker advertises {other:?}, which this test does not know yet"),
         };
         assert!(

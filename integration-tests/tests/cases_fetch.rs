@@ -386,3 +386,72 @@ fn c08_fetch_answered_within_max_wait() {
         assert_eq!(records.is_empty(), i != 3, "pipelined Fetch {i} records");
     }
 }
+
+/// A long poll of four partitions whose `min_bytes` needs two batches on
+/// two of them: it parks (counted in `weir_purgatory_size{operation="fetch"}`),
+/// and once both batches are appended it is answered with both, well
+/// before its `max_wait_ms`, and leaves the purgatory (Kafka's
+/// `DelayedFetch`: bytes counted across partitions by their positions).
+#[test]
+fn a_long_poll_parks_until_min_bytes_arrive_across_partitions() {
+    let broker = weir_integration_tests::TestBroker::builder()
+        .metrics(true)
+        .override_config("num.partitions", "4")
+        .start()
+        .expect("starting weir");
+    let addr = broker.metrics_addr().expect("metrics enabled");
+    let mut producer = support::connect(&broker);
+    let versions = support::api_versions(&mut producer);
+    let produce_version = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
+    let fetch_version = support::newest::<FetchRequest>(&versions, ApiKey::Fetch);
+    let topic = support::ensure_topic(&mut producer, &versions, "long-poll-min-bytes");
+    let parked = || {
+        let body = weir_integration_tests::metrics::http_get(addr, "/metrics")
+            .expect("GET /metrics")
+            .body;
+        String::from_utf8(body)
+            .expect("UTF-8")
+            .lines()
+            .find(|l| l.starts_with("weir_purgatory_size{") && l.contains("operation=\"fetch\""))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    let first = records::plain_batch(&["first"], 1_000);
+    let second = records::plain_batch(&["second"], 2_000);
+
+    let mut consumer = support::connect(&broker);
+    let spec = FetchSpec {
+        version: fetch_version,
+        max_wait_ms: 120_000,
+        min_bytes: (first.len() + second.len()) as i32,
+        max_bytes: 1 << 20,
+        partitions: (0..4).map(|p| (p, 0, 1 << 20)).collect(),
+    };
+    let header = consumer.header::<FetchRequest>(fetch_version);
+    let pending = consumer
+        .write_request(header, &support::fetch_request(&topic, &spec))
+        .expect("write the long poll");
+    support::poll_until(Duration::from_secs(30), "the fetch parked", || {
+        (parked() == Some(1.0)).then_some(())
+    });
+
+    support::produce_ok(&mut producer, produce_version, &topic, 1, first);
+    support::produce_ok(&mut producer, produce_version, &topic, 3, second);
+    let response = consumer
+        .read_response::<FetchResponse>(pending)
+        .expect("the long poll answered");
+    let partitions = support::fetched_partitions(&response.body, fetch_version);
+    let fetched = |p: i32| {
+        let data = &partitions[&p];
+        assert_eq!(data.error_code, error_code::NONE, "partition {p}");
+        values(&records::decode_records(&data.records.clone().unwrap_or_default()).expect("decode"))
+    };
+    assert_eq!(
+        (0..4).map(fetched).collect::<Vec<_>>(),
+        vec![vec![], vec!["first"], vec![], vec!["second"]]
+    );
+    support::poll_until(
+        Duration::from_secs(30),
+        "the fetch left the purgatory",
+        || (parked() == Some(0.0)).then_some(()),
+    );
+}

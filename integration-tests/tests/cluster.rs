@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::MetadataResponsePartition;
 use kafka_protocol::messages::{
@@ -22,7 +24,12 @@ use crate::support::{self, error_code};
 
 /// Three distinct free ports on 127.0.0.1 (all bound at once, then released).
 pub(crate) fn three_free_ports() -> Vec<u16> {
-    let listeners: Vec<std::net::TcpListener> = (0..3)
+    free_ports(3)
+}
+
+/// `n` distinct free ports on 127.0.0.1 (all bound at once, then released).
+pub(crate) fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<std::net::TcpListener> = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0"))
         .collect();
     listeners
@@ -72,6 +79,55 @@ pub(crate) fn start_nodes_with_voters(
     voters: &[String],
     extra: &[(&'static str, &'static str)],
 ) -> Vec<TestBroker> {
+    start_nodes(cluster_id, controller_ports, voters, extra, false, None)
+}
+
+/// [`start_three_nodes_with`], each node with its Prometheus endpoint on
+/// (`TestBroker::metrics_addr`).
+pub(crate) fn start_three_nodes_with_metrics(
+    extra: &[(&'static str, &'static str)],
+) -> Vec<TestBroker> {
+    let controller_ports = three_free_ports();
+    let voters = voters_of(&controller_ports);
+    start_nodes(
+        &weir_storage::random_kafka_uuid(),
+        &controller_ports,
+        &vec![voters; 3],
+        extra,
+        true,
+        None,
+    )
+}
+
+/// [`start_three_nodes_with`] with each node's PLAINTEXT listener on a port
+/// chosen once, which the node binds again when restarted (as in a real
+/// deployment), so clients bootstrapped from the first addresses still find
+/// the cluster after every node has been restarted.
+pub(crate) fn start_three_nodes_on_fixed_ports(
+    extra: &[(&'static str, &'static str)],
+) -> Vec<TestBroker> {
+    // Both sets at once, so that no client port repeats a controller port.
+    let mut ports = free_ports(6);
+    let client_ports = ports.split_off(3);
+    let voters = voters_of(&ports);
+    start_nodes(
+        &weir_storage::random_kafka_uuid(),
+        &ports,
+        &vec![voters; 3],
+        extra,
+        false,
+        Some(client_ports),
+    )
+}
+
+fn start_nodes(
+    cluster_id: &str,
+    controller_ports: &[u16],
+    voters: &[String],
+    extra: &[(&'static str, &'static str)],
+    metrics: bool,
+    client_ports: Option<Vec<u16>>,
+) -> Vec<TestBroker> {
     let starting: Vec<_> = controller_ports
         .iter()
         .zip(voters)
@@ -79,15 +135,19 @@ pub(crate) fn start_nodes_with_voters(
         .map(|(i, (&port, voters))| {
             let (voters, cluster_id, extra) =
                 (voters.clone(), cluster_id.to_owned(), extra.to_vec());
+            let client_port = client_ports.as_ref().map_or(0, |ports| ports[i]);
             std::thread::spawn(move || {
                 let mut builder = TestBroker::builder()
                     .node_id(i as i32 + 1)
                     .format_cluster_id(&cluster_id)
                     .override_config(
                         "listeners",
-                        &format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
+                        &format!(
+                            "PLAINTEXT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{port}"
+                        ),
                     )
-                    .override_config("controller.quorum.voters", &voters);
+                    .override_config("controller.quorum.voters", &voters)
+                    .metrics(metrics);
                 for (key, value) in extra {
                     builder = builder.override_config(key, value);
                 }
@@ -386,6 +446,16 @@ pub(crate) const FAST_SESSIONS: [(&str, &str); 2] = [
 
 /// Creates `name` with one partition per replica list in `assignments`.
 pub(crate) fn create_assigned(client: &mut RawClient, name: &str, assignments: &[&[i32]]) {
+    create_assigned_with(client, name, assignments, &[]);
+}
+
+/// [`create_assigned`] with topic configs.
+pub(crate) fn create_assigned_with(
+    client: &mut RawClient,
+    name: &str,
+    assignments: &[&[i32]],
+    configs: &[(&str, &str)],
+) {
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(vec![CreatableTopic::default()
@@ -400,6 +470,16 @@ pub(crate) fn create_assigned(client: &mut RawClient, name: &str, assignments: &
                         CreatableReplicaAssignment::default()
                             .with_partition_index(i as i32)
                             .with_broker_ids(replicas.iter().copied().map(BrokerId).collect())
+                    })
+                    .collect(),
+            )
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(key, value)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_string((*key).to_owned()))
+                            .with_value(Some(StrBytes::from_string((*value).to_owned())))
                     })
                     .collect(),
             )]);

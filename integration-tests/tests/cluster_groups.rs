@@ -520,6 +520,8 @@ fn a_running_consumer_finds_the_new_coordinator_after_a_controlled_shutdown() {
     running.send_line("stop").expect("stop the consumer");
     let output = running.finish(CLIENT_TIMEOUT).expect("consumer exit");
     output.assert_success();
+    // The group's offsets partition on the two nodes that stayed.
+    support::assert_replicas_identical(&brokers, "__consumer_offsets", partition);
 }
 
 #[test]
@@ -606,4 +608,7 @@ fn committed_offsets_survive_a_sigkill_of_the_coordinator() {
         (error_code::NONE, BTreeMap::from([(0, 7)])),
         "after the restart"
     );
+    for partition in 0..3 {
+        support::assert_replicas_identical(&brokers, "__consumer_offsets", partition);
+    }
 }

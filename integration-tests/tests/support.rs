@@ -4,6 +4,7 @@
 //! ListOffsets) plus kcat produce/consume.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -514,4 +515,59 @@ pub fn kafka_topics(bootstrap: &str, args: &[&str]) -> CommandOutput {
         clients::kafka_tool("org.apache.kafka.tools.TopicCommand").expect("Kafka tools");
     command.arg("--bootstrap-server").arg(bootstrap).args(args);
     clients::run(command, None, CLIENT_TIMEOUT).expect("kafka-topics")
+}
+
+/// The bytes of every `.log` segment of `topic`-`partition` under the log
+/// directory `data_dir`, concatenated in offset order (segment file names
+/// are base offsets), so replicas that rolled at different offsets still
+/// compare equal when they hold the same batches.
+#[track_caller]
+pub fn partition_segments(data_dir: &Path, topic: &str, partition: i32) -> Vec<u8> {
+    let dir = data_dir.join(format!("{topic}-{partition}"));
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    logs.iter()
+        .flat_map(|p| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+        .collect()
+}
+
+/// Waits until the segments of `topic`-`partition` hold the same bytes in
+/// every log directory of `data_dirs` (the replicas of running brokers:
+/// followers have fetched everything up to the leader's log end, which
+/// with every replica in the ISR and no producer is its high watermark),
+/// then returns them. Issue 16: after every real-process test the
+/// replicas' segments are byte-identical up to the high watermark.
+#[track_caller]
+pub fn assert_segments_identical(data_dirs: &[PathBuf], topic: &str, partition: i32) -> Vec<u8> {
+    poll_until(
+        Duration::from_secs(30),
+        &format!("{topic}-{partition}: every replica's segments byte-identical"),
+        || {
+            let all: Vec<Vec<u8>> = data_dirs
+                .iter()
+                .map(|dir| partition_segments(dir, topic, partition))
+                .collect();
+            all.iter().all(|b| *b == all[0]).then(|| all[0].clone())
+        },
+    )
+}
+
+/// [`assert_segments_identical`] over the brokers of `brokers` that are
+/// running.
+#[track_caller]
+pub fn assert_replicas_identical(brokers: &[TestBroker], topic: &str, partition: i32) -> Vec<u8> {
+    let dirs: Vec<PathBuf> = brokers
+        .iter()
+        .filter(|b| b.pid().is_some())
+        .map(|b| b.data_dir().to_path_buf())
+        .collect();
+    assert!(
+        dirs.len() >= 2,
+        "fewer than two running replicas to compare"
+    );
+    assert_segments_identical(&dirs, topic, partition)
 }

@@ -17,7 +17,7 @@
 //! Nor are the files kept open (a partition costs no descriptor for its
 //! indexes at rest; issue 15): [`IndexFile::open`] reads the file and closes
 //! it. A write opens it again and keeps that descriptor only until the
-//! fdatasync that covers the write ([`IndexFile::take_for_sync`]), since
+//! fdatasync that covers the write (`IndexFile::take_for_sync`), since
 //! Linux reports a writeback error only to descriptors open when it
 //! happened. [`IndexFile::reset`] defers its truncation to the next write
 //! for the same reason. Indexes
@@ -326,7 +326,7 @@ impl<E: IndexEntry> IndexFile<E> {
     /// the file back if [`IndexFile::reset`] or [`IndexFile::truncate_to`]
     /// removed entries it holds). Returns
     /// whether entries were written. The descriptor written through stays
-    /// open until [`IndexFile::take_for_sync`].
+    /// open until `IndexFile::take_for_sync`.
     ///
     /// # Errors
     /// [`StorageError::Io`] if the write fails; the entries stay pending and

@@ -44,7 +44,8 @@ pub use leader_epoch::LeaderEpochCache;
 pub use log::cleaner::{CleanerConfig, CleanerError, CleanerStats};
 pub use log::retention::SegmentDeletion;
 pub use log::{
-    CleanupPolicy, FetchDataInfo, Log, LogAppendInfo, LogConfig, PendingFlush, TimestampType,
+    CleanupPolicy, FetchDataInfo, Log, LogAppendInfo, LogConfig, LogOffsetMetadata, PendingFlush,
+    SegmentPosition, TimestampType,
 };
 pub use log_manager::{
     format_log_dir, is_kafka_uuid, random_kafka_uuid, read_meta_properties, FormatOutcome,

@@ -222,6 +222,11 @@ pub struct LogAppendInfo {
 pub struct FetchDataInfo {
     /// The offset asked for.
     pub fetch_offset: i64,
+    /// Where `fetch_offset` lies (Kafka's `fetchOffsetMetadata`): the first
+    /// batch returned, the log end when the read is there, otherwise what
+    /// [`Log::cached_offset_metadata`] knows (offset only when the read
+    /// stopped at `max_offset` on an offset it does not know).
+    pub fetch_offset_metadata: LogOffsetMetadata,
     /// Whole batches starting with the one holding `fetch_offset`; `None`
     /// when there is nothing to return.
     pub records: Option<FileSlice>,
@@ -1167,12 +1172,13 @@ impl Log {
                 log_end: self.log_end_offset,
             });
         }
-        let empty = FetchDataInfo {
+        let empty = || FetchDataInfo {
             fetch_offset,
+            fetch_offset_metadata: self.cached_offset_metadata(fetch_offset),
             records: None,
         };
         if fetch_offset == self.log_end_offset || fetch_offset >= max_offset || self.deleted {
-            return Ok(empty);
+            return Ok(empty());
         }
         let floor = self
             .segments
@@ -1180,7 +1186,7 @@ impl Log {
             .next_back()
             .map(|(b, _)| *b)
             .unwrap_or(self.log_start_offset);
-        for segment in self.segments.range(floor..).map(|(_, s)| s) {
+        for (&base, segment) in self.segments.range(floor..) {
             if let Some(region) =
                 segment.read(fetch_offset, max_bytes, max_offset, min_one_batch)?
             {
@@ -1190,11 +1196,17 @@ impl Log {
                 };
                 return Ok(FetchDataInfo {
                     fetch_offset,
+                    // Positions fit: segment.bytes is capped below 2 GiB.
+                    fetch_offset_metadata: LogOffsetMetadata::new(
+                        fetch_offset,
+                        base,
+                        region.position as u32,
+                    ),
                     records,
                 });
             }
         }
-        Ok(empty)
+        Ok(empty())
     }
 
     /// The first offset in the log.
@@ -1622,6 +1634,8 @@ mod flush_tests;
 mod follower;
 #[cfg(test)]
 mod follower_tests;
+mod offset_metadata;
+pub use offset_metadata::{LogOffsetMetadata, SegmentPosition};
 #[cfg(test)]
 mod producer_tests;
 pub mod retention;

@@ -746,12 +746,16 @@ impl LogManager {
     /// takes every compacted log's cleanable range ([`Log::cleanable`]),
     /// picks the log with the largest dirty ratio among those that
     /// [`LogToClean::should_clean`](crate::log::cleaner::LogToClean::should_clean),
-    /// cleans it ([`clean_log`](crate::log::cleaner::clean_log)) and writes
+    /// cleans it ([`clean_log`]) and writes
     /// its new first dirty offset to `cleaner-offset-checkpoint` (entries of
     /// logs that no longer exist are dropped). Sets the
     /// `weir_log_cleaner_max_dirty_ratio` gauge. Returns the partition and
     /// the statistics, `None` when no log needed cleaning. Blocking; one
     /// cleaning runs at a time.
+    ///
+    /// `last_stable_offset` gives each partition's high watermark (Kafka
+    /// cleans below the last stable offset only, see [`Log::cleanable`]); a
+    /// log it gives none for is not cleaned.
     ///
     /// A log whose cleaning fails with a storage error (or whose cleanable
     /// range cannot be read) is marked uncleanable and skipped by later
@@ -766,6 +770,7 @@ impl LogManager {
         &self,
         now_ms: i64,
         config: &CleanerConfig,
+        last_stable_offset: &dyn Fn(&TopicPartition) -> Option<i64>,
     ) -> Result<Option<(TopicPartition, CleanerStats)>, CleanerError> {
         let _one_at_a_time = lock(&self.cleaner_lock);
         let mut filthiest: Option<(TopicPartition, SharedLog, LogToClean)> = None;
@@ -775,8 +780,11 @@ impl LogManager {
             if uncleanable.contains(&tp) {
                 continue;
             }
+            let Some(stable) = last_stable_offset(&tp) else {
+                continue;
+            };
             let checkpoint = self.cleaner_checkpoint(&tp);
-            let to_clean = match lock(&log).cleanable(checkpoint, now_ms) {
+            let to_clean = match lock(&log).cleanable(checkpoint, now_ms, stable) {
                 Ok(Some(to_clean)) => to_clean,
                 Ok(None) => continue,
                 Err(e) => {

@@ -13,6 +13,7 @@
 //! and the broker as a whole at most the cache's capacity plus the pinned
 //! files and those in use.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::IoSlice;
 use std::os::unix::fs::FileExt;
@@ -51,6 +52,11 @@ pub const SWAP_FILE_SUFFIX: &str = ".swap";
 const SCAN_CHUNK: usize = 16 * 1024;
 /// Most iovecs passed to one `pwritev` (Linux `IOV_MAX`).
 const IOV_MAX: usize = 1024;
+/// How many batch ends the active segment remembers (see
+/// [`LogSegment::cached_position_of`]): 8 bytes each, allocated with the
+/// first append. A partition's high watermark trails its log end offset by
+/// the batches its followers have not fetched yet, usually a few.
+pub(crate) const RECENT_BATCH_ENDS: usize = 32;
 
 /// The file name stem of a segment: its base offset on 20 digits.
 pub fn file_stem(base_offset: i64) -> String {
@@ -135,6 +141,11 @@ pub struct LogSegment {
     /// Max timestamp of the first batch (Kafka's `rollingBasedTimestamp`):
     /// `None` until loaded, `Some(-1)` when the segment is empty.
     first_batch_timestamp: Option<i64>,
+    /// The ends of the last [`RECENT_BATCH_ENDS`] batches appended through
+    /// this object while it is the active segment, ascending: the next
+    /// offset relative to the base offset, and the byte position after the
+    /// batch. Dropped when the segment becomes inactive.
+    recent_batch_ends: VecDeque<(u32, u32)>,
 }
 
 /// Milliseconds since the Unix epoch by the system clock.
@@ -250,6 +261,7 @@ impl LogSegment {
             indexes_dirty: create,
             created_ms: wall_clock_ms(),
             first_batch_timestamp: (size == 0).then_some(-1),
+            recent_batch_ends: VecDeque::new(),
         };
         Ok((segment, offset_ok && time_ok))
     }
@@ -358,6 +370,50 @@ impl LogSegment {
     /// (or roll) retries it before writing, and reads never see the torn
     /// bytes because they stop at [`LogSegment::size`].
     pub(crate) fn append(
+        &mut self,
+        bufs: &mut [IoSlice<'_>],
+        total: usize,
+        batches: &[AppendedBatch],
+    ) -> Result<(), StorageError> {
+        let start = self.size;
+        self.write_batches(bufs, total, batches)?;
+        let remembered = batches.len().saturating_sub(RECENT_BATCH_ENDS);
+        let mut end = start;
+        for (i, b) in batches.iter().enumerate() {
+            end += u64::from(b.size);
+            if i < remembered {
+                continue;
+            }
+            if self.recent_batch_ends.len() == RECENT_BATCH_ENDS {
+                self.recent_batch_ends.pop_front();
+            }
+            // Both fit: offsets are within 32-bit relative range of the base,
+            // and segment.bytes is capped below 2 GiB.
+            let next = (b.last_offset + 1 - self.base_offset) as u32;
+            self.recent_batch_ends.push_back((next, end as u32));
+        }
+        Ok(())
+    }
+
+    /// Where `offset` begins in this segment when known without reading the
+    /// file: 0 for the base offset, or the end of one of the last
+    /// [`RECENT_BATCH_ENDS`] batches appended (the start of the batch after
+    /// it).
+    pub(crate) fn cached_position_of(&self, offset: i64) -> Option<u32> {
+        if offset == self.base_offset {
+            return Some(0);
+        }
+        let relative = u32::try_from(offset - self.base_offset).ok()?;
+        let i = self
+            .recent_batch_ends
+            .binary_search_by_key(&relative, |&(next, _)| next)
+            .ok()?;
+        Some(self.recent_batch_ends[i].1)
+    }
+
+    /// [`LogSegment::append`] without remembering batch ends (the cleaner's
+    /// segments are never active).
+    fn write_batches(
         &mut self,
         bufs: &mut [IoSlice<'_>],
         total: usize,
@@ -753,6 +809,8 @@ impl LogSegment {
                 self.offset_index.truncate_to(offset);
                 self.time_index.truncate_to(offset);
                 self.bytes_since_last_index_entry = 0;
+                self.recent_batch_ends
+                    .retain(|&(_, end)| u64::from(end) <= position);
                 true
             }
             None => false,
@@ -791,9 +849,10 @@ impl LogSegment {
     /// Finishes a segment that stops being the active one (Kafka's
     /// `onBecomeInactiveSegment`): records the final max timestamp in the
     /// time index and writes pending index entries, which the next flush
-    /// then syncs.
+    /// then syncs; forgets the recent batch ends.
     pub(crate) fn on_become_inactive(&mut self) -> Result<(), StorageError> {
         self.cut_back_torn_tail()?;
+        self.recent_batch_ends = VecDeque::new();
         if self.offset_of_max_timestamp >= 0 {
             self.time_index
                 .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true);
@@ -953,7 +1012,7 @@ impl LogSegment {
             max_timestamp: header.max_timestamp,
             size: bytes.len() as u32,
         };
-        self.append(&mut [IoSlice::new(bytes)], bytes.len(), &[appended])
+        self.write_batches(&mut [IoSlice::new(bytes)], bytes.len(), &[appended])
     }
 
     /// fdatasyncs the `.log` file and both index files (pending index

@@ -17,19 +17,21 @@
 //! An append writes one uncompressed magic-2 batch (timestamps now, no
 //! producer) on the group's partition ([`offsets_partition_for`]) through
 //! the path Produce uses ([`Partition::append_records_as_leader`]) and
-//! resolves once it is durable as an acks=all produce
-//! ([`Partition::wait_durable`]); a broker that does not lead the group's
-//! partition in the metadata image refuses the append (NOT_COORDINATOR). A
-//! load replays a partition this broker leads from its log start to its
-//! high watermark (on a blocking thread); batches and records it cannot
-//! decode are logged and skipped. [`OffsetsTopicStore::leadership`] tells
-//! the coordinator which partitions this broker leads.
+//! resolves once it is durable and replicated as an acks=all produce
+//! ([`Partition::wait_durable`], then [`Partition::wait_replicated`] within
+//! Kafka's `offsets.commit.timeout.ms` default, 5000 ms); a broker that
+//! does not lead the group's partition in the metadata image refuses the
+//! append (NOT_COORDINATOR). A load replays a partition this broker leads
+//! from its log start to its log end (on a blocking thread; a new leader's
+//! high watermark lags its log, as Kafka's `CoordinatorLoaderImpl` reads to
+//! the end); batches and records it cannot decode are logged and skipped.
+//! [`OffsetsTopicStore::leadership`] tells the coordinator which partitions
+//! this broker leads.
 //!
-//! Partition data is not replicated between brokers yet: when leadership of
-//! an offsets partition moves (controlled shutdown, unclean election,
-//! ElectLeaders), the new leader loads whatever its own log of the
-//! partition holds, usually nothing, so the groups of that partition lose
-//! their committed offsets and metadata.
+//! `__consumer_offsets` is replicated like any partition, so when
+//! leadership of an offsets partition moves (controlled shutdown, a dead
+//! broker, ElectLeaders) the new leader loads every committed offset and
+//! group from its own replica.
 //!
 //! Durability follows the topic's `write.caching` (the broker default
 //! `log.write.caching`): off, as by default, an append resolves after the

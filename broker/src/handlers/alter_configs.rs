@@ -11,7 +11,7 @@
 //!   at most once." for each occurrence (Kafka 4.1.2 itself never answers
 //!   such a request);
 //! - a key twice: INVALID_REQUEST "Error due to duplicate config keys";
-//!   a null value: INVALID_REQUEST "Null value not supported for : <keys>";
+//!   a null value: INVALID_REQUEST "Null value not supported for : `<keys>`";
 //! - TOPIC (2): an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION; an unknown
 //!   key or a bad value INVALID_CONFIG (the checks IncrementalAlterConfigs
 //!   uses); `validate_only` checks without changing anything.

@@ -11,9 +11,13 @@
 //!   first named, with what it was last named with (Kafka's
 //!   `FetchRequest.fetchData` collects partitions into a `LinkedHashMap`);
 //!   a topic named more than once is answered once.
-//! - Parking (Kafka's DelayedFetch): with fewer than `min_bytes` available
-//!   the request waits for appends to any of its partitions, at most
-//!   `max_wait_ms` (case C08); errors answer at once.
+//! - Parking (Kafka's `ReplicaManager.fetchMessages` and `DelayedFetch`):
+//!   with fewer than `min_bytes` read, the request parks in a
+//!   [`DelayedFetch`] holding where each partition's read began; woken by
+//!   appends, high watermark rises and leadership changes, it compares
+//!   offsets and positions without reading the log, and the logs are read
+//!   once more only when it completes or `max_wait_ms` passes (case C08).
+//!   Errors and diverging epochs answer at once.
 //! - Fetch sessions (KIP-227) are not offered: the response always carries
 //!   session id 0, so clients send full fetches. A non-zero session id gets
 //!   FETCH_SESSION_ID_NOT_FOUND.
@@ -29,7 +33,6 @@
 //!   NOT_LEADER_OR_FOLLOWER.
 
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,12 +44,13 @@ use uuid::Uuid;
 use weir_protocol_compat::fetch::{
     encode_fetch_response, FetchPartitionData, FetchResponseData, FetchTopicData, RecordsSource,
 };
-use weir_storage::{FileSlice, StorageError};
+use weir_storage::{FileSlice, LogOffsetMetadata, StorageError};
 
 use crate::context::BrokerContext;
 use crate::dispatch::Response;
 use crate::error::storage_error_code;
-use crate::partition::Partition;
+use crate::partition::{DelayedFetch, FetchIsolation, FetchPartitionStatus, Partition};
+use crate::replica_manager::ReplicaManager;
 use crate::replication::leader::FollowerFetch;
 
 /// Records of one partition in a Fetch response: a region of a segment file
@@ -160,68 +164,111 @@ pub async fn handle(
     let max_bytes = request.max_bytes.min(ctx.config.fetch_max_bytes).max(0) as usize;
     let min_bytes = request.min_bytes.max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
-    let partitions: Vec<Arc<Partition>> = targets
-        .iter()
-        .filter_map(|t| t.resolved.clone().ok())
-        .collect();
+    let isolation = if follower.is_some() {
+        FetchIsolation::LogEnd
+    } else if read_committed {
+        FetchIsolation::TxnCommitted
+    } else {
+        FetchIsolation::HighWatermark
+    };
+    let reader = Reader {
+        replica_manager: &ctx.replica_manager,
+        max_bytes,
+        isolation,
+        follower,
+    };
+    let data = if session_error.is_some() {
+        reader.read_all(&targets, Pass::First).data
+    } else {
+        fetch_messages(&reader, &targets, min_bytes, deadline).await
+    };
+    encode(version, correlation_id, session_error, &topics, data)
+}
 
-    let mut first_read = true;
-    let mut parked: Option<crate::partition::PurgatoryGauge> = None;
-    loop {
-        // Register for wake-ups before reading so an append between the read
-        // and the wait is not missed.
-        let mut arrivals: Vec<Pin<Box<tokio::sync::futures::Notified<'_>>>> = partitions
-            .iter()
-            .map(|p| {
-                let mut n = Box::pin(p.data_arrived());
-                n.as_mut().enable();
-                n
-            })
-            .collect();
-        let reader = Reader {
-            ctx,
-            max_bytes,
-            read_committed,
-            follower,
-            record_fetch: first_read,
-        };
-        first_read = false;
-        let (data, bytes, any_error) = reader.read_all(&targets);
-        let done = session_error.is_some()
-            || any_error
-            || bytes >= min_bytes
-            || Instant::now() >= deadline
-            || arrivals.is_empty();
-        if done {
-            return encode(version, correlation_id, session_error, &topics, data);
-        }
-        parked.get_or_insert_with(|| crate::partition::PurgatoryGauge::enter("fetch"));
-        tokio::select! {
-            _ = futures::future::select_all(arrivals.iter_mut()) => {}
-            _ = tokio::time::sleep_until(deadline) => {}
-        }
+/// Kafka's `ReplicaManager.fetchMessages`: one read; answered at once with
+/// `min_bytes` or more, an error, a diverging epoch or no time to wait;
+/// otherwise parked in a [`DelayedFetch`], which compares offsets until it
+/// completes or `deadline` passes, and then read once more.
+async fn fetch_messages(
+    reader: &Reader<'_>,
+    targets: &[Target],
+    min_bytes: usize,
+    deadline: Instant,
+) -> Vec<(usize, PartitionData)> {
+    let first = reader.read_all(targets, Pass::First);
+    if first.any_error || first.bytes >= min_bytes || Instant::now() >= deadline {
+        return first.data;
     }
+    let statuses: Vec<FetchPartitionStatus> = targets
+        .iter()
+        .zip(first.positions)
+        .filter_map(|(t, position)| {
+            let partition = t.resolved.as_ref().ok()?;
+            let (fetch_offset, leader_epoch) = position?;
+            Some(FetchPartitionStatus {
+                partition: partition.clone(),
+                fetch_offset,
+                leader_epoch,
+                max_bytes: t.partition_max_bytes,
+            })
+        })
+        .collect();
+    if statuses.is_empty() {
+        return first.data;
+    }
+    drop(first.data);
+    DelayedFetch::new(statuses, reader.isolation, min_bytes)
+        .wait(deadline)
+        .await;
+    reader.read_all(targets, Pass::Completion).data
 }
 
 type PartitionData = FetchPartitionData<FetchRecords>;
 
-/// One pass over a request's targets.
+/// Which read of a Fetch this is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// The first read: records a follower's fetch state and where each
+    /// partition's read began.
+    First,
+    /// The read of a completed [`DelayedFetch`].
+    Completion,
+}
+
+/// What one read of a request's targets found.
+struct ReadResult {
+    /// Per target, its topic's index and partition data.
+    data: Vec<(usize, PartitionData)>,
+    /// Record bytes found.
+    bytes: usize,
+    /// Some partition failed or has a diverging epoch.
+    any_error: bool,
+    /// Per target read without error on the first pass: where the read
+    /// began and the partition's leader epoch before it.
+    positions: Vec<Option<(LogOffsetMetadata, i32)>>,
+}
+
+/// Reads a request's targets.
 struct Reader<'a> {
-    ctx: &'a BrokerContext,
+    replica_manager: &'a ReplicaManager,
     max_bytes: usize,
-    read_committed: bool,
+    isolation: FetchIsolation,
     follower: Option<FollowerId>,
-    /// Record the follower's fetch state (the first pass only).
-    record_fetch: bool,
 }
 
 impl Reader<'_> {
-    /// Reads every target once; returns per-target data, the record bytes
-    /// found and whether any partition failed.
-    fn read_all(&self, targets: &[Target]) -> (Vec<(usize, PartitionData)>, usize, bool) {
-        let mut total = 0usize;
-        let mut any_error = false;
-        let mut out = Vec::with_capacity(targets.len());
+    /// Reads every target once.
+    fn read_all(&self, targets: &[Target], pass: Pass) -> ReadResult {
+        let mut result = ReadResult {
+            data: Vec::with_capacity(targets.len()),
+            bytes: 0,
+            any_error: false,
+            positions: Vec::with_capacity(if pass == Pass::First {
+                targets.len()
+            } else {
+                0
+            }),
+        };
         for t in targets {
             let mut data = FetchPartitionData {
                 partition_index: t.partition_index,
@@ -229,7 +276,7 @@ impl Reader<'_> {
                 high_watermark: -1,
                 last_stable_offset: -1,
                 log_start_offset: -1,
-                aborted_transactions: if self.read_committed {
+                aborted_transactions: if self.isolation == FetchIsolation::TxnCommitted {
                     Some(Vec::new())
                 } else {
                     None
@@ -238,43 +285,60 @@ impl Reader<'_> {
                 records: Some(FetchRecords::Empty),
                 diverging_epoch: None,
             };
+            let mut position = None;
             match &t.resolved {
                 Err(code) => {
                     data.error_code = *code;
-                    any_error = true;
+                    result.any_error = true;
                 }
                 Ok(partition) => {
-                    if let Err(code) = self.read_one(t, partition, &mut data, &mut total) {
-                        data.error_code = code;
-                        any_error = true;
+                    match self.read_one(t, partition, &mut data, &mut result.bytes, pass) {
+                        Ok(p) => position = p,
+                        Err(code) => {
+                            data.error_code = code;
+                            result.any_error = true;
+                        }
                     }
                     // A diverging epoch is answered at once, as an error is.
-                    any_error |= data.diverging_epoch.is_some();
+                    result.any_error |= data.diverging_epoch.is_some();
                 }
             }
-            out.push((t.topic, data));
+            if pass == Pass::First {
+                result.positions.push(position);
+            }
+            result.data.push((t.topic, data));
         }
-        (out, total, any_error)
+        result
     }
 
-    /// Reads one partition into `data`.
+    /// Reads one partition into `data`; returns where the read began and
+    /// the leader epoch before it (`None` when nothing was read: no room
+    /// left in the response, or a diverging epoch).
     fn read_one(
         &self,
         t: &Target,
         partition: &Arc<Partition>,
         data: &mut PartitionData,
         total: &mut usize,
-    ) -> Result<(), i16> {
+        pass: Pass,
+    ) -> Result<Option<(LogOffsetMetadata, i32)>, i16> {
+        let leader_epoch = partition.leader_epoch();
         data.high_watermark = partition.high_watermark();
         data.last_stable_offset = data.high_watermark;
         data.log_start_offset = partition.log_start_offset();
+        if partition.is_removed() {
+            return Err(ResponseError::UnknownTopicOrPartition.code());
+        }
+        if !partition.is_leader() {
+            return Err(ResponseError::NotLeaderOrFollower.code());
+        }
         partition.check_leader_epoch(t.current_leader_epoch)?;
         if let Some(replica) = self.follower {
             if let Some(diverging) = diverging_epoch(t, partition)? {
                 data.diverging_epoch = Some(diverging);
-                return Ok(());
+                return Ok(None);
             }
-            if self.record_fetch {
+            if pass == Pass::First {
                 self.record_follower_fetch(t, partition, replica)?;
                 data.high_watermark = partition.high_watermark();
                 data.last_stable_offset = data.high_watermark;
@@ -285,7 +349,10 @@ impl Reader<'_> {
             .min(self.max_bytes.saturating_sub(*total));
         let first = *total == 0;
         if limit == 0 && !first {
-            return Ok(());
+            return Ok(Some((
+                LogOffsetMetadata::message_offset_only(t.fetch_offset),
+                leader_epoch,
+            )));
         }
         let read = if self.follower.is_some() {
             partition.read_to_log_end(t.fetch_offset, limit, first)
@@ -298,7 +365,7 @@ impl Reader<'_> {
                     *total += slice.len();
                     data.records = Some(FetchRecords::File(slice));
                 }
-                Ok(())
+                Ok(Some((info.fetch_offset_metadata, leader_epoch)))
             }
             Err(e) => {
                 if !matches!(e, StorageError::OffsetOutOfRange { .. }) {
@@ -328,7 +395,7 @@ impl Reader<'_> {
         match partition.record_follower_fetch(&fetch) {
             Ok(proposal) => {
                 if let Some(proposal) = proposal {
-                    self.ctx.replica_manager.submit_isr_change(proposal);
+                    self.replica_manager.submit_isr_change(proposal);
                 }
                 Ok(())
             }
@@ -398,5 +465,108 @@ fn encode(
     match encode_fetch_response(version, correlation_id, response) {
         Ok(chunks) => Response::Fetch(chunks),
         Err(e) => Response::Close(format!("cannot encode Fetch v{version} response: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::Poll;
+
+    use weir_storage::{Log, LogConfig, LogManager, TopicPartition};
+
+    use super::*;
+    use crate::config::BrokerConfig;
+    use crate::partition::tests::batch;
+
+    /// `count` single-replica partitions led here, each with its own log
+    /// under `dir`, as targets of one consumer Fetch at offset 0.
+    fn targets(dir: &std::path::Path, count: i32) -> (Vec<Arc<Partition>>, Vec<Target>) {
+        let partitions: Vec<Arc<Partition>> = (0..count)
+            .map(|i| {
+                let tp = TopicPartition::new("long-poll", i);
+                let log = Log::open(
+                    dir.join(format!("long-poll-{i}")),
+                    tp.clone(),
+                    LogConfig::default(),
+                    0,
+                    0,
+                )
+                .unwrap();
+                Arc::new(Partition::new(
+                    tp,
+                    Uuid::new_v4(),
+                    Arc::new(std::sync::Mutex::new(log)),
+                    0,
+                ))
+            })
+            .collect();
+        let targets = partitions
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Target {
+                topic: 0,
+                partition_index: i as i32,
+                fetch_offset: 0,
+                partition_max_bytes: 1 << 20,
+                current_leader_epoch: -1,
+                last_fetched_epoch: -1,
+                log_start_offset: -1,
+                resolved: Ok(p.clone()),
+            })
+            .collect();
+        (partitions, targets)
+    }
+
+    /// A consumer long-polling 16 partitions reads their logs once before
+    /// parking and once when answered: the appends that wake it without
+    /// reaching `min_bytes` are compared by offsets, never read (before
+    /// DelayedFetch compared offsets, every wake-up read all 16 again).
+    #[tokio::test]
+    async fn wake_ups_that_do_not_complete_a_fetch_read_no_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let log_manager =
+            LogManager::open(dir.path().join("logs"), 1, config.default_log_config()).unwrap();
+        let replica_manager = ReplicaManager::new(1, config, log_manager);
+        let (partitions, targets) = targets(dir.path(), 16);
+        let reads = || partitions.iter().map(|p| p.reads()).sum::<usize>();
+        let reader = Reader {
+            replica_manager: &replica_manager,
+            max_bytes: 1 << 20,
+            isolation: FetchIsolation::HighWatermark,
+            follower: None,
+        };
+        let small = batch("small");
+        let min_bytes = 4 * small.len() + 1;
+        let far = Instant::now() + Duration::from_secs(3600);
+        let fetch = fetch_messages(&reader, &targets, min_bytes, far);
+        tokio::pin!(fetch);
+        assert!(futures::poll!(fetch.as_mut()).is_pending());
+        assert_eq!(reads(), 16, "the first read");
+        for i in 0..4 {
+            partitions[i % 2]
+                .append_records_as_leader(&small, 0)
+                .unwrap();
+            assert!(futures::poll!(fetch.as_mut()).is_pending());
+            assert_eq!(reads(), 16, "wake-up {i} read the logs");
+        }
+        partitions[15].append_records_as_leader(&small, 0).unwrap();
+        let Poll::Ready(data) = futures::poll!(fetch.as_mut()) else {
+            panic!("min_bytes reached but the fetch is still parked");
+        };
+        assert_eq!(reads(), 32, "one read to answer");
+        let returned: Vec<(i32, usize)> = data
+            .iter()
+            .filter_map(|(_, p)| Some((p.partition_index, p.records.as_ref()?.len())))
+            .filter(|(_, len)| *len > 0)
+            .collect();
+        assert_eq!(
+            returned,
+            vec![
+                (0, 2 * small.len()),
+                (1, 2 * small.len()),
+                (15, small.len())
+            ]
+        );
     }
 }

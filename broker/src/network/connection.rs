@@ -26,7 +26,13 @@
 //!   under memory pressure), not closed. A request holds its bytes until
 //!   its handler has answered. One connection at a time with a partly read
 //!   request may read past an exhausted pool until that request is
-//!   complete, so that partly read requests cannot wait for each other;
+//!   complete (the rescue permit), so that partly read requests cannot wait
+//!   for each other. A rescued connection whose bytes stall passes the
+//!   permit on but keeps what it read, so a new request is rescued only
+//!   while the pool's debt is under one `socket.request.max.bytes`
+//!   (`may_start_rescue`); requests already rescued may always finish.
+//!   Request bytes in memory are thus at most `queued.max.request.bytes`
+//!   plus two `socket.request.max.bytes`, however slowly clients send;
 //! - responses are counted from the moment their handler finishes until
 //!   they are written: once a connection's unsent bytes reach
 //!   `queued.max.response.bytes.per.connection`, or all connections' reach
@@ -78,6 +84,18 @@ pub const MAX_IN_FLIGHT_REQUESTS: usize = 64;
 /// byte arrived for this long, so that a client that stops sending midway
 /// (a slow-loris) cannot keep every other large request waiting.
 const RESCUE_STALL: Duration = Duration::from_millis(250);
+
+/// Whether a connection whose partly read request was never rescued may
+/// queue for the rescue permit: while the shared pool's debt (bytes leased
+/// past its size, by earlier rescues) is below one `max_frame`. A rescued
+/// connection that stalls keeps its bytes when it passes the permit on, so
+/// without this rule every slow client in turn would read a whole request
+/// past `queued.max.request.bytes` (seen as `hostile::memory` reading all
+/// 20 half-sent requests once the machine was loaded). Requests already
+/// rescued always may queue again, so they can finish and pay the debt back.
+fn may_start_rescue(shared_available: i64, max_frame: usize) -> bool {
+    shared_available.saturating_neg() < i64::try_from(max_frame).unwrap_or(i64::MAX)
+}
 
 /// Longest a connection holds the rescue permit at a time, however its
 /// bytes trickle in; it keeps what it read and queues for the permit again
@@ -175,24 +193,42 @@ fn take_budget(
     })
 }
 
-/// Waits until request budget may be available again; with `rescue`, also
-/// for the rescue permit, which it returns when it gets it.
+/// What a connection short of request budget waits for besides budget.
+#[derive(Clone, Copy)]
+enum RescueWait<'a> {
+    /// Nothing else: it has no partly read request.
+    Budget,
+    /// The rescue permit, for its partly read request.
+    Permit(&'a Arc<Semaphore>),
+    /// The shared pool's debt to fall under one `max_frame`, after which it
+    /// may queue for the permit (`may_start_rescue`). Without this wake-up
+    /// a connection muted by the debt rule slept until the pool had budget
+    /// again, which the muted connections' own chunks could prevent for
+    /// ever.
+    AfterDebt { max_frame: usize },
+}
+
+/// Waits until request budget may be available again, or as `rescue` says;
+/// returns the rescue permit when it got it.
 async fn wait_for_budget(
     own: &MemoryPool,
     shared: &MemoryPool,
-    rescue: Option<&Arc<Semaphore>>,
+    rescue: RescueWait<'_>,
 ) -> Option<OwnedSemaphorePermit> {
     let freed = wait_until([own, shared], || {
-        own.available() > 0 || shared.available() > 0
+        own.available() > 0
+            || shared.available() > 0
+            || matches!(rescue, RescueWait::AfterDebt { max_frame }
+                if may_start_rescue(shared.available(), max_frame))
     });
     match rescue {
-        None => {
+        RescueWait::Budget | RescueWait::AfterDebt { .. } => {
             freed.await;
             None
         }
-        Some(rescue) => tokio::select! {
+        RescueWait::Permit(semaphore) => tokio::select! {
             _ = freed => None,
-            permit = rescue.clone().acquire_owned() => permit.ok(),
+            permit = semaphore.clone().acquire_owned() => permit.ok(),
         },
     }
 }
@@ -240,6 +276,9 @@ pub async fn run(
     // The bytes in `buf`.
     let mut buffered = RequestBytes::default();
     let mut rescue: Option<OwnedSemaphorePermit> = None;
+    // The request being read was rescued at least once: it may always be
+    // rescued again (see `may_start_rescue`).
+    let mut rescued_request = false;
     // When the rescue was taken, and when the rescued connection last read.
     let mut rescued_at = tokio::time::Instant::now();
     let mut last_rescued_read = rescued_at;
@@ -264,6 +303,7 @@ pub async fn run(
                     in_flight.push_back(bytes);
                     // A complete request: the rescue has done its work.
                     rescue = None;
+                    rescued_request = false;
                     pending.push_back(dispatch::handle_frame(
                         ctx.clone(),
                         frame.freeze(),
@@ -304,8 +344,15 @@ pub async fn run(
             buf.reserve(read_limit);
         }
         let starved = wants_read && budget.is_none();
-        // Only a connection with a partly read request needs rescuing.
-        let may_rescue = (starved && !buf.is_empty()).then_some(&limits.rescue);
+        // Only a connection with a partly read request needs rescuing; a
+        // new one only while earlier rescues' debt is bounded.
+        let may_rescue = if !starved || buf.is_empty() {
+            RescueWait::Budget
+        } else if rescued_request || may_start_rescue(limits.requests.available(), max_frame) {
+            RescueWait::Permit(&limits.rescue)
+        } else {
+            RescueWait::AfterDebt { max_frame }
+        };
         let mut into = (&mut buf).limit(read_limit);
         tokio::select! {
             _ = shutdown.cancelled() => break "broker shutting down",
@@ -352,9 +399,15 @@ pub async fn run(
                 }
             },
             permit = wait_for_budget(&own_requests, &limits.requests, may_rescue), if starved => {
-                if permit.is_some() {
+                // The debt is checked again when the permit comes: it may
+                // have grown while this connection queued for it. A permit
+                // it may not use is passed on at once.
+                let usable = rescued_request
+                    || may_start_rescue(limits.requests.available(), max_frame);
+                if let Some(permit) = permit.filter(|_| usable) {
                     debug!(%peer, "reading past queued.max.request.bytes to finish a request");
-                    rescue = permit;
+                    rescue = Some(permit);
+                    rescued_request = true;
                     rescued_at = tokio::time::Instant::now();
                     last_rescued_read = rescued_at;
                 }
@@ -492,6 +545,47 @@ mod tests {
         assert_eq!(shared.used(), 0);
         held.shrink_to(0);
         assert_eq!(own.used(), 0);
+    }
+
+    #[test]
+    fn a_new_request_is_rescued_only_while_the_debt_is_under_one_frame() {
+        assert!(may_start_rescue(1_000, 1_048_576), "budget left");
+        assert!(may_start_rescue(0, 1_048_576));
+        assert!(may_start_rescue(-1_048_575, 1_048_576));
+        assert!(!may_start_rescue(-1_048_576, 1_048_576), "a frame of debt");
+        assert!(!may_start_rescue(i64::MIN, 1_048_576));
+    }
+
+    /// CI failure (stop 22): connections muted by the debt rule waited only
+    /// for the pool to have budget again; once earlier rescues were paid
+    /// back to a debt under one frame but the pool was still exhausted by
+    /// the muted connections' own chunks, nothing woke them to queue for
+    /// the rescue permit, and every half-read request waited for ever.
+    #[test]
+    fn a_connection_muted_by_debt_wakes_when_the_debt_falls_under_one_frame() {
+        use futures::FutureExt;
+        let own = MemoryPool::new(0);
+        let shared = MemoryPool::new(65_536);
+        let max_frame = 1_048_576;
+        let muted_chunks = shared.allocate_forced(65_536);
+        let rescued = shared.allocate_forced(max_frame);
+        assert!(!may_start_rescue(shared.available(), max_frame));
+        let mut wait = Box::pin(wait_for_budget(
+            &own,
+            &shared,
+            RescueWait::AfterDebt { max_frame },
+        ));
+        assert!(
+            (&mut wait).now_or_never().is_none(),
+            "no budget, debt too high"
+        );
+        drop(rescued);
+        assert_eq!(shared.available(), 0, "still exhausted");
+        assert!(
+            (&mut wait).now_or_never().is_some(),
+            "the debt is under one frame: it may queue for the rescue now"
+        );
+        drop(muted_chunks);
     }
 
     #[test]

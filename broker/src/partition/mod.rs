@@ -1,7 +1,8 @@
 //! `Partition`: one hosted topic partition, its log and the offsets the
 //! protocol exposes (high watermark, log start and end offsets, leader
-//! epoch), plus the wake-up that parks fetches (DelayedFetch) and the group
-//! commit of fsyncs that acks=all waits for.
+//! epoch), plus the wake-up and offset snapshots of parked fetches
+//! (`DelayedFetch`, in `delayed_fetch`) and the group commit of fsyncs that
+//! acks=all waits for.
 //!
 //! Replication (issue 16): on the leader, [`LeaderState`] tracks every
 //! follower's fetches and the ISR; the high watermark is the smallest log
@@ -13,6 +14,8 @@
 //! so its high watermark is the log end offset after every append.
 
 use std::collections::BTreeMap;
+#[cfg(test)]
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -20,7 +23,9 @@ use bytes::Bytes;
 use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 use weir_storage::batch::ValidatedRecords;
-use weir_storage::{FetchDataInfo, Log, LogAppendInfo, StorageError, TopicPartition};
+use weir_storage::{
+    FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata, StorageError, TopicPartition,
+};
 
 use crate::replication::leader::{
     AliveBrokerEpoch, FollowerFetch, FollowerFetchError, FollowerState, LeaderState,
@@ -43,6 +48,8 @@ pub struct Partition {
     /// This broker leads the partition in the latest applied image; only
     /// then does it take produce, consumer fetch and offset lookups.
     leader: AtomicBool,
+    /// The partition left this broker's image (its topic was deleted).
+    removed: AtomicBool,
     /// Replicas, ISR, pending ISR change and (on the leader) the
     /// followers' fetch states. Lock order: the log's lock, then this one.
     replication: Mutex<replication::ReplicationState>,
@@ -53,15 +60,26 @@ pub struct Partition {
     /// The topic's `write.caching`: acks=all is answered before fsync.
     write_caching: AtomicBool,
     high_watermark: AtomicI64,
+    /// Where the high watermark lies in the log, for parked fetches
+    /// (Kafka's `highWatermarkMetadata`): computed when first asked for a
+    /// high watermark value, reset when the log is truncated. Lock order:
+    /// the log's lock, then this one.
+    high_watermark_metadata: Mutex<LogOffsetMetadata>,
     /// Offset (exclusive) up to which the log is known to be fsynced;
     /// waiters of [`Partition::wait_durable`] watch it, and every flush
     /// that ends (successful or not) notifies them.
     durable_offset: watch::Sender<i64>,
+    /// Woken by appends, high watermark rises, leadership changes and the
+    /// partition's removal: parked fetches (`DelayedFetch`) check again.
     data_arrived: Notify,
     /// `weir_log_end_offset{topic, partition}`, registered once so appends
     /// allocate no labels.
     log_end_offset_gauge: metrics::Gauge,
     flush_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Reads of the log for fetches ([`Partition::read`],
+    /// [`Partition::read_to_log_end`]), counted for tests.
+    #[cfg(test)]
+    reads: AtomicUsize,
 }
 
 impl Partition {
@@ -87,6 +105,7 @@ impl Partition {
             log,
             leader_epoch: AtomicI32::new(leader_epoch),
             leader: AtomicBool::new(true),
+            removed: AtomicBool::new(false),
             replication: Mutex::new(replication::ReplicationState::standalone(leader_epoch)),
             replication_changed: Notify::new(),
             write_caching: AtomicBool::new(false),
@@ -94,10 +113,13 @@ impl Partition {
             // end) or restored from the checkpoint; never above what the
             // replicas are known to hold.
             high_watermark: AtomicI64::new(start),
+            high_watermark_metadata: Mutex::new(delayed_fetch::UNKNOWN_METADATA),
             durable_offset: watch::Sender::new(recovery),
             data_arrived: Notify::new(),
             log_end_offset_gauge,
             flush_lock: Arc::new(tokio::sync::Mutex::new(())),
+            #[cfg(test)]
+            reads: AtomicUsize::new(0),
         }
     }
 
@@ -126,7 +148,7 @@ impl Partition {
     }
 
     /// Whether this broker leads the partition (true until the first
-    /// [`Partition::set_leader`]).
+    /// [`Partition::become_follower`]).
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::Acquire)
     }
@@ -424,7 +446,10 @@ impl Partition {
     }
 
     /// Reads whole batches from `fetch_offset` up to the high watermark,
-    /// `max_bytes` at most unless `min_one_batch` (KIP-74).
+    /// `max_bytes` at most unless `min_one_batch` (KIP-74). A read at the
+    /// high watermark gets the high watermark's position as its
+    /// `fetch_offset_metadata` (Kafka's `LocalLog.read` with
+    /// `maxOffsetMetadata`).
     ///
     /// # Errors
     /// `OffsetOutOfRange` outside [log start, log end]; I/O errors.
@@ -434,12 +459,27 @@ impl Partition {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<FetchDataInfo, StorageError> {
+        #[cfg(test)]
+        self.reads.fetch_add(1, Ordering::Relaxed);
         let high_watermark = self.high_watermark();
-        lock(&self.log).read(fetch_offset, max_bytes, high_watermark, min_one_batch)
+        let log = lock(&self.log);
+        let mut info = log.read(fetch_offset, max_bytes, high_watermark, min_one_batch)?;
+        if info.fetch_offset_metadata.segment.is_none() && fetch_offset == high_watermark {
+            info.fetch_offset_metadata = self.high_watermark_metadata_locked(&log, high_watermark);
+        }
+        Ok(info)
     }
 
-    /// A future that completes on the next append; `enable()` it before
-    /// reading so no append between the read and the wait is missed.
+    /// How many fetch reads of the log were made ([`Partition::read`],
+    /// [`Partition::read_to_log_end`]).
+    #[cfg(test)]
+    pub(crate) fn reads(&self) -> usize {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    /// A future that completes on the next append, high watermark rise,
+    /// leadership change or removal; `enable()` it before checking so that
+    /// nothing between the check and the wait is missed.
     pub fn data_arrived(&self) -> tokio::sync::futures::Notified<'_> {
         self.data_arrived.notified()
     }
@@ -491,7 +531,9 @@ impl Drop for FlushEnded<'_> {
     }
 }
 
+mod delayed_fetch;
 mod replication;
+pub use delayed_fetch::{DelayedFetch, FetchIsolation, FetchOffsetSnapshot, FetchPartitionStatus};
 pub use replication::{
     IsrChangeOutcome, IsrProposal, PurgatoryGauge, Registration, ReplicationWait,
 };
@@ -517,6 +559,11 @@ pub(crate) mod tests {
     /// One uncompressed, keyless record batch holding `value` (for the
     /// broker's unit tests).
     pub(crate) fn batch(value: &str) -> Bytes {
+        keyed_batch(None, value)
+    }
+
+    /// One uncompressed record batch holding `value` under `key`.
+    pub(crate) fn keyed_batch(key: Option<&str>, value: &str) -> Bytes {
         let record = Record {
             transactional: false,
             control: false,
@@ -527,7 +574,7 @@ pub(crate) mod tests {
             offset: 0,
             sequence: -1,
             timestamp: 1_000,
-            key: None,
+            key: key.map(|k| Bytes::from(k.to_owned())),
             value: Some(Bytes::from(value.to_owned())),
             headers: Default::default(),
             delete_horizon: false,

@@ -168,7 +168,7 @@ impl Partition {
     /// # Errors
     /// I/O errors writing the leader-epoch checkpoint.
     pub fn become_leader(&self, r: &Registration<'_>, now_ms: i64) -> Result<(), StorageError> {
-        let log_end_offset = {
+        let (log_end_offset, new_leadership) = {
             let mut log = lock(&self.log);
             let mut state = self.replication_state();
             // A partition fresh from `Partition::new` (its own standalone
@@ -178,6 +178,7 @@ impl Partition {
                 || state.leader.local_broker_id != r.local_broker_id;
             let end = log.log_end_offset();
             if new_leadership {
+                self.forget_high_watermark_metadata();
                 // A new, empty log (at offset 0) gets the epoch with its
                 // first append (as the leader append assigns new epochs):
                 // creating thousands of partitions then writes no epoch
@@ -214,10 +215,14 @@ impl Partition {
             apply_registration(&mut state, r);
             self.leader_epoch.store(r.leader_epoch, Ordering::Release);
             self.leader.store(true, Ordering::Release);
-            end
+            (end, new_leadership)
         };
         self.maybe_increment_high_watermark(log_end_offset, now_ms, None);
         self.replication_changed.notify_waiters();
+        if new_leadership {
+            // Fetches parked in an older leader epoch are answered.
+            self.data_arrived.notify_waiters();
+        }
         Ok(())
     }
 
@@ -522,6 +527,7 @@ impl Partition {
         }
         let end = log.log_end_offset();
         self.high_watermark.fetch_min(end, Ordering::AcqRel);
+        self.forget_high_watermark_metadata();
         self.durable_offset.send_modify(|d| *d = (*d).min(end));
         self.log_end_offset_gauge.set(end as f64);
         tracing::info!(topic_partition = %self.topic_partition, offset = end, fully,
@@ -538,6 +544,7 @@ impl Partition {
             .min(log.log_end_offset())
             .max(log.log_start_offset());
         self.high_watermark.store(high_watermark, Ordering::Release);
+        self.forget_high_watermark_metadata();
     }
 
     /// The epoch of the log's last batch, for a follower's Fetch
@@ -558,6 +565,8 @@ impl Partition {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<FetchDataInfo, StorageError> {
+        #[cfg(test)]
+        self.reads.fetch_add(1, Ordering::Relaxed);
         let log = lock(&self.log);
         let end = log.log_end_offset();
         log.read(fetch_offset, max_bytes, end, min_one_batch)

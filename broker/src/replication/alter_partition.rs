@@ -3,7 +3,7 @@
 //! flight per partition, see `Partition`); this task sends everything
 //! queued as one AlterPartition request at a time (KIP-497, with broker
 //! epochs per ISR member, KIP-903), hands each partition its answer
-//! ([`Partition::on_isr_change`]), and resends what failed as a whole
+//! ([`crate::partition::Partition::on_isr_change`]), and resends what failed as a whole
 //! (no controller, a commit failure) after a backoff. A newer proposal for
 //! a partition replaces a queued one.
 

@@ -93,7 +93,7 @@ pub struct AlterPartitionResponse {
 ///    one (KIP-841, KIP-903): [`ControllerError::IneligibleReplica`],
 ///    naming the first one.
 ///
-/// An accepted change goes through the [`PartitionChangeBuilder`]
+/// An accepted change goes through the `PartitionChangeBuilder`
 /// (Kafka's): with ELR on, members that leave an ISR falling below the
 /// topic's effective min ISR join the ELR (the high watermark cannot have
 /// passed their log end while they were in the ISR, and cannot move while

@@ -3,7 +3,7 @@
 //! The functions here play the parts of Kafka's `ReplicationControlManager`
 //! (topics), `ClusterControlManager` (broker registration),
 //! `ProducerIdControlManager` and `ConfigurationControlManager`. They read a
-//! [`MetadataImage`] and return the records that would make the change plus
+//! [`MetadataImage`](crate::MetadataImage) and return the records that would make the change plus
 //! the response; they never mutate anything. The quorum commits the records
 //! and replay applies them. No I/O, no raft, no Kafka request types.
 

@@ -432,7 +432,7 @@ pub(super) fn leader_and_isr_updates(
 /// The partition changes that take `broker` out of every ISR it is in and
 /// move its leaderships (Kafka's `handleBrokerFenced` /
 /// `handleBrokerInControlledShutdown` / a clean `handleBrokerShutdown`):
-/// [`leader_and_isr_updates`] with `broker_to_remove`. With ELR off a last
+/// `leader_and_isr_updates` with `broker_to_remove`. With ELR off a last
 /// ISR member stays in the ISR (the partition goes offline with the
 /// replica that has everything still named); with ELR on the ISR may
 /// empty, its members kept in the ELR while the ISR is below the min ISR.

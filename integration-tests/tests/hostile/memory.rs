@@ -539,10 +539,17 @@ fn big_produce(topic: &str, value_bytes: usize, version: i16, correlation_id: i3
 /// `queued.max.request.bytes` of 64 KiB and 20 connections each sending
 /// 900 KB Produce requests, all half-sent at once: connections without
 /// budget are muted, not closed; the rescue lets one at a time finish, so
-/// every request (each larger than the whole budget) is answered.
+/// every request (each larger than the whole budget) is answered. Rescues
+/// that stall pass the permit on while the debt stays under one
+/// `socket.request.max.bytes` (1 MiB here), so at most two halves are read
+/// however long the clients take (before that bound, every half was read
+/// once the machine was slow enough for the rescue to rotate).
 #[test]
 fn queued_max_request_bytes_mutes_readers_and_serves_requests_larger_than_itself() {
-    let broker = broker_with(&[("queued.max.request.bytes", "65536")]);
+    let broker = broker_with(&[
+        ("queued.max.request.bytes", "65536"),
+        ("socket.request.max.bytes", "1048576"),
+    ]);
     let bystander = Bystander::start(&broker, "bystander");
     let (_client, versions, _info) = versions_and_topic(&broker, "big");
     let v = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
@@ -591,6 +598,9 @@ fn queued_max_request_bytes_mutes_readers_and_serves_requests_larger_than_itself
         "the broker read past queued.max.request.bytes: {:?}",
         unread()
     );
+    if std::env::var_os("WEIR_DEBUG_COPY_LOG").is_some() {
+        std::fs::copy(broker.log_path(), "/tmp/hm-broker.log").unwrap();
+    }
     let during = report_rss(&broker, "20 half-sent requests of 900 KB");
     for s in &mut streams {
         s.write_all(&request[half..]).unwrap();

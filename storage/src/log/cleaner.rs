@@ -48,7 +48,7 @@
 //! **Concurrency.** The log's lock is held only to take a snapshot of the
 //! segments ([`Log::cleanable`]; inactive segments never change, the
 //! snapshot holds their open files) and to swap a cleaned segment in
-//! ([`Log::replace_segments`]), never while data is read or written. The swap
+//! (`Log::replace_segments`), never while data is read or written. The swap
 //! is aborted, and the cleaned files removed, if retention, DeleteRecords or
 //! a topic deletion changed the segments meanwhile. Reads holding file
 //! slices of replaced segments keep working: the old files stay open until
@@ -58,7 +58,7 @@
 //! `LogLoader`): the cleaned files are fsynced, renamed `.cleaned` ->
 //! `.swap` (indexes first, `.log` last) and the directory fsynced; the old
 //! segments are renamed to `.deleted`; the `.swap` files are renamed to their
-//! final names. [`Log::open`] calls [`finish_interrupted_swaps`]: `.cleaned`
+//! final names. [`Log::open`] calls `finish_interrupted_swaps`: `.cleaned`
 //! files are removed (the old segments are intact), a `.log.swap` replaces
 //! every segment whose base offset falls in its offset range, `.deleted`
 //! files are removed. Either the old or the new segments survive, and both
@@ -91,7 +91,7 @@ const MAP_ENTRY_OVERHEAD: usize = 48;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CleanerConfig {
     /// `log.cleaner.dedupe.buffer.size`: memory the offset map may use,
-    /// bytes (keys plus [`MAP_ENTRY_OVERHEAD`] each). Default: 134217728.
+    /// bytes (keys plus `MAP_ENTRY_OVERHEAD` each). Default: 134217728.
     pub dedupe_buffer_size: usize,
 }
 
@@ -280,12 +280,22 @@ impl Log {
     /// `None`) the log start offset is used (Kafka's
     /// `LogCleanerManager.cleanableOffsets`).
     ///
+    /// The first uncleanable offset is the lowest of: the active segment's
+    /// base; the base of the segment holding `last_stable_offset` (the
+    /// partition's high watermark: records above it may still be truncated
+    /// away or replaced by the leader's, so no replica compacts them;
+    /// `i64::MAX` for no bound); the first segment younger than
+    /// `min.compaction.lag.ms`. Kafka bounds it by the last stable offset
+    /// itself and may clean the part of a segment below it; Weir cleans
+    /// whole segments only, so it stops at that segment's base.
+    ///
     /// # Errors
     /// [`StorageError::Io`] if a segment's modification time cannot be read.
     pub fn cleanable(
         &self,
         first_dirty_checkpoint: Option<i64>,
         now_ms: i64,
+        last_stable_offset: i64,
     ) -> Result<Option<LogToClean>, StorageError> {
         if !self.config.cleanup_policy.compact || self.deleted {
             return Ok(None);
@@ -307,7 +317,12 @@ impl Log {
             .rposition(|s| s.base_offset <= first_dirty_offset)
             .unwrap_or(0);
         let min_lag = self.config.min_compaction_lag_ms.max(0);
-        let mut first_uncleanable_offset = active_base;
+        let stable_segment_base = self
+            .segments
+            .range(..=last_stable_offset)
+            .next_back()
+            .map_or(self.log_start_offset, |(&base, _)| base);
+        let mut first_uncleanable_offset = active_base.min(stable_segment_base);
         if min_lag > 0 {
             if let Some(young) = snapshots[dirty_from..]
                 .iter()
@@ -348,7 +363,7 @@ impl Log {
 
     /// Swaps a cleaned segment (files ending in `.cleaned`, synced) in for
     /// the segments `old` it was written from. Steps, each rename a crash
-    /// point that [`finish_interrupted_swaps`] recovers from: rename the
+    /// point that `finish_interrupted_swaps` recovers from: rename the
     /// cleaned files to `.swap` and fsync the directory; rename each old
     /// segment's files to `.deleted`; then rename the `.swap` files to their
     /// final names and fsync the directory. Returns the `.deleted`

@@ -127,9 +127,8 @@ impl<S: GroupStore> GroupCoordinator<S> {
                 .remove_pending_commits(&group_id, offsets.iter().map(|(p, _)| p));
             result?;
             if !ctx.owns(&group_id) {
-                // The partition moved away meanwhile: the commit is in this
-                // broker's log, which the new coordinator does not read
-                // (partition data is not replicated yet). NOT_COORDINATOR
+                // The partition moved away meanwhile: whether the new
+                // leader has the commit is not known here. NOT_COORDINATOR
                 // sends the client to commit there again, as Kafka.
                 return Ok(false);
             }
@@ -439,7 +438,7 @@ impl<S: GroupStore> GroupCoordinator<S> {
     ///
     /// When `topics` holds `__consumer_offsets` itself, every group's
     /// records are gone with it and the coordinator forgets every group
-    /// instead (see [`Self::unload_all_groups`]).
+    /// instead (see `unload_all_groups`).
     pub async fn on_topics_deleted(&self, topics: &[String]) {
         if topics.iter().any(|t| t == OFFSETS_TOPIC) {
             self.unload_all_groups();

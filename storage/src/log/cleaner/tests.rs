@@ -133,7 +133,7 @@ fn newest(records: &[(i64, Kv)]) -> Newest {
 
 fn clean(log: &Mutex<Log>, now_ms: i64) -> Result<CleanerStats, CleanerError> {
     let to_clean = locked(log)
-        .cleanable(None, now_ms)
+        .cleanable(None, now_ms, i64::MAX)
         .unwrap()
         .expect("cleanable");
     clean_log(log, to_clean, now_ms, &CleanerConfig::default())
@@ -373,7 +373,10 @@ fn appends_and_reads_proceed_while_the_cleaner_writes() {
         segment_bytes: 1 << 20,
         ..compact_config()
     });
-    let to_clean = locked(&log).cleanable(None, 5_000).unwrap().unwrap();
+    let to_clean = locked(&log)
+        .cleanable(None, 5_000, i64::MAX)
+        .unwrap()
+        .unwrap();
     let log = Arc::new(log);
     let guard = locked(&log);
     let cleaner = {
@@ -409,7 +412,10 @@ fn appends_and_reads_proceed_while_the_cleaner_writes() {
 fn cleaning_aborts_when_retention_changes_the_segments() {
     let dir = tempfile::tempdir().unwrap();
     let (log, _) = overwritten_log(dir.path());
-    let to_clean = locked(&log).cleanable(None, 5_000).unwrap().unwrap();
+    let to_clean = locked(&log)
+        .cleanable(None, 5_000, i64::MAX)
+        .unwrap()
+        .unwrap();
     {
         let mut l = locked(&log);
         let second = l.segment_base_offsets()[1];
@@ -588,7 +594,10 @@ fn a_small_dedupe_buffer_cleans_a_prefix_and_the_next_pass_continues() {
     let small = CleanerConfig {
         dedupe_buffer_size: 20 * (7 + MAP_ENTRY_OVERHEAD),
     };
-    let to_clean = locked(&log).cleanable(None, 5_000).unwrap().unwrap();
+    let to_clean = locked(&log)
+        .cleanable(None, 5_000, i64::MAX)
+        .unwrap()
+        .unwrap();
     let stats = clean_log(&log, to_clean, 5_000, &small).unwrap();
     assert!(stats.end_offset > 0 && stats.end_offset < end, "{stats:?}");
     assert_eq!(newest(&consume(&locked(&log)).1), expected);
@@ -597,7 +606,7 @@ fn a_small_dedupe_buffer_cleans_a_prefix_and_the_next_pass_continues() {
     while checkpoint < end {
         assert!(Instant::now() < deadline);
         let to_clean = locked(&log)
-            .cleanable(Some(checkpoint), 5_000)
+            .cleanable(Some(checkpoint), 5_000, i64::MAX)
             .unwrap()
             .unwrap();
         let stats = clean_log(&log, to_clean, 5_000, &small).unwrap();
@@ -608,6 +617,39 @@ fn a_small_dedupe_buffer_cleans_a_prefix_and_the_next_pass_continues() {
         checkpoint = stats.end_offset;
         assert_eq!(newest(&consume(&locked(&log)).1), expected);
     }
+}
+
+/// The first uncleanable offset never passes the segment holding the last
+/// stable offset (the high watermark): Kafka's `cleanableOffsets` bound,
+/// at segment granularity.
+#[test]
+fn the_last_stable_offset_bounds_what_is_cleanable_by_its_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), compact_config());
+    for i in 0..200 {
+        put(&log, &format!("k{}", i % 10), Some("v"), 1_000 + i);
+    }
+    locked(&log).roll().unwrap();
+    let l = locked(&log);
+    let bases = l.segment_base_offsets();
+    assert!(bases.len() >= 4, "{bases:?}");
+    let active = *bases.last().unwrap();
+    let uncleanable = |stable: i64| {
+        l.cleanable(None, 10_000, stable)
+            .unwrap()
+            .map(|c| c.first_uncleanable_offset)
+    };
+    assert_eq!(
+        uncleanable(i64::MAX),
+        Some(active),
+        "no bound: the active segment"
+    );
+    // Inside a segment, or at its base: that segment's base.
+    assert_eq!(uncleanable(bases[2] + 1), Some(bases[2]));
+    assert_eq!(uncleanable(bases[2]), Some(bases[2]));
+    // Inside the first segment: nothing cleanable.
+    assert_eq!(uncleanable(0), None);
+    assert_eq!(uncleanable(bases[1] - 1), None);
 }
 
 #[test]
@@ -625,8 +667,8 @@ fn min_compaction_lag_and_dirty_ratio_bound_what_is_cleanable() {
     locked(&log).roll().unwrap();
     let l = locked(&log);
     // Every segment is younger than the lag at t=1_100: nothing cleanable.
-    assert!(l.cleanable(None, 1_100).unwrap().is_none());
-    let all = l.cleanable(None, 10_000).unwrap().unwrap();
+    assert!(l.cleanable(None, 1_100, i64::MAX).unwrap().is_none());
+    let all = l.cleanable(None, 10_000, i64::MAX).unwrap().unwrap();
     assert_eq!(
         all.first_uncleanable_offset,
         *l.segment_base_offsets().last().unwrap()
@@ -634,12 +676,12 @@ fn min_compaction_lag_and_dirty_ratio_bound_what_is_cleanable() {
     assert!(all.should_clean());
     // Checkpointed at the end: nothing dirty.
     assert!(l
-        .cleanable(Some(all.first_uncleanable_offset), 10_000)
+        .cleanable(Some(all.first_uncleanable_offset), 10_000, i64::MAX)
         .unwrap()
         .is_none());
     // A checkpoint past the log end is reset to the log start.
     assert_eq!(
-        l.cleanable(Some(1 << 40), 10_000)
+        l.cleanable(Some(1 << 40), 10_000, i64::MAX)
             .unwrap()
             .unwrap()
             .first_dirty_offset,
@@ -715,12 +757,12 @@ fn log_manager_cleans_the_filthiest_log_and_checkpoints_it() {
         expected = newest(&consume(&locked(&log)).1);
         end = locked(&log).log_end_offset();
         let (cleaned, stats) = manager
-            .clean_filthiest_log(1_000, &CleanerConfig::default())
+            .clean_filthiest_log(1_000, &CleanerConfig::default(), &|_| Some(i64::MAX))
             .unwrap()
             .unwrap();
         assert_eq!((cleaned, stats.end_offset), (tp.clone(), end));
         assert!(manager
-            .clean_filthiest_log(1_000, &CleanerConfig::default())
+            .clean_filthiest_log(1_000, &CleanerConfig::default(), &|_| Some(i64::MAX))
             .unwrap()
             .is_none());
         let text = std::fs::read_to_string(
@@ -765,18 +807,18 @@ fn a_log_that_fails_to_clean_is_skipped_by_later_passes() {
     bytes[crate::batch::RECORD_BATCH_OVERHEAD + 4] = 0x7e;
     std::fs::write(&segment, bytes).unwrap();
 
-    let failed = manager.clean_filthiest_log(1_000, &CleanerConfig::default());
+    let failed = manager.clean_filthiest_log(1_000, &CleanerConfig::default(), &|_| Some(i64::MAX));
     assert!(
         matches!(failed, Err(CleanerError::Storage(_))),
         "{failed:?}"
     );
     let (cleaned, _) = manager
-        .clean_filthiest_log(1_000, &CleanerConfig::default())
+        .clean_filthiest_log(1_000, &CleanerConfig::default(), &|_| Some(i64::MAX))
         .unwrap()
         .expect("the healthy log is cleaned next");
     assert_eq!(cleaned, healthy);
     assert!(manager
-        .clean_filthiest_log(1_000, &CleanerConfig::default())
+        .clean_filthiest_log(1_000, &CleanerConfig::default(), &|_| Some(i64::MAX))
         .unwrap()
         .is_none());
     manager.delete(&healthy).unwrap();
@@ -891,7 +933,7 @@ mod model {
                     }
                     Op::Roll => locked(&log).roll().unwrap(),
                     Op::Clean => {
-                        let to_clean = locked(&log).cleanable(None, ts).unwrap();
+                        let to_clean = locked(&log).cleanable(None, ts, i64::MAX).unwrap();
                         if let Some(to_clean) = to_clean {
                             clean_log(&log, to_clean, ts, &CleanerConfig::default()).unwrap();
                         }
