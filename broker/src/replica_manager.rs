@@ -47,6 +47,12 @@ impl ReplicaManager {
         }
     }
 
+    /// The log directory's failure channel
+    /// ([`LogManager::dir_failure`]): the broker halts when it fires.
+    pub fn log_dir_failure(&self) -> &Arc<weir_storage::fs::LogDirFailureChannel> {
+        self.log_manager.dir_failure()
+    }
+
     /// Reads `replication-offset-checkpoint` (before the first
     /// [`ReplicaManager::apply_image`]); a missing file is an empty one.
     ///

@@ -73,6 +73,18 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         LogManager::open(log_dir.clone(), config.node_id, config.default_log_config())
             .with_context(|| format!("opening logs in {}", log_dir.display()))?;
     crate::descriptors::log_needs(log_manager.logs().len());
+    // A failed sync takes the only log directory offline: halt at once,
+    // leaving no clean-shutdown marker, as Kafka's
+    // `ReplicaManager.handleLogDirFailure` halts a broker whose every log
+    // directory failed. The sync is never retried (Linux may have dropped
+    // the dirty pages; see `weir_storage::fs::log_dir_failure`), and the
+    // next start rewrites what lies above each recovery point.
+    let dir_failure = log_manager.dir_failure().clone();
+    tokio::spawn(async move {
+        let reason = dir_failure.failed().await;
+        tracing::error!(%reason, "halting: the log directory failed (Kafka: Shutdown broker because all log dirs have failed)");
+        std::process::exit(1);
+    });
     let cluster_id = log_manager.cluster_id().to_string();
     // The broker epoch of the last clean shutdown (KIP-966), sent with the
     // registration below.

@@ -23,6 +23,9 @@ use std::sync::Arc;
 
 #[cfg(any(test, feature = "fault-injection"))]
 pub mod faulty;
+pub mod log_dir_failure;
+
+pub use log_dir_failure::{LogDirFailureChannel, LogDirFileSystem};
 
 /// The write side of a file system as storage uses it. Every method is
 /// blocking; `path` arguments name the file a descriptor was opened from, for

@@ -12,12 +12,18 @@
 //! EIO) returns [`StorageError::Io`] and leaves the log as it was (log end
 //! offset, segment sizes, indexes, producer state, leader epoch cache; torn
 //! bytes are cut off and never readable), reads keep working, and appends
-//! succeed again once the fault clears. A failed flush keeps the recovery
-//! point and is retried by the next flush. Kafka instead marks the whole log
-//! directory offline on the first `IOException` (`LogDirFailureChannel`);
-//! Weir follows the storage issue and lets writes resume. Caveat: after a
-//! failed `fdatasync` Linux may drop the dirty pages and report success to
-//! the retry, which Weir cannot detect.
+//! succeed again once the fault clears (Kafka instead takes the whole log
+//! directory offline on the first `IOException`). A failed sync is
+//! different: after a failed `fdatasync` Linux may drop the dirty pages and
+//! report success to the retry, so in a `LogManager` the first failed sync
+//! takes the directory offline for good and the broker halts
+//! ([`crate::fs::log_dir_failure`], as Kafka's `LogDirFailureChannel`). The
+//! log itself keeps the recovery point after a failed flush and makes the
+//! next flush sync everything above it again, which is what a failure
+//! before the sync (writing index entries) needs. A restart after an
+//! unclean shutdown writes the bytes above the recovery point again
+//! (`LogSegment::recover`), since pages a failed sync dropped stay readable
+//! but clean.
 
 use std::collections::BTreeMap;
 use std::io::IoSlice;
@@ -586,7 +592,11 @@ impl Log {
             }
             let mut truncated = 0;
             if recovering || !indexes_ok {
-                let (cut, next) = segment.recover(&mut leader_epoch_cache)?;
+                // After an unclean shutdown what lies above the recovery
+                // point may be in the page cache only, marked clean by a
+                // failed fdatasync: written again, the next flush syncs it.
+                let rewrite_from = (!had_clean_shutdown).then_some(recovery_point);
+                let (cut, next) = segment.recover(&mut leader_epoch_cache, rewrite_from)?;
                 recovered_segments += 1;
                 truncated = cut;
                 next_offset = next.unwrap_or(base).max(next_offset);

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::checkpoint;
 use crate::error::StorageError;
-use crate::fs::{FileSystem, RealFileSystem};
+use crate::fs::{FileSystem, LogDirFailureChannel, LogDirFileSystem, RealFileSystem};
 use crate::log::cleaner::{clean_log, CleanerConfig, CleanerError, CleanerStats, LogToClean};
 use crate::log::{partition_dir_name, Log, LogConfig, DELETE_DIR_SUFFIX};
 use crate::TopicPartition;
@@ -63,7 +63,11 @@ type SharedLog = Arc<Mutex<Log>>;
 /// `&self`; the map is behind a mutex and each log behind its own.
 #[derive(Debug)]
 pub struct LogManager {
+    /// The directory's file system behind its [`LogDirFileSystem`].
     fs: Arc<dyn FileSystem>,
+    /// Reports the directory's first failed sync (see
+    /// [`LogManager::dir_failure`]).
+    dir_failure: Arc<LogDirFailureChannel>,
     log_dir: PathBuf,
     /// See [`LogManager::previous_broker_epoch`].
     previous_broker_epoch: i64,
@@ -327,8 +331,9 @@ impl LogManager {
     }
 
     /// [`LogManager::open`] with every log, checkpoint and metadata write
-    /// going through `fs` (see [`crate::fs`]; tests inject faults there).
-    /// The `.lock` file is opened directly.
+    /// going through `fs` (see [`crate::fs`]; tests inject faults there),
+    /// behind the directory's [`LogDirFileSystem`]. The `.lock` file is
+    /// opened directly.
     ///
     /// # Errors
     /// As [`LogManager::open`].
@@ -338,6 +343,8 @@ impl LogManager {
         node_id: i32,
         default_config: LogConfig,
     ) -> Result<LogManager, StorageError> {
+        let dir_failure = LogDirFailureChannel::new();
+        let fs = LogDirFileSystem::wrap(fs, dir_failure.clone());
         fs.create_dir_all(&log_dir)
             .map_err(|e| StorageError::io("create_dir", &log_dir, e))?;
         let lock_path = log_dir.join(LOCK_FILE);
@@ -428,6 +435,7 @@ impl LogManager {
         }
         Ok(LogManager {
             fs,
+            dir_failure,
             log_dir,
             previous_broker_epoch,
             node_id,
@@ -899,6 +907,16 @@ impl LogManager {
             &self.log_dir.join(CLEAN_SHUTDOWN_FILE),
             clean_shutdown_content(broker_epoch).as_bytes(),
         )
+    }
+
+    /// The directory's failure channel: it reports the first failed
+    /// `fdatasync` or directory `fsync` of any log, checkpoint or snapshot
+    /// in it, after which nothing in the directory is synced or written
+    /// again (Kafka's `LogDirFailureChannel`; see
+    /// [`crate::fs::log_dir_failure`]). A broker with this one directory
+    /// halts when it fires.
+    pub fn dir_failure(&self) -> &Arc<LogDirFailureChannel> {
+        &self.dir_failure
     }
 
     /// The broker epoch the clean-shutdown marker held when the logs were

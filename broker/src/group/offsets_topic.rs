@@ -906,33 +906,39 @@ mod tests {
             .append("g", commit(&[(tp("t", 0), Some(1))]))
             .await
             .unwrap();
-        for (kind, on_sync) in [
-            (FaultKind::NoSpace, false),
-            (FaultKind::Io, false),
-            (FaultKind::Io, true),
-        ] {
-            let fault = Fault::new(kind).on_suffix(".log");
-            if on_sync {
-                fs.fail_syncs(fault);
-            } else {
-                fs.fail_writes(fault);
-            }
+        for kind in [FaultKind::NoSpace, FaultKind::Io] {
+            fs.fail_writes(Fault::new(kind).on_suffix(".log"));
             let error = store
                 .append("g", commit(&[(tp("t", 0), Some(2))]))
                 .await
                 .unwrap_err();
             assert!(
                 matches!(error, GroupStoreError::Storage(_)),
-                "{kind:?} on_sync={on_sync}: {error:?}"
+                "{kind:?} on write: {error:?}"
             );
             fs.disarm();
         }
+        // A failed write leaves the log as it was: appends resume.
         store
             .append("g", commit(&[(tp("t", 1), Some(3))]))
             .await
             .unwrap();
         let loaded = store.load().await.unwrap();
         assert_eq!(loaded[0].offsets[&tp("t", 1)], offset(3));
+        // A failed sync takes the log directory offline for good (the
+        // broker halts; see `LogDirFileSystem`).
+        fs.fail_syncs(Fault::new(FaultKind::Io).on_suffix(".log"));
+        for attempt in 0..2 {
+            let error = store
+                .append("g", commit(&[(tp("t", 0), Some(4))]))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(error, GroupStoreError::Storage(_)),
+                "attempt {attempt} after a failed sync: {error:?}"
+            );
+            fs.disarm();
+        }
         broker.crash().await;
     }
 

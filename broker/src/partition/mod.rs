@@ -553,6 +553,7 @@ pub(crate) mod tests {
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };
     use weir_storage::fs::faulty::{Fault, FaultKind, FaultyFileSystem};
+    use weir_storage::fs::{LogDirFailureChannel, LogDirFileSystem};
 
     use super::*;
 
@@ -589,10 +590,12 @@ pub(crate) mod tests {
     }
 
     /// A partition whose log writes through a `FaultyFileSystem`.
+    /// A partition over a log on a [`FaultyFileSystem`] behind a
+    /// [`LogDirFileSystem`], as `LogManager` opens it.
     fn partition(dir: &std::path::Path) -> (Partition, Arc<FaultyFileSystem>) {
         let fs = Arc::new(FaultyFileSystem::new(dir).unwrap());
         let log = Log::open_with_file_system(
-            fs.clone(),
+            LogDirFileSystem::wrap(fs.clone(), LogDirFailureChannel::new()),
             dir.to_path_buf(),
             TopicPartition::new("group-commit", 0),
             weir_storage::LogConfig::default(),
@@ -729,11 +732,11 @@ pub(crate) mod tests {
     /// fdatasync fails, Linux may have dropped the dirty pages and reports
     /// success to the next fdatasync of the file ("fsyncgate"; the test
     /// double's `dropping_dirty_pages`). A flush that failed must never be
-    /// retried into an acknowledgement: Kafka takes the log directory
-    /// offline at the first `IOException` (and a broker with no live log
-    /// directory halts). Here the waiter after the failed flush runs a new
-    /// one, which succeeds, and is acknowledged; a power loss then takes
-    /// the acknowledged record.
+    /// retried into an acknowledgement: as Kafka takes the log directory
+    /// offline at the first `IOException`, nothing in it is written or
+    /// synced again (and the broker halts). Before the fix the waiter after
+    /// the failed flush ran a new one, which succeeded, and was
+    /// acknowledged; a power loss then took the acknowledged record.
     #[tokio::test]
     async fn a_failed_fdatasync_is_never_retried_into_an_acknowledgement() {
         let dir = tempfile::tempdir().unwrap();
@@ -747,29 +750,16 @@ pub(crate) mod tests {
                 .dropping_dirty_pages(),
         );
         assert!(partition.wait_durable(a.last_offset + 1).await.is_err());
-        let (b, _) = partition.append_records_as_leader(&batch("b"), 0).unwrap();
-        let acknowledged = b.last_offset + 1;
-        if partition.wait_durable(acknowledged).await.is_err() {
-            return;
-        }
-        drop(partition);
-        fs.simulate_power_loss().unwrap();
-        let log = Log::open_with_file_system(
-            fs,
-            dir.path().to_path_buf(),
-            TopicPartition::new("group-commit", 0),
-            weir_storage::LogConfig::default(),
-            0,
-            0,
-            false,
-        )
-        .unwrap();
         assert!(
-            log.log_end_offset() >= acknowledged,
-            "offsets up to {acknowledged} were acknowledged as fsynced after a failed fdatasync \
-             was retried; a power loss left the log ending at {}",
-            log.log_end_offset()
+            partition.wait_durable(a.last_offset + 1).await.is_err(),
+            "the failed flush was retried into an acknowledgement"
         );
+        let appended = partition.append_records_as_leader(&batch("b"), 0);
+        assert!(
+            matches!(appended, Err(StorageError::Io { .. })),
+            "an append after a failed fdatasync: {appended:?}"
+        );
+        assert_eq!(*partition.durable_offset.borrow(), 0);
     }
 
     /// Found by the replication simulation (seeds 563, 2485 and 4496 of
@@ -822,26 +812,30 @@ pub(crate) mod tests {
         assert_eq!(partition.end_offset_for_epoch(0), (0, 3));
     }
 
-    /// Many concurrent waiters of one partition all return once their
-    /// offsets are fsynced; when the first flush fails, exactly the caller
-    /// that ran it gets the error and the others are woken and covered by a
-    /// later flush (none waits forever).
+    /// Many concurrent waiters of one partition share flushes; when the
+    /// first flush fails, every waiter gets an error (the failed sync is
+    /// never retried, see `LogDirFileSystem`) and none waits forever.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn waiters_share_flushes_and_only_the_failed_flusher_gets_the_error() {
+    async fn waiters_of_a_failed_flush_all_get_an_error_and_none_hangs() {
         let dir = tempfile::tempdir().unwrap();
         let (partition, fs) = partition(dir.path());
         let partition = Arc::new(partition);
         fs.fail_syncs(Fault::new(FaultKind::Io).times(1).on_suffix(".log"));
-        let mut waiters = Vec::new();
-        for i in 0..20 {
-            let (info, _) = partition
-                .append_records_as_leader(&batch(&format!("v{i}")), 0)
-                .unwrap();
-            let p = partition.clone();
-            waiters.push(tokio::spawn(async move {
-                p.wait_durable(info.last_offset + 1).await
-            }));
-        }
+        let ends: Vec<i64> = (0..20)
+            .map(|i| {
+                let (info, _) = partition
+                    .append_records_as_leader(&batch(&format!("v{i}")), 0)
+                    .unwrap();
+                info.last_offset + 1
+            })
+            .collect();
+        let waiters: Vec<_> = ends
+            .into_iter()
+            .map(|end| {
+                let p = partition.clone();
+                tokio::spawn(async move { p.wait_durable(end).await })
+            })
+            .collect();
         let mut errors = 0;
         for waiter in waiters {
             let result = tokio::time::timeout(Duration::from_secs(30), waiter)
@@ -850,8 +844,8 @@ pub(crate) mod tests {
                 .unwrap();
             errors += usize::from(result.is_err());
         }
-        assert_eq!(errors, 1);
-        assert_eq!(*partition.durable_offset.borrow(), 20);
-        assert_eq!(lock(&partition.log).recovery_point(), 20);
+        assert_eq!(errors, 20);
+        assert_eq!(*partition.durable_offset.borrow(), 0);
+        assert_eq!(lock(&partition.log).recovery_point(), 0);
     }
 }

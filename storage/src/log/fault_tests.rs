@@ -461,6 +461,9 @@ fn enospc_and_eio_on_append_change_nothing_reads_work_and_appends_resume() {
     }
 }
 
+/// The log alone (no `LogDirFileSystem`, which in a `LogManager` fails
+/// every sync after the first failure): the recovery point stays and the
+/// next flush syncs everything above it again.
 #[test]
 fn a_failed_fdatasync_keeps_the_recovery_point_and_the_next_flush_syncs_again() {
     let (dir, fs) = setup();
