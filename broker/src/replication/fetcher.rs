@@ -292,6 +292,23 @@ impl Fetcher {
             let Some(connection) = client.as_mut() else {
                 continue;
             };
+            // What the Fetch reports must be durable, including records
+            // no round of this process appended: a log reopened after an
+            // unclean stop holds recovered records above its recovery
+            // point that only the page cache may have (replication
+            // simulation seed 1182: a restarted follower joined the ISR on
+            // them, became the only ISR member and lost an acknowledged
+            // record to a power loss).
+            let failed = self
+                .sync_appended(ready.iter().map(|(_, t)| t.partition.clone()).collect())
+                .await;
+            let ready: Vec<_> = ready
+                .into_iter()
+                .filter(|(tp, _)| !failed.contains(tp))
+                .collect();
+            if ready.is_empty() {
+                continue;
+            }
             let request = self.fetch_request(&ready);
             let response = tokio::select! {
                 _ = self.cancel.cancelled() => return,
@@ -595,11 +612,13 @@ impl Fetcher {
     }
 
     /// Group commit of one round's appends in the durable mode: every
-    /// appended partition without `write.caching` is fsynced (concurrently)
-    /// before the next Fetch reports its new log end offset. A failed fsync
-    /// stops fetching the partition: its unsynced records must never be
-    /// reported.
-    async fn sync_appended(&self, appended: Vec<Arc<Partition>>) {
+    /// partition without `write.caching` whose log end offset is above its
+    /// durable offset is fsynced (concurrently) before the next Fetch
+    /// reports its log end offset. A failed fsync stops fetching the
+    /// partition (and halts the broker: its log directory failed): its
+    /// unsynced records must never be reported. Returns the partitions
+    /// whose fsync failed.
+    async fn sync_appended(&self, appended: Vec<Arc<Partition>>) -> Vec<TopicPartition> {
         let waits = appended
             .into_iter()
             .filter(|p| p.ack_requires_flush(-1, false))
@@ -607,13 +626,16 @@ impl Fetcher {
                 let end = p.log_end_offset();
                 (p.clone(), p.wait_durable(end).await)
             });
+        let mut failed = Vec::new();
         for (partition, result) in futures::future::join_all(waits).await {
             if let Err(e) = result {
                 error!(topic_partition = %partition.topic_partition(), error = %e,
                     "follower fsync failed; no longer fetching the partition");
                 self.mark(partition.topic_partition(), None, true);
+                failed.push(partition.topic_partition().clone());
             }
         }
+        failed
     }
 }
 

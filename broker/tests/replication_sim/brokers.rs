@@ -65,9 +65,6 @@ pub struct Running {
     queued: BTreeMap<TopicPartition, IsrProposal>,
     /// In controlled shutdown since (simulated ms).
     shutting_down_since: Option<i64>,
-    /// Records appended as a follower and not fsynced yet: in the durable
-    /// mode the fetcher fsyncs them before its next Fetch reports them.
-    pub unsynced: bool,
     /// A storage error stopped fetching in this leader epoch.
     pub fetch_failed_in_epoch: Option<i32>,
 }
@@ -203,7 +200,6 @@ impl Sim {
             isr_changes,
             queued: BTreeMap::new(),
             shutting_down_since: None,
-            unsynced: false,
             fetch_failed_in_epoch: None,
         }));
         self.log(format!("{id} unfenced, running"));
@@ -398,34 +394,24 @@ impl Sim {
         }
     }
 
-    /// An fsync failed on broker `id`: the node must stop (Kafka takes the
-    /// log directory offline and halts; Weir retries the flush instead, see
-    /// `a_failed_fdatasync_is_never_retried_into_an_acknowledgement`), so
-    /// the driver stops it, and its machine restarts: after a process
-    /// restart the page cache would still show the bytes the failed sync
-    /// dropped, which recovery trusts (see
-    /// `a_flush_after_restarting_from_a_failed_fdatasync_covers_what_was_recovered`).
-    pub fn fsync_failed(&mut self, id: i32) -> Result<(), String> {
-        self.counters.fsync_stops += 1;
-        self.log(format!(
-            "{id}: fsync failed, the node stops and its machine restarts"
-        ));
-        self.crash(id, true)
-    }
-
-    /// Handles a storage error of broker `id`: a failed fsync stops the
-    /// node ([`Sim::fsync_failed`]); returns whether it was one.
-    pub fn storage_failed(
-        &mut self,
-        id: i32,
-        error: &weir_storage::StorageError,
-    ) -> Result<bool, String> {
-        let sync = matches!(error, weir_storage::StorageError::Io { op, .. }
-            if op.contains("sync"));
-        if sync && !self.broker(id).is_down() {
-            self.fsync_failed(id)?;
+    /// Halts every running broker whose log directory failed (a failed
+    /// sync took it offline: `LogDirFailureChannel`), as the broker's
+    /// server does: the process exits at once and the machine keeps its
+    /// page cache, where the bytes a failed sync dropped stay readable
+    /// (the next start writes what lies above the recovery point again).
+    pub fn halt_on_log_dir_failure(&mut self) -> Result<(), String> {
+        for id in crate::BROKERS {
+            let failure = self
+                .broker(id)
+                .running()
+                .and_then(|r| r.replica_manager.log_dir_failure().failure());
+            if let Some(reason) = failure {
+                self.counters.fsync_stops += 1;
+                self.log(format!("{id}: log directory failed ({reason}): halts"));
+                self.crash(id, false)?;
+            }
         }
-        Ok(sync)
+        Ok(())
     }
 
     /// Broker `id`'s heartbeats are lost for `ms`.

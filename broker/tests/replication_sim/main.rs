@@ -57,10 +57,9 @@
 //! with byte-identical logs.
 //!
 //! **Exemptions and driver choices** (each the documented guarantee, see
-//! [`invariants`] and ARCHITECTURE.md): a failed fsync stops the node and
-//! its machine restarts, which Weir does not do yet (the failing tests
-//! `a_failed_fdatasync_is_never_retried_into_an_acknowledgement` and
-//! `a_flush_after_restarting_from_a_failed_fdatasync_covers_what_was_recovered`);
+//! [`invariants`] and ARCHITECTURE.md): a failed sync halts the node (its
+//! log directory's failure channel fires; the machine keeps its page
+//! cache);
 //! the heal restarts a broker whose fetcher stopped on a storage error.
 //!
 //! Found so far: a power loss after a segment roll left a hole below the
@@ -70,7 +69,11 @@
 //! fsyncs failing as Linux fails them (the dirty pages dropped), a failed
 //! flush retried into an acknowledgement, and a restart trusting the page
 //! cache (seeds 72, 104, 116 when a stopped node restarted without power
-//! loss): the two failing tests above. A crash after a log start move
+//! loss): fixed by taking the log directory offline at the first failed
+//! sync and halting (`LogDirFileSystem`), and by recovery writing what lies
+//! above the recovery point again (`LogSegment::recover`), regression
+//! tests `a_failed_fdatasync_is_never_retried_into_an_acknowledgement` and
+//! `a_flush_after_restarting_from_a_failed_fdatasync_covers_what_was_recovered`. A crash after a log start move
 //! reopened the log at the older checkpointed start with a leader epoch
 //! cache that had forgotten the epochs below the new one, so a follower's
 //! divergence there went unnoticed (seeds 3246, 4164 of 5000): fixed in
@@ -425,6 +428,7 @@ impl Sim {
             let elapsed = self.rng.below(500) as i64;
             self.advance(elapsed)?;
             self.random_step()?;
+            self.halt_on_log_dir_failure()?;
             self.settle_produces()?;
             self.check()?;
         }

@@ -51,7 +51,7 @@ impl Sim {
                 Err(e) => {
                     self.log(format!("produce v{} to {l}: {e}", self.next_value));
                     self.counters.failed_produces += 1;
-                    self.storage_failed(l, &e)?;
+                    self.halt_on_log_dir_failure()?;
                     return Ok(());
                 }
             };
@@ -106,7 +106,7 @@ impl Sim {
                         String::from_utf8_lossy(&p.value)
                     ));
                     self.counters.failed_produces += 1;
-                    self.storage_failed(id, &e)?;
+                    self.halt_on_log_dir_failure()?;
                     return Ok(());
                 }
             }

@@ -293,13 +293,7 @@ impl Sim {
                         }
                     }
                     match result {
-                        Ok(Some(_)) => {
-                            if follower.ack_requires_flush(-1, false) {
-                                if let Some(r) = self.broker_mut(f).running_mut() {
-                                    r.unsynced = true;
-                                }
-                            }
-                        }
+                        Ok(Some(_)) => {}
                         Ok(None) => return Ok(()),
                         Err(e @ StorageError::Io { .. }) => {
                             return self.stop_fetching(f, epoch, &e);
@@ -348,17 +342,15 @@ impl Sim {
         Ok(())
     }
 
-    /// The fetcher's fsync of what follower `f` appended, before its next
-    /// Fetch reports it (durable mode). Returns whether `f` may fetch.
+    /// The fetcher's fsync before follower `f`'s next Fetch reports its log
+    /// end offset (durable mode): of what it appended, and of records a
+    /// restart recovered above the recovery point. Returns whether `f` may
+    /// fetch.
     pub fn sync_follower(&mut self, f: i32) -> Result<bool, String> {
         let Some(follower) = self.broker(f).partition() else {
             return Ok(false);
         };
-        let unsynced = self
-            .broker_mut(f)
-            .running_mut()
-            .map(|r| std::mem::take(&mut r.unsynced));
-        if unsynced != Some(true) {
+        if !follower.ack_requires_flush(-1, false) {
             return Ok(true);
         }
         let end = follower.log_end_offset();
@@ -381,7 +373,7 @@ impl Sim {
         if let Some(r) = self.broker_mut(f).running_mut() {
             r.fetch_failed_in_epoch = Some(epoch);
         }
-        self.storage_failed(f, error)?;
+        self.halt_on_log_dir_failure()?;
         Ok(())
     }
 }
