@@ -98,9 +98,14 @@ impl LogDirFileSystem {
         }
     }
 
+    /// Reports a failed sync; `NotFound` is not a disk failure (a topic's
+    /// directory deleted while its flush ran: nothing is left to make
+    /// durable, and the flush answers as for a deleted log).
     fn report<T>(&self, op: &str, path: &Path, result: io::Result<T>) -> io::Result<T> {
         if let Err(e) = &result {
-            self.channel.fail(format!("{op} {}: {e}", path.display()));
+            if e.kind() != io::ErrorKind::NotFound {
+                self.channel.fail(format!("{op} {}: {e}", path.display()));
+            }
         }
         result
     }
@@ -200,5 +205,16 @@ mod tests {
         assert!(fs.write_all_at(&file, &path, b"d", 3).is_err(), "a write");
         assert!(fs.sync_dir(dir.path()).is_err());
         assert_eq!(now_or_never(channel.failed()), Some(reason));
+    }
+
+    #[test]
+    fn a_directory_deleted_under_its_sync_is_not_a_disk_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let faulty = Arc::new(FaultyFileSystem::new(dir.path()).unwrap());
+        let channel = LogDirFailureChannel::new();
+        let fs = LogDirFileSystem::wrap(faulty, channel.clone());
+        let gone = dir.path().join("topic-0");
+        assert!(fs.sync_dir(&gone).is_err());
+        assert_eq!(channel.failure(), None);
     }
 }
