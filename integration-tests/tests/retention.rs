@@ -315,10 +315,18 @@ fn retention_ms_deletes_segments_whose_records_are_old() {
         "retention.ms to delete the old segments",
         || {
             let start = earliest(&mut client, &v, &topic);
-            (start > 0).then_some(start)
+            (start > first_young - 3).then_some(start)
         },
     );
-    assert_eq!(start, first_young);
+    // A retention pass may also run while the old records are produced:
+    // with every segment expired it rolls the active one and deletes them
+    // all (Kafka's `deleteRetentionMsBreachedSegments`), so the segment
+    // the young records land in may begin with up to two old ones (seen
+    // under load: log start 8). No segment of old records only is kept.
+    assert!(
+        start > first_young - 3 && start <= first_young,
+        "log start {start}: the old segments are gone and the young records' segment stays"
+    );
     assert_eq!(
         fetch_at(&mut client, &v, &topic, 0),
         (OFFSET_OUT_OF_RANGE, start)
