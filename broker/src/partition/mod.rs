@@ -731,7 +731,7 @@ pub(crate) mod tests {
                 self.0.release_syncs();
             }
         }
-        let _release = Release(&*fs);
+        let _release = Release(&fs);
         let p = partition.clone();
         let mut producers = vec![tokio::spawn(async move {
             p.wait_durable(first.last_offset + 1).await

@@ -109,21 +109,17 @@ fn assert_closes(port: u16, what: &str, bytes: &[u8]) {
     let _ = stream.write_all(bytes);
     let started = Instant::now();
     let mut buf = [0u8; 4096];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => panic!("{what}: port {port} answered {n} bytes instead of closing"),
-            Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
-                return
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                panic!(
-                    "{what}: port {port} kept the connection open for {:?}",
-                    started.elapsed()
-                )
-            }
-            Err(e) => panic!("{what}: port {port}: {e}"),
+    match stream.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!("{what}: port {port} answered {n} bytes instead of closing"),
+        Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {}
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            panic!(
+                "{what}: port {port} kept the connection open for {:?}",
+                started.elapsed()
+            )
         }
+        Err(e) => panic!("{what}: port {port}: {e}"),
     }
 }
 
