@@ -28,8 +28,10 @@
 //!   with `DivergingEpoch` and no records (KIP-320, Kafka's
 //!   `Partition.fetchRecords`); the fetch is recorded as the follower's
 //!   state ([`Partition::record_follower_fetch`]: high watermark, ISR
-//!   expansion) once per request, before parking; a broker that is not a
-//!   replica, or fetches with a stale broker epoch, gets
+//!   expansion) once per request, before parking, and only for a fetch
+//!   offset within the log (one outside it gets OFFSET_OUT_OF_RANGE and
+//!   records nothing, as Kafka reads before recording); a broker that is
+//!   not a replica, or fetches with a stale broker epoch, gets
 //!   NOT_LEADER_OR_FOLLOWER.
 
 use std::collections::HashMap;
@@ -339,6 +341,15 @@ impl Reader<'_> {
                 return Ok(None);
             }
             if pass == Pass::First {
+                // Kafka's `Partition.fetchRecords` reads before it records
+                // the follower's state, so a fetch outside the log (which
+                // the read refuses) records nothing: a fetch offset beyond
+                // the log end must not count the follower as caught up.
+                if t.fetch_offset > partition.log_end_offset()
+                    || t.fetch_offset < partition.log_start_offset()
+                {
+                    return Err(ResponseError::OffsetOutOfRange.code());
+                }
                 self.record_follower_fetch(t, partition, replica)?;
                 data.high_watermark = partition.high_watermark();
                 data.last_stable_offset = data.high_watermark;
@@ -515,6 +526,65 @@ mod tests {
             })
             .collect();
         (partitions, targets)
+    }
+
+    /// Issue 17 scope 7 (a Fetch forged as a replica's): a follower fetch
+    /// beyond the leader's log end is answered OFFSET_OUT_OF_RANGE and
+    /// records nothing. Before, the fetch was recorded first, so follower 2
+    /// counted as holding offsets it never fetched and the high watermark
+    /// rose over records only the leader had.
+    #[test]
+    fn a_follower_fetch_beyond_the_log_end_records_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::default();
+        let log_manager =
+            LogManager::open(dir.path().join("logs"), 1, config.default_log_config()).unwrap();
+        let replica_manager = ReplicaManager::new(1, config, log_manager);
+        let (partitions, mut targets) = targets(dir.path(), 1);
+        let partition = &partitions[0];
+        let alive = std::collections::BTreeMap::from([(1, 1), (2, 1)]);
+        partition
+            .become_leader(
+                &crate::partition::Registration {
+                    local_broker_id: 1,
+                    replicas: &[1, 2],
+                    isr: &[1, 2],
+                    leader_epoch: 1,
+                    partition_epoch: 1,
+                    min_insync_replicas: 1,
+                    alive: &alive,
+                    max_lag_ms: 30_000,
+                },
+                0,
+            )
+            .unwrap();
+        for value in ["a", "b", "c"] {
+            partition
+                .append_records_as_leader(&batch(value), 1)
+                .unwrap();
+        }
+        assert_eq!(
+            partition.high_watermark(),
+            0,
+            "follower 2 has fetched nothing"
+        );
+        let reader = Reader {
+            replica_manager: &replica_manager,
+            max_bytes: 1 << 20,
+            isolation: FetchIsolation::LogEnd,
+            follower: Some((2, -1)),
+        };
+        targets[0].fetch_offset = 100;
+        let result = reader.read_all(&targets, Pass::First);
+        assert_eq!(
+            result.data[0].1.error_code,
+            ResponseError::OffsetOutOfRange.code()
+        );
+        assert_eq!(
+            partition.high_watermark(),
+            0,
+            "a fetch beyond the log end moved the high watermark"
+        );
     }
 
     /// A consumer long-polling 16 partitions reads their logs once before

@@ -15,8 +15,10 @@
 //! partitions), `memory` (request and response bytes, connections,
 //! `fetch.max.bytes`, duplicates in lists), `validation` (decompression
 //! bombs, timestamps, a topic deleted under a producer), `config`
-//! (configuration bounds, case C13).
+//! (configuration bounds, case C13), `cluster` (a 3-node cluster: the
+//! CONTROLLER listener and Fetches forged as a replica's).
 
+mod cluster;
 mod config;
 mod fds;
 mod memory;

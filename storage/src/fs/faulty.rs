@@ -3,8 +3,11 @@
 //! (optionally after writing only the first bytes: a torn write), EIO on
 //! `fdatasync`/directory `fsync`, a process crash (every later change fails
 //! until [`FaultyFileSystem::restart`]) and power loss
-//! ([`FaultyFileSystem::simulate_power_loss`]). Compiled for this crate's
-//! tests and with the `fault-injection` feature; never used in production.
+//! ([`FaultyFileSystem::simulate_power_loss`]). It also counts successful
+//! `fdatasync`s per file ([`FaultyFileSystem::data_syncs`]) and can hold
+//! them at a gate, like a slow disk ([`FaultyFileSystem::hold_syncs`]).
+//! Compiled for this crate's tests and with the `fault-injection` feature;
+//! never used in production.
 //!
 //! # The durability model
 //!
@@ -44,7 +47,7 @@ use std::fs::File;
 use std::io::{self, IoSlice};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 use super::{FileSystem, RealFileSystem};
 
@@ -177,6 +180,12 @@ struct State {
     dropped: HashMap<FileId, Vec<std::ops::Range<u64>>>,
     /// Durable directory entries: path -> file.
     durable: BTreeMap<PathBuf, FileId>,
+    /// Successful `fdatasync`s per path (never reset).
+    data_syncs: HashMap<PathBuf, usize>,
+    /// Whether `fdatasync` waits at the gate ([`FaultyFileSystem::hold_syncs`]).
+    syncs_held: bool,
+    /// How many `fdatasync`s wait at the gate now.
+    syncs_waiting: usize,
 }
 
 impl State {
@@ -284,10 +293,12 @@ impl State {
 
     /// Forgets everything and takes the tree under `root` as durable.
     fn snapshot(&mut self, root: &Path) -> io::Result<()> {
-        let (faults_fired, next_id) = (self.faults_fired, self.next_id);
         *self = State {
-            faults_fired,
-            next_id,
+            faults_fired: self.faults_fired,
+            next_id: self.next_id,
+            data_syncs: std::mem::take(&mut self.data_syncs),
+            syncs_held: self.syncs_held,
+            syncs_waiting: self.syncs_waiting,
             ..State::default()
         };
         for path in walk_files(root)? {
@@ -348,6 +359,8 @@ pub struct FaultyFileSystem {
     real: RealFileSystem,
     root: PathBuf,
     state: Mutex<State>,
+    /// Wakes `fdatasync`s waiting at the gate.
+    gate: Condvar,
 }
 
 impl FaultyFileSystem {
@@ -363,6 +376,7 @@ impl FaultyFileSystem {
             real: RealFileSystem,
             root: root.to_path_buf(),
             state: Mutex::new(state),
+            gate: Condvar::new(),
         })
     }
 
@@ -400,6 +414,39 @@ impl FaultyFileSystem {
     /// counted).
     pub fn faults_fired(&self) -> usize {
         self.state().faults_fired
+    }
+
+    /// How many `fdatasync`s of files whose name ends with `suffix` have
+    /// succeeded since construction (power losses and restarts included).
+    pub fn data_syncs(&self, suffix: &str) -> usize {
+        self.state()
+            .data_syncs
+            .iter()
+            .filter(|(path, _)| {
+                path.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.ends_with(suffix))
+            })
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Closes the gate: every `fdatasync` from now on blocks its thread
+    /// before syncing until [`FaultyFileSystem::release_syncs`] (a slow
+    /// disk, so that a test can act while a sync is known to run).
+    pub fn hold_syncs(&self) {
+        self.state().syncs_held = true;
+    }
+
+    /// Opens the gate and wakes every `fdatasync` waiting at it.
+    pub fn release_syncs(&self) {
+        self.state().syncs_held = false;
+        self.gate.notify_all();
+    }
+
+    /// How many `fdatasync`s wait at the closed gate now.
+    pub fn syncs_waiting(&self) -> usize {
+        self.state().syncs_waiting
     }
 
     /// Whether a fault with `then_crash` fired and no restart followed.
@@ -519,6 +566,11 @@ impl FileSystem for FaultyFileSystem {
 
     fn sync_data(&self, file: &File, path: &Path) -> io::Result<()> {
         let mut state = self.state();
+        while state.syncs_held {
+            state.syncs_waiting += 1;
+            state = self.gate.wait(state).unwrap_or_else(|p| p.into_inner());
+            state.syncs_waiting -= 1;
+        }
         if let Err(fired) = state.check(Which::Sync, path) {
             if fired.drops_dirty_pages {
                 state.drop_dirty_pages(file)?;
@@ -537,6 +589,7 @@ impl FileSystem for FaultyFileSystem {
             }
         }
         state.synced.insert(id, content);
+        *state.data_syncs.entry(path.to_path_buf()).or_default() += 1;
         Ok(())
     }
 

@@ -1,0 +1,274 @@
+//! Issue 17 scope 7: hostile input against a 3-node cluster, on the
+//! listeners a single broker does not exercise. Malformed frames on a
+//! node's CONTROLLER listener (the quorum transport of
+//! `weir_controller::transport`: a Kafka request sent to the wrong port, an
+//! oversized or truncated frame, a bad header, an undecodable body, an
+//! unasked response) close that connection, as a malformed Kafka request
+//! does on a client listener; a connection that stalls in the middle of a
+//! frame holds nothing up. A Fetch forged as a replica's (KIP-903
+//! `ReplicaState`) from a client that is not that replica is answered with
+//! Kafka's error codes (Kafka's `Partition.fetchRecords`): NOT_LEADER_OR_FOLLOWER
+//! for a broker that is not a replica or a stale broker epoch,
+//! OFFSET_OUT_OF_RANGE beyond the log end. Throughout, an acks=all producer
+//! on the replicated partition is answered, every node keeps running, the
+//! quorum still creates topics, and the replicas end byte-identical.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::ReplicaState;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, CreateTopicsRequest, FetchRequest, FetchResponse, MetadataRequest,
+    MetadataResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use weir_integration_tests::RawClient;
+
+use super::Bystander;
+use crate::cluster::start_three_nodes;
+use crate::support::{self, error_code, FetchSpec, TopicInfo};
+
+/// The replicated topic (3 replicas) the bystander produces to.
+const TOPIC: &str = "hostile-cluster";
+/// Kafka's NOT_LEADER_OR_FOLLOWER and OFFSET_OUT_OF_RANGE.
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+/// How long a node may take to close a connection after a bad frame.
+const CLOSE_WITHIN: Duration = Duration::from_secs(10);
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+/// Creates `topic` with one partition on all three nodes through `client`.
+fn create_replicated(client: &mut RawClient, version: i16, topic: &str) {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(1)
+            .with_replication_factor(3)]);
+    let response = client.send(&request, version).expect("CreateTopics");
+    assert_eq!(
+        response.topics[0].error_code,
+        error_code::NONE,
+        "CreateTopics {topic}: {:?}",
+        response.topics[0].error_message
+    );
+}
+
+/// `(leader, replicas, topic id)` of `topic`-0 once every replica is in
+/// the ISR.
+fn fully_replicated(
+    client: &mut RawClient,
+    version: i16,
+    topic: &str,
+) -> (i32, Vec<i32>, TopicInfo) {
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(name(topic)))
+        ]))
+        .with_allow_auto_topic_creation(false);
+    support::poll_until(
+        Duration::from_secs(30),
+        &format!("{topic}-0 with three replicas in the ISR"),
+        || {
+            let response: MetadataResponse = client.send(&request, version).expect("Metadata");
+            let t = response.topics.first()?;
+            let p = t.partitions.first()?;
+            (t.error_code == error_code::NONE && p.leader_id.0 >= 1 && p.isr_nodes.len() == 3).then(
+                || {
+                    (
+                        p.leader_id.0,
+                        p.replica_nodes.iter().map(|b| b.0).collect(),
+                        TopicInfo {
+                            name: topic.to_owned(),
+                            id: t.topic_id,
+                            partitions: t.partitions.len(),
+                        },
+                    )
+                },
+            )
+        },
+    )
+}
+
+/// Writes `bytes` to a new connection to `port` and requires the node to
+/// close it (end of stream or reset) within [`CLOSE_WITHIN`].
+#[track_caller]
+fn assert_closes(port: u16, what: &str, bytes: &[u8]) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))
+        .unwrap_or_else(|e| panic!("{what}: connecting to port {port}: {e}"));
+    stream
+        .set_read_timeout(Some(CLOSE_WITHIN))
+        .expect("read timeout");
+    // The node may close while the bytes are still being written.
+    let _ = stream.write_all(bytes);
+    let started = Instant::now();
+    let mut buf = [0u8; 4096];
+    match stream.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!("{what}: port {port} answered {n} bytes instead of closing"),
+        Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {}
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            panic!(
+                "{what}: port {port} kept the connection open for {:?}",
+                started.elapsed()
+            )
+        }
+        Err(e) => panic!("{what}: port {port}: {e}"),
+    }
+}
+
+/// A length-prefixed frame holding `body`.
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = (body.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(body);
+    out
+}
+
+/// A quorum transport frame: magic "WQ", `version`, `kind`, correlation id
+/// 7, then `json`.
+fn quorum_frame(version: u8, kind: u8, json: &[u8]) -> Vec<u8> {
+    let mut body = vec![0x57, 0x51, version, kind, 0, 0, 0, 7];
+    body.extend_from_slice(json);
+    frame(&body)
+}
+
+/// The malformed inputs sent to every CONTROLLER listener.
+fn bad_controller_frames() -> Vec<(&'static str, Vec<u8>)> {
+    // An ApiVersions v3 request with client id "x": a Kafka client that
+    // dialled the CONTROLLER port.
+    let kafka = frame(&[0, 18, 0, 3, 0, 0, 0, 1, 0, 1, b'x', 0, 1, 1, 0]);
+    let mut oversized = 0x7fff_ffffu32.to_be_bytes().to_vec();
+    oversized.extend_from_slice(&[0x57, 0x51, 1, 1]);
+    vec![
+        ("a Kafka ApiVersions request", kafka),
+        ("a frame longer than the transport's limit", oversized),
+        ("a frame shorter than the header", frame(&[0x57, 0x51, 1])),
+        ("an unknown frame version", quorum_frame(9, 2, b"{}")),
+        ("an unknown request kind", quorum_frame(1, 0x42, b"{}")),
+        (
+            "an AppendEntries that is not JSON",
+            quorum_frame(1, 1, b"{not json"),
+        ),
+        (
+            "a Vote of the wrong shape",
+            quorum_frame(1, 2, br#"{"vote":[1,2,3]}"#),
+        ),
+        ("an unasked response", quorum_frame(1, 0x82, b"{}")),
+    ]
+}
+
+/// A Fetch of `topic`-0 from `fetch_offset` forged as replica `replica_id`
+/// with broker epoch `epoch` (`ReplicaState`, Fetch v15+).
+fn forged_fetch(
+    client: &mut RawClient,
+    version: i16,
+    topic: &TopicInfo,
+    replica_id: i32,
+    epoch: i64,
+    fetch_offset: i64,
+) -> i16 {
+    let mut spec = FetchSpec::one(version, 0, fetch_offset);
+    spec.max_wait_ms = 0;
+    spec.min_bytes = 0;
+    let request = support::fetch_request(topic, &spec).with_replica_state(
+        ReplicaState::default()
+            .with_replica_id(BrokerId(replica_id))
+            .with_replica_epoch(epoch),
+    );
+    let response: FetchResponse = client
+        .send(&request, version)
+        .unwrap_or_else(|e| panic!("forged Fetch v{version} as replica {replica_id}: {e}"));
+    assert_eq!(response.error_code, error_code::NONE);
+    response.responses[0].partitions[0].error_code
+}
+
+#[test]
+fn bad_controller_frames_and_forged_replica_fetches_leave_the_cluster_serving() {
+    let (brokers, controller_ports) = start_three_nodes();
+    let mut client = support::connect(&brokers[0]);
+    let versions = support::api_versions(&mut client);
+    let create_version = support::newest::<CreateTopicsRequest>(&versions, ApiKey::CreateTopics);
+    let metadata_version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    let fetch_version = support::newest::<FetchRequest>(&versions, ApiKey::Fetch);
+    assert!(
+        fetch_version >= 15,
+        "Fetch v{fetch_version} has no ReplicaState"
+    );
+    create_replicated(&mut client, create_version, TOPIC);
+    let (leader, replicas, topic) = fully_replicated(&mut client, metadata_version, TOPIC);
+    let leader_node = brokers
+        .iter()
+        .find(|b| b.node_id() == leader)
+        .expect("the leader is one of the nodes");
+    let bystander = Bystander::start(leader_node, TOPIC);
+
+    // A peer that stalls in the middle of a frame on every CONTROLLER
+    // listener, held open for the whole test.
+    let stalled: Vec<TcpStream> = controller_ports
+        .iter()
+        .map(|&port| {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+            s.write_all(&[0, 0, 1, 0, 0x57, 0x51, 1, 2])
+                .expect("half a frame");
+            s
+        })
+        .collect();
+    for &port in &controller_ports {
+        for (what, bytes) in bad_controller_frames() {
+            assert_closes(port, what, &bytes);
+        }
+    }
+    // The same on a client listener: an API key Kafka does not know.
+    for broker in &brokers {
+        let port = broker.port();
+        assert_closes(
+            port,
+            "a request with an unknown API key",
+            &frame(&[0x7f, 0x7f, 0, 0, 0, 0, 0, 1, 0xff, 0xff]),
+        );
+    }
+
+    // Fetches forged as a replica's, on the leader's client listener.
+    let mut forger = support::connect(leader_node);
+    let follower = *replicas.iter().find(|&&r| r != leader).expect("a follower");
+    assert_eq!(
+        forged_fetch(&mut forger, fetch_version, &topic, 99, -1, 0),
+        NOT_LEADER_OR_FOLLOWER,
+        "a fetch as a broker that is not a replica"
+    );
+    assert_eq!(
+        forged_fetch(&mut forger, fetch_version, &topic, follower, 0, 0),
+        NOT_LEADER_OR_FOLLOWER,
+        "a fetch as a follower with a stale broker epoch"
+    );
+    assert_eq!(
+        forged_fetch(
+            &mut forger,
+            fetch_version,
+            &topic,
+            follower,
+            -1,
+            i64::MAX / 2
+        ),
+        OFFSET_OUT_OF_RANGE,
+        "a fetch as a follower beyond the log end"
+    );
+
+    // Every node still serves, and the quorum still takes commands through
+    // each of them.
+    for (i, broker) in brokers.iter().enumerate() {
+        let mut c = support::connect(broker);
+        let after = format!("after-hostile-{i}");
+        create_replicated(&mut c, create_version, &after);
+        fully_replicated(&mut c, metadata_version, &after);
+    }
+    drop(stalled);
+    bystander.finish("hostile input on a 3-node cluster");
+    support::assert_replicas_identical(&brokers, TOPIC, 0);
+}
