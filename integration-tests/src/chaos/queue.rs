@@ -148,14 +148,16 @@ struct Connections(BTreeMap<i32, RawClient>);
 
 impl Connections {
     fn get(&mut self, shared: &Shared, node: i32) -> Result<&mut RawClient, String> {
-        if !self.0.contains_key(&node) {
-            let address = shared
-                .addresses
-                .get((node - 1) as usize)
-                .ok_or_else(|| format!("no node {node}"))?;
-            self.0.insert(node, connect(address)?);
+        match self.0.entry(node) {
+            std::collections::btree_map::Entry::Occupied(e) => Ok(e.into_mut()),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                let address = shared
+                    .addresses
+                    .get((node - 1) as usize)
+                    .ok_or_else(|| format!("no node {node}"))?;
+                Ok(v.insert(connect(address)?))
+            }
         }
-        Ok(self.0.get_mut(&node).expect("inserted above"))
     }
 
     fn drop_node(&mut self, node: i32) {
