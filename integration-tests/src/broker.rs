@@ -340,6 +340,13 @@ impl TestBroker {
         self.start_again()
     }
 
+    /// Keeps the broker's temporary directory (`server.properties`, `data/`,
+    /// the stderr log) after the broker is dropped and returns its path;
+    /// `None` when it was kept already.
+    pub fn keep_dir(&mut self) -> Option<PathBuf> {
+        self.dir.take().map(TempDir::keep)
+    }
+
     /// The last lines of the broker's stderr log.
     pub fn stderr_tail(&self) -> String {
         tail_of_file(&self.log_path, STDERR_TAIL_LINES)

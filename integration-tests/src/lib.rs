@@ -9,10 +9,12 @@
 //! HTTP client for the Prometheus endpoint ([`metrics`]) and the locations of
 //! the real clients the tests drive as subprocesses ([`clients`]: kcat, the
 //! venv Python with confluent-kafka and kafka-python, the Java client
-//! harness). It depends on no Weir crate: the broker is a black box reached
+//! harness), and the chaos harness of `scripts/chaos` ([`chaos`]). It
+//! depends on no Weir crate: the broker is a black box reached
 //! only over sockets, stdout/stderr and signals.
 
 pub mod broker;
+pub mod chaos;
 pub mod clients;
 pub mod error;
 pub mod metrics;

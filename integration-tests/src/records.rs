@@ -127,6 +127,23 @@ pub fn plain_batch(values: &[&str], first_timestamp: i64) -> Bytes {
     encode_batch(&records, Compression::None).expect("an uncompressed batch always encodes")
 }
 
+/// `batch` (one record batch v2) stamped as sent by idempotent producer
+/// `producer_id` with `epoch` from sequence `base_sequence` (KIP-98: the
+/// header fields at bytes 43-57), with its CRC-32C recomputed.
+///
+/// # Panics
+///
+/// If `batch` is shorter than a batch header.
+pub fn with_producer(batch: &[u8], producer_id: i64, epoch: i16, base_sequence: i32) -> Bytes {
+    let mut batch = batch.to_vec();
+    batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    batch[51..53].copy_from_slice(&epoch.to_be_bytes());
+    batch[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES_AT..]);
+    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(batch)
+}
+
 /// The header fields of one record batch, read without decompressing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchHeader {

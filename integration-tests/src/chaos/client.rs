@@ -1,0 +1,388 @@
+//! The few Kafka requests the chaos workload and nemesis send, over
+//! [`RawClient`], returning errors instead of panicking (a broker under
+//! faults closes connections and answers retriable errors all the time).
+//!
+//! Versions are the newest both the broker (its ApiVersions table) and the
+//! `kafka-protocol` crate speak, chosen once per run ([`Versions`]).
+
+use bytes::Bytes;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest, TopicName,
+};
+use kafka_protocol::protocol::{Message, StrBytes};
+use kafka_protocol::records::Compression;
+use kafka_protocol::ResponseError;
+use uuid::Uuid;
+
+use crate::records::{self, NewRecord};
+use crate::RawClient;
+
+/// Kafka's name for error `code` (`NONE` for 0), e.g. `NotLeaderOrFollower`.
+pub fn error_name(code: i16) -> String {
+    match ResponseError::try_from_code(code) {
+        None => "NONE".to_owned(),
+        Some(e) => format!("{e:?}"),
+    }
+}
+
+/// The API versions a run uses.
+#[derive(Debug, Clone, Copy)]
+pub struct Versions {
+    /// Metadata (v10+ carries topic ids).
+    pub metadata: i16,
+    /// Produce.
+    pub produce: i16,
+    /// Fetch (v13+ names topics by id).
+    pub fetch: i16,
+    /// ListOffsets.
+    pub list_offsets: i16,
+    /// InitProducerId.
+    pub init_producer_id: i16,
+    /// CreateTopics.
+    pub create_topics: i16,
+}
+
+impl Versions {
+    /// Asks `client`'s broker for its ApiVersions table and picks, per API,
+    /// the newest version both sides speak.
+    ///
+    /// # Errors
+    ///
+    /// A message when the request fails or an API has no common version.
+    pub fn negotiate(client: &mut RawClient) -> Result<Self, String> {
+        let response = client
+            .send(
+                &ApiVersionsRequest::default()
+                    .with_client_software_name(StrBytes::from_static_str("weir-chaos"))
+                    .with_client_software_version(StrBytes::from_static_str("0.1.0")),
+                3,
+            )
+            .map_err(|e| format!("ApiVersions: {e}"))?;
+        let newest = |key: ApiKey, crate_max: i16| -> Result<i16, String> {
+            let range = response
+                .api_keys
+                .iter()
+                .find(|v| v.api_key == key as i16)
+                .ok_or_else(|| format!("{key:?} is not advertised"))?;
+            let version = range.max_version.min(crate_max);
+            if version < range.min_version {
+                return Err(format!("no common {key:?} version"));
+            }
+            Ok(version)
+        };
+        Ok(Self {
+            metadata: newest(ApiKey::Metadata, MetadataRequest::VERSIONS.max)?,
+            produce: newest(ApiKey::Produce, ProduceRequest::VERSIONS.max)?,
+            fetch: newest(ApiKey::Fetch, FetchRequest::VERSIONS.max)?,
+            list_offsets: newest(ApiKey::ListOffsets, ListOffsetsRequest::VERSIONS.max)?,
+            init_producer_id: newest(ApiKey::InitProducerId, InitProducerIdRequest::VERSIONS.max)?,
+            create_topics: newest(ApiKey::CreateTopics, CreateTopicsRequest::VERSIONS.max)?,
+        })
+    }
+}
+
+/// One partition as a node's Metadata describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionState {
+    /// The partition index.
+    pub partition: i32,
+    /// The partition's error code.
+    pub error: i16,
+    /// The leader's node id (-1 when there is none).
+    pub leader: i32,
+    /// The leader epoch.
+    pub leader_epoch: i32,
+    /// The ISR's node ids, sorted.
+    pub isr: Vec<i32>,
+}
+
+/// A topic as a node's Metadata describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicState {
+    /// The topic id.
+    pub id: Uuid,
+    /// Its partitions, by index.
+    pub partitions: Vec<PartitionState>,
+}
+
+/// `topic` in the Metadata of `client`'s node (no auto-creation); `Ok(None)`
+/// when the node does not know it (yet).
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn topic_state(
+    client: &mut RawClient,
+    versions: &Versions,
+    topic: &str,
+) -> Result<Option<TopicState>, String> {
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+            TopicName(StrBytes::from_string(topic.to_owned())),
+        ))]))
+        .with_allow_auto_topic_creation(false);
+    let response = client
+        .send(&request, versions.metadata)
+        .map_err(|e| format!("Metadata: {e}"))?;
+    let Some(t) = response.topics.first() else {
+        return Ok(None);
+    };
+    if t.error_code != 0 {
+        return Ok(None);
+    }
+    let mut partitions: Vec<PartitionState> = t
+        .partitions
+        .iter()
+        .map(|p| {
+            let mut isr: Vec<i32> = p.isr_nodes.iter().map(|b| b.0).collect();
+            isr.sort_unstable();
+            PartitionState {
+                partition: p.partition_index,
+                error: p.error_code,
+                leader: p.leader_id.0,
+                leader_epoch: p.leader_epoch,
+                isr,
+            }
+        })
+        .collect();
+    partitions.sort_by_key(|p| p.partition);
+    Ok(Some(TopicState {
+        id: t.topic_id,
+        partitions,
+    }))
+}
+
+/// Sends CreateTopics for `name` with `partitions` partitions, replication
+/// factor `replication_factor` and `configs`; returns the topic's error code
+/// (0, or TOPIC_ALREADY_EXISTS on a retry, are success).
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn create_topic(
+    client: &mut RawClient,
+    versions: &Versions,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: &[(&str, &str)],
+) -> Result<i16, String> {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(replication_factor)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_string((*k).to_owned()))
+                            .with_value(Some(StrBytes::from_string((*v).to_owned())))
+                    })
+                    .collect(),
+            )]);
+    let response = client
+        .send(&request, versions.create_topics)
+        .map_err(|e| format!("CreateTopics: {e}"))?;
+    Ok(response.topics.first().map_or(-1, |t| t.error_code))
+}
+
+/// A new idempotent producer id and epoch (InitProducerId without a
+/// transactional id, KIP-98).
+///
+/// # Errors
+///
+/// A message when the request fails or answers an error.
+pub fn init_producer_id(client: &mut RawClient, versions: &Versions) -> Result<(i64, i16), String> {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(60_000);
+    let response = client
+        .send(&request, versions.init_producer_id)
+        .map_err(|e| format!("InitProducerId: {e}"))?;
+    if response.error_code != 0 {
+        return Err(format!(
+            "InitProducerId: {}",
+            error_name(response.error_code)
+        ));
+    }
+    Ok((response.producer_id.0, response.producer_epoch))
+}
+
+/// One record batch holding `value` from idempotent producer
+/// `producer_id`/`epoch` at sequence `sequence` (KIP-98 batch header fields,
+/// CRC-32C recomputed).
+pub fn idempotent_batch(producer_id: i64, epoch: i16, sequence: i32, value: &str) -> Bytes {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let batch = records::encode_batch(
+        &[NewRecord::value(value.to_owned(), now_ms)],
+        Compression::None,
+    )
+    .expect("an uncompressed batch always encodes");
+    records::with_producer(&batch, producer_id, epoch, sequence)
+}
+
+/// The answer to one Produce of one batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceAnswer {
+    /// The partition's error code.
+    pub error: i16,
+    /// The base offset (meaningful when `error` is 0).
+    pub base_offset: i64,
+}
+
+/// Produces `batch` to `topic`/`partition` with acks=all and the broker-side
+/// `timeout_ms`.
+///
+/// # Errors
+///
+/// A message when the request fails (connection closed, read timeout): the
+/// batch may or may not have been appended.
+pub fn produce(
+    client: &mut RawClient,
+    versions: &Versions,
+    topic: &str,
+    topic_id: Uuid,
+    partition: i32,
+    batch: Bytes,
+    timeout_ms: i32,
+) -> Result<ProduceAnswer, String> {
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(timeout_ms)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_topic_id(topic_id)
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch))])]);
+    let response = client
+        .send(&request, versions.produce)
+        .map_err(|e| format!("Produce: {e}"))?;
+    let answer = response
+        .responses
+        .first()
+        .and_then(|t| t.partition_responses.iter().find(|p| p.index == partition))
+        .ok_or_else(|| "Produce: the response lacks the partition".to_owned())?;
+    Ok(ProduceAnswer {
+        error: answer.error_code,
+        base_offset: answer.base_offset,
+    })
+}
+
+/// The answer to one Fetch of one partition.
+#[derive(Debug, Clone)]
+pub struct FetchAnswer {
+    /// The partition's error code.
+    pub error: i16,
+    /// The high watermark.
+    pub high_watermark: i64,
+    /// (offset, value) of every record at or after the fetch offset.
+    pub records: Vec<(i64, String)>,
+}
+
+/// Fetches `topic`/`partition` from `offset` as a consumer (replica id -1,
+/// read uncommitted), waiting at most `max_wait_ms` for data.
+///
+/// # Errors
+///
+/// A message when the request fails or the records do not decode.
+pub fn fetch(
+    client: &mut RawClient,
+    versions: &Versions,
+    topic: &str,
+    topic_id: Uuid,
+    partition: i32,
+    offset: i64,
+    max_wait_ms: i32,
+) -> Result<FetchAnswer, String> {
+    let request = FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_isolation_level(0)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_topic_id(topic_id)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1 << 20)])]);
+    let response = client
+        .send(&request, versions.fetch)
+        .map_err(|e| format!("Fetch: {e}"))?;
+    if response.error_code != 0 {
+        return Ok(FetchAnswer {
+            error: response.error_code,
+            high_watermark: -1,
+            records: Vec::new(),
+        });
+    }
+    let data = response
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .find(|p| p.partition_index == partition)
+        .ok_or_else(|| "Fetch: the response lacks the partition".to_owned())?;
+    let bytes = data.records.clone().unwrap_or_default();
+    let decoded = records::decode_records(&bytes).map_err(|e| format!("Fetch records: {e}"))?;
+    Ok(FetchAnswer {
+        error: data.error_code,
+        high_watermark: data.high_watermark,
+        records: decoded
+            .iter()
+            .filter(|r| r.offset >= offset)
+            .map(|r| (r.offset, records::value_text(r)))
+            .collect(),
+    })
+}
+
+/// The latest offset (the high watermark, ListOffsets timestamp -1) of
+/// `topic`/`partition` on `client`'s node: `Ok(Err(code))` when the node
+/// answers an error.
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn latest_offset(
+    client: &mut RawClient,
+    versions: &Versions,
+    topic: &str,
+    partition: i32,
+) -> Result<Result<i64, i16>, String> {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id((-1).into())
+        .with_isolation_level(0)
+        .with_timeout_ms(10_000)
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_timestamp(-1)])]);
+    let response = client
+        .send(&request, versions.list_offsets)
+        .map_err(|e| format!("ListOffsets: {e}"))?;
+    let p = response
+        .topics
+        .first()
+        .and_then(|t| t.partitions.iter().find(|p| p.partition_index == partition))
+        .ok_or_else(|| "ListOffsets: the response lacks the partition".to_owned())?;
+    Ok(if p.error_code == 0 {
+        Ok(p.offset)
+    } else {
+        Err(p.error_code)
+    })
+}

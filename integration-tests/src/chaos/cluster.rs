@@ -1,0 +1,289 @@
+//! [`ChaosCluster`]: three combined `weir` nodes (broker and controller)
+//! on 127.0.0.1, 127.0.0.2 and 127.0.0.3, ports chosen at run time and
+//! kept across restarts (so clients' addresses stay valid, as in a real
+//! deployment), with the process faults the nemesis injects: SIGKILL,
+//! SIGSTOP/SIGCONT, SIGTERM, and starting a node again on its data.
+//!
+//! Broker sessions are short (heartbeat 200 ms, session 1.5 s) and
+//! `replica.lag.time.max.ms` is 3 s, so faults turn into fencing and ISR
+//! changes within a few seconds.
+
+use std::collections::BTreeSet;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rustix::process::{kill_process, Pid, Signal};
+
+use super::client::{self, Versions};
+use super::history::{NemesisEvent, NodeProblem};
+use crate::error::HarnessError;
+use crate::{RawClient, TestBroker};
+
+/// `broker.session.timeout.ms` of every node.
+pub const SESSION_TIMEOUT: Duration = Duration::from_millis(1_500);
+
+/// Overrides every node gets (besides listeners and voters).
+const NODE_CONFIG: [(&str, &str); 3] = [
+    ("broker.heartbeat.interval.ms", "200"),
+    ("broker.session.timeout.ms", "1500"),
+    ("replica.lag.time.max.ms", "3000"),
+];
+
+/// Three nodes of one cluster and the topic the workload uses.
+#[derive(Debug)]
+pub struct ChaosCluster {
+    brokers: Vec<TestBroker>,
+    addresses: Vec<String>,
+    paused: BTreeSet<i32>,
+    started: Instant,
+    /// The workload's topic, watched by [`Self::wait_for_full_isr`].
+    pub topic: String,
+    versions: Option<Versions>,
+}
+
+/// A free port on `host` (bound, then released).
+fn free_port(host: &str) -> Result<u16, String> {
+    let listener = TcpListener::bind((host, 0)).map_err(|e| format!("binding {host}:0: {e}"))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("reading the port bound on {host}: {e}"))
+}
+
+impl ChaosCluster {
+    /// Formats and starts nodes 1..=3 with one new cluster id; times in
+    /// events count from `started`.
+    ///
+    /// # Errors
+    ///
+    /// A message when a port cannot be bound or a node does not start.
+    pub fn start(topic: &str, started: Instant) -> Result<Self, String> {
+        let hosts: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}")).collect();
+        let mut client_ports = Vec::new();
+        let mut controller_ports = Vec::new();
+        for host in &hosts {
+            client_ports.push(free_port(host)?);
+            controller_ports.push(free_port(host)?);
+        }
+        let voters = hosts
+            .iter()
+            .zip(&controller_ports)
+            .enumerate()
+            .map(|(i, (host, port))| format!("{}@{host}:{port}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let cluster_id = random_cluster_id();
+        let starting: Vec<_> = (0..3)
+            .map(|i| {
+                let listeners = format!(
+                    "PLAINTEXT://{}:{},CONTROLLER://{}:{}",
+                    hosts[i], client_ports[i], hosts[i], controller_ports[i]
+                );
+                let (voters, cluster_id) = (voters.clone(), cluster_id.clone());
+                std::thread::spawn(move || {
+                    let mut builder = TestBroker::builder()
+                        .node_id(i as i32 + 1)
+                        .format_cluster_id(&cluster_id)
+                        .override_config("listeners", &listeners)
+                        .override_config("controller.quorum.voters", &voters);
+                    for (key, value) in NODE_CONFIG {
+                        builder = builder.override_config(key, value);
+                    }
+                    builder.start()
+                })
+            })
+            .collect();
+        let mut brokers = Vec::new();
+        let mut errors = Vec::new();
+        for (i, starter) in starting.into_iter().enumerate() {
+            match starter.join() {
+                Ok(Ok(broker)) => brokers.push(broker),
+                Ok(Err(e)) => errors.push(format!("node {}: {e}", i + 1)),
+                Err(_) => errors.push(format!("node {}: the starter panicked", i + 1)),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors.join("\n"));
+        }
+        Ok(Self {
+            brokers,
+            addresses: hosts
+                .iter()
+                .zip(&client_ports)
+                .map(|(h, p)| format!("{h}:{p}"))
+                .collect(),
+            paused: BTreeSet::new(),
+            started,
+            topic: topic.to_owned(),
+            versions: None,
+        })
+    }
+
+    /// `host:port` of each node's PLAINTEXT listener, node 1 first (valid
+    /// across restarts).
+    pub fn addresses(&self) -> Vec<String> {
+        self.addresses.clone()
+    }
+
+    /// Sets the API versions [`Self::wait_for_full_isr`] uses.
+    pub fn set_versions(&mut self, versions: Versions) {
+        self.versions = Some(versions);
+    }
+
+    fn broker(&mut self, node: i32) -> &mut TestBroker {
+        &mut self.brokers[(node - 1) as usize]
+    }
+
+    /// True when `node`'s process is running (paused or not).
+    pub fn is_running(&self, node: i32) -> bool {
+        self.brokers[(node - 1) as usize].pid().is_some()
+    }
+
+    /// True when `node` is stopped with SIGSTOP.
+    pub fn is_paused(&self, node: i32) -> bool {
+        self.paused.contains(&node)
+    }
+
+    /// A nemesis event for `node` now.
+    pub fn event(&self, node: i32, action: &str, problem: Option<NodeProblem>) -> NemesisEvent {
+        NemesisEvent {
+            at_ms: self.started.elapsed().as_millis() as u64,
+            node,
+            action: action.to_owned(),
+            problem,
+        }
+    }
+
+    /// SIGKILL `node` and wait until it is gone.
+    ///
+    /// # Errors
+    ///
+    /// A message when it is not running or the signal fails.
+    pub fn kill(&mut self, node: i32) -> Result<(), String> {
+        self.paused.remove(&node);
+        self.broker(node).kill9().map_err(|e| e.to_string())
+    }
+
+    /// Starts `node` again on its data and port.
+    ///
+    /// # Errors
+    ///
+    /// The harness's message when it does not come up.
+    pub fn start_node(&mut self, node: i32) -> Result<(), String> {
+        self.broker(node).start_again().map_err(|e| e.to_string())
+    }
+
+    /// SIGTERM `node` and wait for it to exit (a controlled shutdown).
+    ///
+    /// # Errors
+    ///
+    /// [`NodeProblem::SigtermHang`] when it is still running after 30 s
+    /// (it is then killed), [`NodeProblem::SigtermExitStatus`] when it
+    /// exits other than 0 or cannot be signalled.
+    pub fn terminate(&mut self, node: i32) -> Result<(), NodeProblem> {
+        match self.broker(node).shutdown() {
+            Ok(status) if status.success() => Ok(()),
+            Ok(status) => Err(NodeProblem::SigtermExitStatus(status.to_string())),
+            Err(HarnessError::Timeout { .. }) => Err(NodeProblem::SigtermHang),
+            Err(e) => Err(NodeProblem::SigtermExitStatus(e.to_string())),
+        }
+    }
+
+    /// SIGSTOP `node`.
+    ///
+    /// # Errors
+    ///
+    /// A message when it is not running or the signal fails.
+    pub fn pause(&mut self, node: i32) -> Result<(), String> {
+        self.signal(node, Signal::STOP, "SIGSTOP")?;
+        self.paused.insert(node);
+        Ok(())
+    }
+
+    /// SIGCONT `node`.
+    ///
+    /// # Errors
+    ///
+    /// A message when it is not running or the signal fails.
+    pub fn resume(&mut self, node: i32) -> Result<(), String> {
+        self.paused.remove(&node);
+        self.signal(node, Signal::CONT, "SIGCONT")
+    }
+
+    fn signal(&mut self, node: i32, signal: Signal, name: &str) -> Result<(), String> {
+        let pid = self
+            .broker(node)
+            .pid()
+            .ok_or_else(|| format!("node {node} is not running"))?;
+        let pid = Pid::from_raw(pid as i32).ok_or_else(|| format!("bad pid {pid}"))?;
+        kill_process(pid, signal).map_err(|e| format!("{name} to node {node}: {e}"))
+    }
+
+    /// The topic's state in every node's Metadata when every node answers
+    /// and every partition has a leader and an ISR of all three nodes;
+    /// otherwise `Err` with what was seen.
+    ///
+    /// # Errors
+    ///
+    /// A description of the first node or partition that is not ready.
+    pub fn full_isr_everywhere(&self) -> Result<(), String> {
+        let versions = self.versions.ok_or("no API versions negotiated yet")?;
+        for (i, address) in self.addresses.iter().enumerate() {
+            let mut client = RawClient::connect(address).map_err(|e| e.to_string())?;
+            client
+                .set_read_timeout(Duration::from_secs(5))
+                .map_err(|e| e.to_string())?;
+            let state = client::topic_state(&mut client, &versions, &self.topic)?
+                .ok_or_else(|| format!("node {} does not know {}", i + 1, self.topic))?;
+            for p in &state.partitions {
+                if p.error != 0 || p.leader < 1 || p.isr != [1, 2, 3] {
+                    return Err(format!("node {}: {p:?}", i + 1));
+                }
+            }
+            if state.partitions.is_empty() {
+                return Err(format!("node {}: {} has no partitions", i + 1, self.topic));
+            }
+        }
+        Ok(())
+    }
+
+    /// Polls [`Self::full_isr_everywhere`] every 100 ms for at most
+    /// `timeout`; returns how long it took, or the last state seen.
+    ///
+    /// # Errors
+    ///
+    /// The last state when the bound passes.
+    pub fn wait_for_full_isr(&self, timeout: Duration) -> Result<Duration, String> {
+        let start = Instant::now();
+        loop {
+            match self.full_isr_everywhere() {
+                Ok(()) => return Ok(start.elapsed()),
+                Err(e) if start.elapsed() >= timeout => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    /// Keeps every node's directory (data and stderr log) after the cluster
+    /// is dropped; returns their paths.
+    pub fn keep_dirs(&mut self) -> Vec<PathBuf> {
+        self.brokers
+            .iter_mut()
+            .filter_map(TestBroker::keep_dir)
+            .collect()
+    }
+}
+
+/// A new Kafka cluster id: 16 random bytes as 22 base64url characters, not
+/// starting with `-` (as `kafka-storage random-uuid`).
+fn random_cluster_id() -> String {
+    use base64::Engine as _;
+    loop {
+        let uuid = uuid::Uuid::new_v4();
+        let text = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid.as_bytes());
+        if !text.starts_with('-') {
+            return text;
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! What a chaos run's clients and nemesis saw, in the order it happened: the
+//! input of the [`checker`](super::checker). Nothing here talks to a broker.
+//!
+//! The shapes follow Jepsen's queue workload (the Kafka test of
+//! jepsen-io/jepsen, "kafka" workload): every send has one outcome, every
+//! poll lists the (offset, value) pairs one consumer got from one
+//! partition, and the final drain reads every partition to its end after
+//! the faults have been healed.
+
+use std::collections::BTreeMap;
+
+/// A client or nemesis process of one run. Producers and consumers each get
+/// their own ids; a consumer that starts over from the earliest offset gets a
+/// new id (so per-process order checks see one assignment each).
+pub type ProcessId = u32;
+
+/// The outcome of one send (one record, one Produce request retried with the
+/// same producer id, epoch and sequence until answered).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// acks=all answered NONE: the record is at `offset` and must be read
+    /// by the final drain (Jepsen's `:ok`).
+    Ack {
+        /// The base offset the leader answered.
+        offset: i64,
+    },
+    /// Every attempt was refused before it was appended (for example
+    /// NOT_ENOUGH_REPLICAS with no earlier ambiguous attempt): the record
+    /// must never be read (Jepsen's `:fail`).
+    Fail {
+        /// The last error (Kafka error name or code).
+        error: String,
+    },
+    /// A timeout, a closed connection or an error after which the record may
+    /// or may not be in the log (Jepsen's `:info`): it may be read at most
+    /// once.
+    Unknown {
+        /// The last error.
+        error: String,
+    },
+}
+
+/// One record a producer sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Send {
+    /// Milliseconds since the run started, when the send began.
+    pub at_ms: u64,
+    /// The producer.
+    pub process: ProcessId,
+    /// The record's value, unique within the run.
+    pub value: String,
+    /// The partition it was sent to.
+    pub partition: i32,
+    /// What the producer learnt.
+    pub outcome: SendOutcome,
+}
+
+/// One non-empty Fetch answer to one consumer for one partition: the records
+/// at or after the consumer's position, in the order returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Poll {
+    /// Milliseconds since the run started, when the answer arrived.
+    pub at_ms: u64,
+    /// The consumer.
+    pub process: ProcessId,
+    /// The partition.
+    pub partition: i32,
+    /// (offset, value) of every record returned.
+    pub records: Vec<(i64, String)>,
+}
+
+/// What a nemesis action did to one node, and whether the node behaved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NemesisEvent {
+    /// Milliseconds since the run started.
+    pub at_ms: u64,
+    /// The node id (1-based), or 0 for the whole cluster.
+    pub node: i32,
+    /// What was done, e.g. `SIGKILL`, `restart`, `SIGSTOP`, `SIGCONT`,
+    /// `SIGTERM`, `heal`.
+    pub action: String,
+    /// `None` when the node did what it should; else the failure, e.g. a
+    /// node that did not exit within 30 s of SIGTERM or did not start.
+    pub problem: Option<NodeProblem>,
+}
+
+/// A node that misbehaved under a nemesis action (liveness anomalies the
+/// checker reports).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeProblem {
+    /// Still running 30 s after SIGTERM (it was then killed).
+    SigtermHang,
+    /// Exited after SIGTERM with a status other than 0.
+    SigtermExitStatus(String),
+    /// Did not start again (or not within the ready timeout).
+    RestartFailed(String),
+}
+
+/// The state of the cluster after the final heal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// Milliseconds since the run started, when every process was running
+    /// and unpaused again.
+    pub healed_at_ms: u64,
+    /// Milliseconds after the heal until every partition had a leader and
+    /// its full ISR in every node's Metadata, or `None` when that did not
+    /// happen within the bound ([`super::checker::RECOVERY_BOUND_MS`]).
+    pub ready_after_ms: Option<u64>,
+    /// What the last Metadata showed, for the report.
+    pub last_state: String,
+}
+
+/// The final read of every partition from offset 0 to its end (the high
+/// watermark the leader reported when the drain started).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drain {
+    /// How long the drain took, ms.
+    pub elapsed_ms: u64,
+    /// (offset, value) of every record read, per partition.
+    pub records: BTreeMap<i32, Vec<(i64, String)>>,
+    /// Partitions the drain could not read to the end within the bound
+    /// ([`super::checker::DRAIN_BOUND_MS`]), with the last error.
+    pub incomplete: BTreeMap<i32, String>,
+}
+
+/// Everything one run recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct History {
+    /// Partitions of the workload's topic (0..partitions).
+    pub partitions: i32,
+    /// Sends, in the order they completed.
+    pub sends: Vec<Send>,
+    /// Polls, in the order they arrived.
+    pub polls: Vec<Poll>,
+    /// Nemesis actions, in order.
+    pub nemesis: Vec<NemesisEvent>,
+    /// The state after the final heal (`None` when the run ended before).
+    pub recovery: Option<Recovery>,
+    /// The final drain (`None` when it did not run).
+    pub drain: Option<Drain>,
+}
+
+impl History {
+    /// Every event as one line each, in time order (sends at the time they
+    /// began), for the history file a failed run leaves behind.
+    pub fn lines(&self) -> Vec<String> {
+        let mut timed: Vec<(u64, String)> = Vec::new();
+        for s in &self.sends {
+            timed.push((
+                s.at_ms,
+                format!(
+                    "send p{} {} -> {} {:?}",
+                    s.process, s.value, s.partition, s.outcome
+                ),
+            ));
+        }
+        for p in &self.polls {
+            timed.push((
+                p.at_ms,
+                format!("poll c{} {} {:?}", p.process, p.partition, p.records),
+            ));
+        }
+        for n in &self.nemesis {
+            timed.push((
+                n.at_ms,
+                format!("nemesis node {} {} {:?}", n.node, n.action, n.problem),
+            ));
+        }
+        if let Some(r) = &self.recovery {
+            timed.push((r.healed_at_ms, format!("healed; {r:?}")));
+        }
+        timed.sort_by_key(|(at, _)| *at);
+        let mut lines: Vec<String> = timed
+            .into_iter()
+            .map(|(at, line)| format!("{at:>8} {line}"))
+            .collect();
+        if let Some(d) = &self.drain {
+            for (partition, records) in &d.records {
+                lines.push(format!("   drain {partition} {records:?}"));
+            }
+            lines.push(format!(
+                "   drain took {} ms; incomplete {:?}",
+                d.elapsed_ms, d.incomplete
+            ));
+        }
+        lines
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_interleave_events_by_time_and_end_with_the_drain() {
+        let history = History {
+            partitions: 1,
+            sends: vec![Send {
+                at_ms: 30,
+                process: 1,
+                value: "1-0".into(),
+                partition: 0,
+                outcome: SendOutcome::Ack { offset: 0 },
+            }],
+            polls: vec![Poll {
+                at_ms: 40,
+                process: 1001,
+                partition: 0,
+                records: vec![(0, "1-0".into())],
+            }],
+            nemesis: vec![NemesisEvent {
+                at_ms: 10,
+                node: 2,
+                action: "SIGKILL".into(),
+                problem: None,
+            }],
+            recovery: None,
+            drain: Some(Drain {
+                elapsed_ms: 3,
+                records: BTreeMap::from([(0, vec![(0, "1-0".into())])]),
+                incomplete: BTreeMap::new(),
+            }),
+        };
+        let lines = history.lines();
+        assert_eq!(lines.len(), 5, "{lines:#?}");
+        assert!(lines[0].contains("nemesis node 2 SIGKILL"), "{lines:#?}");
+        assert!(lines[1].contains("send p1 1-0 -> 0"), "{lines:#?}");
+        assert!(lines[2].contains("poll c1001 0"), "{lines:#?}");
+        assert!(lines[3].contains("drain 0"), "{lines:#?}");
+    }
+}

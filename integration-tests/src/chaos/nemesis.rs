@@ -1,0 +1,294 @@
+//! The nemesis: which faults a run injects, the schedule that follows from
+//! the run's seed ([`Schedule::generate`], pure), and its execution on a
+//! [`ChaosCluster`] ([`execute`]).
+//!
+//! Faults rotate every few seconds with quiet periods between them, as in
+//! Bufstream's and Jepsen's Kafka tests. Real processes keep their own
+//! timing, so what replays from a seed is the schedule (which fault, which
+//! node, how long), not the interleaving.
+//!
+//! Seams for later faults: a new [`Fault`] variant, its step in
+//! [`Schedule::generate`] and its action and heal in [`execute`] and
+//! [`heal`] (network faults need per-pair proxies or network namespaces in
+//! [`ChaosCluster`]; clock faults libfaketime in its spawn; disk faults a
+//! `FileSystem` fault mode in the broker).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::cluster::ChaosCluster;
+use super::history::{NemesisEvent, NodeProblem};
+
+/// One kind of fault the nemesis can inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fault {
+    /// SIGKILL one node, then start it again on the same data.
+    Kill,
+    /// SIGSTOP one node past its broker session timeout, then SIGCONT.
+    Pause,
+    /// SIGTERM every node in turn and start it again (a rolling restart);
+    /// a node still running 30 s after SIGTERM is a failure.
+    RollingRestart,
+}
+
+impl Fault {
+    /// Every fault this harness can inject.
+    pub const ALL: [Fault; 3] = [Fault::Kill, Fault::Pause, Fault::RollingRestart];
+
+    /// The name used on the command line and in run rows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Kill => "kill",
+            Self::Pause => "pause",
+            Self::RollingRestart => "rolling-restart",
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Fault {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Fault::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown fault {s:?}; known: {}",
+                    Fault::ALL.map(Fault::name).join(", ")
+                )
+            })
+    }
+}
+
+/// One step of a schedule: wait `quiet`, then inject `fault` on `node`
+/// (1-based) and hold it for `hold` before healing it. A rolling restart
+/// ignores `node` and `hold` and restarts every node in turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// Time without faults before this one.
+    pub quiet: Duration,
+    /// The fault.
+    pub fault: Fault,
+    /// The node it hits (1..=3).
+    pub node: i32,
+    /// How long the fault lasts before it is healed.
+    pub hold: Duration,
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.fault {
+            Fault::RollingRestart => {
+                write!(f, "quiet {} ms, rolling-restart", self.quiet.as_millis())
+            }
+            _ => write!(
+                f,
+                "quiet {} ms, {} node {} for {} ms",
+                self.quiet.as_millis(),
+                self.fault,
+                self.node,
+                self.hold.as_millis()
+            ),
+        }
+    }
+}
+
+/// The fault schedule of one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    /// The steps, in order.
+    pub steps: Vec<Step>,
+}
+
+impl Schedule {
+    /// The schedule of `seed` for a run whose fault period lasts `duration`,
+    /// drawing each step's fault from `faults` (uniformly), its node from
+    /// 1..=3, a quiet period of 1-3 s and a hold of 1-4 s (a pause holds
+    /// `session_timeout` plus 0.5-3 s, so the node is fenced). Steps are
+    /// added while their nominal end (quiet + hold) fits in `duration`; a
+    /// rolling restart counts 6 s.
+    ///
+    /// # Panics
+    ///
+    /// If `faults` is empty.
+    pub fn generate(
+        seed: u64,
+        faults: &[Fault],
+        duration: Duration,
+        session_timeout: Duration,
+    ) -> Self {
+        assert!(!faults.is_empty(), "a schedule needs at least one fault");
+        // One stream per purpose, so the workload's draws never shift it.
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(1);
+        let mut steps = Vec::new();
+        let mut at = Duration::ZERO;
+        loop {
+            let fault = faults[rng.gen_range(0..faults.len())];
+            let quiet = Duration::from_millis(rng.gen_range(1_000..3_000));
+            let node = rng.gen_range(1..=3);
+            let hold = match fault {
+                Fault::Kill => Duration::from_millis(rng.gen_range(1_000..4_000)),
+                Fault::Pause => session_timeout + Duration::from_millis(rng.gen_range(500..3_000)),
+                Fault::RollingRestart => Duration::from_secs(6),
+            };
+            if at + quiet + hold > duration && !steps.is_empty() {
+                return Self { steps };
+            }
+            at += quiet + hold;
+            steps.push(Step {
+                quiet,
+                fault,
+                node,
+                hold,
+            });
+        }
+    }
+}
+
+/// Runs `schedule` on `cluster`, recording every action through `record`,
+/// until `until` (the current fault is then still healed; a schedule that
+/// ends sooner is followed by quiet). Returns when every node it touched is
+/// running again.
+pub fn execute(
+    cluster: &mut ChaosCluster,
+    schedule: &Schedule,
+    until: Instant,
+    record: &mut dyn FnMut(NemesisEvent),
+) {
+    for step in &schedule.steps {
+        sleep_until(Instant::now() + step.quiet, until);
+        if Instant::now() >= until {
+            return;
+        }
+        match step.fault {
+            Fault::Kill => {
+                let problem = cluster
+                    .kill(step.node)
+                    .err()
+                    .map(NodeProblem::RestartFailed);
+                record(cluster.event(step.node, "SIGKILL", problem));
+                sleep_until(Instant::now() + step.hold, until);
+                let problem = cluster
+                    .start_node(step.node)
+                    .err()
+                    .map(NodeProblem::RestartFailed);
+                record(cluster.event(step.node, "restart", problem));
+            }
+            Fault::Pause => {
+                let problem = cluster
+                    .pause(step.node)
+                    .err()
+                    .map(NodeProblem::RestartFailed);
+                record(cluster.event(step.node, "SIGSTOP", problem));
+                sleep_until(Instant::now() + step.hold, until);
+                let problem = cluster
+                    .resume(step.node)
+                    .err()
+                    .map(NodeProblem::RestartFailed);
+                record(cluster.event(step.node, "SIGCONT", problem));
+            }
+            Fault::RollingRestart => {
+                for node in 1..=3 {
+                    let problem = cluster.terminate(node).err();
+                    record(cluster.event(node, "SIGTERM", problem));
+                    let problem = cluster
+                        .start_node(node)
+                        .err()
+                        .map(NodeProblem::RestartFailed);
+                    record(cluster.event(node, "restart", problem));
+                    // As an operator's rolling restart: the next node only
+                    // once every partition is fully replicated again.
+                    // A cluster that does not get there is reported after
+                    // the final heal (unavailable-after-heal).
+                    let _ = cluster.wait_for_full_isr(Duration::from_secs(30));
+                }
+            }
+        }
+    }
+    sleep_until(until, until);
+}
+
+/// Ends every fault: resumes paused nodes and starts stopped ones.
+pub fn heal(cluster: &mut ChaosCluster, record: &mut dyn FnMut(NemesisEvent)) {
+    for node in 1..=3 {
+        if cluster.is_paused(node) {
+            let problem = cluster.resume(node).err().map(NodeProblem::RestartFailed);
+            record(cluster.event(node, "SIGCONT (heal)", problem));
+        }
+        if !cluster.is_running(node) {
+            let problem = cluster
+                .start_node(node)
+                .err()
+                .map(NodeProblem::RestartFailed);
+            record(cluster.event(node, "restart (heal)", problem));
+        }
+    }
+}
+
+/// Sleeps until `wake` or `limit`, whichever is sooner.
+fn sleep_until(wake: Instant, limit: Instant) {
+    let now = Instant::now();
+    let end = wake.min(limit);
+    if end > now {
+        std::thread::sleep(end - now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SESSION: Duration = Duration::from_millis(1_500);
+
+    #[test]
+    fn a_seed_gives_one_schedule() {
+        let a = Schedule::generate(7, &Fault::ALL, Duration::from_secs(60), SESSION);
+        let b = Schedule::generate(7, &Fault::ALL, Duration::from_secs(60), SESSION);
+        let c = Schedule::generate(8, &Fault::ALL, Duration::from_secs(60), SESSION);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn a_schedule_uses_only_the_chosen_faults_and_fits_its_duration() {
+        for seed in 0..50 {
+            let schedule =
+                Schedule::generate(seed, &[Fault::Pause], Duration::from_secs(30), SESSION);
+            let total: Duration = schedule.steps.iter().map(|s| s.quiet + s.hold).sum();
+            assert!(total <= Duration::from_secs(30), "{schedule:?}");
+            for step in &schedule.steps {
+                assert_eq!(step.fault, Fault::Pause);
+                assert!((1..=3).contains(&step.node));
+                assert!(step.hold > SESSION, "a pause outlasts the session");
+            }
+        }
+    }
+
+    #[test]
+    fn a_mixed_schedule_draws_every_fault() {
+        let schedule = Schedule::generate(1, &Fault::ALL, Duration::from_secs(600), SESSION);
+        for fault in Fault::ALL {
+            assert!(schedule.steps.iter().any(|s| s.fault == fault), "{fault}");
+        }
+    }
+
+    #[test]
+    fn faults_parse_by_name() {
+        for fault in Fault::ALL {
+            assert_eq!(fault.name().parse::<Fault>(), Ok(fault));
+        }
+        assert!("flood".parse::<Fault>().is_err());
+    }
+}
