@@ -13,6 +13,8 @@ pub mod context;
 pub mod descriptors;
 pub mod dispatch;
 pub mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
 pub mod group;
 pub mod handlers;
 pub mod log_value;

@@ -9,12 +9,18 @@
 //! [`MetadataObserver`] ([`observer`]) of a broker-only node, and the
 //! [`MetadataController`] over both that the broker talks to.
 //!
+//! With the `fuzzing` feature, `fuzz` holds the fuzz targets of the quorum
+//! transport frames and the metadata log, with their seeds (issue 17; run
+//! by `fuzz/`).
+//!
 //! Must not depend on Kafka request types (`kafka-protocol`): the broker
 //! translates between the wire and these types. openraft stays behind our own
 //! types; nothing public here exposes an openraft type.
 
 pub mod control;
 pub mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
 pub mod image;
 pub mod metadata_controller;
 pub mod observer;

@@ -630,7 +630,7 @@ impl ObserverInner {
 
 /// What an observer does with a voter's answer.
 #[derive(Debug, PartialEq)]
-enum Next {
+pub(crate) enum Next {
     /// Nothing newer (or older than what it has: a lagging voter).
     Unchanged,
     /// Publish this image.
@@ -643,7 +643,7 @@ enum Next {
 /// as is, or `current` with the voter's entries replayed all or nothing per
 /// entry with [`MetadataImage::apply`] (as the voters' state machine does),
 /// with the voter's controller.
-fn next_image(current: &MetadataImage, response: FetchMetadataResponse) -> Next {
+pub(crate) fn next_image(current: &MetadataImage, response: FetchMetadataResponse) -> Next {
     if let Some(mut image) = response.image {
         image.controller_id = response.controller_id;
         return Next::Image(image);

@@ -232,7 +232,7 @@ pub(crate) fn decode_response(frame: &[u8]) -> Result<(u32, QuorumResponse), Fra
     Ok((correlation_id, response))
 }
 
-fn codec() -> LengthDelimitedCodec {
+pub(crate) fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
         .length_field_length(4)
         .max_frame_length(MAX_FRAME_BYTES)

@@ -3,6 +3,9 @@
 //! `kafka-protocol` crate, and the hand-written Fetch response encoder that
 //! leaves slots for file regions.
 //!
+//! With the `fuzzing` feature, `fuzz` holds the request fuzz target and its
+//! seeds (issue 17; run by `fuzz/`).
+//!
 //! This crate has no I/O: it turns bytes into requests and responses into
 //! bytes. It must not depend on tokio, storage, or the controller.
 
@@ -11,8 +14,10 @@ pub mod codec;
 pub mod error_response;
 pub mod fetch;
 pub mod frame;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
 mod request_guard;
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 mod test_support;
 pub mod test_vectors;
 

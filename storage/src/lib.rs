@@ -15,7 +15,8 @@
 //!   costs no descriptor at rest);
 //! * [`file_slice`]: zero-copy [`FileSlice`] regions for `sendfile`;
 //! * [`log_manager`]: every log under `log.dirs` plus its checkpoints and
-//!   `meta.properties`.
+//!   `meta.properties`;
+//! * `fuzz` (feature `fuzzing`): the record batch fuzz target and its seeds.
 //!
 //! This crate never depends on `kafka-protocol`; the broker translates.
 
@@ -27,6 +28,8 @@ pub mod error;
 pub mod file_cache;
 pub mod file_slice;
 pub mod fs;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
 pub mod index;
 pub mod leader_epoch;
 pub mod log;

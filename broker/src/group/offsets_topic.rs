@@ -478,29 +478,46 @@ fn replay_partition(
         let bytes = slice
             .read_to_bytes()
             .map_err(|e| read_error(e.to_string()))?;
-        let mut rest = &bytes[..];
-        let mut next = offset;
-        while !rest.is_empty() {
-            let header = match RecordBatchHeader::parse(rest) {
-                Ok(h) if h.size_in_bytes() <= rest.len() => h,
-                Ok(_) => break, // a batch cut by the read size: read it next
-                Err(e) => {
-                    warn!(topic_partition = %tp, offset = next, error = %e,
-                        "unreadable batch header; the rest of the partition is not loaded");
-                    return Ok(());
-                }
-            };
-            let (batch, tail) = rest.split_at(header.size_in_bytes());
-            rest = tail;
-            next = header.next_offset();
-            replay_batch(&tp, &header, batch, groups);
-        }
+        let Some(next) = replay_batches(&tp, &bytes, offset, groups) else {
+            return Ok(());
+        };
         if next <= offset {
             break;
         }
         offset = next;
     }
     Ok(())
+}
+
+/// Replays the whole batches at the start of `bytes` (read from `tp`'s log
+/// at `offset`) into `groups` and returns the offset after the last one
+/// (`offset` if none is whole: a batch cut by the read size is read next
+/// time). `None` when a batch header is unreadable: the rest of the
+/// partition is not loaded, logged.
+pub(crate) fn replay_batches(
+    tp: &weir_storage::TopicPartition,
+    bytes: &[u8],
+    offset: i64,
+    groups: &mut BTreeMap<String, LoadedGroup>,
+) -> Option<i64> {
+    let mut rest = bytes;
+    let mut next = offset;
+    while !rest.is_empty() {
+        let header = match RecordBatchHeader::parse(rest) {
+            Ok(h) if h.size_in_bytes() <= rest.len() => h,
+            Ok(_) => break, // a batch cut by the read size: read it next
+            Err(e) => {
+                warn!(topic_partition = %tp, offset = next, error = %e,
+                    "unreadable batch header; the rest of the partition is not loaded");
+                return None;
+            }
+        };
+        let (batch, tail) = rest.split_at(header.size_in_bytes());
+        rest = tail;
+        next = header.next_offset();
+        replay_batch(tp, &header, batch, groups);
+    }
+    Some(next)
 }
 
 /// Replays the records of one stored batch into `groups`; logs and skips

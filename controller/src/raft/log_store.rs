@@ -39,7 +39,7 @@ pub(crate) const VOTE_FILE: &str = "quorum-state";
 
 /// One frame of `metadata.log`.
 #[derive(Debug, Serialize, Deserialize)]
-enum LogFrame {
+pub(crate) enum LogFrame {
     /// A raft log entry.
     Entry(Entry),
     /// Every entry up to and including this log id was purged.

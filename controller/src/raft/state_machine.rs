@@ -31,7 +31,7 @@ pub(crate) const SNAPSHOT_FILE: &str = "metadata.snapshot";
 
 /// Contents of [`SNAPSHOT_FILE`].
 #[derive(Serialize, Deserialize)]
-struct StoredSnapshot {
+pub(crate) struct StoredSnapshot {
     meta: SnapshotMeta,
     image: MetadataImage,
 }
