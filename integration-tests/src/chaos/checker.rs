@@ -458,6 +458,15 @@ mod tests {
         }
     }
 
+    /// The records the drain of `history` read from `partition`.
+    fn drained(history: &mut History, partition: i32) -> &mut Vec<(i64, String)> {
+        let drain = history.drain.as_mut().expect("a drain");
+        drain
+            .records
+            .get_mut(&partition)
+            .expect("a drained partition")
+    }
+
     /// Asserts that `history` has exactly the anomaly kinds `kinds`.
     #[track_caller]
     fn assert_kinds(history: &History, kinds: &[AnomalyKind]) -> Report {
@@ -477,14 +486,7 @@ mod tests {
     #[test]
     fn an_acknowledged_value_missing_from_the_drain_is_a_lost_write() {
         let mut history = valid();
-        history
-            .drain
-            .as_mut()
-            .unwrap()
-            .records
-            .get_mut(&0)
-            .unwrap()
-            .pop();
+        drained(&mut history, 0).pop();
         let report = assert_kinds(&history, &[AnomalyKind::LostWrite]);
         assert!(report.anomalies[&AnomalyKind::LostWrite][0].starts_with("b "));
     }
@@ -495,14 +497,7 @@ mod tests {
         history.sends[3].outcome = SendOutcome::Unknown {
             error: "timeout".into(),
         };
-        history
-            .drain
-            .as_mut()
-            .unwrap()
-            .records
-            .get_mut(&1)
-            .unwrap()
-            .pop();
+        drained(&mut history, 1).pop();
         let report = assert_kinds(&history, &[AnomalyKind::LostWrite]);
         assert_eq!(report.count(AnomalyKind::LostWrite), 1, "{report:#?}");
         assert!(report.anomalies[&AnomalyKind::LostWrite][0].starts_with("d read by c10"));
@@ -548,14 +543,7 @@ mod tests {
     #[test]
     fn one_value_at_two_offsets_is_a_duplicate() {
         let mut history = valid();
-        history
-            .drain
-            .as_mut()
-            .unwrap()
-            .records
-            .get_mut(&1)
-            .unwrap()
-            .push((2, "a".into()));
+        drained(&mut history, 1).push((2, "a".into()));
         history.polls.push(poll(10, 1, &[(2, "a")]));
         assert_kinds(&history, &[AnomalyKind::Duplicate]);
     }
@@ -626,14 +614,7 @@ mod tests {
     #[test]
     fn a_value_never_sent_is_unexpected() {
         let mut history = valid();
-        history
-            .drain
-            .as_mut()
-            .unwrap()
-            .records
-            .get_mut(&0)
-            .unwrap()
-            .push((2, "z".into()));
+        drained(&mut history, 0).push((2, "z".into()));
         assert_kinds(&history, &[AnomalyKind::UnexpectedValue]);
     }
 
@@ -649,14 +630,7 @@ mod tests {
                 error: "NOT_ENOUGH_REPLICAS".into(),
             },
         });
-        history
-            .drain
-            .as_mut()
-            .unwrap()
-            .records
-            .get_mut(&0)
-            .unwrap()
-            .push((2, "f".into()));
+        drained(&mut history, 0).push((2, "f".into()));
         assert_kinds(&history, &[AnomalyKind::FailedWriteRead]);
     }
 
