@@ -18,6 +18,7 @@
 use std::fs::File;
 use std::io::{self, IoSlice};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::watch;
@@ -30,6 +31,9 @@ use super::FileSystem;
 #[derive(Debug)]
 pub struct LogDirFailureChannel {
     failure: watch::Sender<Option<String>>,
+    /// Set with `failure`: the check every write makes without taking the
+    /// watch's lock.
+    failed: AtomicBool,
 }
 
 impl LogDirFailureChannel {
@@ -37,6 +41,7 @@ impl LogDirFailureChannel {
     pub fn new() -> Arc<Self> {
         Arc::new(LogDirFailureChannel {
             failure: watch::Sender::new(None),
+            failed: AtomicBool::new(false),
         })
     }
 
@@ -49,8 +54,14 @@ impl LogDirFailureChannel {
             }
             tracing::error!(%reason, "log directory failed: nothing in it is synced or written again");
             *failure = Some(reason);
+            self.failed.store(true, Ordering::Release);
             true
         });
+    }
+
+    /// Whether the directory has failed.
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
     }
 
     /// The reason the directory failed, if it has.
@@ -89,6 +100,9 @@ impl LogDirFileSystem {
     }
 
     fn check(&self, path: &Path) -> io::Result<()> {
+        if !self.channel.is_failed() {
+            return Ok(());
+        }
         match self.channel.failure() {
             None => Ok(()),
             Some(reason) => Err(io::Error::other(format!(
