@@ -270,6 +270,14 @@ impl Partition {
         lock(&self.log).log_end_offset()
     }
 
+    /// The log end offset when records below it are not yet fsynced (the
+    /// durable offset is behind it), else `None`: what a follower must
+    /// sync before a Fetch reports its log end offset.
+    pub fn unsynced_end(&self) -> Option<i64> {
+        let end = self.log_end_offset();
+        (*self.durable_offset.borrow() < end).then_some(end)
+    }
+
     /// Checks a client's `current_leader_epoch` (KIP-320): -1 (and only -1,
     /// as Kafka's `Partition.checkCurrentLeaderEpoch`) skips the check; an
     /// older epoch is fenced, a newer one is unknown to us.

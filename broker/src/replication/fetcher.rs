@@ -619,14 +619,16 @@ impl Fetcher {
     /// unsynced records must never be reported. Returns the partitions
     /// whose fsync failed.
     async fn sync_appended(&self, appended: Vec<Arc<Partition>>) -> Vec<TopicPartition> {
-        let waits = appended
+        let waits: Vec<_> = appended
             .into_iter()
             .filter(|p| p.ack_requires_flush(-1, false))
-            .map(|p| async move {
-                let end = p.log_end_offset();
-                (p.clone(), p.wait_durable(end).await)
-            });
+            .filter_map(|p| p.unsynced_end().map(|end| (p, end)))
+            .map(|(p, end)| async move { (p.clone(), p.wait_durable(end).await) })
+            .collect();
         let mut failed = Vec::new();
+        if waits.is_empty() {
+            return failed;
+        }
         for (partition, result) in futures::future::join_all(waits).await {
             if let Err(e) = result {
                 error!(topic_partition = %partition.topic_partition(), error = %e,
