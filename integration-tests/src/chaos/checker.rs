@@ -19,23 +19,50 @@
 //! - `unexpected-value`: a value read that no producer sent.
 //! - `failed-write-read`: a value read whose send definitely failed.
 //!
+//! Cluster state, from the watcher's [`Observation`]s (issue 17):
+//! - `hw-regression`: a partition's high watermark (ListOffsets `LATEST`
+//!   answered NONE by a leader) lower than one learnt before the request
+//!   was sent, from an answer of the same or an older leader epoch or from
+//!   an acknowledgement (acks=all is answered once the high watermark is
+//!   past the record, Kafka's `DelayedProduce`). A new leader answers
+//!   OFFSET_NOT_AVAILABLE until its high watermark reaches its epoch's
+//!   start (Kafka's `Partition.fetchOffsetForTimestamp`), so no committed
+//!   offset is ever un-committed in a client's eyes. Answers from an older
+//!   epoch than one seen before (a deposed leader that does not know yet)
+//!   may be stale, as in Kafka, and are only compared within their epoch.
+//! - `leader-epoch-regression`: one node's Metadata giving a partition a
+//!   lower leader epoch than it gave before.
+//! - `quorum-epoch-regression`: one node's DescribeQuorum giving a lower
+//!   quorum epoch (raft term) than it gave before.
+//! - `two-leaders`: two nodes named leader of one partition in one leader
+//!   epoch, or of the metadata quorum in one quorum epoch, by any answers.
+//!
 //! Liveness (issue 17): every partition has a leader and its full ISR within
 //! [`RECOVERY_BOUND_MS`] of the final heal (`unavailable-after-heal`), the
 //! drain reads every partition to its end within [`DRAIN_BOUND_MS`]
 //! (`drain-incomplete`), a node exits 0 within 30 s of SIGTERM
 //! (`sigterm-hang`, `sigterm-exit-status`) and starts again when restarted
-//! (`restart-failed`).
+//! (`restart-failed`); once the cluster is healthy again, every producer
+//! has a send acknowledged (`stuck-producer`) and every consumer thread
+//! reads a record (`stuck-consumer`) within [`PROGRESS_BOUND_MS`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::history::{History, NodeProblem, SendOutcome};
+use super::history::{History, NodeProblem, Observation, Observed, SendOutcome};
+use super::queue::{stuck_consumers, stuck_producers};
 
 /// How long after the final heal every partition must have a leader and
 /// its full ISR, ms (issue 17).
 pub const RECOVERY_BOUND_MS: u64 = 30_000;
 /// How long the final drain may take, ms (issue 17).
 pub const DRAIN_BOUND_MS: u64 = 60_000;
+/// How long after the cluster is healthy again every producer and consumer
+/// must make progress, ms (issue 17: "no progress for 30 s while healthy").
+pub const PROGRESS_BOUND_MS: u64 = 30_000;
+/// At most this many examples are kept per anomaly kind found by the
+/// observation checks (one fault can produce thousands).
+const EXAMPLES: usize = 20;
 
 /// The kinds of anomaly the checker reports; see the module documentation
 /// for each definition.
@@ -67,6 +94,18 @@ pub enum AnomalyKind {
     SigtermExitStatus,
     /// A node that did not start again.
     RestartFailed,
+    /// A high watermark lower than one known before.
+    HighWatermarkRegression,
+    /// A node's leader epoch for a partition going back.
+    LeaderEpochRegression,
+    /// A node's quorum epoch going back.
+    QuorumEpochRegression,
+    /// Two leaders in one epoch.
+    TwoLeaders,
+    /// A producer without an acknowledged send once the cluster was healthy.
+    StuckProducer,
+    /// A consumer without a read once the cluster was healthy.
+    StuckConsumer,
 }
 
 impl AnomalyKind {
@@ -86,6 +125,12 @@ impl AnomalyKind {
             Self::SigtermHang => "sigterm-hang",
             Self::SigtermExitStatus => "sigterm-exit-status",
             Self::RestartFailed => "restart-failed",
+            Self::HighWatermarkRegression => "hw-regression",
+            Self::LeaderEpochRegression => "leader-epoch-regression",
+            Self::QuorumEpochRegression => "quorum-epoch-regression",
+            Self::TwoLeaders => "two-leaders",
+            Self::StuckProducer => "stuck-producer",
+            Self::StuckConsumer => "stuck-consumer",
         }
     }
 }
@@ -140,6 +185,9 @@ pub fn check(history: &History) -> Report {
     check_polls(history, &mut report);
     check_drain(history, &mut report);
     check_liveness(history, &mut report);
+    check_high_watermarks(history, &mut report);
+    check_epochs(history, &mut report);
+    check_progress(history, &mut report);
     report
 }
 
@@ -366,6 +414,196 @@ fn check_drain(history: &History, report: &mut Report) {
     }
 }
 
+/// `hw-regression`. A floor is a high watermark known at some time, with
+/// the leader epoch it holds from: an answer (at its arrival, from its
+/// epoch) or an acknowledgement at offset `o` (floor `o + 1` at its
+/// arrival, from the highest leader epoch of the partition any answer had
+/// shown by then: the acknowledging leader's epoch is at least that). An
+/// answer sent after a floor arrived, of that floor's epoch or newer, must
+/// not be below it.
+fn check_high_watermarks(history: &History, report: &mut Report) {
+    // partition -> (time known, epoch, offset, what)
+    let mut floors: BTreeMap<i32, Vec<(u64, i32, i64, String)>> = BTreeMap::new();
+    let mut answers: BTreeMap<i32, Vec<(&Observation, i64, i32)>> = BTreeMap::new();
+    // partition -> (arrival, epoch) of every epoch observation
+    let mut epochs_seen: BTreeMap<i32, Vec<(u64, i32)>> = BTreeMap::new();
+    for o in &history.observations {
+        match o.observed {
+            Observed::HighWatermark {
+                partition,
+                offset,
+                leader_epoch,
+            } => {
+                floors.entry(partition).or_default().push((
+                    o.received_ms,
+                    leader_epoch,
+                    offset,
+                    format!("node {} answered at {} ms", o.node, o.received_ms),
+                ));
+                answers
+                    .entry(partition)
+                    .or_default()
+                    .push((o, offset, leader_epoch));
+                epochs_seen
+                    .entry(partition)
+                    .or_default()
+                    .push((o.received_ms, leader_epoch));
+            }
+            Observed::Leader {
+                partition,
+                leader_epoch,
+                ..
+            } => epochs_seen
+                .entry(partition)
+                .or_default()
+                .push((o.received_ms, leader_epoch)),
+            Observed::Quorum { .. } => {}
+        }
+    }
+    for seen in epochs_seen.values_mut() {
+        seen.sort_unstable();
+        // Running maximum: the highest epoch shown by each arrival time.
+        let mut max = i32::MIN;
+        for (_, epoch) in seen.iter_mut() {
+            max = max.max(*epoch);
+            *epoch = max;
+        }
+    }
+    for s in &history.sends {
+        let SendOutcome::Ack { offset } = s.outcome else {
+            continue;
+        };
+        let epoch = epochs_seen.get(&s.partition).and_then(|seen| {
+            let known = seen.partition_point(|(at, _)| *at <= s.done_ms);
+            known.checked_sub(1).map(|i| seen[i].1)
+        });
+        floors.entry(s.partition).or_default().push((
+            s.done_ms,
+            epoch.unwrap_or(i32::MIN),
+            offset + 1,
+            format!("{} acknowledged at offset {offset} at {} ms", s.value, s.done_ms),
+        ));
+    }
+    let mut found = 0;
+    for (partition, answers) in &mut answers {
+        let floors = floors.get_mut(partition).expect("answers are floors");
+        floors.sort_by_key(|f| f.0);
+        answers.sort_by_key(|(o, _, _)| o.sent_ms);
+        for (o, offset, epoch) in answers.iter() {
+            let known = floors.partition_point(|f| f.0 < o.sent_ms);
+            let above = floors[..known]
+                .iter()
+                .filter(|f| f.1 <= *epoch && f.2 > *offset)
+                .max_by_key(|f| f.2);
+            if let Some((_, floor_epoch, floor, what)) = above {
+                found += 1;
+                if found <= EXAMPLES {
+                    report.add(
+                        AnomalyKind::HighWatermarkRegression,
+                        format!(
+                            "partition {partition}: node {} answered {offset} (epoch {epoch}) to a request sent at {} ms, below {floor} (epoch {floor_epoch}: {what})",
+                            o.node, o.sent_ms
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `leader-epoch-regression`, `quorum-epoch-regression` and `two-leaders`.
+fn check_epochs(history: &History, report: &mut Report) {
+    let mut last_leader_epoch: BTreeMap<(i32, i32), (i32, u64)> = BTreeMap::new();
+    let mut last_quorum_epoch: BTreeMap<i32, (i32, u64)> = BTreeMap::new();
+    // (partition or -1 for the quorum, epoch) -> leader -> first answer
+    let mut leaders: BTreeMap<(i32, i32), BTreeMap<i32, String>> = BTreeMap::new();
+    let mut ordered: Vec<&Observation> = history.observations.iter().collect();
+    ordered.sort_by_key(|o| o.sent_ms);
+    let mut add = |report: &mut Report, kind, text: String| {
+        if report.count(kind) < EXAMPLES {
+            report.add(kind, text);
+        }
+    };
+    for o in ordered {
+        let (key, epoch, leader, last, kind) = match o.observed {
+            Observed::Leader {
+                partition,
+                leader,
+                leader_epoch,
+            } => (
+                partition,
+                leader_epoch,
+                leader,
+                last_leader_epoch.entry((o.node, partition)).or_insert((leader_epoch, o.sent_ms)),
+                AnomalyKind::LeaderEpochRegression,
+            ),
+            Observed::Quorum { leader, epoch } => (
+                -1,
+                epoch,
+                leader,
+                last_quorum_epoch.entry(o.node).or_insert((epoch, o.sent_ms)),
+                AnomalyKind::QuorumEpochRegression,
+            ),
+            Observed::HighWatermark { .. } => continue,
+        };
+        let what = if key < 0 {
+            "the quorum".to_owned()
+        } else {
+            format!("partition {key}")
+        };
+        if epoch < last.0 {
+            add(
+                report,
+                kind,
+                format!(
+                    "node {} gave {what} epoch {epoch} at {} ms after {} at {} ms",
+                    o.node, o.sent_ms, last.0, last.1
+                ),
+            );
+        } else {
+            *last = (epoch, o.sent_ms);
+        }
+        if leader >= 0 {
+            let named = leaders.entry((key, epoch)).or_default();
+            if !named.contains_key(&leader) {
+                named.insert(leader, format!("node {} at {} ms", o.node, o.sent_ms));
+                if named.len() > 1 {
+                    add(
+                        report,
+                        AnomalyKind::TwoLeaders,
+                        format!("{what} epoch {epoch}: leaders (first named by) {named:?}"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `stuck-producer` and `stuck-consumer`.
+fn check_progress(history: &History, report: &mut Report) {
+    let Some(progress) = history.progress else {
+        return;
+    };
+    for p in stuck_producers(history, progress.healthy_at_ms) {
+        report.add(
+            AnomalyKind::StuckProducer,
+            format!(
+                "p{p}: no acknowledged send between {} ms (healthy) and {} ms",
+                progress.healthy_at_ms, progress.stopped_at_ms
+            ),
+        );
+    }
+    for t in stuck_consumers(history, progress.healthy_at_ms) {
+        report.add(
+            AnomalyKind::StuckConsumer,
+            format!(
+                "consumer thread {t}: no record read between {} ms (healthy) and {} ms",
+                progress.healthy_at_ms, progress.stopped_at_ms
+            ),
+        );
+    }
+}
+
 /// `unavailable-after-heal` and the nodes' own problems.
 fn check_liveness(history: &History, report: &mut Report) {
     match &history.recovery {
@@ -403,12 +641,13 @@ fn check_liveness(history: &History, report: &mut Report) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::history::{Drain, NemesisEvent, Poll, Recovery, Send};
+    use super::super::history::{Drain, NemesisEvent, Poll, Progress, Recovery, Send};
     use super::*;
 
     fn ack(process: u32, value: &str, partition: i32, offset: i64) -> Send {
         Send {
             at_ms: 0,
+                done_ms: 0,
             process,
             value: value.to_owned(),
             partition,
@@ -455,6 +694,7 @@ mod tests {
                 ]),
                 incomplete: BTreeMap::new(),
             }),
+            ..History::default()
         }
     }
 
@@ -522,6 +762,7 @@ mod tests {
         ] {
             history.sends.push(Send {
                 at_ms: 0,
+                done_ms: 0,
                 process: 1,
                 value: value.into(),
                 partition: 0,
@@ -555,6 +796,7 @@ mod tests {
         history.polls.push(poll(11, 0, &[(0, "a"), (1, "x")]));
         history.sends.push(Send {
             at_ms: 0,
+                done_ms: 0,
             process: 3,
             value: "x".into(),
             partition: 0,
@@ -623,6 +865,7 @@ mod tests {
         let mut history = valid();
         history.sends.push(Send {
             at_ms: 0,
+                done_ms: 0,
             process: 1,
             value: "f".into(),
             partition: 0,
@@ -690,5 +933,143 @@ mod tests {
             report.summary(),
             "sigterm-hang=1 sigterm-exit-status=1 restart-failed=1"
         );
+    }
+
+    fn watched(sent_ms: u64, received_ms: u64, node: i32, observed: Observed) -> Observation {
+        Observation {
+            sent_ms,
+            received_ms,
+            node,
+            observed,
+        }
+    }
+
+    fn hw(partition: i32, offset: i64, leader_epoch: i32) -> Observed {
+        Observed::HighWatermark {
+            partition,
+            offset,
+            leader_epoch,
+        }
+    }
+
+    #[test]
+    fn a_high_watermark_below_an_earlier_answer_of_its_epoch_is_a_regression() {
+        let mut history = valid();
+        history.observations = vec![
+            watched(90, 100, 1, hw(0, 10, 3)),
+            // Sent before the first answer arrived: may be older.
+            watched(95, 130, 1, hw(0, 9, 3)),
+            // A deposed leader of an older epoch may still answer stale.
+            watched(200, 210, 2, hw(0, 5, 2)),
+        ];
+        assert_kinds(&history, &[]);
+        history.observations.push(watched(150, 160, 1, hw(0, 8, 3)));
+        let report = assert_kinds(&history, &[AnomalyKind::HighWatermarkRegression]);
+        assert_eq!(report.count(AnomalyKind::HighWatermarkRegression), 1);
+        // A newer epoch must not go below an older epoch's answer either.
+        history.observations.pop();
+        history.observations.push(watched(300, 310, 3, hw(0, 7, 4)));
+        assert_kinds(&history, &[AnomalyKind::HighWatermarkRegression]);
+    }
+
+    #[test]
+    fn a_high_watermark_at_or_below_an_acknowledged_offset_is_a_regression() {
+        let mut history = valid();
+        history.sends[1].done_ms = 300; // "b" at offset 1 of partition 0
+        history.observations = vec![
+            watched(100, 110, 1, hw(0, 1, 3)),
+            // Sent before the acknowledgement arrived.
+            watched(290, 320, 1, hw(0, 1, 3)),
+            watched(330, 340, 1, hw(0, 2, 3)),
+        ];
+        assert_kinds(&history, &[]);
+        history.observations.push(watched(350, 360, 1, hw(0, 1, 3)));
+        assert_kinds(&history, &[AnomalyKind::HighWatermarkRegression]);
+    }
+
+    #[test]
+    fn leader_and_quorum_epochs_going_back_at_one_node_are_regressions() {
+        let leader = |leader, leader_epoch| Observed::Leader {
+            partition: 0,
+            leader,
+            leader_epoch,
+        };
+        let mut history = valid();
+        history.observations = vec![
+            watched(10, 11, 1, leader(1, 3)),
+            watched(20, 21, 2, leader(2, 4)),
+            // Another node may lag behind.
+            watched(30, 31, 3, leader(1, 3)),
+            watched(40, 41, 1, Observed::Quorum { leader: 2, epoch: 7 }),
+        ];
+        assert_kinds(&history, &[]);
+        history.observations.push(watched(50, 51, 2, leader(1, 3)));
+        history
+            .observations
+            .push(watched(60, 61, 1, Observed::Quorum { leader: 2, epoch: 6 }));
+        assert_kinds(
+            &history,
+            &[
+                AnomalyKind::LeaderEpochRegression,
+                AnomalyKind::QuorumEpochRegression,
+            ],
+        );
+    }
+
+    #[test]
+    fn two_leaders_named_in_one_epoch_are_split_brain() {
+        let mut history = valid();
+        let leader = |leader| Observed::Leader {
+            partition: 1,
+            leader,
+            leader_epoch: 5,
+        };
+        history.observations = vec![
+            watched(10, 11, 1, leader(-1)),
+            watched(20, 21, 1, leader(2)),
+            watched(30, 31, 3, leader(2)),
+        ];
+        assert_kinds(&history, &[]);
+        history.observations.push(watched(40, 41, 3, leader(3)));
+        let report = assert_kinds(&history, &[AnomalyKind::TwoLeaders]);
+        assert!(
+            report.anomalies[&AnomalyKind::TwoLeaders][0].contains("partition 1 epoch 5"),
+            "{report:#?}"
+        );
+        history.observations = vec![
+            watched(10, 11, 1, Observed::Quorum { leader: 1, epoch: 2 }),
+            watched(20, 21, 2, Observed::Quorum { leader: 2, epoch: 2 }),
+        ];
+        assert_kinds(&history, &[AnomalyKind::TwoLeaders]);
+    }
+
+    #[test]
+    fn clients_without_progress_once_healthy_are_stuck() {
+        let mut history = valid();
+        history.producers = 2;
+        history.consumers = 2;
+        for s in &mut history.sends {
+            s.done_ms = 200;
+        }
+        for p in &mut history.polls {
+            p.at_ms = 200;
+        }
+        history.polls[0].process = 1001; // consumer thread 1
+        history.polls[1].process = 1001;
+        history.polls[2].process = 1102; // consumer thread 2, restarted
+        history.progress = Some(Progress {
+            healthy_at_ms: 150,
+            stopped_at_ms: 250,
+        });
+        assert_kinds(&history, &[]);
+        history.sends[2].done_ms = 100; // p2's acknowledgements
+        history.sends[3].done_ms = 100;
+        history.polls[2].at_ms = 100;
+        let report = assert_kinds(
+            &history,
+            &[AnomalyKind::StuckProducer, AnomalyKind::StuckConsumer],
+        );
+        assert!(report.anomalies[&AnomalyKind::StuckProducer][0].starts_with("p2:"));
+        assert!(report.anomalies[&AnomalyKind::StuckConsumer][0].contains("thread 2"));
     }
 }

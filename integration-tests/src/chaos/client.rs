@@ -7,13 +7,14 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, ProduceRequest, TopicName,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DescribeQuorumRequest, FetchRequest,
+    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::{Message, StrBytes};
 use kafka_protocol::records::Compression;
@@ -46,6 +47,8 @@ pub struct Versions {
     pub init_producer_id: i16,
     /// CreateTopics.
     pub create_topics: i16,
+    /// DescribeQuorum.
+    pub describe_quorum: i16,
 }
 
 impl Versions {
@@ -83,6 +86,7 @@ impl Versions {
             list_offsets: newest(ApiKey::ListOffsets, ListOffsetsRequest::VERSIONS.max)?,
             init_producer_id: newest(ApiKey::InitProducerId, InitProducerIdRequest::VERSIONS.max)?,
             create_topics: newest(ApiKey::CreateTopics, CreateTopicsRequest::VERSIONS.max)?,
+            describe_quorum: newest(ApiKey::DescribeQuorum, DescribeQuorumRequest::VERSIONS.max)?,
         })
     }
 }
@@ -350,9 +354,8 @@ pub fn fetch(
     })
 }
 
-/// The latest offset (the high watermark, ListOffsets timestamp -1) of
-/// `topic`/`partition` on `client`'s node: `Ok(Err(code))` when the node
-/// answers an error.
+/// ListOffsets `LATEST` (read_uncommitted) for `partition`: the high
+/// watermark, or the partition's error code when the node answers an error.
 ///
 /// # Errors
 ///
@@ -363,6 +366,22 @@ pub fn latest_offset(
     topic: &str,
     partition: i32,
 ) -> Result<Result<i64, i16>, String> {
+    Ok(high_watermark(client, versions, topic, partition)?.map(|(offset, _)| offset))
+}
+
+/// ListOffsets `LATEST` (read_uncommitted) for `partition`: the high
+/// watermark and the answering leader's epoch (-1 before ListOffsets v4,
+/// KIP-320), or the partition's error code when the node answers an error.
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn high_watermark(
+    client: &mut RawClient,
+    versions: &Versions,
+    topic: &str,
+    partition: i32,
+) -> Result<Result<(i64, i32), i16>, String> {
     let request = ListOffsetsRequest::default()
         .with_replica_id((-1).into())
         .with_isolation_level(0)
@@ -381,8 +400,35 @@ pub fn latest_offset(
         .and_then(|t| t.partitions.iter().find(|p| p.partition_index == partition))
         .ok_or_else(|| "ListOffsets: the response lacks the partition".to_owned())?;
     Ok(if p.error_code == 0 {
-        Ok(p.offset)
+        Ok((p.offset, p.leader_epoch))
     } else {
         Err(p.error_code)
     })
+}
+
+/// DescribeQuorum of `__cluster_metadata`: the quorum leader's id (-1 when
+/// unknown) and the quorum epoch as the node knows them (KIP-595).
+///
+/// # Errors
+///
+/// A message when the request fails or answers an error.
+pub fn quorum_state(client: &mut RawClient, versions: &Versions) -> Result<(i32, i32), String> {
+    let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+    let response = client
+        .send(&request, versions.describe_quorum)
+        .map_err(|e| format!("DescribeQuorum: {e}"))?;
+    if response.error_code != 0 {
+        return Err(format!("DescribeQuorum: {}", error_name(response.error_code)));
+    }
+    let p = response
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .ok_or_else(|| "DescribeQuorum: the response lacks the partition".to_owned())?;
+    if p.error_code != 0 {
+        return Err(format!("DescribeQuorum: {}", error_name(p.error_code)));
+    }
+    Ok((p.leader_id.0, p.leader_epoch))
 }

@@ -45,6 +45,9 @@ pub enum SendOutcome {
 pub struct Send {
     /// Milliseconds since the run started, when the send began.
     pub at_ms: u64,
+    /// Milliseconds since the run started, when its outcome was learnt
+    /// (for an acknowledgement: when the answer arrived).
+    pub done_ms: u64,
     /// The producer.
     pub process: ProcessId,
     /// The record's value, unique within the run.
@@ -123,11 +126,76 @@ pub struct Drain {
     pub incomplete: BTreeMap<i32, String>,
 }
 
+/// One answer the workload's watcher got from one node: what the node said
+/// about leadership, high watermarks or the metadata quorum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    /// Milliseconds since the run started, when the request was sent.
+    pub sent_ms: u64,
+    /// Milliseconds since the run started, when the answer arrived.
+    pub received_ms: u64,
+    /// The node that answered.
+    pub node: i32,
+    /// What it said.
+    pub observed: Observed,
+}
+
+/// The content of an [`Observation`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observed {
+    /// Metadata: the partition's leader (-1 for none) and leader epoch.
+    Leader {
+        /// The partition.
+        partition: i32,
+        /// The leader's node id, or -1.
+        leader: i32,
+        /// The leader epoch.
+        leader_epoch: i32,
+    },
+    /// ListOffsets `LATEST` (read_uncommitted) answered NONE by a node that
+    /// believed it led the partition: its high watermark and the leader
+    /// epoch it answered with (KIP-320; -1 when the version lacks it).
+    HighWatermark {
+        /// The partition.
+        partition: i32,
+        /// The high watermark (the offset after the last committed record).
+        offset: i64,
+        /// The answering leader's epoch.
+        leader_epoch: i32,
+    },
+    /// DescribeQuorum: the metadata quorum's leader and epoch (raft term)
+    /// as the node knows them.
+    Quorum {
+        /// The quorum leader's node id, or -1.
+        leader: i32,
+        /// The quorum epoch.
+        epoch: i32,
+    },
+}
+
+/// Whether the clients made progress once the cluster was healthy again:
+/// the run keeps them running after the recovery until every producer had
+/// a send acknowledged and every consumer read a record, or the bound
+/// ([`super::checker::PROGRESS_BOUND_MS`]) passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Milliseconds since the run started, when every partition had a
+    /// leader and its full ISR after the final heal.
+    pub healthy_at_ms: u64,
+    /// Milliseconds since the run started, when the clients were stopped.
+    pub stopped_at_ms: u64,
+}
+
 /// Everything one run recorded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct History {
     /// Partitions of the workload's topic (0..partitions).
     pub partitions: i32,
+    /// Producer processes (ids 1..=producers).
+    pub producers: u32,
+    /// Consumer threads (thread `t` runs processes `1000 + t`, `1100 + t`,
+    /// ...: process id modulo 100).
+    pub consumers: u32,
     /// Sends, in the order they completed.
     pub sends: Vec<Send>,
     /// Polls, in the order they arrived.
@@ -138,6 +206,11 @@ pub struct History {
     pub recovery: Option<Recovery>,
     /// The final drain (`None` when it did not run).
     pub drain: Option<Drain>,
+    /// The watcher's observations, in the order they arrived.
+    pub observations: Vec<Observation>,
+    /// Progress after the recovery (`None` when the cluster never
+    /// recovered: reported as `unavailable-after-heal` instead).
+    pub progress: Option<Progress>,
 }
 
 impl History {
@@ -169,6 +242,18 @@ impl History {
         if let Some(r) = &self.recovery {
             timed.push((r.healed_at_ms, format!("healed; {r:?}")));
         }
+        for o in &self.observations {
+            timed.push((
+                o.sent_ms,
+                format!(
+                    "watch node {} (answered at {} ms) {:?}",
+                    o.node, o.received_ms, o.observed
+                ),
+            ));
+        }
+        if let Some(p) = &self.progress {
+            timed.push((p.stopped_at_ms, format!("clients stopped; {p:?}")));
+        }
         timed.sort_by_key(|(at, _)| *at);
         let mut lines: Vec<String> = timed
             .into_iter()
@@ -197,6 +282,7 @@ mod tests {
             partitions: 1,
             sends: vec![Send {
                 at_ms: 30,
+                done_ms: 35,
                 process: 1,
                 value: "1-0".into(),
                 partition: 0,
@@ -220,6 +306,7 @@ mod tests {
                 records: BTreeMap::from([(0, vec![(0, "1-0".into())])]),
                 incomplete: BTreeMap::new(),
             }),
+            ..History::default()
         };
         let lines = history.lines();
         assert_eq!(lines.len(), 5, "{lines:#?}");

@@ -25,7 +25,9 @@ use rand_chacha::ChaCha8Rng;
 use uuid::Uuid;
 
 use super::client::{self, error_name, Versions};
-use super::history::{Drain, History, Poll, ProcessId, Send, SendOutcome};
+use super::history::{
+    Drain, History, Observation, Observed, Poll, ProcessId, Progress, Send, SendOutcome,
+};
 use crate::RawClient;
 
 /// How long one send is retried before its outcome is unknown.
@@ -42,6 +44,8 @@ const METADATA_TIMEOUT: Duration = Duration::from_secs(1);
 const CONSUMER_RESTART: Duration = Duration::from_secs(8);
 /// Pause before retrying after an error.
 const BACKOFF: Duration = Duration::from_millis(100);
+/// Pause between two rounds of the watcher over every node.
+const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 
 // Kafka error codes (protocol guide, "Error Codes") the clients act on.
 const REQUEST_TIMED_OUT: i16 = 7;
@@ -237,6 +241,8 @@ impl Queue {
         let shared = Arc::new(Shared {
             history: Mutex::new(History {
                 partitions: spec.partitions,
+                producers: spec.producers,
+                consumers: spec.consumers,
                 ..History::default()
             }),
             spec,
@@ -260,7 +266,39 @@ impl Queue {
             let shared = shared.clone();
             threads.push(std::thread::spawn(move || consume_loop(&shared, 1_001 + c)));
         }
+        let watcher = shared.clone();
+        threads.push(std::thread::spawn(move || watch_loop(&watcher)));
         Ok(Self { shared, threads })
+    }
+
+    /// Milliseconds since the run started.
+    pub fn now_ms(&self) -> u64 {
+        self.shared.now_ms()
+    }
+
+    /// Keeps the clients running until every producer had a send
+    /// acknowledged and every consumer thread read a record after
+    /// `healthy_at_ms` (ms since the run started), or `bound` passes; then
+    /// records the [`Progress`] for the checker's `stuck-producer` and
+    /// `stuck-consumer`.
+    pub fn wait_for_progress(&self, healthy_at_ms: u64, bound: Duration) {
+        let deadline = Instant::now() + bound;
+        loop {
+            let done = {
+                let history = self.shared.history.lock().unwrap();
+                stuck_producers(&history, healthy_at_ms).is_empty()
+                    && stuck_consumers(&history, healthy_at_ms).is_empty()
+            };
+            if done || Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(BACKOFF);
+        }
+        let stopped_at_ms = self.shared.now_ms();
+        self.shared.history.lock().unwrap().progress = Some(Progress {
+            healthy_at_ms,
+            stopped_at_ms,
+        });
     }
 
     /// Stops the clients (a producer finishes its send in flight, within
@@ -316,6 +354,7 @@ fn produce_loop(shared: &Shared, process: ProcessId, seed: u64) {
         let sequence = sequences.get(&partition).copied().unwrap_or(0);
         let batch = client::idempotent_batch(producer_id, epoch, sequence, &value);
         let outcome = send(shared, &mut connections, partition, batch);
+        let done_ms = shared.now_ms();
         if matches!(outcome, SendOutcome::Ack { .. }) {
             sequences.insert(partition, sequence + 1);
         } else {
@@ -323,6 +362,7 @@ fn produce_loop(shared: &Shared, process: ProcessId, seed: u64) {
         }
         shared.history.lock().unwrap().sends.push(Send {
             at_ms,
+            done_ms,
             process,
             value,
             partition,
@@ -480,6 +520,126 @@ fn consume_loop(shared: &Shared, first_process: ProcessId) {
             }
         }
     }
+}
+
+/// Producers (1..=producers) without an acknowledged send learnt at or
+/// after `since_ms`.
+pub fn stuck_producers(history: &History, since_ms: u64) -> Vec<ProcessId> {
+    (1..=history.producers)
+        .filter(|p| {
+            !history.sends.iter().any(|s| {
+                s.process == *p
+                    && s.done_ms >= since_ms
+                    && matches!(s.outcome, SendOutcome::Ack { .. })
+            })
+        })
+        .collect()
+}
+
+/// Consumer threads (1..=consumers; a poll's thread is its process id
+/// modulo 100) without a poll at or after `since_ms`.
+pub fn stuck_consumers(history: &History, since_ms: u64) -> Vec<u32> {
+    (1..=history.consumers)
+        .filter(|t| {
+            !history
+                .polls
+                .iter()
+                .any(|p| p.process % 100 == *t && p.at_ms >= since_ms)
+        })
+        .collect()
+}
+
+/// The watcher: every [`WATCH_INTERVAL`] asks each node in turn for the
+/// topic's Metadata (leader and leader epoch per partition), for the high
+/// watermark of every partition it says it leads (ListOffsets `LATEST`,
+/// answered with its leader epoch) and for the metadata quorum's leader and
+/// epoch (DescribeQuorum), and records every answer as an [`Observation`]
+/// for the checker's regression and split-brain checks. A node that does
+/// not answer within [`METADATA_TIMEOUT`] is skipped for the round.
+fn watch_loop(shared: &Shared) {
+    let mut connections: BTreeMap<i32, RawClient> = BTreeMap::new();
+    while !shared.stop.load(Ordering::SeqCst) {
+        for (i, address) in shared.addresses.iter().enumerate() {
+            let node = i as i32 + 1;
+            let client = match connections.entry(node) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    match connect_with_timeout(address, METADATA_TIMEOUT) {
+                        Ok(c) => v.insert(c),
+                        Err(_) => continue,
+                    }
+                }
+            };
+            if watch_node(shared, client, node).is_err() {
+                connections.remove(&node);
+            }
+        }
+        std::thread::sleep(WATCH_INTERVAL);
+    }
+}
+
+/// One watcher round on `node`; `Err` when a request failed (the
+/// connection is then dropped).
+fn watch_node(shared: &Shared, client: &mut RawClient, node: i32) -> Result<(), String> {
+    let mut observed = Vec::new();
+    let sent_ms = shared.now_ms();
+    let state = client::topic_state(client, &shared.versions, &shared.spec.topic)?;
+    let received_ms = shared.now_ms();
+    let led: Vec<i32> = state
+        .iter()
+        .flat_map(|s| &s.partitions)
+        .filter(|p| p.error == 0)
+        .map(|p| {
+            observed.push(Observation {
+                sent_ms,
+                received_ms,
+                node,
+                observed: Observed::Leader {
+                    partition: p.partition,
+                    leader: p.leader,
+                    leader_epoch: p.leader_epoch,
+                },
+            });
+            p
+        })
+        .filter(|p| p.leader == node)
+        .map(|p| p.partition)
+        .collect();
+    let result = (|| {
+        for partition in led {
+            let sent_ms = shared.now_ms();
+            let answer =
+                client::high_watermark(client, &shared.versions, &shared.spec.topic, partition)?;
+            if let Ok((offset, leader_epoch)) = answer {
+                observed.push(Observation {
+                    sent_ms,
+                    received_ms: shared.now_ms(),
+                    node,
+                    observed: Observed::HighWatermark {
+                        partition,
+                        offset,
+                        leader_epoch,
+                    },
+                });
+            }
+        }
+        let sent_ms = shared.now_ms();
+        let (leader, epoch) = client::quorum_state(client, &shared.versions)?;
+        observed.push(Observation {
+            sent_ms,
+            received_ms: shared.now_ms(),
+            node,
+            observed: Observed::Quorum { leader, epoch },
+        });
+        Ok(())
+    })();
+    shared
+        .history
+        .lock()
+        .unwrap()
+        .observations
+        .extend(observed);
+    result
 }
 
 /// Reads every partition from offset 0 to the high watermark its leader

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::checker::{self, Report, RECOVERY_BOUND_MS};
+use super::checker::{self, Report, PROGRESS_BOUND_MS, RECOVERY_BOUND_MS};
 use super::client::Versions;
 use super::cluster::{ChaosCluster, SESSION_TIMEOUT};
 use super::history::{History, NemesisEvent, Recovery, SendOutcome};
@@ -231,6 +231,12 @@ fn run_on(
         ready_after_ms: recovery.as_ref().ok().map(|d| d.as_millis() as u64),
         last_state: recovery.err().unwrap_or_default(),
     };
+    if let Some(ready_after_ms) = recovery.ready_after_ms {
+        workload.wait_for_progress(
+            recovery.healed_at_ms + ready_after_ms,
+            Duration::from_millis(PROGRESS_BOUND_MS),
+        );
+    }
     let mut history = workload.finish();
     history.nemesis = std::mem::take(&mut *nemesis_events.lock().unwrap());
     history.recovery = Some(recovery);
