@@ -519,7 +519,7 @@ fn check_epochs(history: &History, report: &mut Report) {
     let mut leaders: BTreeMap<(i32, i32), BTreeMap<i32, String>> = BTreeMap::new();
     let mut ordered: Vec<&Observation> = history.observations.iter().collect();
     ordered.sort_by_key(|o| o.sent_ms);
-    let mut add = |report: &mut Report, kind, text: String| {
+    let add = |report: &mut Report, kind, text: String| {
         if report.count(kind) < EXAMPLES {
             report.add(kind, text);
         }

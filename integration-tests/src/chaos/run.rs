@@ -54,6 +54,8 @@ pub struct RunResult {
     pub reads: usize,
     /// Nemesis actions taken (signals and restarts).
     pub actions: usize,
+    /// Answers the watcher recorded (leaders, high watermarks, quorum).
+    pub observations: usize,
     /// The checker's report.
     pub report: Report,
     /// A failure outside the history (the cluster or topic did not come up).
@@ -77,7 +79,7 @@ impl RunResult {
             None => self.report.summary(),
         };
         format!(
-            "{:<6} {:<16} {:>20} {:>7} {:>7} {:>7} {:>8} {:>6.0}s  {}",
+            "{:<6} {:<16} {:>20} {:>7} {:>7} {:>7} {:>8} {:>7} {:>6.0}s  {}",
             self.spec.workload,
             self.spec.faults_text(),
             self.spec.seed,
@@ -85,6 +87,7 @@ impl RunResult {
             self.sends,
             self.acknowledged,
             self.reads,
+            self.observations,
             self.elapsed.as_secs_f64(),
             anomalies
         )
@@ -93,8 +96,8 @@ impl RunResult {
     /// The header line over [`Self::row`]s.
     pub fn header() -> String {
         format!(
-            "{:<6} {:<16} {:>20} {:>7} {:>7} {:>7} {:>8} {:>7}  anomalies",
-            "run", "faults", "seed", "actions", "sends", "acked", "reads", "time"
+            "{:<6} {:<16} {:>20} {:>7} {:>7} {:>7} {:>8} {:>7} {:>7}  anomalies",
+            "run", "faults", "seed", "actions", "sends", "acked", "reads", "watched", "time"
         )
     }
 
@@ -145,6 +148,7 @@ pub fn run(spec: &RunSpec, out_dir: &Path) -> RunResult {
         acknowledged: 0,
         reads: 0,
         actions: 0,
+        observations: 0,
         report: Report::default(),
         error: None,
         elapsed: Duration::ZERO,
@@ -170,6 +174,7 @@ pub fn run(spec: &RunSpec, out_dir: &Path) -> RunResult {
     result.report = checker::check(&history);
     result.sends = history.sends.len();
     result.actions = history.nemesis.len();
+    result.observations = history.observations.len();
     result.acknowledged = history
         .sends
         .iter()
