@@ -18,7 +18,17 @@
 //! `ReplicaManager.fetchOffset`), at its first place.
 //!
 //! For a timestamp `t >= 0` the answer is the first record whose timestamp is
-//! at least `t`: storage finds the batch, this handler decodes it.
+//! at least `t` below the high watermark (the last fetchable offset of a
+//! consumer): storage finds the batch, this handler decodes it.
+//!
+//! A leader whose high watermark is still below the start offset of its
+//! leader epoch (just elected: its high watermark lags the previous
+//! leader's until the followers fetch) answers consumers'
+//! latest-offset and timestamp lookups that reach its high watermark
+//! with OFFSET_NOT_AVAILABLE (retriable) instead of an offset older than
+//! one the previous leader may have given (Kafka's
+//! `Partition.fetchOffsetForTimestamp`, `maybeOffsetsError`). Found by the
+//! chaos harness's `hw-regression` check (seed 1000).
 
 use std::collections::{HashMap, HashSet};
 
@@ -121,9 +131,14 @@ fn lookup(
     from_follower: bool,
 ) -> Result<(i64, i64), i16> {
     let unsupported = ResponseError::UnsupportedVersion.code();
+    // A consumer's last fetchable offset; a follower's is the log end.
+    let high_watermark = partition.high_watermark();
+    let lagging = !from_follower && partition.leader_epoch_start_offset() > high_watermark;
+    let not_available = ResponseError::OffsetNotAvailable.code();
     match timestamp {
         LATEST_TIMESTAMP if from_follower => Ok((-1, partition.log_end_offset())),
-        LATEST_TIMESTAMP => Ok((-1, partition.high_watermark())),
+        LATEST_TIMESTAMP if lagging => Err(not_available),
+        LATEST_TIMESTAMP => Ok((-1, high_watermark)),
         EARLIEST_TIMESTAMP => Ok((-1, partition.log_start_offset())),
         MAX_TIMESTAMP if version >= 7 => {
             let batch = partition
@@ -144,11 +159,16 @@ fn lookup(
             let batch = partition
                 .read_batch_for_timestamp(t)
                 .map_err(|e| storage_error_code(&e))?;
-            Ok(batch
+            let found = batch
                 .and_then(|b| {
                     find_record(b, |ts, offset| ts >= t && offset >= log_start_offset, false)
                 })
-                .unwrap_or((-1, -1)))
+                .filter(|&(_, offset)| from_follower || offset < high_watermark);
+            match found {
+                Some(found) => Ok(found),
+                None if lagging => Err(not_available),
+                None => Ok((-1, -1)),
+            }
         }
     }
 }
@@ -176,5 +196,80 @@ fn find_record(batch: Bytes, wanted: impl Fn(i64, i64) -> bool, max: bool) -> Op
             .filter(|r| wanted(r.timestamp, r.offset))
             .map(|r| (r.timestamp, r.offset))
             .next()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    use uuid::Uuid;
+    use weir_storage::{Log, LogConfig, TopicPartition};
+
+    use super::*;
+    use crate::partition::tests::batch;
+    use crate::partition::Registration;
+
+    fn registration<'a>(
+        isr: &'a [i32],
+        leader_epoch: i32,
+        partition_epoch: i32,
+        alive: &'a BTreeMap<i32, i64>,
+    ) -> Registration<'a> {
+        Registration {
+            local_broker_id: 1,
+            replicas: &[1, 2],
+            isr,
+            leader_epoch,
+            partition_epoch,
+            min_insync_replicas: 1,
+            alive,
+            max_lag_ms: 30_000,
+        }
+    }
+
+    /// Chaos seed 1000 (`hw-regression`): a follower elected leader with
+    /// a high watermark below its log end answered ListOffsets latest with
+    /// that stale high watermark, one below an offset the previous leader
+    /// had acknowledged. Kafka answers OFFSET_NOT_AVAILABLE until the high
+    /// watermark reaches the leader epoch's start offset, and finds no
+    /// timestamp at or above the high watermark.
+    #[test]
+    fn chaos_seed_1000_a_new_leader_with_a_lagging_high_watermark_answers_offset_not_available() {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("hw", 0);
+        let log = Log::open(dir.path().to_path_buf(), tp.clone(), LogConfig::default(), 0, 0).unwrap();
+        let partition = Partition::new(tp, Uuid::new_v4(), Arc::new(Mutex::new(log)), 0);
+        let alive = BTreeMap::from([(1, 10), (2, 20)]);
+        partition.become_follower(&registration(&[1, 2], 1, 1, &alive));
+        partition
+            .append_as_follower(&batch("acknowledged by the old leader"), 1)
+            .unwrap()
+            .expect("a follower of epoch 1");
+        partition.update_follower_offsets(0, 0).unwrap();
+        assert_eq!(partition.high_watermark(), 0);
+
+        partition
+            .become_leader(&registration(&[1, 2], 2, 2, &alive), 0)
+            .unwrap();
+        assert_eq!(partition.leader_epoch_start_offset(), 1);
+        let not_available = Err(ResponseError::OffsetNotAvailable.code());
+        assert_eq!(lookup(&partition, 9, LATEST_TIMESTAMP, false), not_available);
+        assert_eq!(lookup(&partition, 9, 0, false), not_available);
+        // A follower's ListOffsets still gets the log end.
+        assert_eq!(lookup(&partition, 9, LATEST_TIMESTAMP, true), Ok((-1, 1)));
+        assert_eq!(lookup(&partition, 9, EARLIEST_TIMESTAMP, false), Ok((-1, 0)));
+
+        // Broker 2 is fenced and leaves the ISR: the high watermark reaches
+        // the log end.
+        let leader_only = BTreeMap::from([(1, 10)]);
+        partition
+            .become_leader(&registration(&[1], 2, 3, &leader_only), 0)
+            .unwrap();
+        assert_eq!(partition.high_watermark(), 1);
+        assert_eq!(lookup(&partition, 9, LATEST_TIMESTAMP, false), Ok((-1, 1)));
+        assert_eq!(lookup(&partition, 9, 0, false), Ok((1_000, 0)));
+        assert_eq!(lookup(&partition, 9, 2_000, false), Ok((-1, -1)));
     }
 }

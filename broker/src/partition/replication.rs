@@ -547,6 +547,15 @@ impl Partition {
         self.forget_high_watermark_metadata();
     }
 
+    /// The offset this broker's leadership of the current leader epoch
+    /// began at: its log end offset when it became leader (Kafka's
+    /// `Partition.leaderEpochStartOffsetOpt`); 0 for a standalone replica.
+    /// A client-facing answer about "latest" waits until the high watermark
+    /// reaches it (see `handlers::list_offsets`).
+    pub fn leader_epoch_start_offset(&self) -> i64 {
+        self.replication_state().leader.leader_epoch_start_offset
+    }
+
     /// The epoch of the log's last batch, for a follower's Fetch
     /// (`LastFetchedEpoch`, KIP-320); `None` for a log without epochs.
     pub fn latest_epoch(&self) -> Option<i32> {
