@@ -239,7 +239,14 @@ mod tests {
     fn chaos_seed_1000_a_new_leader_with_a_lagging_high_watermark_answers_offset_not_available() {
         let dir = tempfile::tempdir().unwrap();
         let tp = TopicPartition::new("hw", 0);
-        let log = Log::open(dir.path().to_path_buf(), tp.clone(), LogConfig::default(), 0, 0).unwrap();
+        let log = Log::open(
+            dir.path().to_path_buf(),
+            tp.clone(),
+            LogConfig::default(),
+            0,
+            0,
+        )
+        .unwrap();
         let partition = Partition::new(tp, Uuid::new_v4(), Arc::new(Mutex::new(log)), 0);
         let alive = BTreeMap::from([(1, 10), (2, 20)]);
         partition.become_follower(&registration(&[1, 2], 1, 1, &alive));
@@ -255,11 +262,17 @@ mod tests {
             .unwrap();
         assert_eq!(partition.leader_epoch_start_offset(), 1);
         let not_available = Err(ResponseError::OffsetNotAvailable.code());
-        assert_eq!(lookup(&partition, 9, LATEST_TIMESTAMP, false), not_available);
+        assert_eq!(
+            lookup(&partition, 9, LATEST_TIMESTAMP, false),
+            not_available
+        );
         assert_eq!(lookup(&partition, 9, 0, false), not_available);
         // A follower's ListOffsets still gets the log end.
         assert_eq!(lookup(&partition, 9, LATEST_TIMESTAMP, true), Ok((-1, 1)));
-        assert_eq!(lookup(&partition, 9, EARLIEST_TIMESTAMP, false), Ok((-1, 0)));
+        assert_eq!(
+            lookup(&partition, 9, EARLIEST_TIMESTAMP, false),
+            Ok((-1, 0))
+        );
 
         // Broker 2 is fenced and leaves the ISR: the high watermark reaches
         // the log end.

@@ -37,6 +37,19 @@
 //! - `two-leaders`: two nodes named leader of one partition in one leader
 //!   epoch, or of the metadata quorum in one quorum epoch, by any answers.
 //!
+//! Metadata, from the churn workload's operations and every node's final
+//! Metadata (issue 17 scope 3):
+//! - `lost-topic`: a topic whose CreateTopics was acknowledged, never sent a
+//!   delete that may have happened, missing from a node.
+//! - `resurrected-topic`: a topic whose DeleteTopics was acknowledged still
+//!   listed by a node.
+//! - `lost-partitions`: fewer partitions on a node than an acknowledged
+//!   CreatePartitions gave a topic that was not deleted.
+//! - `failed-op-applied`: a topic, or a partition count, that only a
+//!   definitely refused operation asked for.
+//! - `metadata-divergence`: the nodes' final Metadata differing (or a node
+//!   not answering) for [`RECOVERY_BOUND_MS`] after the clients stopped.
+//!
 //! Liveness (issue 17): every partition has a leader and its full ISR within
 //! [`RECOVERY_BOUND_MS`] of the final heal (`unavailable-after-heal`), the
 //! drain reads every partition to its end within [`DRAIN_BOUND_MS`]
@@ -49,7 +62,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::history::{History, NodeProblem, Observation, Observed, SendOutcome};
+use super::churn;
+use super::history::{
+    Churn, ChurnOutcome, History, NodeProblem, Observation, Observed, SendOutcome,
+};
 use super::queue::{stuck_consumers, stuck_producers};
 
 /// How long after the final heal every partition must have a leader and
@@ -106,6 +122,16 @@ pub enum AnomalyKind {
     StuckProducer,
     /// A consumer without a read once the cluster was healthy.
     StuckConsumer,
+    /// An acknowledged topic missing.
+    LostTopic,
+    /// A deleted topic back.
+    ResurrectedTopic,
+    /// Acknowledged partitions missing.
+    LostPartitions,
+    /// A refused metadata operation visible.
+    FailedOpApplied,
+    /// Nodes disagreeing on the final metadata.
+    MetadataDivergence,
 }
 
 impl AnomalyKind {
@@ -131,6 +157,11 @@ impl AnomalyKind {
             Self::TwoLeaders => "two-leaders",
             Self::StuckProducer => "stuck-producer",
             Self::StuckConsumer => "stuck-consumer",
+            Self::LostTopic => "lost-topic",
+            Self::ResurrectedTopic => "resurrected-topic",
+            Self::LostPartitions => "lost-partitions",
+            Self::FailedOpApplied => "failed-op-applied",
+            Self::MetadataDivergence => "metadata-divergence",
         }
     }
 }
@@ -188,6 +219,7 @@ pub fn check(history: &History) -> Report {
     check_high_watermarks(history, &mut report);
     check_epochs(history, &mut report);
     check_progress(history, &mut report);
+    check_churn(history, &mut report);
     report
 }
 
@@ -481,7 +513,10 @@ fn check_high_watermarks(history: &History, report: &mut Report) {
             s.done_ms,
             epoch.unwrap_or(i32::MIN),
             offset + 1,
-            format!("{} acknowledged at offset {offset} at {} ms", s.value, s.done_ms),
+            format!(
+                "{} acknowledged at offset {offset} at {} ms",
+                s.value, s.done_ms
+            ),
         ));
     }
     let mut found = 0;
@@ -534,14 +569,18 @@ fn check_epochs(history: &History, report: &mut Report) {
                 partition,
                 leader_epoch,
                 leader,
-                last_leader_epoch.entry((o.node, partition)).or_insert((leader_epoch, o.sent_ms)),
+                last_leader_epoch
+                    .entry((o.node, partition))
+                    .or_insert((leader_epoch, o.sent_ms)),
                 AnomalyKind::LeaderEpochRegression,
             ),
             Observed::Quorum { leader, epoch } => (
                 -1,
                 epoch,
                 leader,
-                last_quorum_epoch.entry(o.node).or_insert((epoch, o.sent_ms)),
+                last_quorum_epoch
+                    .entry(o.node)
+                    .or_insert((epoch, o.sent_ms)),
                 AnomalyKind::QuorumEpochRegression,
             ),
             Observed::HighWatermark { .. } => continue,
@@ -565,15 +604,124 @@ fn check_epochs(history: &History, report: &mut Report) {
         }
         if leader >= 0 {
             let named = leaders.entry((key, epoch)).or_default();
-            if !named.contains_key(&leader) {
-                named.insert(leader, format!("node {} at {} ms", o.node, o.sent_ms));
-                if named.len() > 1 {
-                    add(
-                        report,
-                        AnomalyKind::TwoLeaders,
-                        format!("{what} epoch {epoch}: leaders (first named by) {named:?}"),
-                    );
+            let before = named.len();
+            named
+                .entry(leader)
+                .or_insert_with(|| format!("node {} at {} ms", o.node, o.sent_ms));
+            if named.len() > before && named.len() > 1 {
+                add(
+                    report,
+                    AnomalyKind::TwoLeaders,
+                    format!("{what} epoch {epoch}: leaders (first named by) {named:?}"),
+                );
+            }
+        }
+    }
+}
+
+/// What the churn's operations say about one topic.
+#[derive(Debug, Default)]
+struct TopicOps {
+    created: Option<bool>,
+    create_failed: bool,
+    deleted: bool,
+    maybe_deleted: bool,
+    /// The highest partition count acknowledged.
+    acknowledged_count: i32,
+    /// The highest partition count any operation not refused asked for.
+    possible_count: i32,
+}
+
+/// `lost-topic`, `resurrected-topic`, `lost-partitions`,
+/// `failed-op-applied` and `metadata-divergence`.
+fn check_churn(history: &History, report: &mut Report) {
+    let Some(metadata) = &history.final_metadata else {
+        return;
+    };
+    if !churn::agreed(metadata) {
+        report.add(
+            AnomalyKind::MetadataDivergence,
+            format!("the nodes' final Metadata: {:?}", metadata.nodes),
+        );
+    }
+    let mut topics: BTreeMap<&str, TopicOps> = BTreeMap::new();
+    for c in &history.churn {
+        let (ok, refused) = match c.outcome {
+            ChurnOutcome::Ok => (true, false),
+            ChurnOutcome::Fail(_) => (false, true),
+            ChurnOutcome::Unknown(_) => (false, false),
+        };
+        match &c.op {
+            Churn::Create { topic } => {
+                let t = topics.entry(topic).or_default();
+                t.created = Some(ok);
+                t.create_failed = refused;
+                if !refused {
+                    t.possible_count = t.possible_count.max(1);
                 }
+                if ok {
+                    t.acknowledged_count = t.acknowledged_count.max(1);
+                }
+            }
+            Churn::Delete { topic } => {
+                let t = topics.entry(topic).or_default();
+                t.deleted |= ok;
+                t.maybe_deleted |= !refused;
+            }
+            Churn::AddPartitions { topic, count } => {
+                let t = topics.entry(topic).or_default();
+                if ok {
+                    t.acknowledged_count = t.acknowledged_count.max(*count);
+                }
+                if !refused {
+                    t.possible_count = t.possible_count.max(*count);
+                }
+            }
+            Churn::ElectLeaders { .. } => {}
+        }
+    }
+    for (node, read) in &metadata.nodes {
+        let Ok(listed) = read else { continue };
+        for (topic, ops) in &topics {
+            let found = listed.get(*topic).copied();
+            match found {
+                None if ops.created == Some(true) && !ops.maybe_deleted => report.add(
+                    AnomalyKind::LostTopic,
+                    format!("{topic}: created, never deleted, missing on node {node}"),
+                ),
+                Some(count) if ops.deleted => report.add(
+                    AnomalyKind::ResurrectedTopic,
+                    format!("{topic}: deleted, listed by node {node} with {count} partitions"),
+                ),
+                Some(count) if ops.create_failed => report.add(
+                    AnomalyKind::FailedOpApplied,
+                    format!("{topic}: its creation was refused, node {node} lists {count} partitions"),
+                ),
+                Some(count) if !ops.maybe_deleted && count < ops.acknowledged_count => {
+                    report.add(
+                        AnomalyKind::LostPartitions,
+                        format!(
+                            "{topic}: {} partitions acknowledged, node {node} lists {count}",
+                            ops.acknowledged_count
+                        ),
+                    )
+                }
+                Some(count) if count > ops.possible_count => report.add(
+                    AnomalyKind::FailedOpApplied,
+                    format!(
+                        "{topic}: node {node} lists {count} partitions, only refused operations asked for more than {}",
+                        ops.possible_count
+                    ),
+                ),
+                _ => {}
+            }
+        }
+        for topic in listed.keys() {
+            if !topics.contains_key(topic.as_str()) {
+                report.add(
+                    AnomalyKind::FailedOpApplied,
+                    format!("{topic}: never created, listed by node {node}"),
+                );
             }
         }
     }
@@ -641,13 +789,15 @@ fn check_liveness(history: &History, report: &mut Report) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::history::{Drain, NemesisEvent, Poll, Progress, Recovery, Send};
+    use super::super::history::{
+        ChurnOp, Drain, FinalMetadata, NemesisEvent, Poll, Progress, Recovery, Send,
+    };
     use super::*;
 
     fn ack(process: u32, value: &str, partition: i32, offset: i64) -> Send {
         Send {
             at_ms: 0,
-                done_ms: 0,
+            done_ms: 0,
             process,
             value: value.to_owned(),
             partition,
@@ -796,7 +946,7 @@ mod tests {
         history.polls.push(poll(11, 0, &[(0, "a"), (1, "x")]));
         history.sends.push(Send {
             at_ms: 0,
-                done_ms: 0,
+            done_ms: 0,
             process: 3,
             value: "x".into(),
             partition: 0,
@@ -865,7 +1015,7 @@ mod tests {
         let mut history = valid();
         history.sends.push(Send {
             at_ms: 0,
-                done_ms: 0,
+            done_ms: 0,
             process: 1,
             value: "f".into(),
             partition: 0,
@@ -1000,13 +1150,27 @@ mod tests {
             watched(20, 21, 2, leader(2, 4)),
             // Another node may lag behind.
             watched(30, 31, 3, leader(1, 3)),
-            watched(40, 41, 1, Observed::Quorum { leader: 2, epoch: 7 }),
+            watched(
+                40,
+                41,
+                1,
+                Observed::Quorum {
+                    leader: 2,
+                    epoch: 7,
+                },
+            ),
         ];
         assert_kinds(&history, &[]);
         history.observations.push(watched(50, 51, 2, leader(1, 3)));
-        history
-            .observations
-            .push(watched(60, 61, 1, Observed::Quorum { leader: 2, epoch: 6 }));
+        history.observations.push(watched(
+            60,
+            61,
+            1,
+            Observed::Quorum {
+                leader: 2,
+                epoch: 6,
+            },
+        ));
         assert_kinds(
             &history,
             &[
@@ -1037,8 +1201,24 @@ mod tests {
             "{report:#?}"
         );
         history.observations = vec![
-            watched(10, 11, 1, Observed::Quorum { leader: 1, epoch: 2 }),
-            watched(20, 21, 2, Observed::Quorum { leader: 2, epoch: 2 }),
+            watched(
+                10,
+                11,
+                1,
+                Observed::Quorum {
+                    leader: 1,
+                    epoch: 2,
+                },
+            ),
+            watched(
+                20,
+                21,
+                2,
+                Observed::Quorum {
+                    leader: 2,
+                    epoch: 2,
+                },
+            ),
         ];
         assert_kinds(&history, &[AnomalyKind::TwoLeaders]);
     }
@@ -1071,5 +1251,140 @@ mod tests {
         );
         assert!(report.anomalies[&AnomalyKind::StuckProducer][0].starts_with("p2:"));
         assert!(report.anomalies[&AnomalyKind::StuckConsumer][0].contains("thread 2"));
+    }
+
+    fn churned(op: Churn, outcome: ChurnOutcome) -> ChurnOp {
+        ChurnOp {
+            at_ms: 0,
+            done_ms: 0,
+            op,
+            outcome,
+        }
+    }
+
+    fn topic(name: &str) -> String {
+        name.to_owned()
+    }
+
+    /// Churn ops: churn-1 created and grown to 2 partitions, churn-2
+    /// created and deleted, churn-3 refused, churn-4 unknown; both nodes
+    /// list churn-1 (2 partitions) and churn-4.
+    fn churn_history() -> History {
+        let mut history = valid();
+        history.churn = vec![
+            churned(
+                Churn::Create {
+                    topic: topic("churn-1"),
+                },
+                ChurnOutcome::Ok,
+            ),
+            churned(
+                Churn::AddPartitions {
+                    topic: topic("churn-1"),
+                    count: 2,
+                },
+                ChurnOutcome::Ok,
+            ),
+            churned(
+                Churn::Create {
+                    topic: topic("churn-2"),
+                },
+                ChurnOutcome::Ok,
+            ),
+            churned(
+                Churn::Delete {
+                    topic: topic("churn-2"),
+                },
+                ChurnOutcome::Ok,
+            ),
+            churned(
+                Churn::Create {
+                    topic: topic("churn-3"),
+                },
+                ChurnOutcome::Fail("InvalidReplicationFactor".into()),
+            ),
+            churned(
+                Churn::Create {
+                    topic: topic("churn-4"),
+                },
+                ChurnOutcome::Unknown("timed out".into()),
+            ),
+            churned(
+                Churn::ElectLeaders {
+                    topic: topic("queue"),
+                },
+                ChurnOutcome::Ok,
+            ),
+        ];
+        let listed = BTreeMap::from([(topic("churn-1"), 2), (topic("churn-4"), 1)]);
+        history.final_metadata = Some(FinalMetadata {
+            nodes: BTreeMap::from([(1, Ok(listed.clone())), (2, Ok(listed))]),
+        });
+        history
+    }
+
+    fn listed_by(history: &mut History, node: i32) -> &mut BTreeMap<String, i32> {
+        history
+            .final_metadata
+            .as_mut()
+            .unwrap()
+            .nodes
+            .get_mut(&node)
+            .unwrap()
+            .as_mut()
+            .unwrap()
+    }
+
+    #[test]
+    fn metadata_matching_the_acknowledged_churn_has_no_anomaly() {
+        assert_kinds(&churn_history(), &[]);
+        let mut history = churn_history();
+        for node in [1, 2] {
+            listed_by(&mut history, node).remove("churn-4");
+        }
+        assert_kinds(&history, &[]);
+    }
+
+    #[test]
+    fn an_acknowledged_topic_or_partition_missing_is_lost() {
+        let mut history = churn_history();
+        listed_by(&mut history, 2).remove("churn-1");
+        assert_kinds(
+            &history,
+            &[AnomalyKind::LostTopic, AnomalyKind::MetadataDivergence],
+        );
+        let mut history = churn_history();
+        for node in [1, 2] {
+            listed_by(&mut history, node).insert(topic("churn-1"), 1);
+        }
+        assert_kinds(&history, &[AnomalyKind::LostPartitions]);
+    }
+
+    #[test]
+    fn a_deleted_topic_or_a_refused_one_listed_is_reported() {
+        let mut history = churn_history();
+        for node in [1, 2] {
+            listed_by(&mut history, node).insert(topic("churn-2"), 1);
+        }
+        assert_kinds(&history, &[AnomalyKind::ResurrectedTopic]);
+        let mut history = churn_history();
+        for node in [1, 2] {
+            listed_by(&mut history, node).insert(topic("churn-3"), 1);
+            listed_by(&mut history, node).insert(topic("churn-9"), 1);
+        }
+        let report = assert_kinds(&history, &[AnomalyKind::FailedOpApplied]);
+        assert_eq!(report.count(AnomalyKind::FailedOpApplied), 4);
+    }
+
+    #[test]
+    fn a_node_without_an_answer_is_a_divergence() {
+        let mut history = churn_history();
+        history
+            .final_metadata
+            .as_mut()
+            .unwrap()
+            .nodes
+            .insert(3, Err("connection refused".into()));
+        assert_kinds(&history, &[AnomalyKind::MetadataDivergence]);
     }
 }

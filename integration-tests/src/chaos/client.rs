@@ -6,15 +6,19 @@
 //! `kafka-protocol` crate speak, chosen once per run ([`Versions`]).
 
 use bytes::Bytes;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DescribeQuorumRequest, FetchRequest,
-    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, TopicName,
+    ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeQuorumRequest, ElectLeadersRequest, FetchRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::{Message, StrBytes};
 use kafka_protocol::records::Compression;
@@ -49,6 +53,12 @@ pub struct Versions {
     pub create_topics: i16,
     /// DescribeQuorum.
     pub describe_quorum: i16,
+    /// DeleteTopics.
+    pub delete_topics: i16,
+    /// CreatePartitions.
+    pub create_partitions: i16,
+    /// ElectLeaders.
+    pub elect_leaders: i16,
 }
 
 impl Versions {
@@ -87,6 +97,12 @@ impl Versions {
             init_producer_id: newest(ApiKey::InitProducerId, InitProducerIdRequest::VERSIONS.max)?,
             create_topics: newest(ApiKey::CreateTopics, CreateTopicsRequest::VERSIONS.max)?,
             describe_quorum: newest(ApiKey::DescribeQuorum, DescribeQuorumRequest::VERSIONS.max)?,
+            delete_topics: newest(ApiKey::DeleteTopics, DeleteTopicsRequest::VERSIONS.max)?,
+            create_partitions: newest(
+                ApiKey::CreatePartitions,
+                CreatePartitionsRequest::VERSIONS.max,
+            )?,
+            elect_leaders: newest(ApiKey::ElectLeaders, ElectLeadersRequest::VERSIONS.max)?,
         })
     }
 }
@@ -197,6 +213,115 @@ pub fn create_topic(
         .send(&request, versions.create_topics)
         .map_err(|e| format!("CreateTopics: {e}"))?;
     Ok(response.topics.first().map_or(-1, |t| t.error_code))
+}
+
+/// Sends DeleteTopics for `name` (by name at every version); returns the
+/// topic's error code.
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn delete_topic(
+    client: &mut RawClient,
+    versions: &Versions,
+    name: &str,
+) -> Result<i16, String> {
+    let topic = TopicName(StrBytes::from_string(name.to_owned()));
+    let mut request = DeleteTopicsRequest::default().with_timeout_ms(10_000);
+    if versions.delete_topics >= 6 {
+        request.topics = vec![DeleteTopicState::default().with_name(Some(topic))];
+    } else {
+        request.topic_names = vec![topic];
+    }
+    let response = client
+        .send(&request, versions.delete_topics)
+        .map_err(|e| format!("DeleteTopics: {e}"))?;
+    Ok(response.responses.first().map_or(-1, |t| t.error_code))
+}
+
+/// Sends CreatePartitions raising `name` to `count` partitions (replicas
+/// placed by the controller); returns the topic's error code.
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn create_partitions(
+    client: &mut RawClient,
+    versions: &Versions,
+    name: &str,
+    count: i32,
+) -> Result<i16, String> {
+    let request = CreatePartitionsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+            .with_count(count)]);
+    let response = client
+        .send(&request, versions.create_partitions)
+        .map_err(|e| format!("CreatePartitions: {e}"))?;
+    Ok(response.results.first().map_or(-1, |t| t.error_code))
+}
+
+/// Sends ElectLeaders (preferred, KIP-460) for `partitions` of `name`;
+/// returns the top-level error code, else the first partition error other
+/// than ELECTION_NOT_NEEDED (84), else 0.
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn elect_preferred_leaders(
+    client: &mut RawClient,
+    versions: &Versions,
+    name: &str,
+    partitions: Vec<i32>,
+) -> Result<i16, String> {
+    let request = ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_timeout_ms(10_000)
+        .with_topic_partitions(Some(vec![TopicPartitions::default()
+            .with_topic(TopicName(StrBytes::from_string(name.to_owned())))
+            .with_partitions(partitions)]));
+    let response = client
+        .send(&request, versions.elect_leaders)
+        .map_err(|e| format!("ElectLeaders: {e}"))?;
+    if response.error_code != 0 {
+        return Ok(response.error_code);
+    }
+    Ok(response
+        .replica_election_results
+        .iter()
+        .flat_map(|t| &t.partition_result)
+        .map(|p| p.error_code)
+        .find(|&code| code != 0 && code != 84)
+        .unwrap_or(0))
+}
+
+/// Every topic in the Metadata of `client`'s node with its partition
+/// count (topics whose entry carries an error are left out).
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn all_topics(
+    client: &mut RawClient,
+    versions: &Versions,
+) -> Result<std::collections::BTreeMap<String, i32>, String> {
+    let request = MetadataRequest::default()
+        .with_topics(None)
+        .with_allow_auto_topic_creation(false);
+    let response = client
+        .send(&request, versions.metadata)
+        .map_err(|e| format!("Metadata: {e}"))?;
+    Ok(response
+        .topics
+        .iter()
+        .filter(|t| t.error_code == 0)
+        .filter_map(|t| {
+            t.name
+                .as_ref()
+                .map(|n| (n.0.to_string(), t.partitions.len() as i32))
+        })
+        .collect())
 }
 
 /// A new idempotent producer id and epoch (InitProducerId without a
@@ -420,7 +545,10 @@ pub fn quorum_state(client: &mut RawClient, versions: &Versions) -> Result<(i32,
         .send(&request, versions.describe_quorum)
         .map_err(|e| format!("DescribeQuorum: {e}"))?;
     if response.error_code != 0 {
-        return Err(format!("DescribeQuorum: {}", error_name(response.error_code)));
+        return Err(format!(
+            "DescribeQuorum: {}",
+            error_name(response.error_code)
+        ));
     }
     let p = response
         .topics

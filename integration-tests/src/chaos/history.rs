@@ -186,6 +186,69 @@ pub struct Progress {
     pub stopped_at_ms: u64,
 }
 
+/// One metadata operation of the churn workload ([`super::churn`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChurnOp {
+    /// Milliseconds since the run started, when it was sent.
+    pub at_ms: u64,
+    /// Milliseconds since the run started, when its outcome was learnt.
+    pub done_ms: u64,
+    /// What was asked.
+    pub op: Churn,
+    /// What the cluster answered.
+    pub outcome: ChurnOutcome,
+}
+
+/// A metadata operation the churn workload asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Churn {
+    /// CreateTopics of a new topic (RF=3, one partition); every name is
+    /// created at most once per run.
+    Create {
+        /// The topic.
+        topic: String,
+    },
+    /// DeleteTopics.
+    Delete {
+        /// The topic.
+        topic: String,
+    },
+    /// CreatePartitions up to `count`.
+    AddPartitions {
+        /// The topic.
+        topic: String,
+        /// The new partition count.
+        count: i32,
+    },
+    /// ElectLeaders (preferred) for every partition of the queue's topic.
+    ElectLeaders {
+        /// The topic.
+        topic: String,
+    },
+}
+
+/// The outcome of a [`ChurnOp`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChurnOutcome {
+    /// Answered NONE: it happened.
+    Ok,
+    /// Answered an error after which it did not happen (e.g.
+    /// INVALID_REPLICATION_FACTOR while a node is fenced).
+    Fail(String),
+    /// No answer, or REQUEST_TIMED_OUT / NOT_CONTROLLER: it may or may not
+    /// have happened.
+    Unknown(String),
+}
+
+/// The topics every node's Metadata listed once the churn had stopped
+/// (read until all nodes agree, for at most
+/// [`super::checker::RECOVERY_BOUND_MS`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FinalMetadata {
+    /// Node id -> topic -> partition count, or the error of its last read.
+    pub nodes: BTreeMap<i32, Result<BTreeMap<String, i32>, String>>,
+}
+
 /// Everything one run recorded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct History {
@@ -211,6 +274,10 @@ pub struct History {
     /// Progress after the recovery (`None` when the cluster never
     /// recovered: reported as `unavailable-after-heal` instead).
     pub progress: Option<Progress>,
+    /// The churn workload's metadata operations, in the order they ended.
+    pub churn: Vec<ChurnOp>,
+    /// Every node's topics after the churn stopped (`None` when not read).
+    pub final_metadata: Option<FinalMetadata>,
 }
 
 impl History {
@@ -251,6 +318,12 @@ impl History {
                 ),
             ));
         }
+        for c in &self.churn {
+            timed.push((
+                c.at_ms,
+                format!("churn {:?} -> {:?} at {} ms", c.op, c.outcome, c.done_ms),
+            ));
+        }
         if let Some(p) = &self.progress {
             timed.push((p.stopped_at_ms, format!("clients stopped; {p:?}")));
         }
@@ -267,6 +340,11 @@ impl History {
                 "   drain took {} ms; incomplete {:?}",
                 d.elapsed_ms, d.incomplete
             ));
+        }
+        if let Some(m) = &self.final_metadata {
+            for (node, topics) in &m.nodes {
+                lines.push(format!("   final metadata node {node}: {topics:?}"));
+            }
         }
         lines
     }

@@ -1,6 +1,6 @@
 //! The chaos harness behind `scripts/chaos` (issue 17): a real 3-node
 //! cluster ([`cluster`]), a workload whose clients record everything they
-//! see ([`queue`] over [`client`]), a nemesis that injects process faults
+//! see ([`queue`] over [`client`], with metadata [`churn`] beside it), a nemesis that injects process faults
 //! on a schedule that follows from a seed ([`nemesis`]), and a pure checker
 //! over the recorded [`history`] ([`checker`]); [`run`] ties one run
 //! together.
@@ -9,6 +9,7 @@
 //! black boxes reached over sockets and signals.
 
 pub mod checker;
+pub mod churn;
 pub mod client;
 pub mod cluster;
 pub mod history;

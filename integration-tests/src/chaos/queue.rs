@@ -24,6 +24,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use uuid::Uuid;
 
+use super::churn::{self, ChurnSpec};
 use super::client::{self, error_name, Versions};
 use super::history::{
     Drain, History, Observation, Observed, Poll, ProcessId, Progress, Send, SendOutcome,
@@ -268,6 +269,22 @@ impl Queue {
         }
         let watcher = shared.clone();
         threads.push(std::thread::spawn(move || watch_loop(&watcher)));
+        let churn_spec = ChurnSpec {
+            addresses: shared.addresses.clone(),
+            versions,
+            queue_topic: shared.spec.topic.clone(),
+            queue_partitions: shared.spec.partitions,
+        };
+        let churner = shared.clone();
+        threads.push(std::thread::spawn(move || {
+            churn::churn_loop(
+                &churn_spec,
+                seed,
+                started,
+                &|| churner.stop.load(Ordering::SeqCst),
+                &|op| churner.history.lock().unwrap().churn.push(op),
+            )
+        }));
         Ok(Self { shared, threads })
     }
 
@@ -589,7 +606,7 @@ fn watch_node(shared: &Shared, client: &mut RawClient, node: i32) -> Result<(), 
         .iter()
         .flat_map(|s| &s.partitions)
         .filter(|p| p.error == 0)
-        .map(|p| {
+        .inspect(|p| {
             observed.push(Observation {
                 sent_ms,
                 received_ms,
@@ -600,7 +617,6 @@ fn watch_node(shared: &Shared, client: &mut RawClient, node: i32) -> Result<(), 
                     leader_epoch: p.leader_epoch,
                 },
             });
-            p
         })
         .filter(|p| p.leader == node)
         .map(|p| p.partition)
@@ -633,12 +649,7 @@ fn watch_node(shared: &Shared, client: &mut RawClient, node: i32) -> Result<(), 
         });
         Ok(())
     })();
-    shared
-        .history
-        .lock()
-        .unwrap()
-        .observations
-        .extend(observed);
+    shared.history.lock().unwrap().observations.extend(observed);
     result
 }
 

@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::checker::{self, Report, PROGRESS_BOUND_MS, RECOVERY_BOUND_MS};
+use super::churn;
 use super::client::Versions;
 use super::cluster::{ChaosCluster, SESSION_TIMEOUT};
-use super::history::{History, NemesisEvent, Recovery, SendOutcome};
+use super::history::{ChurnOutcome, History, NemesisEvent, Recovery, SendOutcome};
 use super::nemesis::{self, Fault, Schedule};
 use super::queue::{Queue, QueueSpec};
 use crate::RawClient;
@@ -56,6 +57,8 @@ pub struct RunResult {
     pub actions: usize,
     /// Answers the watcher recorded (leaders, high watermarks, quorum).
     pub observations: usize,
+    /// Metadata operations of the churn workload (all, acknowledged).
+    pub churn: (usize, usize),
     /// The checker's report.
     pub report: Report,
     /// A failure outside the history (the cluster or topic did not come up).
@@ -79,7 +82,7 @@ impl RunResult {
             None => self.report.summary(),
         };
         format!(
-            "{:<6} {:<16} {:>20} {:>7} {:>7} {:>7} {:>8} {:>7} {:>6.0}s  {}",
+            "{:<6} {:<16} {:>20} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9} {:>6.0}s  {}",
             self.spec.workload,
             self.spec.faults_text(),
             self.spec.seed,
@@ -88,6 +91,7 @@ impl RunResult {
             self.acknowledged,
             self.reads,
             self.observations,
+            format!("{}/{}", self.churn.1, self.churn.0),
             self.elapsed.as_secs_f64(),
             anomalies
         )
@@ -96,8 +100,17 @@ impl RunResult {
     /// The header line over [`Self::row`]s.
     pub fn header() -> String {
         format!(
-            "{:<6} {:<16} {:>20} {:>7} {:>7} {:>7} {:>8} {:>7} {:>7}  anomalies",
-            "run", "faults", "seed", "actions", "sends", "acked", "reads", "watched", "time"
+            "{:<6} {:<16} {:>20} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9} {:>7}  anomalies",
+            "run",
+            "faults",
+            "seed",
+            "actions",
+            "sends",
+            "acked",
+            "reads",
+            "watched",
+            "metadata",
+            "time"
         )
     }
 
@@ -149,6 +162,7 @@ pub fn run(spec: &RunSpec, out_dir: &Path) -> RunResult {
         reads: 0,
         actions: 0,
         observations: 0,
+        churn: (0, 0),
         report: Report::default(),
         error: None,
         elapsed: Duration::ZERO,
@@ -175,6 +189,14 @@ pub fn run(spec: &RunSpec, out_dir: &Path) -> RunResult {
     result.sends = history.sends.len();
     result.actions = history.nemesis.len();
     result.observations = history.observations.len();
+    result.churn = (
+        history.churn.len(),
+        history
+            .churn
+            .iter()
+            .filter(|c| c.outcome == ChurnOutcome::Ok)
+            .count(),
+    );
     result.acknowledged = history
         .sends
         .iter()
@@ -218,7 +240,7 @@ fn run_on(
     cluster
         .wait_for_full_isr(Duration::from_secs(30))
         .map_err(|e| format!("the topic never had its full ISR: {e}"))?;
-    let workload = Queue::start(queue, addresses, versions, spec.seed, started)?;
+    let workload = Queue::start(queue, addresses.clone(), versions, spec.seed, started)?;
 
     let nemesis_events: Arc<Mutex<Vec<NemesisEvent>>> = Arc::default();
     let mut record = |event: NemesisEvent| nemesis_events.lock().unwrap().push(event);
@@ -243,6 +265,13 @@ fn run_on(
         );
     }
     let mut history = workload.finish();
+    if recovery.ready_after_ms.is_some() {
+        history.final_metadata = Some(churn::final_metadata(
+            &addresses,
+            &versions,
+            Duration::from_millis(RECOVERY_BOUND_MS),
+        ));
+    }
     history.nemesis = std::mem::take(&mut *nemesis_events.lock().unwrap());
     history.recovery = Some(recovery);
     Ok(history)
