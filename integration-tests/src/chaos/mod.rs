@@ -1,7 +1,7 @@
 //! The chaos harness behind `scripts/chaos` (issue 17): a real 3-node
 //! cluster ([`cluster`]), a workload whose clients record everything they
 //! see ([`queue`] over [`client`]), a nemesis that injects process faults
-//! on a schedule that follows from a seed ([`nemesis`]), and a pure checker
+//! and network cuts ([`network`]) on a schedule that follows from a seed ([`nemesis`]), and a pure checker
 //! over the recorded [`history`] ([`checker`]); [`run`] ties one run
 //! together.
 //!
@@ -13,5 +13,6 @@ pub mod client;
 pub mod cluster;
 pub mod history;
 pub mod nemesis;
+pub mod network;
 pub mod queue;
 pub mod run;
