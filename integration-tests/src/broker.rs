@@ -88,6 +88,7 @@ pub struct TestBrokerBuilder {
     metrics: bool,
     format_cluster_id: Option<String>,
     open_files_limit: Option<u64>,
+    network_namespace: Option<String>,
 }
 
 impl Default for TestBrokerBuilder {
@@ -99,6 +100,7 @@ impl Default for TestBrokerBuilder {
             metrics: false,
             format_cluster_id: None,
             open_files_limit: None,
+            network_namespace: None,
         }
     }
 }
@@ -144,6 +146,16 @@ impl TestBrokerBuilder {
     /// when it runs out of file descriptors. Default: the test's own limits.
     pub fn open_files_limit(mut self, limit: u64) -> Self {
         self.open_files_limit = Some(limit);
+        self
+    }
+
+    /// Starts the broker (and every restart) in the network namespace
+    /// `name` (`/var/run/netns/<name>`, as `ip netns add` creates; the
+    /// child joins it with `setns` before exec, so the pid is still
+    /// weir's). `weir format` runs in the caller's namespace. Needs root.
+    /// Default: the caller's namespace.
+    pub fn network_namespace(mut self, name: &str) -> Self {
+        self.network_namespace = Some(name.to_owned());
         self
     }
 
@@ -468,6 +480,27 @@ impl TestBroker {
                 command.pre_exec(move || {
                     rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)
                         .map_err(std::io::Error::from)
+                });
+            }
+        }
+        if let Some(name) = &self.settings.network_namespace {
+            use std::os::fd::{AsFd, OwnedFd};
+            use std::os::unix::process::CommandExt;
+            let path = Path::new("/var/run/netns").join(name);
+            let namespace: OwnedFd = File::open(&path)
+                .map_err(|e| HarnessError::io(format!("opening {}", path.display()), e))?
+                .into();
+            // SAFETY: the closure runs in the forked child before exec and
+            // only makes one raw setns system call (async-signal-safe, no
+            // allocation, no lock) on a descriptor the parent keeps open
+            // (close-on-exec, so weir does not inherit it).
+            unsafe {
+                command.pre_exec(move || {
+                    rustix::thread::move_into_link_name_space(
+                        namespace.as_fd(),
+                        Some(rustix::thread::LinkNameSpaceType::Network),
+                    )
+                    .map_err(std::io::Error::from)
                 });
             }
         }

@@ -10,13 +10,15 @@
 //! node directories.
 //!
 //! ```text
-//! weir-chaos --ci                      the CI tier: short kill, pause and
-//!                                      rolling-restart runs
+//! weir-chaos --ci                      the CI tier: short kill, pause,
+//!                                      rolling-restart and isolate runs
 //! weir-chaos --hours 2                 mixed-fault runs for two hours
 //! weir-chaos --faults kill,pause --seconds 60 --seed 42 [--runs 3]
 //! ```
 //!
-//! The `weir` binary is `WEIR_BIN`, or `weir` next to this binary.
+//! The `weir` binary is `WEIR_BIN`, or `weir` next to this binary. Runs
+//! with a network fault (isolate, bridge, one-way) put the nodes in
+//! network namespaces and need root and iproute2's `ip`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,14 +35,15 @@ use weir_integration_tests::chaos::run::{run, RunResult, RunSpec};
     about = "Fault injection with a history checker on a local 3-node Weir cluster"
 )]
 struct Args {
-    /// The CI tier: one short run per fault (kill, pause, rolling-restart).
+    /// The CI tier: one short run per fault (kill, pause, rolling-restart,
+    /// isolate).
     #[arg(long, conflicts_with = "hours")]
     ci: bool,
     /// Runs of every fault mixed, one after another, for this many hours.
     #[arg(long)]
     hours: Option<f64>,
-    /// Faults of each run (comma-separated: kill, pause, rolling-restart);
-    /// default every fault.
+    /// Faults of each run (comma-separated: kill, pause, rolling-restart,
+    /// isolate, bridge, one-way); default every fault.
     #[arg(long, value_delimiter = ',')]
     faults: Vec<Fault>,
     /// Seconds of faults per run. Default: 20 with --ci, 60 with --hours,
@@ -96,7 +99,12 @@ fn main() -> ExitCode {
         }
     };
     if args.ci {
-        let ci = [Fault::Kill, Fault::Pause, Fault::RollingRestart];
+        let ci = [
+            Fault::Kill,
+            Fault::Pause,
+            Fault::RollingRestart,
+            Fault::Isolate,
+        ];
         for (i, fault) in ci.into_iter().enumerate() {
             report(run(&spec(i as u64, vec![fault], seconds(20)), &args.out));
         }

@@ -3,6 +3,9 @@
 //! kept across restarts (so clients' addresses stay valid, as in a real
 //! deployment), with the process faults the nemesis injects: SIGKILL,
 //! SIGSTOP/SIGCONT, SIGTERM, and starting a node again on its data.
+//! Given a [`ChaosNetwork`], each node runs in its own network namespace
+//! on `10.N.M.<node>` instead, and the cluster can cut links between
+//! nodes ([`ChaosCluster::cut`], [`ChaosCluster::heal_network`]).
 //!
 //! Broker sessions are short (heartbeat 200 ms, session 1.5 s) and
 //! `replica.lag.time.max.ms` is 3 s, so faults turn into fencing and ISR
@@ -17,6 +20,7 @@ use rustix::process::{kill_process, Pid, Signal};
 
 use super::client::{self, Versions};
 use super::history::{NemesisEvent, NodeProblem};
+use super::network::{ChaosNetwork, Cut};
 use crate::error::HarnessError;
 use crate::{RawClient, TestBroker};
 
@@ -40,6 +44,9 @@ pub struct ChaosCluster {
     /// The workload's topic, watched by [`Self::wait_for_full_isr`].
     pub topic: String,
     versions: Option<Versions>,
+    /// The nodes' namespaces and cuts; `None` when they run on 127.0.0.x.
+    /// Declared after `brokers`, so the nodes stop before it is removed.
+    network: Option<ChaosNetwork>,
 }
 
 /// A free port on `host` (bound, then released).
@@ -53,16 +60,30 @@ fn free_port(host: &str) -> Result<u16, String> {
 
 impl ChaosCluster {
     /// Formats and starts nodes 1..=3 with one new cluster id; times in
-    /// events count from `started`.
+    /// events count from `started`. With `network`, node N runs in its
+    /// namespace and listens on its address there (ports picked on
+    /// 127.0.0.1 just for a number: in a fresh namespace every port is
+    /// free); without, on 127.0.0.N.
     ///
     /// # Errors
     ///
     /// A message when a port cannot be bound or a node does not start.
-    pub fn start(topic: &str, started: Instant) -> Result<Self, String> {
-        let hosts: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}")).collect();
+    pub fn start(
+        topic: &str,
+        started: Instant,
+        network: Option<ChaosNetwork>,
+    ) -> Result<Self, String> {
+        let hosts: Vec<String> = match &network {
+            Some(net) => (1..=3).map(|i| net.address(i)).collect(),
+            None => (1..=3).map(|i| format!("127.0.0.{i}")).collect(),
+        };
+        let namespaces: Vec<Option<String>> = (1..=3)
+            .map(|i| network.as_ref().map(|net| net.namespace(i)))
+            .collect();
         let mut client_ports = Vec::new();
         let mut controller_ports = Vec::new();
         for host in &hosts {
+            let host = if network.is_some() { "127.0.0.1" } else { host };
             client_ports.push(free_port(host)?);
             controller_ports.push(free_port(host)?);
         }
@@ -81,6 +102,7 @@ impl ChaosCluster {
                     hosts[i], client_ports[i], hosts[i], controller_ports[i]
                 );
                 let (voters, cluster_id) = (voters.clone(), cluster_id.clone());
+                let namespace = namespaces[i].clone();
                 std::thread::spawn(move || {
                     let mut builder = TestBroker::builder()
                         .node_id(i as i32 + 1)
@@ -89,6 +111,9 @@ impl ChaosCluster {
                         .override_config("controller.quorum.voters", &voters);
                     for (key, value) in NODE_CONFIG {
                         builder = builder.override_config(key, value);
+                    }
+                    if let Some(namespace) = &namespace {
+                        builder = builder.network_namespace(namespace);
                     }
                     builder.start()
                 })
@@ -117,6 +142,7 @@ impl ChaosCluster {
             started,
             topic: topic.to_owned(),
             versions: None,
+            network,
         })
     }
 
@@ -153,6 +179,35 @@ impl ChaosCluster {
             action: action.to_owned(),
             problem,
         }
+    }
+
+    /// Adds the network cuts `cuts` (see [`ChaosNetwork::cut`]).
+    ///
+    /// # Errors
+    ///
+    /// A message when the cluster has no network or a cut fails.
+    pub fn cut(&mut self, cuts: &BTreeSet<Cut>) -> Result<(), String> {
+        self.network
+            .as_mut()
+            .ok_or("the cluster runs without a ChaosNetwork")?
+            .cut(cuts)
+    }
+
+    /// Removes every network cut (nothing without a network).
+    ///
+    /// # Errors
+    ///
+    /// As [`ChaosNetwork::heal`].
+    pub fn heal_network(&mut self) -> Result<(), String> {
+        match &mut self.network {
+            Some(network) => network.heal(),
+            None => Ok(()),
+        }
+    }
+
+    /// True when a network cut is in force.
+    pub fn has_cuts(&self) -> bool {
+        self.network.as_ref().is_some_and(|n| !n.cuts().is_empty())
     }
 
     /// SIGKILL `node` and wait until it is gone.

@@ -1,7 +1,8 @@
 //! The chaos harness behind `scripts/chaos` (issue 17): a real 3-node
 //! cluster ([`cluster`]), a workload whose clients record everything they
-//! see ([`queue`] over [`client`], with metadata [`churn`] beside it), a nemesis that injects process faults
-//! on a schedule that follows from a seed ([`nemesis`]), and a pure checker
+//! see ([`queue`] over [`client`], with metadata [`churn`] beside it), a
+//! nemesis that injects process faults and network cuts ([`network`]) on a
+//! schedule that follows from a seed ([`nemesis`]), and a pure checker
 //! over the recorded [`history`] ([`checker`]); [`run`] ties one run
 //! together.
 //!
@@ -14,5 +15,6 @@ pub mod client;
 pub mod cluster;
 pub mod history;
 pub mod nemesis;
+pub mod network;
 pub mod queue;
 pub mod run;

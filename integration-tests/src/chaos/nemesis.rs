@@ -9,9 +9,10 @@
 //!
 //! Seams for later faults: a new [`Fault`] variant, its step in
 //! [`Schedule::generate`] and its action and heal in [`execute`] and
-//! [`heal`] (network faults need per-pair proxies or network namespaces in
-//! [`ChaosCluster`]; clock faults libfaketime in its spawn; disk faults a
-//! `FileSystem` fault mode in the broker).
+//! [`heal`] (clock faults need libfaketime in [`ChaosCluster`]'s spawn;
+//! disk faults a `FileSystem` fault mode in the broker). Network faults
+//! (isolate, bridge, one-way) are cuts between nodes in network namespaces
+//! ([`super::network`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,6 +23,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::cluster::ChaosCluster;
 use super::history::{NemesisEvent, NodeProblem};
+use super::network::{self, Partition};
 
 /// One kind of fault the nemesis can inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -33,11 +35,27 @@ pub enum Fault {
     /// SIGTERM every node in turn and start it again (a rolling restart);
     /// a node still running 30 s after SIGTERM is a failure.
     RollingRestart,
+    /// Cut one node from both others, both ways, then heal
+    /// ([`Partition::Isolate`]).
+    Isolate,
+    /// Cut the two nodes other than the step's node from each other; the
+    /// step's node reaches both ([`Partition::Bridge`]).
+    Bridge,
+    /// Drop one node's packets to both others, then heal
+    /// ([`Partition::OneWay`]).
+    OneWay,
 }
 
 impl Fault {
     /// Every fault this harness can inject.
-    pub const ALL: [Fault; 3] = [Fault::Kill, Fault::Pause, Fault::RollingRestart];
+    pub const ALL: [Fault; 6] = [
+        Fault::Kill,
+        Fault::Pause,
+        Fault::RollingRestart,
+        Fault::Isolate,
+        Fault::Bridge,
+        Fault::OneWay,
+    ];
 
     /// The name used on the command line and in run rows.
     pub fn name(self) -> &'static str {
@@ -45,6 +63,21 @@ impl Fault {
             Self::Kill => "kill",
             Self::Pause => "pause",
             Self::RollingRestart => "rolling-restart",
+            Self::Isolate => "isolate",
+            Self::Bridge => "bridge",
+            Self::OneWay => "one-way",
+        }
+    }
+
+    /// The network fault of this fault on `node`, or `None` for a process
+    /// fault. A run with a network fault runs its nodes in a
+    /// [`ChaosNetwork`](super::network::ChaosNetwork).
+    pub fn partition(self, node: i32) -> Option<Partition> {
+        match self {
+            Self::Isolate => Some(Partition::Isolate(node)),
+            Self::Bridge => Some(Partition::Bridge { middle: node }),
+            Self::OneWay => Some(Partition::OneWay(node)),
+            Self::Kill | Self::Pause | Self::RollingRestart => None,
         }
     }
 }
@@ -92,6 +125,13 @@ impl fmt::Display for Step {
             Fault::RollingRestart => {
                 write!(f, "quiet {} ms, rolling-restart", self.quiet.as_millis())
             }
+            Fault::Bridge => write!(
+                f,
+                "quiet {} ms, bridge via node {} for {} ms",
+                self.quiet.as_millis(),
+                self.node,
+                self.hold.as_millis()
+            ),
             _ => write!(
                 f,
                 "quiet {} ms, {} node {} for {} ms",
@@ -115,7 +155,8 @@ impl Schedule {
     /// The schedule of `seed` for a run whose fault period lasts `duration`,
     /// drawing each step's fault from `faults` (uniformly), its node from
     /// 1..=3, a quiet period of 1-3 s and a hold of 1-4 s (a pause holds
-    /// `session_timeout` plus 0.5-3 s, so the node is fenced). Steps are
+    /// `session_timeout` plus 0.5-3 s, so the node is fenced; a network
+    /// fault 2-6 s, mostly past the session timeout). Steps are
     /// added while their nominal end (quiet + hold) fits in `duration`; a
     /// rolling restart counts 6 s.
     ///
@@ -142,6 +183,9 @@ impl Schedule {
                 Fault::Kill => Duration::from_millis(rng.gen_range(1_000..4_000)),
                 Fault::Pause => session_timeout + Duration::from_millis(rng.gen_range(500..3_000)),
                 Fault::RollingRestart => Duration::from_secs(6),
+                Fault::Isolate | Fault::Bridge | Fault::OneWay => {
+                    Duration::from_millis(rng.gen_range(2_000..6_000))
+                }
             };
             if at + quiet + hold > duration && !steps.is_empty() {
                 return Self { steps };
@@ -215,13 +259,31 @@ pub fn execute(
                     let _ = cluster.wait_for_full_isr(Duration::from_secs(30));
                 }
             }
+            Fault::Isolate | Fault::Bridge | Fault::OneWay => {
+                let cuts = step
+                    .fault
+                    .partition(step.node)
+                    .map(Partition::cuts)
+                    .unwrap_or_default();
+                let action = format!("{} (cut {})", step.fault, network::describe(&cuts));
+                let problem = cluster.cut(&cuts).err().map(NodeProblem::RestartFailed);
+                record(cluster.event(step.node, &action, problem));
+                sleep_until(Instant::now() + step.hold, until);
+                let problem = cluster.heal_network().err().map(NodeProblem::RestartFailed);
+                record(cluster.event(step.node, "heal network", problem));
+            }
         }
     }
     sleep_until(until, until);
 }
 
-/// Ends every fault: resumes paused nodes and starts stopped ones.
+/// Ends every fault: removes every network cut, resumes paused nodes and
+/// starts stopped ones.
 pub fn heal(cluster: &mut ChaosCluster, record: &mut dyn FnMut(NemesisEvent)) {
+    if cluster.has_cuts() {
+        let problem = cluster.heal_network().err().map(NodeProblem::RestartFailed);
+        record(cluster.event(0, "heal network (final)", problem));
+    }
     for node in 1..=3 {
         if cluster.is_paused(node) {
             let problem = cluster.resume(node).err().map(NodeProblem::RestartFailed);
@@ -281,6 +343,33 @@ mod tests {
         let schedule = Schedule::generate(1, &Fault::ALL, Duration::from_secs(600), SESSION);
         for fault in Fault::ALL {
             assert!(schedule.steps.iter().any(|s| s.fault == fault), "{fault}");
+        }
+    }
+
+    #[test]
+    fn network_faults_are_drawn_and_hold_past_the_session() {
+        let network = [Fault::Isolate, Fault::Bridge, Fault::OneWay];
+        let schedule = Schedule::generate(3, &network, Duration::from_secs(300), SESSION);
+        for fault in network {
+            assert!(schedule.steps.iter().any(|s| s.fault == fault), "{fault}");
+        }
+        for step in &schedule.steps {
+            assert!(network.contains(&step.fault));
+            let hold = step.hold.as_millis();
+            assert!((2_000..6_000).contains(&hold), "{step}");
+        }
+    }
+
+    #[test]
+    fn only_network_faults_have_a_partition() {
+        assert_eq!(Fault::Isolate.partition(2), Some(Partition::Isolate(2)));
+        assert_eq!(
+            Fault::Bridge.partition(1),
+            Some(Partition::Bridge { middle: 1 })
+        );
+        assert_eq!(Fault::OneWay.partition(3), Some(Partition::OneWay(3)));
+        for fault in [Fault::Kill, Fault::Pause, Fault::RollingRestart] {
+            assert_eq!(fault.partition(1), None, "{fault}");
         }
     }
 

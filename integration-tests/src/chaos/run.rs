@@ -13,6 +13,7 @@ use super::client::Versions;
 use super::cluster::{ChaosCluster, SESSION_TIMEOUT};
 use super::history::{ChurnOutcome, History, NemesisEvent, Recovery, SendOutcome};
 use super::nemesis::{self, Fault, Schedule};
+use super::network::ChaosNetwork;
 use super::queue::{Queue, QueueSpec};
 use crate::RawClient;
 
@@ -168,7 +169,19 @@ pub fn run(spec: &RunSpec, out_dir: &Path) -> RunResult {
         elapsed: Duration::ZERO,
         kept: Vec::new(),
     };
-    let mut cluster = match ChaosCluster::start(&queue.topic, started) {
+    let network = if spec.faults.iter().any(|f| f.partition(1).is_some()) {
+        match ChaosNetwork::create() {
+            Ok(network) => Some(network),
+            Err(e) => {
+                result.error = Some(format!("creating the network namespaces: {e}"));
+                result.elapsed = started.elapsed();
+                return result;
+            }
+        }
+    } else {
+        None
+    };
+    let mut cluster = match ChaosCluster::start(&queue.topic, started, network) {
         Ok(c) => c,
         Err(e) => {
             result.error = Some(format!("starting the cluster: {e}"));
