@@ -10,8 +10,8 @@
 //! node directories.
 //!
 //! ```text
-//! weir-chaos --ci                      the CI tier: short kill, pause and
-//!                                      rolling-restart runs
+//! weir-chaos --ci                      the CI tier: short kill, pause,
+//!                                      rolling-restart and lose-unsynced runs
 //! weir-chaos --hours 2                 mixed-fault runs for two hours
 //! weir-chaos --faults kill,pause --seconds 60 --seed 42 [--runs 3]
 //! ```
@@ -33,14 +33,15 @@ use weir_integration_tests::chaos::run::{run, RunResult, RunSpec};
     about = "Fault injection with a history checker on a local 3-node Weir cluster"
 )]
 struct Args {
-    /// The CI tier: one short run per fault (kill, pause, rolling-restart).
+    /// The CI tier: one short run per fault (kill, pause, rolling-restart,
+    /// lose-unsynced).
     #[arg(long, conflicts_with = "hours")]
     ci: bool,
     /// Runs of every fault mixed, one after another, for this many hours.
     #[arg(long)]
     hours: Option<f64>,
-    /// Faults of each run (comma-separated: kill, pause, rolling-restart);
-    /// default every fault.
+    /// Faults of each run (comma-separated: kill, pause, rolling-restart,
+    /// lose-unsynced, torn-write, fsync-eio); default every fault.
     #[arg(long, value_delimiter = ',')]
     faults: Vec<Fault>,
     /// Seconds of faults per run. Default: 20 with --ci, 60 with --hours,
@@ -96,7 +97,12 @@ fn main() -> ExitCode {
         }
     };
     if args.ci {
-        let ci = [Fault::Kill, Fault::Pause, Fault::RollingRestart];
+        let ci = [
+            Fault::Kill,
+            Fault::Pause,
+            Fault::RollingRestart,
+            Fault::LoseUnsynced,
+        ];
         for (i, fault) in ci.into_iter().enumerate() {
             report(run(&spec(i as u64, vec![fault], seconds(20)), &args.out));
         }

@@ -23,8 +23,10 @@
 //! [`RECOVERY_BOUND_MS`] of the final heal (`unavailable-after-heal`), the
 //! drain reads every partition to its end within [`DRAIN_BOUND_MS`]
 //! (`drain-incomplete`), a node exits 0 within 30 s of SIGTERM
-//! (`sigterm-hang`, `sigterm-exit-status`) and starts again when restarted
-//! (`restart-failed`).
+//! (`sigterm-hang`, `sigterm-exit-status`), starts again when restarted
+//! (`restart-failed`) and halts, exiting non-zero, within 20 s of its
+//! `fdatasync`s failing with EIO (`no-halt-on-fsync-error`). A fault the
+//! harness could not inject is `fault-not-injected`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -67,6 +69,10 @@ pub enum AnomalyKind {
     SigtermExitStatus,
     /// A node that did not start again.
     RestartFailed,
+    /// A node that did not halt when its `fdatasync`s failed.
+    NoHaltOnFsyncError,
+    /// A fault the harness could not inject.
+    FaultNotInjected,
 }
 
 impl AnomalyKind {
@@ -86,6 +92,8 @@ impl AnomalyKind {
             Self::SigtermHang => "sigterm-hang",
             Self::SigtermExitStatus => "sigterm-exit-status",
             Self::RestartFailed => "restart-failed",
+            Self::NoHaltOnFsyncError => "no-halt-on-fsync-error",
+            Self::FaultNotInjected => "fault-not-injected",
         }
     }
 }
@@ -390,6 +398,8 @@ fn check_liveness(history: &History, report: &mut Report) {
             NodeProblem::SigtermHang => (AnomalyKind::SigtermHang, String::new()),
             NodeProblem::SigtermExitStatus(s) => (AnomalyKind::SigtermExitStatus, s.clone()),
             NodeProblem::RestartFailed(e) => (AnomalyKind::RestartFailed, e.clone()),
+            NodeProblem::NoHaltOnFsyncError(e) => (AnomalyKind::NoHaltOnFsyncError, e.clone()),
+            NodeProblem::FaultNotInjected(e) => (AnomalyKind::FaultNotInjected, e.clone()),
         };
         report.add(
             kind,
@@ -664,6 +674,14 @@ mod tests {
                 NodeProblem::SigtermExitStatus("exit status: 1".into()),
             ),
             ("restart", NodeProblem::RestartFailed("port in use".into())),
+            (
+                "fsync EIO",
+                NodeProblem::NoHaltOnFsyncError("still running".into()),
+            ),
+            (
+                "power loss",
+                NodeProblem::FaultNotInjected("no journal".into()),
+            ),
         ] {
             history.nemesis.push(NemesisEvent {
                 at_ms: 5,
@@ -684,11 +702,14 @@ mod tests {
                 AnomalyKind::SigtermHang,
                 AnomalyKind::SigtermExitStatus,
                 AnomalyKind::RestartFailed,
+                AnomalyKind::NoHaltOnFsyncError,
+                AnomalyKind::FaultNotInjected,
             ],
         );
         assert_eq!(
             report.summary(),
-            "sigterm-hang=1 sigterm-exit-status=1 restart-failed=1"
+            "sigterm-hang=1 sigterm-exit-status=1 restart-failed=1 \
+             no-halt-on-fsync-error=1 fault-not-injected=1"
         );
     }
 }
