@@ -37,6 +37,39 @@ const SHUTDOWN_GRACE_MS: u64 = 5_000;
 /// Security protocol id of PLAINTEXT in Kafka's `SecurityProtocol`.
 const PLAINTEXT: i16 = 0;
 
+/// The environment variable that turns on power-loss journaling (tests
+/// only): its value is the journal's path.
+pub const SYNC_JOURNAL_ENV: &str = "WEIR_TEST_SYNC_JOURNAL";
+
+/// The file system under the log directory's `LogDirFileSystem`: the real
+/// one, or with [`SYNC_JOURNAL_ENV`] set the real one journalled by
+/// `SyncJournalFileSystem`, so that a test harness can cut every file back
+/// to what was fsynced after a SIGKILL (and fail `fdatasync` with EIO
+/// through its trigger file, which reaches the failure channel above it).
+/// The controller's Raft log does not go through this seam.
+///
+/// # Errors
+/// The journal cannot be opened.
+fn log_file_system() -> anyhow::Result<Arc<dyn weir_storage::FileSystem>> {
+    let real = weir_storage::RealFileSystem::shared();
+    let Some(journal) = std::env::var_os(SYNC_JOURNAL_ENV) else {
+        return Ok(real);
+    };
+    let journalled = weir_storage::fs::SyncJournalFileSystem::open(real, journal.as_ref())
+        .with_context(|| {
+            format!(
+                "opening the sync journal {} ({SYNC_JOURNAL_ENV})",
+                std::path::Path::new(&journal).display()
+            )
+        })?;
+    warn!(
+        journal = %journalled.journal_path().display(),
+        "power-loss journaling is on ({SYNC_JOURNAL_ENV}): for tests only, every fdatasync, \
+         creation, truncation, rename and removal of a log file is journalled"
+    );
+    Ok(Arc::new(journalled))
+}
+
 /// Runs the broker until `shutdown` is cancelled.
 ///
 /// # Errors
@@ -69,9 +102,13 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     }
     std::fs::create_dir_all(&log_dir)
         .with_context(|| format!("creating log.dirs {}", log_dir.display()))?;
-    let log_manager =
-        LogManager::open(log_dir.clone(), config.node_id, config.default_log_config())
-            .with_context(|| format!("opening logs in {}", log_dir.display()))?;
+    let log_manager = LogManager::open_with_file_system(
+        log_file_system()?,
+        log_dir.clone(),
+        config.node_id,
+        config.default_log_config(),
+    )
+    .with_context(|| format!("opening logs in {}", log_dir.display()))?;
     crate::descriptors::log_needs(log_manager.logs().len());
     // A failed sync takes the only log directory offline: halt at once,
     // leaving no clean-shutdown marker, as Kafka's

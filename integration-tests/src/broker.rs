@@ -21,6 +21,7 @@ use tempfile::TempDir;
 use wait_timeout::ChildExt;
 
 use crate::error::HarnessError;
+use crate::power_loss::{apply_power_loss, fail_fsync_trigger, PowerLoss, PowerLossReport};
 
 /// How long a broker may take from spawn to its `weir started` line.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -28,6 +29,10 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How many lines of the stderr log go into error messages.
 const STDERR_TAIL_LINES: usize = 40;
+/// The environment variable that turns on the broker's power-loss journal.
+pub const SYNC_JOURNAL_ENV: &str = "WEIR_TEST_SYNC_JOURNAL";
+/// The sync journal's name in the broker's temp dir.
+const SYNC_JOURNAL_FILE: &str = "sync-journal";
 
 /// The path of the `weir` binary under test.
 ///
@@ -89,6 +94,7 @@ pub struct TestBrokerBuilder {
     format_cluster_id: Option<String>,
     open_files_limit: Option<u64>,
     network_namespace: Option<String>,
+    sync_journal: bool,
 }
 
 impl Default for TestBrokerBuilder {
@@ -101,6 +107,7 @@ impl Default for TestBrokerBuilder {
             format_cluster_id: None,
             open_files_limit: None,
             network_namespace: None,
+            sync_journal: false,
         }
     }
 }
@@ -159,6 +166,15 @@ impl TestBrokerBuilder {
         self
     }
 
+    /// Runs the broker with power-loss journaling
+    /// (`WEIR_TEST_SYNC_JOURNAL=<temp dir>/sync-journal`, see
+    /// [`crate::power_loss`]), so that [`TestBroker::apply_power_loss`] can
+    /// take what was not fsynced after a [`TestBroker::kill9`]. Default: off.
+    pub fn sync_journal(mut self, enabled: bool) -> Self {
+        self.sync_journal = enabled;
+        self
+    }
+
     /// Starts the broker and waits for its `weir started` line.
     ///
     /// # Errors
@@ -177,8 +193,12 @@ impl TestBrokerBuilder {
         } else {
             None
         };
+        let sync_journal = self
+            .sync_journal
+            .then(|| dir.path().join(SYNC_JOURNAL_FILE));
         let mut broker = TestBroker {
             binary,
+            sync_journal,
             data_dir: dir.path().join("data"),
             log_path: dir.path().join("weir.stderr.log"),
             config_path: dir.path().join("server.properties"),
@@ -201,6 +221,8 @@ impl TestBrokerBuilder {
 /// dropped.
 pub struct TestBroker {
     binary: PathBuf,
+    /// The sync journal when power-loss journaling is on.
+    sync_journal: Option<PathBuf>,
     dir: Option<TempDir>,
     data_dir: PathBuf,
     log_path: PathBuf,
@@ -307,6 +329,85 @@ impl TestBroker {
     /// [`HarnessError::Timeout`].
     pub fn kill9(&mut self) -> Result<(), HarnessError> {
         self.signal_and_wait(Signal::KILL, "SIGKILL").map(|_| ())
+    }
+
+    /// The broker's sync journal, or `None` when the builder did not turn
+    /// power-loss journaling on ([`TestBrokerBuilder::sync_journal`]).
+    pub fn sync_journal_path(&self) -> Option<&Path> {
+        self.sync_journal.as_deref()
+    }
+
+    /// Applies a power loss of `mode` to the stopped broker's files (see
+    /// [`crate::power_loss::apply_power_loss`]): what was not fsynced is
+    /// lost or torn. Call it after [`Self::kill9`] and before
+    /// [`Self::start_again`].
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Io`] when the broker is still running, journaling is
+    /// off, or the journal cannot be replayed or applied.
+    pub fn apply_power_loss(
+        &mut self,
+        mode: PowerLoss,
+        rng: &mut dyn rand::RngCore,
+    ) -> Result<PowerLossReport, HarnessError> {
+        let refuse =
+            |why: &str| HarnessError::io("applying power loss", std::io::Error::other(why));
+        if self.child.is_some() {
+            return Err(refuse("the broker is still running: kill it first"));
+        }
+        let journal = self
+            .sync_journal
+            .as_deref()
+            .ok_or_else(|| refuse("power-loss journaling is off for this broker"))?;
+        apply_power_loss(journal, mode, rng).map_err(|e| refuse(&e))
+    }
+
+    /// Makes every later `fdatasync` of the broker fail with EIO (`true`,
+    /// creating the journal's trigger file, see
+    /// [`crate::power_loss::fail_fsync_trigger`]) or work again (`false`).
+    /// The broker halts at the first failed sync.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Io`] when journaling is off or the file cannot be
+    /// created or removed.
+    pub fn fail_fsync(&self, fail: bool) -> Result<(), HarnessError> {
+        let journal = self.sync_journal.as_deref().ok_or_else(|| {
+            HarnessError::io(
+                "arming fsync failure",
+                std::io::Error::other("power-loss journaling is off for this broker"),
+            )
+        })?;
+        let trigger = fail_fsync_trigger(journal);
+        let result = if fail {
+            std::fs::write(&trigger, b"")
+        } else {
+            match std::fs::remove_file(&trigger) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                other => other,
+            }
+        };
+        result.map_err(|e| HarnessError::io(format!("writing {}", trigger.display()), e))
+    }
+
+    /// Waits up to `timeout` for the broker to exit on its own (a halt);
+    /// returns its exit status, or `None` when it is still running then.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::NotRunning`], or [`HarnessError::Io`] when waiting
+    /// fails.
+    pub fn wait_for_exit(&mut self, timeout: Duration) -> Result<Option<ExitStatus>, HarnessError> {
+        let child = self.child.as_mut().ok_or(HarnessError::NotRunning)?;
+        match child.wait_timeout(timeout) {
+            Ok(Some(status)) => {
+                self.child = None;
+                Ok(Some(status))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(HarnessError::io("waiting for weir to exit", e)),
+        }
     }
 
     /// Starts a stopped broker again on the same `log.dirs`, on the same port
@@ -467,6 +568,10 @@ impl TestBroker {
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "info");
         }
+        match &self.sync_journal {
+            Some(journal) => command.env(SYNC_JOURNAL_ENV, journal),
+            None => command.env_remove(SYNC_JOURNAL_ENV),
+        };
         if let Some(limit) = self.settings.open_files_limit {
             use std::os::unix::process::CommandExt;
             let limit = rustix::process::Rlimit {

@@ -9,7 +9,9 @@
 //! HTTP client for the Prometheus endpoint ([`metrics`]) and the locations of
 //! the real clients the tests drive as subprocesses ([`clients`]: kcat, the
 //! venv Python with confluent-kafka and kafka-python, the Java client
-//! harness), and the chaos harness of `scripts/chaos` ([`chaos`]). It
+//! harness), the chaos harness of `scripts/chaos` ([`chaos`]), and power
+//! loss for a killed broker replayed from its sync journal
+//! ([`power_loss`]). It
 //! depends on no Weir crate: the broker is a black box reached
 //! only over sockets, stdout/stderr and signals.
 
@@ -18,6 +20,7 @@ pub mod chaos;
 pub mod clients;
 pub mod error;
 pub mod metrics;
+pub mod power_loss;
 pub mod raw;
 pub mod records;
 pub mod requests;

@@ -7,14 +7,15 @@
 //! the broker's own Prometheus endpoint (one increment per completed flush of
 //! one partition, counted before the flush's waiters are answered).
 //!
-//! SIGKILL leaves the page cache in place, so what the kill loop reads back
-//! after a restart says nothing about fdatasync: it checks crash recovery
-//! (a kill in the middle of appends, index writes and responses). That every
-//! acknowledgement waited for a flush is asserted there by counting flushes
-//! (issue 17 scope 8). Losing what was not fsynced is tested where a power
-//! loss can be simulated: the broker's replication simulation
-//! (`broker/tests/replication_sim`, acks=all producers over logs on
-//! `FaultyFileSystem`, whose `simulate_power_loss` keeps only synced data).
+//! SIGKILL leaves the page cache in place, so on its own a kill says nothing
+//! about fdatasync. The kill loop therefore runs the broker with its sync
+//! journal on and applies a power loss after every SIGKILL
+//! (`weir_integration_tests::power_loss`, issue 17 scope 8): every file is
+//! cut back to what its last fdatasync made durable (on even rounds), or
+//! keeps a random torn part of its unsynced tail followed by zeros to the
+//! page end (on odd rounds). An acks=all answer given before the fsync then
+//! loses records, and the loop fails. It also counts flushes: every
+//! acknowledged batch waited for one.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -23,7 +24,10 @@ use std::time::Duration;
 
 use kafka_protocol::messages::{ApiKey, FetchRequest, ProduceRequest, ProduceResponse};
 use kafka_protocol::records::Compression;
+use rand::{Rng as _, SeedableRng as _};
+use rand_chacha::ChaCha8Rng;
 use weir_integration_tests::metrics::http_get;
+use weir_integration_tests::power_loss::PowerLoss;
 use weir_integration_tests::records::{self, NewRecord};
 use weir_integration_tests::requests;
 use weir_integration_tests::{RawClient, TestBroker};
@@ -163,19 +167,6 @@ fn background_flusher_honours_flush_ms() {
     );
 }
 
-/// A tiny deterministic generator (xorshift64*) so a failing run can be
-/// repeated from the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
-
 /// Acknowledged records: (partition, offset) -> value.
 type Acked = Arc<Mutex<BTreeMap<(i32, i64), String>>>;
 
@@ -234,9 +225,12 @@ fn run_producer(
 /// The issue's acceptance point: 20 times, three acks=all producers write
 /// to a 3-partition topic and the broker is SIGKILLed once a random number
 /// of further records has been acknowledged (so the kill lands at a random
-/// point of appends, fsyncs and responses). After every restart each
-/// partition decodes from 0 to its high watermark with contiguous offsets,
-/// and every record acknowledged in any round is at its offset unchanged.
+/// point of appends, fsyncs and responses), then loses power: what was not
+/// fsynced is lost (even rounds) or torn (odd rounds). After every restart
+/// each partition decodes from 0 to its high watermark with contiguous
+/// offsets, and every record acknowledged in any round is at its offset
+/// unchanged. With acks=all answered before the fsync (`log.write.caching`
+/// on) the power loss takes acknowledged records and the test fails.
 ///
 /// Before each kill, the flush counter shows that every acknowledged batch
 /// waited for a flush: each producer has one batch in flight at a time, so
@@ -253,13 +247,15 @@ fn repeated_kill9_under_three_acks_all_producers_loses_no_acknowledged_record() 
         .as_nanos() as u64
         | 1;
     eprintln!("kill loop seed {seed}");
-    let mut rng = Rng(seed);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut broker = TestBroker::builder()
         .metrics(true)
+        .sync_journal(true)
         .override_config("num.partitions", "3")
         .start()
         .expect("starting weir");
     let acked: Acked = Arc::default();
+    let mut bytes_lost = 0;
     for round in 0..20 {
         let mut client = support::connect(&broker);
         let versions = support::api_versions(&mut client);
@@ -273,7 +269,7 @@ fn repeated_kill9_under_three_acks_all_producers_loses_no_acknowledged_record() 
         assert_all_stored(&mut client, fetch_version, &topic, &expected, round, seed);
         drop(client);
 
-        let target = expected.len() + 20 + rng.below(300) as usize;
+        let target = expected.len() + 20 + rng.gen_range(0..300);
         let stop = Arc::new(AtomicBool::new(false));
         let acked_batches = Arc::new(AtomicUsize::new(0));
         let producers: Vec<_> = (0..PRODUCERS)
@@ -318,8 +314,24 @@ fn repeated_kill9_under_three_acks_all_producers_loses_no_acknowledged_record() 
         for producer in producers {
             producer.join().expect("producer thread");
         }
+        let mode = if round % 2 == 0 {
+            PowerLoss::Lose
+        } else {
+            PowerLoss::Torn
+        };
+        let report = broker.apply_power_loss(mode, &mut rng).expect("power loss");
+        eprintln!("round {round}: {mode:?} power loss {report:?}");
+        assert!(
+            report.files_known > 0,
+            "round {round}: the broker journalled no file: is power-loss journaling on?"
+        );
+        bytes_lost += report.bytes_lost;
         broker.start_again().expect("start after SIGKILL");
     }
+    assert!(
+        bytes_lost > 0,
+        "20 power losses under load took no unsynced byte: the journal is not replayed"
+    );
     let acked = acked.lock().expect("acked").clone();
     assert!(
         acked.len() >= 20 * 20,
@@ -353,4 +365,55 @@ fn assert_all_stored(
             );
         }
     }
+}
+
+/// The broker's journal writer (`weir_storage::fs::SyncJournalFileSystem`)
+/// and the harness's replay (`weir_integration_tests::power_loss`) agree on
+/// the format: events written through the storage seam cut the files as
+/// the model says.
+#[test]
+fn the_storage_sync_journal_replays_in_the_harness() {
+    use std::sync::Arc;
+    use weir_integration_tests::power_loss::{self, apply_power_loss, PowerLossReport};
+    use weir_storage::fs::{sync_journal, SyncJournalFileSystem};
+    use weir_storage::{FileSystem, RealFileSystem};
+
+    assert_eq!(
+        sync_journal::FAIL_FSYNC_SUFFIX,
+        power_loss::FAIL_FSYNC_SUFFIX
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let journal = dir.path().join("sync journal\nwith odd bytes");
+    let fs: Arc<dyn FileSystem> =
+        Arc::new(SyncJournalFileSystem::open(RealFileSystem::shared(), &journal).expect("journal"));
+    let part = dir.path().join("t 0");
+    fs.create_dir_all(&part).expect("mkdir");
+    let (log, tmp, cp) = (part.join("0.log"), part.join("cp.tmp"), part.join("cp"));
+    let file = fs.open_file(&log, true).expect("create");
+    fs.write_all_at(&file, &log, &[1; 700], 0).expect("write");
+    fs.sync_data(&file, &log).expect("sync");
+    fs.write_all_at(&file, &log, &[2; 300], 700).expect("write");
+    let file2 = fs.open_file(&tmp, true).expect("create");
+    fs.write_all_at(&file2, &tmp, b"0\n0\n", 0).expect("write");
+    fs.sync_data(&file2, &tmp).expect("sync");
+    fs.rename(&tmp, &cp).expect("rename");
+    let moved = dir.path().join("t 0.x-delete");
+    fs.rename(&part, &moved).expect("rename dir");
+    drop((file, file2));
+
+    let report = apply_power_loss(&journal, PowerLoss::Lose, &mut ChaCha8Rng::seed_from_u64(1))
+        .expect("power loss");
+    assert_eq!(
+        report,
+        PowerLossReport {
+            files_cut: 1,
+            bytes_lost: 300,
+            files_known: 2,
+        }
+    );
+    assert_eq!(
+        std::fs::read(moved.join("0.log")).expect("log"),
+        vec![1; 700]
+    );
+    assert_eq!(std::fs::read(moved.join("cp")).expect("cp"), b"0\n0\n");
 }

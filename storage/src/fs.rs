@@ -4,7 +4,9 @@
 //! can inject faults (ENOSPC, EIO, torn writes, power loss) under a real
 //! [`Log`](crate::Log). [`RealFileSystem`] forwards each call to the operating
 //! system and is the default; the test double lives in `fs::faulty` (compiled
-//! for tests and with the `fault-injection` feature).
+//! for tests and with the `fault-injection` feature). For real broker
+//! processes under test, [`SyncJournalFileSystem`] journals what each sync
+//! made durable so that a harness can apply a power loss after SIGKILL.
 //!
 //! Reads are not part of the seam: segments, indexes and
 //! [`FileSlice`](crate::FileSlice)s read the real descriptor returned by
@@ -24,8 +26,10 @@ use std::sync::Arc;
 #[cfg(any(test, feature = "fault-injection"))]
 pub mod faulty;
 pub mod log_dir_failure;
+pub mod sync_journal;
 
 pub use log_dir_failure::{LogDirFailureChannel, LogDirFileSystem};
+pub use sync_journal::SyncJournalFileSystem;
 
 /// The write side of a file system as storage uses it. Every method is
 /// blocking; `path` arguments name the file a descriptor was opened from, for

@@ -11,7 +11,8 @@
 //!
 //! ```text
 //! weir-chaos --ci                      the CI tier: short kill, pause,
-//!                                      rolling-restart and isolate runs
+//!                                      rolling-restart, isolate and
+//!                                      lose-unsynced runs
 //! weir-chaos --hours 2                 mixed-fault runs for two hours
 //! weir-chaos --faults kill,pause --seconds 60 --seed 42 [--runs 3]
 //! ```
@@ -36,14 +37,15 @@ use weir_integration_tests::chaos::run::{run, RunResult, RunSpec};
 )]
 struct Args {
     /// The CI tier: one short run per fault (kill, pause, rolling-restart,
-    /// isolate).
+    /// isolate, lose-unsynced).
     #[arg(long, conflicts_with = "hours")]
     ci: bool,
     /// Runs of every fault mixed, one after another, for this many hours.
     #[arg(long)]
     hours: Option<f64>,
     /// Faults of each run (comma-separated: kill, pause, rolling-restart,
-    /// isolate, bridge, one-way); default every fault.
+    /// isolate, bridge, one-way, lose-unsynced, torn-write, fsync-eio);
+    /// default every fault.
     #[arg(long, value_delimiter = ',')]
     faults: Vec<Fault>,
     /// Seconds of faults per run. Default: 20 with --ci, 60 with --hours,
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
             Fault::Pause,
             Fault::RollingRestart,
             Fault::Isolate,
+            Fault::LoseUnsynced,
         ];
         for (i, fault) in ci.into_iter().enumerate() {
             report(run(&spec(i as u64, vec![fault], seconds(20)), &args.out));

@@ -54,10 +54,13 @@
 //! [`RECOVERY_BOUND_MS`] of the final heal (`unavailable-after-heal`), the
 //! drain reads every partition to its end within [`DRAIN_BOUND_MS`]
 //! (`drain-incomplete`), a node exits 0 within 30 s of SIGTERM
-//! (`sigterm-hang`, `sigterm-exit-status`) and starts again when restarted
-//! (`restart-failed`); once the cluster is healthy again, every producer
-//! has a send acknowledged (`stuck-producer`) and every consumer thread
-//! reads a record (`stuck-consumer`) within [`PROGRESS_BOUND_MS`].
+//! (`sigterm-hang`, `sigterm-exit-status`), starts again when restarted
+//! (`restart-failed`) and halts, exiting non-zero, within 20 s of its
+//! `fdatasync`s failing with EIO (`no-halt-on-fsync-error`); a fault the
+//! harness could not inject is `fault-not-injected`; once the cluster is
+//! healthy again, every producer has a send acknowledged (`stuck-producer`)
+//! and every consumer thread reads a record (`stuck-consumer`) within
+//! [`PROGRESS_BOUND_MS`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -132,6 +135,10 @@ pub enum AnomalyKind {
     FailedOpApplied,
     /// Nodes disagreeing on the final metadata.
     MetadataDivergence,
+    /// A node that did not halt when its `fdatasync`s failed.
+    NoHaltOnFsyncError,
+    /// A fault the harness could not inject.
+    FaultNotInjected,
 }
 
 impl AnomalyKind {
@@ -162,6 +169,8 @@ impl AnomalyKind {
             Self::LostPartitions => "lost-partitions",
             Self::FailedOpApplied => "failed-op-applied",
             Self::MetadataDivergence => "metadata-divergence",
+            Self::NoHaltOnFsyncError => "no-halt-on-fsync-error",
+            Self::FaultNotInjected => "fault-not-injected",
         }
     }
 }
@@ -776,6 +785,8 @@ fn check_liveness(history: &History, report: &mut Report) {
             NodeProblem::SigtermHang => (AnomalyKind::SigtermHang, String::new()),
             NodeProblem::SigtermExitStatus(s) => (AnomalyKind::SigtermExitStatus, s.clone()),
             NodeProblem::RestartFailed(e) => (AnomalyKind::RestartFailed, e.clone()),
+            NodeProblem::NoHaltOnFsyncError(e) => (AnomalyKind::NoHaltOnFsyncError, e.clone()),
+            NodeProblem::FaultNotInjected(e) => (AnomalyKind::FaultNotInjected, e.clone()),
         };
         report.add(
             kind,
@@ -1057,6 +1068,14 @@ mod tests {
                 NodeProblem::SigtermExitStatus("exit status: 1".into()),
             ),
             ("restart", NodeProblem::RestartFailed("port in use".into())),
+            (
+                "fsync EIO",
+                NodeProblem::NoHaltOnFsyncError("still running".into()),
+            ),
+            (
+                "power loss",
+                NodeProblem::FaultNotInjected("no journal".into()),
+            ),
         ] {
             history.nemesis.push(NemesisEvent {
                 at_ms: 5,
@@ -1077,11 +1096,14 @@ mod tests {
                 AnomalyKind::SigtermHang,
                 AnomalyKind::SigtermExitStatus,
                 AnomalyKind::RestartFailed,
+                AnomalyKind::NoHaltOnFsyncError,
+                AnomalyKind::FaultNotInjected,
             ],
         );
         assert_eq!(
             report.summary(),
-            "sigterm-hang=1 sigterm-exit-status=1 restart-failed=1"
+            "sigterm-hang=1 sigterm-exit-status=1 restart-failed=1 \
+             no-halt-on-fsync-error=1 fault-not-injected=1"
         );
     }
 

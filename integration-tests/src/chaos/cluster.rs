@@ -2,10 +2,13 @@
 //! on 127.0.0.1, 127.0.0.2 and 127.0.0.3, ports chosen at run time and
 //! kept across restarts (so clients' addresses stay valid, as in a real
 //! deployment), with the process faults the nemesis injects: SIGKILL,
-//! SIGSTOP/SIGCONT, SIGTERM, and starting a node again on its data.
-//! Given a [`ChaosNetwork`], each node runs in its own network namespace
-//! on `10.N.M.<node>` instead, and the cluster can cut links between
-//! nodes ([`ChaosCluster::cut`], [`ChaosCluster::heal_network`]).
+//! SIGSTOP/SIGCONT, SIGTERM, and starting a node again on its data; and
+//! the disk faults: every node runs with its sync journal on, so a killed
+//! node can lose power (what it did not fsync is lost or torn, see
+//! [`crate::power_loss`]) and a running one can have its `fdatasync`s fail
+//! with EIO. Given a [`ChaosNetwork`], each node runs in its own network
+//! namespace on `10.N.M.<node>` instead, and the cluster can cut links
+//! between nodes ([`ChaosCluster::cut`], [`ChaosCluster::heal_network`]).
 //!
 //! Broker sessions are short (heartbeat 200 ms, session 1.5 s) and
 //! `replica.lag.time.max.ms` is 3 s, so faults turn into fencing and ISR
@@ -22,6 +25,7 @@ use super::client::{self, Versions};
 use super::history::{NemesisEvent, NodeProblem};
 use super::network::{ChaosNetwork, Cut};
 use crate::error::HarnessError;
+use crate::power_loss::{PowerLoss, PowerLossReport};
 use crate::{RawClient, TestBroker};
 
 /// `broker.session.timeout.ms` of every node.
@@ -107,6 +111,7 @@ impl ChaosCluster {
                     let mut builder = TestBroker::builder()
                         .node_id(i as i32 + 1)
                         .format_cluster_id(&cluster_id)
+                        .sync_journal(true)
                         .override_config("listeners", &listeners)
                         .override_config("controller.quorum.voters", &voters);
                     for (key, value) in NODE_CONFIG {
@@ -218,6 +223,51 @@ impl ChaosCluster {
     pub fn kill(&mut self, node: i32) -> Result<(), String> {
         self.paused.remove(&node);
         self.broker(node).kill9().map_err(|e| e.to_string())
+    }
+
+    /// Applies a power loss of `mode` to the stopped `node` (after
+    /// [`Self::kill`]).
+    ///
+    /// # Errors
+    ///
+    /// A message when it is running or the journal cannot be applied.
+    pub fn power_loss(
+        &mut self,
+        node: i32,
+        mode: PowerLoss,
+        rng: &mut dyn rand::RngCore,
+    ) -> Result<PowerLossReport, String> {
+        self.broker(node)
+            .apply_power_loss(mode, rng)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Makes every `fdatasync` of `node` fail with EIO (`true`) or work
+    /// again (`false`).
+    ///
+    /// # Errors
+    ///
+    /// A message when the trigger file cannot be written or removed.
+    pub fn fail_fsync(&mut self, node: i32, fail: bool) -> Result<(), String> {
+        self.broker(node)
+            .fail_fsync(fail)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Waits up to `timeout` for `node` to exit on its own; its exit
+    /// status, or `None` when it is still running.
+    ///
+    /// # Errors
+    ///
+    /// A message when it is not running or cannot be waited for.
+    pub fn wait_for_exit(
+        &mut self,
+        node: i32,
+        timeout: Duration,
+    ) -> Result<Option<std::process::ExitStatus>, String> {
+        self.broker(node)
+            .wait_for_exit(timeout)
+            .map_err(|e| e.to_string())
     }
 
     /// Starts `node` again on its data and port.

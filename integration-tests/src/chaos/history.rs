@@ -97,6 +97,12 @@ pub enum NodeProblem {
     SigtermExitStatus(String),
     /// Did not start again (or not within the ready timeout).
     RestartFailed(String),
+    /// Still running (or exited 0) after its `fdatasync`s started failing
+    /// with EIO: a broker must halt at its first failed sync.
+    NoHaltOnFsyncError(String),
+    /// The harness could not inject the fault (a power loss that could
+    /// not be applied, a trigger file that could not be written).
+    FaultNotInjected(String),
 }
 
 /// The state of the cluster after the final heal.

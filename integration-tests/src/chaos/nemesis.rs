@@ -9,10 +9,14 @@
 //!
 //! Seams for later faults: a new [`Fault`] variant, its step in
 //! [`Schedule::generate`] and its action and heal in [`execute`] and
-//! [`heal`] (clock faults need libfaketime in [`ChaosCluster`]'s spawn;
-//! disk faults a `FileSystem` fault mode in the broker). Network faults
-//! (isolate, bridge, one-way) are cuts between nodes in network namespaces
-//! ([`super::network`]).
+//! [`heal`] (clock faults need libfaketime in [`ChaosCluster`]'s spawn).
+//! Network faults (isolate, bridge, one-way) are cuts between nodes in
+//! network namespaces ([`super::network`]).
+//!
+//! Disk faults go through each node's sync journal (the broker's
+//! `SyncJournalFileSystem`, [`crate::power_loss`]): `lose-unsynced` and
+//! `torn-write` are a SIGKILL followed by a power loss, `fsync-eio` fails
+//! every `fdatasync` of a running node until it halts.
 
 use std::fmt;
 use std::str::FromStr;
@@ -24,6 +28,7 @@ use rand_chacha::ChaCha8Rng;
 use super::cluster::ChaosCluster;
 use super::history::{NemesisEvent, NodeProblem};
 use super::network::{self, Partition};
+use crate::power_loss::PowerLoss;
 
 /// One kind of fault the nemesis can inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -44,17 +49,33 @@ pub enum Fault {
     /// Drop one node's packets to both others, then heal
     /// ([`Partition::OneWay`]).
     OneWay,
+    /// SIGKILL one node and cut its files to what it fsynced (a power
+    /// loss, [`PowerLoss::Lose`]), then start it again.
+    LoseUnsynced,
+    /// As [`Fault::LoseUnsynced`] with a torn unsynced tail
+    /// ([`PowerLoss::Torn`]).
+    TornWrite,
+    /// Make every `fdatasync` of one node fail with EIO; the node must halt
+    /// (exit non-zero) within [`HALT_BOUND`]. Then the disk works again and
+    /// the node is started.
+    FsyncEio,
 }
+
+/// How long a node may keep running after its `fdatasync`s start failing.
+pub const HALT_BOUND: Duration = Duration::from_secs(20);
 
 impl Fault {
     /// Every fault this harness can inject.
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 9] = [
         Fault::Kill,
         Fault::Pause,
         Fault::RollingRestart,
         Fault::Isolate,
         Fault::Bridge,
         Fault::OneWay,
+        Fault::LoseUnsynced,
+        Fault::TornWrite,
+        Fault::FsyncEio,
     ];
 
     /// The name used on the command line and in run rows.
@@ -63,6 +84,9 @@ impl Fault {
             Self::Kill => "kill",
             Self::Pause => "pause",
             Self::RollingRestart => "rolling-restart",
+            Self::LoseUnsynced => "lose-unsynced",
+            Self::TornWrite => "torn-write",
+            Self::FsyncEio => "fsync-eio",
             Self::Isolate => "isolate",
             Self::Bridge => "bridge",
             Self::OneWay => "one-way",
@@ -77,7 +101,12 @@ impl Fault {
             Self::Isolate => Some(Partition::Isolate(node)),
             Self::Bridge => Some(Partition::Bridge { middle: node }),
             Self::OneWay => Some(Partition::OneWay(node)),
-            Self::Kill | Self::Pause | Self::RollingRestart => None,
+            Self::Kill
+            | Self::Pause
+            | Self::RollingRestart
+            | Self::LoseUnsynced
+            | Self::TornWrite
+            | Self::FsyncEio => None,
         }
     }
 }
@@ -180,7 +209,9 @@ impl Schedule {
             let quiet = Duration::from_millis(rng.gen_range(1_000..3_000));
             let node = rng.gen_range(1..=3);
             let hold = match fault {
-                Fault::Kill => Duration::from_millis(rng.gen_range(1_000..4_000)),
+                Fault::Kill | Fault::LoseUnsynced | Fault::TornWrite | Fault::FsyncEio => {
+                    Duration::from_millis(rng.gen_range(1_000..4_000))
+                }
                 Fault::Pause => session_timeout + Duration::from_millis(rng.gen_range(500..3_000)),
                 Fault::RollingRestart => Duration::from_secs(6),
                 Fault::Isolate | Fault::Bridge | Fault::OneWay => {
@@ -211,7 +242,7 @@ pub fn execute(
     until: Instant,
     record: &mut dyn FnMut(NemesisEvent),
 ) {
-    for step in &schedule.steps {
+    for (index, step) in schedule.steps.iter().enumerate() {
         sleep_until(Instant::now() + step.quiet, until);
         if Instant::now() >= until {
             return;
@@ -242,6 +273,85 @@ pub fn execute(
                     .err()
                     .map(NodeProblem::RestartFailed);
                 record(cluster.event(step.node, "SIGCONT", problem));
+            }
+            Fault::LoseUnsynced | Fault::TornWrite => {
+                let mode = if step.fault == Fault::TornWrite {
+                    PowerLoss::Torn
+                } else {
+                    PowerLoss::Lose
+                };
+                let problem = cluster
+                    .kill(step.node)
+                    .err()
+                    .map(NodeProblem::RestartFailed);
+                record(cluster.event(step.node, "SIGKILL", problem));
+                // Where a torn write cuts follows from the schedule.
+                let mut rng = ChaCha8Rng::seed_from_u64(index as u64);
+                rng.set_stream(step.quiet.as_millis() as u64);
+                let (action, problem) = match cluster.power_loss(step.node, mode, &mut rng) {
+                    Ok(r) => (
+                        format!(
+                            "power loss ({}): {} of {} files cut, {} bytes",
+                            step.fault, r.files_cut, r.files_known, r.bytes_lost
+                        ),
+                        None,
+                    ),
+                    Err(e) => (
+                        format!("power loss ({})", step.fault),
+                        Some(NodeProblem::FaultNotInjected(e)),
+                    ),
+                };
+                record(cluster.event(step.node, &action, problem));
+                sleep_until(Instant::now() + step.hold, until);
+                let problem = cluster
+                    .start_node(step.node)
+                    .err()
+                    .map(NodeProblem::RestartFailed);
+                record(cluster.event(step.node, "restart", problem));
+            }
+            Fault::FsyncEio => {
+                let armed = cluster.fail_fsync(step.node, true);
+                let problem = armed.clone().err().map(NodeProblem::FaultNotInjected);
+                record(cluster.event(step.node, "fdatasync fails with EIO", problem));
+                if armed.is_ok() {
+                    let (action, problem) = match cluster.wait_for_exit(step.node, HALT_BOUND) {
+                        Ok(Some(status)) if !status.success() => {
+                            (format!("halted ({status})"), None)
+                        }
+                        Ok(Some(status)) => (
+                            format!("exited ({status})"),
+                            Some(NodeProblem::NoHaltOnFsyncError(format!(
+                                "exited with {status} after a failed fdatasync, expected a \
+                                 non-zero halt"
+                            ))),
+                        ),
+                        Ok(None) => {
+                            let _ = cluster.kill(step.node);
+                            (
+                                "still running: SIGKILL".to_owned(),
+                                Some(NodeProblem::NoHaltOnFsyncError(format!(
+                                    "still running {} s after fdatasync started failing",
+                                    HALT_BOUND.as_secs()
+                                ))),
+                            )
+                        }
+                        Err(e) => ("halt".to_owned(), Some(NodeProblem::FaultNotInjected(e))),
+                    };
+                    record(cluster.event(step.node, &action, problem));
+                }
+                let problem = cluster
+                    .fail_fsync(step.node, false)
+                    .err()
+                    .map(NodeProblem::FaultNotInjected);
+                record(cluster.event(step.node, "fdatasync works again", problem));
+                sleep_until(Instant::now() + step.hold, until);
+                if !cluster.is_running(step.node) {
+                    let problem = cluster
+                        .start_node(step.node)
+                        .err()
+                        .map(NodeProblem::RestartFailed);
+                    record(cluster.event(step.node, "restart", problem));
+                }
             }
             Fault::RollingRestart => {
                 for node in 1..=3 {
