@@ -3,8 +3,10 @@
 //! (write `<name>.tmp`, fsync, rename over the old file, fsync the directory).
 //! Used for `leader-epoch-checkpoint`, `recovery-point-offset-checkpoint` and
 //! `log-start-offset-checkpoint`; [`write_atomically`] also writes producer
-//! snapshots and `meta.properties`. [`write_replacing`] writes
-//! `partition.metadata` without a sync (the log's first flush syncs it).
+//! snapshots and `meta.properties`. [`write_unsynced_tmp`] and
+//! [`publish_tmp`] split that write for `partition.metadata`: the
+//! temporary file is written at once, and the log's first flush syncs it
+//! and only then renames it into place.
 //! Every write goes through the [`FileSystem`] seam.
 
 use std::path::Path;
@@ -53,22 +55,33 @@ fn write_tmp(
     Ok((file, tmp))
 }
 
-/// Replaces `path` with `contents` through `<path>.tmp` and a rename, with
-/// no sync: after a power loss `path` may be missing, or empty (the rename
-/// durable before the data). The caller syncs the file and its directory
-/// later.
-///
-/// # Errors
-/// [`StorageError::Io`] naming the file that could not be written or renamed.
-pub(crate) fn write_replacing(
+/// Writes `contents` to a new `<path>.tmp` without syncing it and returns
+/// the temporary path: the caller fdatasyncs it and then renames it over
+/// `path` ([`publish_tmp`]), so `path` is whole or absent after a power
+/// loss (Kafka's `PartitionMetadataFile.maybeFlush`: write, sync, atomic
+/// move), while the sync itself can wait for a later flush.
+pub(crate) fn write_unsynced_tmp(
     fs: &dyn FileSystem,
     path: &Path,
     contents: &[u8],
+) -> Result<std::path::PathBuf, StorageError> {
+    let (_file, tmp) = write_tmp(fs, path, contents)?;
+    Ok(tmp)
+}
+
+/// Renames the synced `<path>.tmp` of [`write_unsynced_tmp`] over `path`.
+/// A temporary file already gone while `path` exists was published by an
+/// earlier flush. The directory is synced by the caller.
+pub(crate) fn publish_tmp(
+    fs: &dyn FileSystem,
+    tmp: &Path,
+    path: &Path,
 ) -> Result<(), StorageError> {
-    let (file, tmp) = write_tmp(fs, path, contents)?;
-    drop(file);
-    fs.rename(&tmp, path)
-        .map_err(|e| StorageError::io("rename", path, e))
+    match fs.rename(tmp, path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.exists() => Ok(()),
+        Err(e) => Err(StorageError::io("rename", path, e)),
+        Ok(()) => Ok(()),
+    }
 }
 
 /// fsyncs a directory so that renames and new files in it are durable.

@@ -245,6 +245,9 @@ pub struct FetchDataInfo {
 pub struct PendingFlush {
     fs: Arc<dyn FileSystem>,
     files: Vec<FlushFile>,
+    /// `partition.metadata.tmp` and `partition.metadata`: renamed once its
+    /// sync (among `files`) succeeded, before the directories are synced.
+    publish: Option<(PathBuf, PathBuf)>,
     /// Directories to fsync after the files, in order: the partition
     /// directory when segment files were created, then the log directory
     /// when the partition directory itself is new.
@@ -311,6 +314,9 @@ impl PendingFlush {
             }
             file.sync(&*self.fs)?;
         }
+        if let Some((tmp, path)) = &self.publish {
+            checkpoint::publish_tmp(&*self.fs, tmp, path)?;
+        }
         for dir in &self.dirs {
             checkpoint::sync_dir(&*self.fs, dir)?;
         }
@@ -347,8 +353,9 @@ pub struct Log {
     dir_dirty: bool,
     /// What creating this log left unsynced, owed to its first successful
     /// flush: the partition directory's entry in the log directory (when
-    /// [`Log::open`] created the directory) and `partition.metadata` (written
-    /// by [`Log::set_topic_id`] without a sync). Creating a partition thus
+    /// [`Log::open`] created the directory) and `partition.metadata` (whose
+    /// temporary file [`Log::set_topic_id`] wrote without a sync; the flush
+    /// syncs it and renames it into place). Creating a partition thus
     /// costs no sync (Kafka likewise flushes `partition.metadata` later,
     /// `UnifiedLog.maybeFlushMetadataFile`); the first flush, which comes
     /// before anything in the partition is acknowledged as durable, pays.
@@ -1304,17 +1311,25 @@ impl Log {
         }
         let mut files = Vec::new();
         let creation = self.unsynced_creation;
+        let mut publish = None;
         if creation.partition_metadata {
             let path = self.dir.join(PARTITION_METADATA_FILE);
-            let file = self
-                .fs
-                .open_file(&path, false)
-                .map_err(|e| StorageError::io("open", &path, e))?;
-            files.push(FlushFile {
-                file: Arc::new(file),
-                path,
-                mark: None,
-            });
+            let mut tmp = path.clone().into_os_string();
+            tmp.push(".tmp");
+            let tmp = PathBuf::from(tmp);
+            match self.fs.open_existing(&tmp) {
+                Ok(file) => {
+                    files.push(FlushFile {
+                        file: Arc::new(file),
+                        path: tmp.clone(),
+                        mark: None,
+                    });
+                    publish = Some((tmp, path));
+                }
+                // A flush prepared earlier renamed it into place already.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.exists() => {}
+                Err(e) => return Err(StorageError::io("open", &tmp, e)),
+            }
         }
         let mut active = None;
         let active_base = self.segments.keys().next_back().copied();
@@ -1346,6 +1361,7 @@ impl Log {
         Ok(PendingFlush {
             fs: self.fs.clone(),
             files,
+            publish,
             dirs,
             creation,
             active,
@@ -1511,8 +1527,8 @@ impl Log {
             Err(e) => return Err(StorageError::io("read", &path, e)),
         };
         if text.is_empty() {
-            // Written and renamed into place, then power was lost before
-            // the first flush synced its data (see `Log::set_topic_id`).
+            // Left by an older Weir that renamed the file into place before
+            // syncing it (see `Log::set_topic_id`), then lost power.
             tracing::warn!(path = %path.display(),
                 "empty partition.metadata (lost before it was synced): no topic id recorded");
             return Ok(None);
@@ -1562,12 +1578,14 @@ impl Log {
             None => {}
         }
         let text = format!("version: 0\ntopic_id: {}", base64_uuid(&topic_id));
-        checkpoint::write_replacing(
+        // Synced and renamed into place by the next flush (see
+        // `Log::unsynced_creation`): the file is whole or absent after a
+        // power loss, never torn (chaos seed 3002).
+        checkpoint::write_unsynced_tmp(
             &*self.fs,
             &self.dir.join(PARTITION_METADATA_FILE),
             text.as_bytes(),
         )?;
-        // Synced by the next flush (see `Log::unsynced_creation`).
         self.unsynced_creation.partition_metadata = true;
         self.dir_dirty = true;
         self.topic_id = Some(topic_id);

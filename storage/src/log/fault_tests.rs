@@ -793,8 +793,8 @@ fn a_topic_id_lost_before_any_flush_is_recorded_again() {
 
 #[test]
 fn an_empty_partition_metadata_file_reads_as_no_topic_id() {
-    // A rename that reached the disk before the renamed file's data (no fsync
-    // yet) leaves an empty file.
+    // An older Weir renamed the file into place before syncing it: a rename
+    // that reached the disk before the file's data left an empty file.
     let (dir, fs) = setup();
     let log = open_log(&fs, dir.path(), LogConfig::default(), 0);
     let path = log.dir().join(PARTITION_METADATA_FILE);
@@ -803,6 +803,7 @@ fn an_empty_partition_metadata_file_reads_as_no_topic_id() {
     let mut log = open_log(&fs, dir.path(), LogConfig::default(), 0);
     assert_eq!(log.topic_id(), None);
     log.set_topic_id([9; 16]).unwrap();
+    log.flush().unwrap();
     drop(log);
     let log = open_log(&fs, dir.path(), LogConfig::default(), 0);
     assert_eq!(log.topic_id(), Some([9; 16]));

@@ -675,7 +675,12 @@ fn topic_id_is_written_in_kafka_format_once() {
     let id = [0xfbu8; 16];
     log.set_topic_id(id).unwrap();
     log.set_topic_id(id).unwrap();
-    let text = std::fs::read_to_string(log.dir().join(PARTITION_METADATA_FILE)).unwrap();
+    // Only the flush syncs the file and renames it into place (chaos seed
+    // 3002: never visible before it is durable).
+    let path = log.dir().join(PARTITION_METADATA_FILE);
+    assert!(!path.exists());
+    log.flush().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text, "version: 0\ntopic_id: -_v7-_v7-_v7-_v7-_v7-w");
     assert!(matches!(
         log.set_topic_id([1; 16]),
