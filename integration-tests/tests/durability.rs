@@ -409,7 +409,10 @@ fn chaos_seed_3002_a_power_loss_right_after_topic_creation_leaves_a_startable_br
         let batch = weir_integration_tests::records::plain_batch(&[name.as_str()], 1_000);
         support::produce_ok(&mut client, produce_version, &topic, 0, batch);
         let read = support::read_partition(&mut client, fetch_version, &topic, 0);
-        assert_eq!(read.into_values().collect::<Vec<_>>(), std::slice::from_ref(name));
+        assert_eq!(
+            read.into_values().collect::<Vec<_>>(),
+            std::slice::from_ref(name)
+        );
     }
 }
 

@@ -249,17 +249,9 @@ pub fn execute(
         }
         match step.fault {
             Fault::Kill => {
-                let problem = cluster
-                    .kill(step.node)
-                    .err()
-                    .map(NodeProblem::RestartFailed);
-                record(cluster.event(step.node, "SIGKILL", problem));
+                kill(cluster, step.node, record);
                 sleep_until(Instant::now() + step.hold, until);
-                let problem = cluster
-                    .start_node(step.node)
-                    .err()
-                    .map(NodeProblem::RestartFailed);
-                record(cluster.event(step.node, "restart", problem));
+                restart(cluster, step.node, "restart", record);
             }
             Fault::Pause => {
                 let problem = cluster
@@ -280,11 +272,7 @@ pub fn execute(
                 } else {
                     PowerLoss::Lose
                 };
-                let problem = cluster
-                    .kill(step.node)
-                    .err()
-                    .map(NodeProblem::RestartFailed);
-                record(cluster.event(step.node, "SIGKILL", problem));
+                kill(cluster, step.node, record);
                 // Where a torn write cuts follows from the schedule.
                 let mut rng = ChaCha8Rng::seed_from_u64(index as u64);
                 rng.set_stream(step.quiet.as_millis() as u64);
@@ -303,11 +291,7 @@ pub fn execute(
                 };
                 record(cluster.event(step.node, &action, problem));
                 sleep_until(Instant::now() + step.hold, until);
-                let problem = cluster
-                    .start_node(step.node)
-                    .err()
-                    .map(NodeProblem::RestartFailed);
-                record(cluster.event(step.node, "restart", problem));
+                restart(cluster, step.node, "restart", record);
             }
             Fault::FsyncEio => {
                 let armed = cluster.fail_fsync(step.node, true);
@@ -346,22 +330,14 @@ pub fn execute(
                 record(cluster.event(step.node, "fdatasync works again", problem));
                 sleep_until(Instant::now() + step.hold, until);
                 if !cluster.is_running(step.node) {
-                    let problem = cluster
-                        .start_node(step.node)
-                        .err()
-                        .map(NodeProblem::RestartFailed);
-                    record(cluster.event(step.node, "restart", problem));
+                    restart(cluster, step.node, "restart", record);
                 }
             }
             Fault::RollingRestart => {
                 for node in 1..=3 {
                     let problem = cluster.terminate(node).err();
                     record(cluster.event(node, "SIGTERM", problem));
-                    let problem = cluster
-                        .start_node(node)
-                        .err()
-                        .map(NodeProblem::RestartFailed);
-                    record(cluster.event(node, "restart", problem));
+                    restart(cluster, node, "restart", record);
                     // As an operator's rolling restart: the next node only
                     // once every partition is fully replicated again.
                     // A cluster that does not get there is reported after
@@ -376,10 +352,13 @@ pub fn execute(
                     .map(Partition::cuts)
                     .unwrap_or_default();
                 let action = format!("{} (cut {})", step.fault, network::describe(&cuts));
-                let problem = cluster.cut(&cuts).err().map(NodeProblem::RestartFailed);
+                let problem = cluster.cut(&cuts).err().map(NodeProblem::FaultNotInjected);
                 record(cluster.event(step.node, &action, problem));
                 sleep_until(Instant::now() + step.hold, until);
-                let problem = cluster.heal_network().err().map(NodeProblem::RestartFailed);
+                let problem = cluster
+                    .heal_network()
+                    .err()
+                    .map(NodeProblem::FaultNotInjected);
                 record(cluster.event(step.node, "heal network", problem));
             }
         }
@@ -391,7 +370,10 @@ pub fn execute(
 /// starts stopped ones.
 pub fn heal(cluster: &mut ChaosCluster, record: &mut dyn FnMut(NemesisEvent)) {
     if cluster.has_cuts() {
-        let problem = cluster.heal_network().err().map(NodeProblem::RestartFailed);
+        let problem = cluster
+            .heal_network()
+            .err()
+            .map(NodeProblem::FaultNotInjected);
         record(cluster.event(0, "heal network (final)", problem));
     }
     for node in 1..=3 {
@@ -400,13 +382,30 @@ pub fn heal(cluster: &mut ChaosCluster, record: &mut dyn FnMut(NemesisEvent)) {
             record(cluster.event(node, "SIGCONT (heal)", problem));
         }
         if !cluster.is_running(node) {
-            let problem = cluster
-                .start_node(node)
-                .err()
-                .map(NodeProblem::RestartFailed);
-            record(cluster.event(node, "restart (heal)", problem));
+            restart(cluster, node, "restart (heal)", record);
         }
     }
+}
+
+/// SIGKILLs `node` and records it (a failure is `restart-failed`, as the
+/// node's state is then unknown).
+fn kill(cluster: &mut ChaosCluster, node: i32, record: &mut dyn FnMut(NemesisEvent)) {
+    let problem = cluster.kill(node).err().map(NodeProblem::RestartFailed);
+    record(cluster.event(node, "SIGKILL", problem));
+}
+
+/// Starts `node` again on its data and records it as `action`.
+fn restart(
+    cluster: &mut ChaosCluster,
+    node: i32,
+    action: &str,
+    record: &mut dyn FnMut(NemesisEvent),
+) {
+    let problem = cluster
+        .start_node(node)
+        .err()
+        .map(NodeProblem::RestartFailed);
+    record(cluster.event(node, action, problem));
 }
 
 /// Sleeps until `wake` or `limit`, whichever is sooner.
