@@ -100,8 +100,9 @@ pub enum NodeProblem {
     /// Still running (or exited 0) after its `fdatasync`s started failing
     /// with EIO: a broker must halt at its first failed sync.
     NoHaltOnFsyncError(String),
-    /// The harness could not inject the fault (a power loss that could
-    /// not be applied, a trigger file that could not be written).
+    /// The harness could not inject or end the fault (a power loss that
+    /// could not be applied, a trigger file that could not be written, a
+    /// network cut that could not be set or removed).
     FaultNotInjected(String),
 }
 
