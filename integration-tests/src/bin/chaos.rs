@@ -61,6 +61,9 @@ struct Args {
     /// Where failed runs leave their histories.
     #[arg(long, default_value = "target/chaos")]
     out: PathBuf,
+    /// Write every run's history to --out, passed or not.
+    #[arg(long)]
+    keep_history: bool,
 }
 
 fn main() -> ExitCode {
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
         faults,
         seed: first_seed.wrapping_add(i),
         duration,
+        keep_history: args.keep_history,
     };
 
     println!("{}", RunResult::header());

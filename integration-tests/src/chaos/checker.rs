@@ -24,7 +24,8 @@
 //!   answered NONE by a leader) lower than one learnt before the request
 //!   was sent, from an answer of the same or an older leader epoch or from
 //!   an acknowledgement (acks=all is answered once the high watermark is
-//!   past the record, Kafka's `DelayedProduce`). A new leader answers
+//!   past the record, Kafka's `DelayedProduce`) given in the same or an
+//!   older epoch (the leader epoch of the record's batch in the drain). A new leader answers
 //!   OFFSET_NOT_AVAILABLE until its high watermark reaches its epoch's
 //!   start (Kafka's `Partition.fetchOffsetForTimestamp`), so no committed
 //!   offset is ever un-committed in a client's eyes. Answers from an older
@@ -50,6 +51,22 @@
 //! - `metadata-divergence`: the nodes' final Metadata differing (or a node
 //!   not answering) for [`RECOVERY_BOUND_MS`] after the clients stopped.
 //!
+//! Consumer group, from the group workload's commits and committed-offset
+//! reads (issue 17 scopes 3 and 4):
+//! - `committed-offset-regression`: the group's committed offset of a
+//!   partition, read once more after the drain, older than an
+//!   acknowledged commit: some acknowledged OffsetCommit `C` of another
+//!   offset ended before the read began, and every commit of the offset
+//!   read ended before `C` began (so nothing could have overwritten `C`
+//!   with it; last writer wins, as Kafka's offsets are) -- a lost commit;
+//!   or any committed offset read (by a member or the final read) that no
+//!   acknowledged or possibly applied commit wrote. Members' own reads are
+//!   only held to the second rule: a coordinator cut off from the cluster
+//!   may answer from its stale cache until it learns it lost
+//!   `__consumer_offsets`, as Kafka's does.
+//! - A member starts an assignment at the committed offset, so the
+//!   `poll-skip` check of its first read starts there.
+//!
 //! Liveness (issue 17): every partition has a leader and its full ISR within
 //! [`RECOVERY_BOUND_MS`] of the final heal (`unavailable-after-heal`), the
 //! drain reads every partition to its end within [`DRAIN_BOUND_MS`]
@@ -59,17 +76,19 @@
 //! `fdatasync`s failing with EIO (`no-halt-on-fsync-error`); a fault the
 //! harness could not inject is `fault-not-injected`; once the cluster is
 //! healthy again, every producer has a send acknowledged (`stuck-producer`)
-//! and every consumer thread reads a record (`stuck-consumer`) within
-//! [`PROGRESS_BOUND_MS`].
+//! and every consumer thread reads a record and the consumer group
+//! commits (`stuck-consumer`) within [`PROGRESS_BOUND_MS`]; the final read
+//! of the group's committed offsets is answered within [`DRAIN_BOUND_MS`]
+//! (`drain-incomplete`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use super::churn;
 use super::history::{
-    Churn, ChurnOutcome, History, NodeProblem, Observation, Observed, SendOutcome,
+    Churn, ChurnOutcome, CommitOutcome, History, NodeProblem, Observation, Observed, SendOutcome,
 };
-use super::queue::{stuck_consumers, stuck_producers};
+use super::queue::{stuck_consumers, stuck_group, stuck_producers};
 
 /// How long after the final heal every partition must have a leader and
 /// its full ISR, ms (issue 17).
@@ -139,6 +158,8 @@ pub enum AnomalyKind {
     NoHaltOnFsyncError,
     /// A fault the harness could not inject.
     FaultNotInjected,
+    /// A lost or never-written committed offset.
+    CommittedOffsetRegression,
 }
 
 impl AnomalyKind {
@@ -171,6 +192,7 @@ impl AnomalyKind {
             Self::MetadataDivergence => "metadata-divergence",
             Self::NoHaltOnFsyncError => "no-halt-on-fsync-error",
             Self::FaultNotInjected => "fault-not-injected",
+            Self::CommittedOffsetRegression => "committed-offset-regression",
         }
     }
 }
@@ -229,6 +251,7 @@ pub fn check(history: &History) -> Report {
     check_epochs(history, &mut report);
     check_progress(history, &mut report);
     check_churn(history, &mut report);
+    check_commits(history, &mut report);
     report
 }
 
@@ -352,7 +375,12 @@ fn check_polls(history: &History, report: &mut Report) {
         known.entry(partition).or_default().insert(offset);
     }
     let empty = BTreeSet::new();
-    let mut last: BTreeMap<(u32, i32), i64> = BTreeMap::new();
+    // A group member's assignment starts at the committed offset.
+    let mut last: BTreeMap<(u32, i32), i64> = history
+        .assignments
+        .iter()
+        .map(|a| ((a.process, a.partition), a.start - 1))
+        .collect();
     for p in &history.polls {
         let offsets = known.get(&p.partition).unwrap_or(&empty);
         for (offset, value) in &p.records {
@@ -466,8 +494,6 @@ fn check_high_watermarks(history: &History, report: &mut Report) {
     // partition -> (time known, epoch, offset, what)
     let mut floors: BTreeMap<i32, Vec<(u64, i32, i64, String)>> = BTreeMap::new();
     let mut answers: BTreeMap<i32, Vec<(&Observation, i64, i32)>> = BTreeMap::new();
-    // partition -> (arrival, epoch) of every epoch observation
-    let mut epochs_seen: BTreeMap<i32, Vec<(u64, i32)>> = BTreeMap::new();
     for o in &history.observations {
         match o.observed {
             Observed::HighWatermark {
@@ -485,42 +511,31 @@ fn check_high_watermarks(history: &History, report: &mut Report) {
                     .entry(partition)
                     .or_default()
                     .push((o, offset, leader_epoch));
-                epochs_seen
-                    .entry(partition)
-                    .or_default()
-                    .push((o.received_ms, leader_epoch));
             }
-            Observed::Leader {
-                partition,
-                leader_epoch,
-                ..
-            } => epochs_seen
-                .entry(partition)
-                .or_default()
-                .push((o.received_ms, leader_epoch)),
-            Observed::Quorum { .. } => {}
-        }
-    }
-    for seen in epochs_seen.values_mut() {
-        seen.sort_unstable();
-        // Running maximum: the highest epoch shown by each arrival time.
-        let mut max = i32::MIN;
-        for (_, epoch) in seen.iter_mut() {
-            max = max.max(*epoch);
-            *epoch = max;
+            Observed::Leader { .. } | Observed::Quorum { .. } => {}
         }
     }
     for s in &history.sends {
         let SendOutcome::Ack { offset } = s.outcome else {
             continue;
         };
-        let epoch = epochs_seen.get(&s.partition).and_then(|seen| {
-            let known = seen.partition_point(|(at, _)| *at <= s.done_ms);
-            known.checked_sub(1).map(|i| seen[i].1)
-        });
+        // The epoch the acknowledgement was given in is the epoch of the
+        // leader that appended the record (a leader answers NOT_LEADER to
+        // the requests in its purgatory when it loses the partition), which
+        // its batch carries. Not the highest epoch the watcher had seen by
+        // then: a new leader may acknowledge before the watcher hears of
+        // its epoch, and a deposed leader's later answers in the old epoch
+        // may be stale (seed 5005). A record the drain did not read sets
+        // no floor (it is a lost write instead).
+        let epoch = history
+            .drain
+            .as_ref()
+            .and_then(|d| d.leader_epochs.get(&s.partition))
+            .and_then(|epochs| epochs.get(&offset))
+            .copied();
         floors.entry(s.partition).or_default().push((
             s.done_ms,
-            epoch.unwrap_or(i32::MIN),
+            epoch.unwrap_or(i32::MAX),
             offset + 1,
             format!(
                 "{} acknowledged at offset {offset} at {} ms",
@@ -750,6 +765,15 @@ fn check_progress(history: &History, report: &mut Report) {
             ),
         );
     }
+    if stuck_group(history, progress.healthy_at_ms) {
+        report.add(
+            AnomalyKind::StuckConsumer,
+            format!(
+                "consumer group: no acknowledged commit between {} ms (healthy) and {} ms",
+                progress.healthy_at_ms, progress.stopped_at_ms
+            ),
+        );
+    }
     for t in stuck_consumers(history, progress.healthy_at_ms) {
         report.add(
             AnomalyKind::StuckConsumer,
@@ -758,6 +782,78 @@ fn check_progress(history: &History, report: &mut Report) {
                 progress.healthy_at_ms, progress.stopped_at_ms
             ),
         );
+    }
+}
+
+/// `committed-offset-regression`, and `drain-incomplete` for a final read
+/// of the committed offsets that never came.
+fn check_commits(history: &History, report: &mut Report) {
+    if history.group_members == 0 {
+        return;
+    }
+    // Partition -> offset -> the latest end of a commit that wrote it
+    // (u64::MAX when its outcome is unknown: it may land at any time).
+    let mut writes: BTreeMap<i32, BTreeMap<i64, u64>> = BTreeMap::new();
+    for c in &history.commits {
+        let done = match c.outcome {
+            CommitOutcome::Ok => c.done_ms,
+            CommitOutcome::Unknown(_) => u64::MAX,
+            CommitOutcome::Fail(_) => continue,
+        };
+        for (&partition, &offset) in &c.offsets {
+            let end = writes
+                .entry(partition)
+                .or_default()
+                .entry(offset)
+                .or_insert(0);
+            *end = (*end).max(done);
+        }
+    }
+    let fin = history.committed_reads.iter().find(|r| r.process == 0);
+    if fin.is_none() && history.drain.is_some() {
+        report.add(
+            AnomalyKind::DrainIncomplete,
+            format!("the group's committed offsets were not read within {DRAIN_BOUND_MS} ms after the drain"),
+        );
+    }
+    for read in &history.committed_reads {
+        for (&partition, &offset) in &read.offsets {
+            let written = writes.get(&partition);
+            // Offset -1 (nothing committed) is written at the start.
+            let offset_done = if offset == -1 {
+                Some(0)
+            } else {
+                written.and_then(|w| w.get(&offset)).copied()
+            };
+            let Some(offset_done) = offset_done else {
+                report.add(
+                    AnomalyKind::CommittedOffsetRegression,
+                    format!(
+                        "g{} partition {partition}: read committed offset {offset} at {} ms, which no commit wrote",
+                        read.process, read.sent_ms
+                    ),
+                );
+                continue;
+            };
+            if read.process != 0 {
+                continue;
+            }
+            let overwritten_by = history.commits.iter().find(|c| {
+                c.outcome == CommitOutcome::Ok
+                    && c.done_ms < read.sent_ms
+                    && c.at_ms > offset_done
+                    && c.offsets.get(&partition).is_some_and(|&o| o != offset)
+            });
+            if let Some(c) = overwritten_by {
+                report.add(
+                    AnomalyKind::CommittedOffsetRegression,
+                    format!(
+                        "partition {partition}: the group kept offset {offset}, but g{} committed {} (acknowledged at {} ms) after every commit of {offset} had ended",
+                        c.process, c.offsets[&partition], c.done_ms
+                    ),
+                );
+            }
+        }
     }
 }
 
@@ -801,7 +897,8 @@ fn check_liveness(history: &History, report: &mut Report) {
 #[cfg(test)]
 mod tests {
     use super::super::history::{
-        ChurnOp, Drain, FinalMetadata, NemesisEvent, Poll, Progress, Recovery, Send,
+        Assignment, ChurnOp, Commit, CommittedRead, Drain, FinalMetadata, NemesisEvent, Poll,
+        Progress, Recovery, Send,
     };
     use super::*;
 
@@ -853,6 +950,7 @@ mod tests {
                     (0, vec![(0, "a".to_owned()), (1, "b".to_owned())]),
                     (1, vec![(0, "c".to_owned()), (1, "d".to_owned())]),
                 ]),
+                leader_epochs: BTreeMap::new(),
                 incomplete: BTreeMap::new(),
             }),
             ..History::default()
@@ -1148,6 +1246,12 @@ mod tests {
     fn a_high_watermark_at_or_below_an_acknowledged_offset_is_a_regression() {
         let mut history = valid();
         history.sends[1].done_ms = 300; // "b" at offset 1 of partition 0
+        history
+            .drain
+            .as_mut()
+            .expect("a drain")
+            .leader_epochs
+            .insert(0, BTreeMap::from([(0, 3), (1, 3)]));
         history.observations = vec![
             watched(100, 110, 1, hw(0, 1, 3)),
             // Sent before the acknowledgement arrived.
@@ -1156,6 +1260,34 @@ mod tests {
         ];
         assert_kinds(&history, &[]);
         history.observations.push(watched(350, 360, 1, hw(0, 1, 3)));
+        assert_kinds(&history, &[AnomalyKind::HighWatermarkRegression]);
+    }
+
+    /// Seed 5005 (bridge via node 3 cutting nodes 1 and 2 apart): node 3
+    /// became leader of partition 1 in epoch 9 and acknowledged offsets
+    /// 744-757 before the watcher heard of epoch 9; node 2, the deposed
+    /// epoch 8 leader cut off from the controller, went on answering its
+    /// old high watermark 743 in epoch 8, as a deposed Kafka leader may.
+    /// The checker took the acknowledgements for epoch 8 (the newest it had
+    /// seen) and reported an hw-regression; the epoch an acknowledgement
+    /// was given in is the one its batch carries.
+    #[test]
+    fn chaos_seed_5005_a_deposed_leader_may_answer_below_an_ack_of_the_next_epoch() {
+        let mut history = valid();
+        history.sends[1].done_ms = 300; // "b" at offset 1 of partition 0
+        let epochs = &mut history.drain.as_mut().expect("a drain").leader_epochs;
+        epochs.insert(0, BTreeMap::from([(0, 8), (1, 9)]));
+        history.observations = vec![
+            watched(100, 101, 2, hw(0, 1, 8)),
+            watched(310, 311, 3, hw(0, 2, 9)),
+            // The deposed leader, after the acknowledgement in epoch 9.
+            watched(320, 321, 2, hw(0, 1, 8)),
+        ];
+        assert_kinds(&history, &[]);
+        // Had the epoch 8 leader acknowledged it, its epoch 8 answers
+        // would have to include it.
+        let epochs = &mut history.drain.as_mut().expect("a drain").leader_epochs;
+        epochs.insert(0, BTreeMap::from([(0, 8), (1, 8)]));
         assert_kinds(&history, &[AnomalyKind::HighWatermarkRegression]);
     }
 
@@ -1408,5 +1540,134 @@ mod tests {
             .nodes
             .insert(3, Err("connection refused".into()));
         assert_kinds(&history, &[AnomalyKind::MetadataDivergence]);
+    }
+
+    fn commit(
+        process: u32,
+        at_ms: u64,
+        done_ms: u64,
+        offset: i64,
+        outcome: CommitOutcome,
+    ) -> Commit {
+        Commit {
+            at_ms,
+            done_ms,
+            process,
+            generation: 1,
+            offsets: BTreeMap::from([(0, offset)]),
+            outcome,
+        }
+    }
+
+    fn committed(process: u32, sent_ms: u64, offset: i64) -> CommittedRead {
+        CommittedRead {
+            sent_ms,
+            received_ms: sent_ms + 1,
+            process,
+            offsets: BTreeMap::from([(0, offset)]),
+        }
+    }
+
+    /// A group history: member g1 committed 1 then 2 (acknowledged), a
+    /// later commit of 5 was refused and one of 3 has no answer.
+    fn group_history() -> History {
+        let mut history = valid();
+        history.group_members = 1;
+        history.commits = vec![
+            commit(1, 10, 20, 1, CommitOutcome::Ok),
+            commit(1, 30, 40, 2, CommitOutcome::Ok),
+            commit(
+                1,
+                50,
+                60,
+                5,
+                CommitOutcome::Fail("IllegalGeneration".into()),
+            ),
+            commit(1, 70, 80, 3, CommitOutcome::Unknown("timeout".into())),
+        ];
+        history.committed_reads = vec![committed(1, 5, -1), committed(0, 200, 2)];
+        history
+    }
+
+    #[test]
+    fn a_final_committed_offset_an_acknowledged_commit_overwrote_is_a_regression() {
+        let mut history = group_history();
+        assert_kinds(&history, &[]);
+        // The possibly applied commit of 3 may be the last write.
+        history.committed_reads[1].offsets.insert(0, 3);
+        assert_kinds(&history, &[]);
+        // 1 was overwritten by the acknowledged 2, which began after it ended.
+        history.committed_reads[1].offsets.insert(0, 1);
+        let report = assert_kinds(&history, &[AnomalyKind::CommittedOffsetRegression]);
+        assert!(
+            report.anomalies[&AnomalyKind::CommittedOffsetRegression][0]
+                .contains("kept offset 1, but g1 committed 2"),
+            "{report:#?}"
+        );
+        // Nothing committed at all, after acknowledged commits: lost.
+        history.committed_reads[1].offsets.insert(0, -1);
+        assert_kinds(&history, &[AnomalyKind::CommittedOffsetRegression]);
+        // A commit of 1 concurrent with the commit of 2 may win.
+        history
+            .commits
+            .push(commit(2, 35, 45, 1, CommitOutcome::Ok));
+        history.committed_reads[1].offsets.insert(0, 1);
+        assert_kinds(&history, &[]);
+    }
+
+    #[test]
+    fn a_committed_offset_no_commit_wrote_is_a_regression_even_for_a_member() {
+        let mut history = group_history();
+        // Refused: never written.
+        history.committed_reads.push(committed(1, 100, 5));
+        assert_kinds(&history, &[AnomalyKind::CommittedOffsetRegression]);
+        // A member's stale read of an overwritten offset is allowed (a
+        // cut-off coordinator may answer from its cache).
+        history.committed_reads.pop();
+        history.committed_reads.push(committed(1, 100, 1));
+        assert_kinds(&history, &[]);
+    }
+
+    #[test]
+    fn a_missing_final_committed_read_is_an_incomplete_drain() {
+        let mut history = group_history();
+        history.committed_reads.retain(|r| r.process != 0);
+        assert_kinds(&history, &[AnomalyKind::DrainIncomplete]);
+    }
+
+    #[test]
+    fn a_member_starting_past_an_uncommitted_record_skips_it() {
+        let mut history = group_history();
+        history.assignments = vec![Assignment {
+            at_ms: 1,
+            process: 7,
+            partition: 0,
+            start: 1,
+        }];
+        history.polls.push(poll(7, 0, &[(1, "b")]));
+        assert_kinds(&history, &[]);
+        history.polls.pop();
+        history.assignments[0].start = 0;
+        history.polls.push(poll(7, 0, &[(1, "b")]));
+        assert_kinds(&history, &[AnomalyKind::PollSkip]);
+    }
+
+    #[test]
+    fn a_group_without_an_acknowledged_commit_once_healthy_is_stuck() {
+        let mut history = group_history();
+        history.progress = Some(Progress {
+            healthy_at_ms: 35,
+            stopped_at_ms: 300,
+        });
+        assert_kinds(&history, &[]);
+        history.progress = Some(Progress {
+            healthy_at_ms: 45,
+            stopped_at_ms: 300,
+        });
+        let report = assert_kinds(&history, &[AnomalyKind::StuckConsumer]);
+        assert!(
+            report.anomalies[&AnomalyKind::StuckConsumer][0].contains("consumer group"),
+            "{report:#?}"
+        );
     }
 }

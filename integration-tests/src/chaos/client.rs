@@ -5,22 +5,35 @@
 //! Versions are the newest both the broker (its ApiVersions table) and the
 //! `kafka-protocol` crate speak, chosen once per run ([`Versions`]).
 
-use bytes::Bytes;
+use std::collections::BTreeMap;
+
+use bytes::{Buf, BufMut, Bytes};
+use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedTopicPartition;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeQuorumRequest, ElectLeadersRequest, FetchRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, ProduceRequest, TopicName,
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
-use kafka_protocol::protocol::{Message, StrBytes};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ConsumerProtocolAssignment, ConsumerProtocolSubscription,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeQuorumRequest,
+    ElectLeadersRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, SyncGroupRequest,
+    TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 use kafka_protocol::records::Compression;
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
@@ -418,6 +431,9 @@ pub struct FetchAnswer {
     pub high_watermark: i64,
     /// (offset, value) of every record at or after the fetch offset.
     pub records: Vec<(i64, String)>,
+    /// Offset -> the partition leader epoch of its batch (the epoch of the
+    /// leader that appended it, KIP-101) for every record in `records`.
+    pub leader_epochs: BTreeMap<i64, i32>,
 }
 
 /// Fetches `topic`/`partition` from `offset` as a consumer (replica id -1,
@@ -458,6 +474,7 @@ pub fn fetch(
             error: response.error_code,
             high_watermark: -1,
             records: Vec::new(),
+            leader_epochs: BTreeMap::new(),
         });
     }
     let data = response
@@ -475,6 +492,11 @@ pub fn fetch(
             .iter()
             .filter(|r| r.offset >= offset)
             .map(|r| (r.offset, records::value_text(r)))
+            .collect(),
+        leader_epochs: decoded
+            .iter()
+            .filter(|r| r.offset >= offset)
+            .map(|r| (r.offset, r.partition_leader_epoch))
             .collect(),
     })
 }
@@ -559,4 +581,303 @@ pub fn quorum_state(client: &mut RawClient, versions: &Versions) -> Result<(i32,
         return Err(format!("DescribeQuorum: {}", error_name(p.error_code)));
     }
     Ok((p.leader_id.0, p.leader_epoch))
+}
+
+// The consumer group workload ([`super::group`]) speaks fixed versions of
+// the group APIs, all inside Weir's ApiVersions ranges: new enough for
+// MEMBER_ID_REQUIRED (JoinGroup v4+, KIP-394) and the batched LeaveGroup
+// (v3+, KIP-345), old enough to keep one group per OffsetFetch.
+const FIND_COORDINATOR_VERSION: i16 = 3;
+const JOIN_GROUP_VERSION: i16 = 5;
+const SYNC_GROUP_VERSION: i16 = 3;
+const HEARTBEAT_VERSION: i16 = 3;
+const OFFSET_COMMIT_VERSION: i16 = 7;
+const OFFSET_FETCH_VERSION: i16 = 7;
+const LEAVE_GROUP_VERSION: i16 = 3;
+/// The assignor name the workload's members announce (the broker treats
+/// it as opaque; the leader assigns partitions round-robin).
+const ASSIGNOR: &str = "range";
+
+fn group_id(group: &str) -> GroupId {
+    GroupId(StrBytes::from_string(group.to_owned()))
+}
+
+fn str_bytes(value: &str) -> StrBytes {
+    StrBytes::from_string(value.to_owned())
+}
+
+/// The coordinator of `group` as `client`'s node names it: `Ok(node id)`,
+/// or `Err(error code)` (COORDINATOR_NOT_AVAILABLE while
+/// `__consumer_offsets` has no leader).
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn find_coordinator(client: &mut RawClient, group: &str) -> Result<Result<i32, i16>, String> {
+    let response = client
+        .send(
+            &FindCoordinatorRequest::default()
+                .with_key(str_bytes(group))
+                .with_key_type(0),
+            FIND_COORDINATOR_VERSION,
+        )
+        .map_err(|e| format!("FindCoordinator: {e}"))?;
+    Ok(match response.error_code {
+        0 => Ok(response.node_id.0),
+        code => Err(code),
+    })
+}
+
+/// A JoinGroup answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    /// The error code (MEMBER_ID_REQUIRED carries `member_id` to join
+    /// with).
+    pub error: i16,
+    /// The generation.
+    pub generation: i32,
+    /// This member's id.
+    pub member_id: String,
+    /// The leader's member id.
+    pub leader: String,
+    /// Every member's id (only the leader is told), sorted.
+    pub members: Vec<String>,
+}
+
+/// A `ConsumerProtocolSubscription` (version 0) of `topic`, the protocol
+/// metadata of a Java consumer's JoinGroup.
+fn subscription(topic: &str) -> Bytes {
+    let mut buf = bytes::BytesMut::new();
+    buf.put_i16(0);
+    ConsumerProtocolSubscription::default()
+        .with_topics(vec![str_bytes(topic)])
+        .encode(&mut buf, 0)
+        .expect("a subscription encodes");
+    buf.freeze()
+}
+
+/// JoinGroup (v5) of `group` subscribing to `topic`; `member_id` is empty
+/// for a new member.
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn join_group(
+    client: &mut RawClient,
+    group: &str,
+    member_id: &str,
+    topic: &str,
+    session_timeout_ms: i32,
+) -> Result<Joined, String> {
+    let response = client
+        .send(
+            &JoinGroupRequest::default()
+                .with_group_id(group_id(group))
+                .with_session_timeout_ms(session_timeout_ms)
+                .with_rebalance_timeout_ms(session_timeout_ms)
+                .with_member_id(str_bytes(member_id))
+                .with_protocol_type(str_bytes("consumer"))
+                .with_protocols(vec![JoinGroupRequestProtocol::default()
+                    .with_name(str_bytes(ASSIGNOR))
+                    .with_metadata(subscription(topic))]),
+            JOIN_GROUP_VERSION,
+        )
+        .map_err(|e| format!("JoinGroup: {e}"))?;
+    let mut members: Vec<String> = response
+        .members
+        .iter()
+        .map(|m| m.member_id.to_string())
+        .collect();
+    members.sort();
+    Ok(Joined {
+        error: response.error_code,
+        generation: response.generation_id,
+        member_id: response.member_id.to_string(),
+        leader: response.leader.to_string(),
+        members,
+    })
+}
+
+/// SyncGroup (v3); the leader passes every member's partitions of `topic`,
+/// the others nothing. Returns the error code and this member's partitions.
+///
+/// # Errors
+///
+/// A message when the request fails or the assignment does not decode.
+pub fn sync_group(
+    client: &mut RawClient,
+    group: &str,
+    joined: &Joined,
+    topic: &str,
+    assignments: &BTreeMap<String, Vec<i32>>,
+) -> Result<(i16, Vec<i32>), String> {
+    let assignments = assignments
+        .iter()
+        .map(|(member, partitions)| {
+            let mut buf = bytes::BytesMut::new();
+            buf.put_i16(0);
+            ConsumerProtocolAssignment::default()
+                .with_assigned_partitions(vec![AssignedTopicPartition::default()
+                    .with_topic(TopicName(str_bytes(topic)))
+                    .with_partitions(partitions.clone())])
+                .encode(&mut buf, 0)
+                .expect("an assignment encodes");
+            SyncGroupRequestAssignment::default()
+                .with_member_id(str_bytes(member))
+                .with_assignment(buf.freeze())
+        })
+        .collect();
+    let response = client
+        .send(
+            &SyncGroupRequest::default()
+                .with_group_id(group_id(group))
+                .with_generation_id(joined.generation)
+                .with_member_id(str_bytes(&joined.member_id))
+                .with_assignments(assignments),
+            SYNC_GROUP_VERSION,
+        )
+        .map_err(|e| format!("SyncGroup: {e}"))?;
+    if response.error_code != 0 || response.assignment.is_empty() {
+        return Ok((response.error_code, Vec::new()));
+    }
+    let mut bytes = response.assignment.clone();
+    if bytes.remaining() < 2 {
+        return Err("SyncGroup: assignment without a version".to_owned());
+    }
+    let version = bytes.get_i16();
+    let assignment = ConsumerProtocolAssignment::decode(&mut bytes, version.clamp(0, 3))
+        .map_err(|e| format!("SyncGroup: assignment: {e}"))?;
+    let mut partitions: Vec<i32> = assignment
+        .assigned_partitions
+        .iter()
+        .filter(|t| t.topic.0.as_str() == topic)
+        .flat_map(|t| t.partitions.iter().copied())
+        .collect();
+    partitions.sort_unstable();
+    Ok((0, partitions))
+}
+
+/// Heartbeat (v3) in `joined`'s generation; returns the error code.
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn heartbeat(client: &mut RawClient, group: &str, joined: &Joined) -> Result<i16, String> {
+    let response = client
+        .send(
+            &HeartbeatRequest::default()
+                .with_group_id(group_id(group))
+                .with_generation_id(joined.generation)
+                .with_member_id(str_bytes(&joined.member_id)),
+            HEARTBEAT_VERSION,
+        )
+        .map_err(|e| format!("Heartbeat: {e}"))?;
+    Ok(response.error_code)
+}
+
+/// OffsetCommit (v7) of `offsets` (partition -> next offset to read) of
+/// `topic` in `joined`'s generation; returns the first partition error
+/// code, or 0.
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn offset_commit(
+    client: &mut RawClient,
+    group: &str,
+    joined: &Joined,
+    topic: &str,
+    offsets: &BTreeMap<i32, i64>,
+) -> Result<i16, String> {
+    let response = client
+        .send(
+            &OffsetCommitRequest::default()
+                .with_group_id(group_id(group))
+                .with_generation_id_or_member_epoch(joined.generation)
+                .with_member_id(str_bytes(&joined.member_id))
+                .with_topics(vec![OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(str_bytes(topic)))
+                    .with_partitions(
+                        offsets
+                            .iter()
+                            .map(|(&partition, &offset)| {
+                                OffsetCommitRequestPartition::default()
+                                    .with_partition_index(partition)
+                                    .with_committed_offset(offset)
+                                    .with_committed_leader_epoch(-1)
+                            })
+                            .collect(),
+                    )]),
+            OFFSET_COMMIT_VERSION,
+        )
+        .map_err(|e| format!("OffsetCommit: {e}"))?;
+    Ok(response
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| p.error_code)
+        .find(|&code| code != 0)
+        .unwrap_or(0))
+}
+
+/// OffsetFetch (v7) of `partitions` of `topic`: `Ok(partition -> committed
+/// offset, -1 for none)`, or `Err(error code)` (the group's or the first
+/// partition's).
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn offset_fetch(
+    client: &mut RawClient,
+    group: &str,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<Result<BTreeMap<i32, i64>, i16>, String> {
+    let response = client
+        .send(
+            &OffsetFetchRequest::default()
+                .with_group_id(group_id(group))
+                .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(str_bytes(topic)))
+                    .with_partition_indexes(partitions.to_vec())])),
+            OFFSET_FETCH_VERSION,
+        )
+        .map_err(|e| format!("OffsetFetch: {e}"))?;
+    if response.error_code != 0 {
+        return Ok(Err(response.error_code));
+    }
+    let mut offsets = BTreeMap::new();
+    for p in response.topics.iter().flat_map(|t| &t.partitions) {
+        if p.error_code != 0 {
+            return Ok(Err(p.error_code));
+        }
+        offsets.insert(p.partition_index, p.committed_offset);
+    }
+    if partitions.iter().any(|p| !offsets.contains_key(p)) {
+        return Err(format!("OffsetFetch: partitions missing from {offsets:?}"));
+    }
+    Ok(Ok(offsets))
+}
+
+/// LeaveGroup (v3) of one member; returns the error code.
+///
+/// # Errors
+///
+/// A message when the request fails.
+pub fn leave_group(client: &mut RawClient, group: &str, member_id: &str) -> Result<i16, String> {
+    let response = client
+        .send(
+            &LeaveGroupRequest::default()
+                .with_group_id(group_id(group))
+                .with_members(vec![
+                    MemberIdentity::default().with_member_id(str_bytes(member_id))
+                ]),
+            LEAVE_GROUP_VERSION,
+        )
+        .map_err(|e| format!("LeaveGroup: {e}"))?;
+    Ok(response
+        .members
+        .first()
+        .map_or(response.error_code, |m| m.error_code)
+        .max(response.error_code))
 }

@@ -128,6 +128,9 @@ pub struct Drain {
     pub elapsed_ms: u64,
     /// (offset, value) of every record read, per partition.
     pub records: BTreeMap<i32, Vec<(i64, String)>>,
+    /// Partition -> offset -> the leader epoch of the record's batch (the
+    /// epoch in which its leader appended, and so acknowledged, it).
+    pub leader_epochs: BTreeMap<i32, BTreeMap<i64, i32>>,
     /// Partitions the drain could not read to the end within the bound
     /// ([`super::checker::DRAIN_BOUND_MS`]), with the last error.
     pub incomplete: BTreeMap<i32, String>,
@@ -256,6 +259,74 @@ pub struct FinalMetadata {
     pub nodes: BTreeMap<i32, Result<BTreeMap<String, i32>, String>>,
 }
 
+/// The process id of the first group member process; member thread `t`
+/// runs processes `GROUP_PROCESS_BASE + t * 10_000 + n` for its `n`th
+/// assignment (a new member or a new generation), far from the queue's
+/// producer and consumer ids.
+pub const GROUP_PROCESS_BASE: ProcessId = 1_000_000;
+
+/// The outcome of one OffsetCommit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// Answered NONE for every partition: the offsets are committed.
+    Ok,
+    /// Refused before it was written (ILLEGAL_GENERATION,
+    /// UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS,
+    /// COORDINATOR_LOAD_IN_PROGRESS): it never takes effect.
+    Fail(String),
+    /// No answer, or an error after which the offsets may still be written
+    /// (NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE, which Kafka's
+    /// `GroupMetadataManager.storeOffsets` also answers when the append
+    /// to `__consumer_offsets` timed out or lost its leader).
+    Unknown(String),
+}
+
+/// One OffsetCommit a group member sent for its assigned partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    /// Milliseconds since the run started, when it was sent.
+    pub at_ms: u64,
+    /// Milliseconds since the run started, when its outcome was learnt.
+    pub done_ms: u64,
+    /// The member process.
+    pub process: ProcessId,
+    /// The group generation it was sent in.
+    pub generation: i32,
+    /// Partition -> committed offset (the next offset to read).
+    pub offsets: BTreeMap<i32, i64>,
+    /// What the coordinator answered.
+    pub outcome: CommitOutcome,
+}
+
+/// One OffsetFetch answered NONE: the group's committed offsets as the
+/// answering coordinator held them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedRead {
+    /// Milliseconds since the run started, when it was sent.
+    pub sent_ms: u64,
+    /// Milliseconds since the run started, when the answer arrived.
+    pub received_ms: u64,
+    /// The member process that asked, or 0 for the final read after the
+    /// drain.
+    pub process: ProcessId,
+    /// Partition -> committed offset, -1 when none.
+    pub offsets: BTreeMap<i32, i64>,
+}
+
+/// A group member process starting to read a partition at the group's
+/// committed offset (0 when none) after a rebalance gave it the partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    /// Milliseconds since the run started.
+    pub at_ms: u64,
+    /// The member process (new for every assignment).
+    pub process: ProcessId,
+    /// The partition.
+    pub partition: i32,
+    /// The first offset it reads.
+    pub start: i64,
+}
+
 /// Everything one run recorded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct History {
@@ -285,6 +356,15 @@ pub struct History {
     pub churn: Vec<ChurnOp>,
     /// Every node's topics after the churn stopped (`None` when not read).
     pub final_metadata: Option<FinalMetadata>,
+    /// Group member threads of the consumer group workload.
+    pub group_members: u32,
+    /// The group members' assignments, in order.
+    pub assignments: Vec<Assignment>,
+    /// The group members' OffsetCommits, in the order they ended.
+    pub commits: Vec<Commit>,
+    /// Every OffsetFetch answered NONE, in the order answered (the final
+    /// read after the drain last, with process 0).
+    pub committed_reads: Vec<CommittedRead>,
 }
 
 impl History {
@@ -329,6 +409,30 @@ impl History {
             timed.push((
                 c.at_ms,
                 format!("churn {:?} -> {:?} at {} ms", c.op, c.outcome, c.done_ms),
+            ));
+        }
+        for a in &self.assignments {
+            timed.push((
+                a.at_ms,
+                format!("assign g{} {} from {}", a.process, a.partition, a.start),
+            ));
+        }
+        for c in &self.commits {
+            timed.push((
+                c.at_ms,
+                format!(
+                    "commit g{} generation {} {:?} -> {:?} at {} ms",
+                    c.process, c.generation, c.offsets, c.outcome, c.done_ms
+                ),
+            ));
+        }
+        for r in &self.committed_reads {
+            timed.push((
+                r.sent_ms,
+                format!(
+                    "committed g{} {:?} (answered at {} ms)",
+                    r.process, r.offsets, r.received_ms
+                ),
             ));
         }
         if let Some(p) = &self.progress {
@@ -389,6 +493,7 @@ mod tests {
             drain: Some(Drain {
                 elapsed_ms: 3,
                 records: BTreeMap::from([(0, vec![(0, "1-0".into())])]),
+                leader_epochs: BTreeMap::new(),
                 incomplete: BTreeMap::new(),
             }),
             ..History::default()

@@ -13,6 +13,7 @@ pub mod checker;
 pub mod churn;
 pub mod client;
 pub mod cluster;
+pub mod group;
 pub mod history;
 pub mod nemesis;
 pub mod network;

@@ -26,8 +26,10 @@ use uuid::Uuid;
 
 use super::churn::{self, ChurnSpec};
 use super::client::{self, error_name, Versions};
+use super::group;
 use super::history::{
-    Drain, History, Observation, Observed, Poll, ProcessId, Progress, Send, SendOutcome,
+    CommitOutcome, Drain, History, Observation, Observed, Poll, ProcessId, Progress, Send,
+    SendOutcome, GROUP_PROCESS_BASE,
 };
 use crate::RawClient;
 
@@ -65,42 +67,45 @@ pub struct QueueSpec {
     pub producers: u32,
     /// Consumer threads.
     pub consumers: u32,
+    /// Member threads of the consumer group workload ([`super::group`]).
+    pub group_members: u32,
 }
 
 impl Default for QueueSpec {
-    /// Three partitions, two producers, two consumers.
+    /// Three partitions, two producers, two consumers, two group members.
     fn default() -> Self {
         Self {
             topic: "queue".to_owned(),
             partitions: 3,
             producers: 2,
             consumers: 2,
+            group_members: 2,
         }
     }
 }
 
-/// What every client thread shares.
+/// What every client thread shares (the group members' too).
 #[derive(Debug)]
-struct Shared {
-    spec: QueueSpec,
-    topic_id: Uuid,
-    addresses: Vec<String>,
-    versions: Versions,
+pub(super) struct Shared {
+    pub(super) spec: QueueSpec,
+    pub(super) topic_id: Uuid,
+    pub(super) addresses: Vec<String>,
+    pub(super) versions: Versions,
     started: Instant,
     /// Partition -> leader node id (1-based; -1 unknown), as last seen.
     leaders: Mutex<BTreeMap<i32, i32>>,
     /// Where the next leader refresh starts.
     next_metadata_node: AtomicUsize,
-    stop: AtomicBool,
-    history: Mutex<History>,
+    pub(super) stop: AtomicBool,
+    pub(super) history: Mutex<History>,
 }
 
 impl Shared {
-    fn now_ms(&self) -> u64 {
+    pub(super) fn now_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
     }
 
-    fn leader(&self, partition: i32) -> i32 {
+    pub(super) fn leader(&self, partition: i32) -> i32 {
         self.leaders
             .lock()
             .unwrap()
@@ -112,7 +117,7 @@ impl Shared {
     /// Asks the nodes in turn (starting with the next one each time) for
     /// the topic's leaders and keeps the first complete answer. A node that
     /// does not answer within [`METADATA_TIMEOUT`] (paused) is skipped.
-    fn refresh_leaders(&self) {
+    pub(super) fn refresh_leaders(&self) {
         let first = self.next_metadata_node.fetch_add(1, Ordering::Relaxed);
         for i in 0..self.addresses.len() {
             let address = &self.addresses[(first + i) % self.addresses.len()];
@@ -138,7 +143,7 @@ fn connect(address: &str) -> Result<RawClient, String> {
     connect_with_timeout(address, READ_TIMEOUT)
 }
 
-fn connect_with_timeout(address: &str, timeout: Duration) -> Result<RawClient, String> {
+pub(super) fn connect_with_timeout(address: &str, timeout: Duration) -> Result<RawClient, String> {
     let mut client = RawClient::connect(address).map_err(|e| e.to_string())?;
     client.set_client_id(Some("weir-chaos"));
     client
@@ -149,10 +154,10 @@ fn connect_with_timeout(address: &str, timeout: Duration) -> Result<RawClient, S
 
 /// Connections of one client thread, by node id.
 #[derive(Debug, Default)]
-struct Connections(BTreeMap<i32, RawClient>);
+pub(super) struct Connections(BTreeMap<i32, RawClient>);
 
 impl Connections {
-    fn get(&mut self, shared: &Shared, node: i32) -> Result<&mut RawClient, String> {
+    pub(super) fn get(&mut self, shared: &Shared, node: i32) -> Result<&mut RawClient, String> {
         match self.0.entry(node) {
             std::collections::btree_map::Entry::Occupied(e) => Ok(e.into_mut()),
             std::collections::btree_map::Entry::Vacant(v) => {
@@ -165,7 +170,7 @@ impl Connections {
         }
     }
 
-    fn drop_node(&mut self, node: i32) {
+    pub(super) fn drop_node(&mut self, node: i32) {
         self.0.remove(&node);
     }
 }
@@ -244,6 +249,7 @@ impl Queue {
                 partitions: spec.partitions,
                 producers: spec.producers,
                 consumers: spec.consumers,
+                group_members: spec.group_members,
                 ..History::default()
             }),
             spec,
@@ -266,6 +272,12 @@ impl Queue {
         for c in 0..shared.spec.consumers {
             let shared = shared.clone();
             threads.push(std::thread::spawn(move || consume_loop(&shared, 1_001 + c)));
+        }
+        for m in 0..shared.spec.group_members {
+            let shared = shared.clone();
+            threads.push(std::thread::spawn(move || {
+                group::member_loop(&shared, m + 1, seed)
+            }));
         }
         let watcher = shared.clone();
         threads.push(std::thread::spawn(move || watch_loop(&watcher)));
@@ -305,6 +317,7 @@ impl Queue {
                 let history = self.shared.history.lock().unwrap();
                 stuck_producers(&history, healthy_at_ms).is_empty()
                     && stuck_consumers(&history, healthy_at_ms).is_empty()
+                    && !stuck_group(&history, healthy_at_ms)
             };
             if done || Instant::now() >= deadline {
                 break;
@@ -319,16 +332,26 @@ impl Queue {
     }
 
     /// Stops the clients (a producer finishes its send in flight, within
-    /// [`SEND_DEADLINE`]), drains every partition and returns the history
-    /// with the drain.
+    /// [`SEND_DEADLINE`]), drains every partition, reads the group's
+    /// committed offsets once more and returns the history with the drain
+    /// and that read (when it was answered within the drain bound).
     pub fn finish(self) -> History {
         self.shared.stop.store(true, Ordering::SeqCst);
         for thread in self.threads {
             let _ = thread.join();
         }
         let drain = drain(&self.shared);
+        let committed = if self.shared.spec.group_members > 0 {
+            group::final_read(
+                &self.shared,
+                Duration::from_millis(super::checker::DRAIN_BOUND_MS),
+            )
+        } else {
+            None
+        };
         let mut history = std::mem::take(&mut *self.shared.history.lock().unwrap());
         history.drain = Some(drain);
+        history.committed_reads.extend(committed);
         history
     }
 }
@@ -490,51 +513,61 @@ fn consume_loop(shared: &Shared, first_process: ProcessId) {
             assigned = Instant::now();
             positions = (0..shared.spec.partitions).map(|p| (p, 0)).collect();
         }
-        for partition in 0..shared.spec.partitions {
-            let leader = shared.leader(partition);
-            if leader < 1 {
-                shared.refresh_leaders();
-                std::thread::sleep(BACKOFF);
-                continue;
-            }
-            let position = positions[&partition];
-            let answer = connections.get(shared, leader).and_then(|c| {
-                client::fetch(
-                    c,
-                    &shared.versions,
-                    &shared.spec.topic,
-                    shared.topic_id,
+        for (&partition, position) in positions.iter_mut() {
+            poll(shared, &mut connections, process, partition, position);
+        }
+    }
+}
+
+/// One Fetch of `partition` from `position` at its leader as `process`;
+/// records a non-empty answer as a [`Poll`] and moves `position` past
+/// it. Every error, OFFSET_OUT_OF_RANGE included, is retried later at the
+/// same position (a new leader's log end may still be behind it); the
+/// checker sees a skip or a loss if it lasts.
+pub(super) fn poll(
+    shared: &Shared,
+    connections: &mut Connections,
+    process: ProcessId,
+    partition: i32,
+    position: &mut i64,
+) {
+    let leader = shared.leader(partition);
+    if leader < 1 {
+        shared.refresh_leaders();
+        std::thread::sleep(BACKOFF);
+        return;
+    }
+    let answer = connections.get(shared, leader).and_then(|c| {
+        client::fetch(
+            c,
+            &shared.versions,
+            &shared.spec.topic,
+            shared.topic_id,
+            partition,
+            *position,
+            100,
+        )
+    });
+    match answer {
+        Ok(a) if a.error == 0 => {
+            if let Some(&(last, _)) = a.records.last() {
+                *position = last + 1;
+                shared.history.lock().unwrap().polls.push(Poll {
+                    at_ms: shared.now_ms(),
+                    process,
                     partition,
-                    position,
-                    100,
-                )
-            });
-            match answer {
-                Ok(a) if a.error == 0 => {
-                    if let Some(&(last, _)) = a.records.last() {
-                        positions.insert(partition, last + 1);
-                        shared.history.lock().unwrap().polls.push(Poll {
-                            at_ms: shared.now_ms(),
-                            process,
-                            partition,
-                            records: a.records,
-                        });
-                    }
-                }
-                Ok(_) => {
-                    // Every error, OFFSET_OUT_OF_RANGE included, is retried
-                    // at the same position (a new leader's log end may still
-                    // be behind it); the checker sees a skip or a loss if
-                    // it lasts.
-                    shared.refresh_leaders();
-                    std::thread::sleep(BACKOFF);
-                }
-                Err(_) => {
-                    connections.drop_node(leader);
-                    shared.refresh_leaders();
-                    std::thread::sleep(BACKOFF);
-                }
+                    records: a.records,
+                });
             }
+        }
+        Ok(_) => {
+            shared.refresh_leaders();
+            std::thread::sleep(BACKOFF);
+        }
+        Err(_) => {
+            connections.drop_node(leader);
+            shared.refresh_leaders();
+            std::thread::sleep(BACKOFF);
         }
     }
 }
@@ -558,12 +591,21 @@ pub fn stuck_producers(history: &History, since_ms: u64) -> Vec<ProcessId> {
 pub fn stuck_consumers(history: &History, since_ms: u64) -> Vec<u32> {
     (1..=history.consumers)
         .filter(|t| {
-            !history
-                .polls
-                .iter()
-                .any(|p| p.process % 100 == *t && p.at_ms >= since_ms)
+            !history.polls.iter().any(|p| {
+                p.process < GROUP_PROCESS_BASE && p.process % 100 == *t && p.at_ms >= since_ms
+            })
         })
         .collect()
+}
+
+/// True when the history has group members and none of their commits
+/// learnt at or after `since_ms` was acknowledged.
+pub fn stuck_group(history: &History, since_ms: u64) -> bool {
+    history.group_members > 0
+        && !history
+            .commits
+            .iter()
+            .any(|c| c.done_ms >= since_ms && c.outcome == CommitOutcome::Ok)
 }
 
 /// The watcher: every [`WATCH_INTERVAL`] asks each node in turn for the
@@ -660,9 +702,11 @@ fn drain(shared: &Shared) -> Drain {
     let deadline = start + Duration::from_millis(super::checker::DRAIN_BOUND_MS);
     let mut connections = Connections::default();
     let mut records = BTreeMap::new();
+    let mut leader_epochs = BTreeMap::new();
     let mut incomplete = BTreeMap::new();
     for partition in 0..shared.spec.partitions {
         let mut read: Vec<(i64, String)> = Vec::new();
+        let mut epochs: BTreeMap<i64, i32> = BTreeMap::new();
         let mut end: Option<i64> = None;
         let mut last = String::from("no attempt");
         loop {
@@ -703,6 +747,7 @@ fn drain(shared: &Shared) -> Drain {
                         return Err(format!("Fetch: {}", error_name(a.error)));
                     }
                     read.extend(a.records);
+                    epochs.extend(a.leader_epochs);
                     Ok(())
                 }
             });
@@ -714,10 +759,12 @@ fn drain(shared: &Shared) -> Drain {
             }
         }
         records.insert(partition, read);
+        leader_epochs.insert(partition, epochs);
     }
     Drain {
         elapsed_ms: start.elapsed().as_millis() as u64,
         records,
+        leader_epochs,
         incomplete,
     }
 }

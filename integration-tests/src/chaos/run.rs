@@ -11,7 +11,7 @@ use super::checker::{self, Report, PROGRESS_BOUND_MS, RECOVERY_BOUND_MS};
 use super::churn;
 use super::client::Versions;
 use super::cluster::{ChaosCluster, SESSION_TIMEOUT};
-use super::history::{ChurnOutcome, History, NemesisEvent, Recovery, SendOutcome};
+use super::history::{ChurnOutcome, CommitOutcome, History, NemesisEvent, Recovery, SendOutcome};
 use super::nemesis::{self, Fault, Schedule};
 use super::network::ChaosNetwork;
 use super::queue::{Queue, QueueSpec};
@@ -28,6 +28,8 @@ pub struct RunSpec {
     pub seed: u64,
     /// How long faults are injected.
     pub duration: Duration,
+    /// Write the history to the out directory even when the run passed.
+    pub keep_history: bool,
 }
 
 impl RunSpec {
@@ -60,6 +62,8 @@ pub struct RunResult {
     pub observations: usize,
     /// Metadata operations of the churn workload (all, acknowledged).
     pub churn: (usize, usize),
+    /// OffsetCommits of the consumer group workload (all, acknowledged).
+    pub commits: (usize, usize),
     /// The checker's report.
     pub report: Report,
     /// A failure outside the history (the cluster or topic did not come up).
@@ -83,7 +87,7 @@ impl RunResult {
             None => self.report.summary(),
         };
         format!(
-            "{:<6} {:<16} {:>20} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9} {:>6.0}s  {}",
+            "{:<6} {:<16} {:>20} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9} {:>9} {:>6.0}s  {}",
             self.spec.workload,
             self.spec.faults_text(),
             self.spec.seed,
@@ -93,6 +97,7 @@ impl RunResult {
             self.reads,
             self.observations,
             format!("{}/{}", self.churn.1, self.churn.0),
+            format!("{}/{}", self.commits.1, self.commits.0),
             self.elapsed.as_secs_f64(),
             anomalies
         )
@@ -101,7 +106,7 @@ impl RunResult {
     /// The header line over [`Self::row`]s.
     pub fn header() -> String {
         format!(
-            "{:<6} {:<16} {:>20} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9} {:>7}  anomalies",
+            "{:<6} {:<16} {:>20} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9} {:>9} {:>7}  anomalies",
             "run",
             "faults",
             "seed",
@@ -111,6 +116,7 @@ impl RunResult {
             "reads",
             "watched",
             "metadata",
+            "commits",
             "time"
         )
     }
@@ -164,6 +170,7 @@ pub fn run(spec: &RunSpec, out_dir: &Path) -> RunResult {
         actions: 0,
         observations: 0,
         churn: (0, 0),
+        commits: (0, 0),
         report: Report::default(),
         error: None,
         elapsed: Duration::ZERO,
@@ -210,6 +217,14 @@ pub fn run(spec: &RunSpec, out_dir: &Path) -> RunResult {
             .filter(|c| c.outcome == ChurnOutcome::Ok)
             .count(),
     );
+    result.commits = (
+        history.commits.len(),
+        history
+            .commits
+            .iter()
+            .filter(|c| c.outcome == CommitOutcome::Ok)
+            .count(),
+    );
     result.acknowledged = history
         .sends
         .iter()
@@ -220,7 +235,7 @@ pub fn run(spec: &RunSpec, out_dir: &Path) -> RunResult {
             .drain
             .as_ref()
             .map_or(0, |d| d.records.values().map(Vec::len).sum());
-    if !result.report.is_valid() {
+    if !result.report.is_valid() || spec.keep_history {
         let path = out_dir.join(format!("{}-{}.history", spec.workload, spec.seed));
         let text = history.lines().join("\n") + "\n";
         if std::fs::create_dir_all(out_dir)
@@ -229,7 +244,9 @@ pub fn run(spec: &RunSpec, out_dir: &Path) -> RunResult {
         {
             result.kept.push(path);
         }
-        result.kept.extend(cluster.keep_dirs());
+        if !result.report.is_valid() {
+            result.kept.extend(cluster.keep_dirs());
+        }
     }
     result.elapsed = started.elapsed();
     result
