@@ -23,7 +23,7 @@ use rustix::process::{kill_process, Pid, Signal};
 
 use super::client::{self, Versions};
 use super::history::{NemesisEvent, NodeProblem};
-use super::network::{ChaosNetwork, Cut};
+use super::network::{ChaosNetwork, Cut, Degradation};
 use crate::error::HarnessError;
 use crate::power_loss::{PowerLoss, PowerLossReport};
 use crate::{RawClient, TestBroker};
@@ -198,21 +198,42 @@ impl ChaosCluster {
             .cut(cuts)
     }
 
-    /// Removes every network cut (nothing without a network).
+    /// Degrades links (see [`ChaosNetwork::degrade`]).
     ///
     /// # Errors
     ///
-    /// As [`ChaosNetwork::heal`].
+    /// A message when the cluster has no network or a `tc`/`nft` command
+    /// fails.
+    pub fn degrade(&mut self, degradation: Degradation) -> Result<(), String> {
+        self.network
+            .as_mut()
+            .ok_or("the cluster runs without a ChaosNetwork")?
+            .degrade(degradation)
+    }
+
+    /// Removes every network cut and degradation (nothing without a
+    /// network).
+    ///
+    /// # Errors
+    ///
+    /// As [`ChaosNetwork::heal`] and [`ChaosNetwork::restore`] (both are
+    /// tried).
     pub fn heal_network(&mut self) -> Result<(), String> {
         match &mut self.network {
-            Some(network) => network.heal(),
+            Some(network) => {
+                let healed = network.heal();
+                let restored = network.restore();
+                healed.and(restored)
+            }
             None => Ok(()),
         }
     }
 
-    /// True when a network cut is in force.
-    pub fn has_cuts(&self) -> bool {
-        self.network.as_ref().is_some_and(|n| !n.cuts().is_empty())
+    /// True when a network cut or degradation is in force.
+    pub fn has_network_faults(&self) -> bool {
+        self.network
+            .as_ref()
+            .is_some_and(|n| !n.cuts().is_empty() || !n.degraded().is_empty())
     }
 
     /// SIGKILL `node` and wait until it is gone.

@@ -11,7 +11,8 @@
 //! [`Schedule::generate`] and its action and heal in [`execute`] and
 //! [`heal`] (clock faults need libfaketime in [`ChaosCluster`]'s spawn).
 //! Network faults (isolate, bridge, one-way) are cuts between nodes in
-//! network namespaces ([`super::network`]).
+//! network namespaces ([`super::network`]); lossy and slow degrade one
+//! node's links instead of cutting them.
 //!
 //! Disk faults go through each node's sync journal (the broker's
 //! `SyncJournalFileSystem`, [`crate::power_loss`]): `lose-unsynced` and
@@ -27,7 +28,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::cluster::ChaosCluster;
 use super::history::{NemesisEvent, NodeProblem};
-use super::network::{self, Partition};
+use super::network::{self, Degradation, Partition};
 use crate::power_loss::PowerLoss;
 
 /// One kind of fault the nemesis can inject.
@@ -59,14 +60,25 @@ pub enum Fault {
     /// (exit non-zero) within [`HALT_BOUND`]. Then the disk works again and
     /// the node is started.
     FsyncEio,
+    /// Drop [`LOSS_PERCENT`] % of the packets between one node and the
+    /// others, both ways, then heal ([`Degradation::Loss`]).
+    Lossy,
+    /// Limit the packets between one node and the others to
+    /// [`SLOW_KBIT`] kbit/s each way, then heal ([`Degradation::Slow`]).
+    Slow,
 }
+
+/// The share of packets a [`Fault::Lossy`] drops, %.
+pub const LOSS_PERCENT: u32 = 30;
+/// The rate a [`Fault::Slow`] leaves a node's links, kbit/s.
+pub const SLOW_KBIT: u32 = 256;
 
 /// How long a node may keep running after its `fdatasync`s start failing.
 pub const HALT_BOUND: Duration = Duration::from_secs(20);
 
 impl Fault {
     /// Every fault this harness can inject.
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 11] = [
         Fault::Kill,
         Fault::Pause,
         Fault::RollingRestart,
@@ -76,6 +88,8 @@ impl Fault {
         Fault::LoseUnsynced,
         Fault::TornWrite,
         Fault::FsyncEio,
+        Fault::Lossy,
+        Fault::Slow,
     ];
 
     /// The name used on the command line and in run rows.
@@ -90,6 +104,29 @@ impl Fault {
             Self::Isolate => "isolate",
             Self::Bridge => "bridge",
             Self::OneWay => "one-way",
+            Self::Lossy => "lossy",
+            Self::Slow => "slow",
+        }
+    }
+
+    /// True when the fault needs the nodes in a
+    /// [`ChaosNetwork`](super::network::ChaosNetwork).
+    pub fn needs_network(self) -> bool {
+        self.partition(1).is_some() || self.degradation(1).is_some()
+    }
+
+    /// The degraded links of this fault on `node`, or `None`.
+    pub fn degradation(self, node: i32) -> Option<Degradation> {
+        match self {
+            Self::Lossy => Some(Degradation::Loss {
+                node,
+                percent: LOSS_PERCENT,
+            }),
+            Self::Slow => Some(Degradation::Slow {
+                node,
+                kbit: SLOW_KBIT,
+            }),
+            _ => None,
         }
     }
 
@@ -106,7 +143,9 @@ impl Fault {
             | Self::RollingRestart
             | Self::LoseUnsynced
             | Self::TornWrite
-            | Self::FsyncEio => None,
+            | Self::FsyncEio
+            | Self::Lossy
+            | Self::Slow => None,
         }
     }
 }
@@ -214,7 +253,7 @@ impl Schedule {
                 }
                 Fault::Pause => session_timeout + Duration::from_millis(rng.gen_range(500..3_000)),
                 Fault::RollingRestart => Duration::from_secs(6),
-                Fault::Isolate | Fault::Bridge | Fault::OneWay => {
+                Fault::Isolate | Fault::Bridge | Fault::OneWay | Fault::Lossy | Fault::Slow => {
                     Duration::from_millis(rng.gen_range(2_000..6_000))
                 }
             };
@@ -361,6 +400,29 @@ pub fn execute(
                     .map(NodeProblem::FaultNotInjected);
                 record(cluster.event(step.node, "heal network", problem));
             }
+            Fault::Lossy | Fault::Slow => {
+                let problem = match step.fault.degradation(step.node) {
+                    Some(degradation) => cluster
+                        .degrade(degradation)
+                        .err()
+                        .map(NodeProblem::FaultNotInjected),
+                    None => Some(NodeProblem::FaultNotInjected(format!(
+                        "{} degrades no link",
+                        step.fault
+                    ))),
+                };
+                let action = step
+                    .fault
+                    .degradation(step.node)
+                    .map_or_else(|| step.fault.to_string(), |d| d.to_string());
+                record(cluster.event(step.node, &action, problem));
+                sleep_until(Instant::now() + step.hold, until);
+                let problem = cluster
+                    .heal_network()
+                    .err()
+                    .map(NodeProblem::FaultNotInjected);
+                record(cluster.event(step.node, "heal network", problem));
+            }
         }
     }
     sleep_until(until, until);
@@ -369,7 +431,7 @@ pub fn execute(
 /// Ends every fault: removes every network cut, resumes paused nodes and
 /// starts stopped ones.
 pub fn heal(cluster: &mut ChaosCluster, record: &mut dyn FnMut(NemesisEvent)) {
-    if cluster.has_cuts() {
+    if cluster.has_network_faults() {
         let problem = cluster
             .heal_network()
             .err()
@@ -479,7 +541,31 @@ mod tests {
         assert_eq!(Fault::OneWay.partition(3), Some(Partition::OneWay(3)));
         for fault in [Fault::Kill, Fault::Pause, Fault::RollingRestart] {
             assert_eq!(fault.partition(1), None, "{fault}");
+            assert!(!fault.needs_network(), "{fault}");
         }
+    }
+
+    #[test]
+    fn lossy_and_slow_degrade_the_steps_node_and_need_the_network() {
+        assert_eq!(
+            Fault::Lossy.degradation(2),
+            Some(Degradation::Loss {
+                node: 2,
+                percent: LOSS_PERCENT
+            })
+        );
+        assert_eq!(
+            Fault::Slow.degradation(3),
+            Some(Degradation::Slow {
+                node: 3,
+                kbit: SLOW_KBIT
+            })
+        );
+        for fault in Fault::ALL {
+            let network = fault.partition(1).is_some() || fault.degradation(1).is_some();
+            assert_eq!(fault.needs_network(), network, "{fault}");
+        }
+        assert!(Fault::Lossy.needs_network() && Fault::Isolate.needs_network());
     }
 
     #[test]

@@ -31,14 +31,28 @@
 //!   application reads that data (requests are processed, answers are
 //!   lost).
 //!
-//! The machine's kernel has no `sch_netem`, so there is no delay,
-//! reordering or random loss; only whole cuts. Needs root and `ip`
-//! (iproute2). One `ChaosNetwork` per process at a time; creating one
+//! Links can also be degraded rather than cut ([`Degradation`], on one
+//! node's links to the others, both ways):
+//!
+//! - [`Degradation::Loss`]: a share of the packets dropped at random, by an
+//!   nftables table in the node's namespace (`numgen random mod 100 < P
+//!   drop` on its input and output hooks for the other nodes' addresses).
+//! - [`Degradation::Slow`]: the packets limited to a few hundred kbit/s
+//!   each way by an HTB class on the sending end of each link (the node's
+//!   veth for its packets, the others' veths for theirs, selected by a u32
+//!   destination filter): packets queue (delay of up to seconds under
+//!   replication load) and are dropped once the queue is full.
+//!
+//! The machine's kernel has no `sch_netem`, so there is no fixed added
+//! delay and no reordering; delay comes from queueing behind the rate
+//! limit. Needs root, `ip` and `tc` (iproute2) and, for loss, `nft`
+//! (nftables). One `ChaosNetwork` per process at a time; creating one
 //! first removes namespaces and links of this naming scheme whose owning
 //! pid is no longer running (left by a killed harness).
 
 use std::collections::BTreeSet;
-use std::process::Command;
+use std::io::Write as _;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The nodes a network has (1-based, as `node.id`).
@@ -111,6 +125,70 @@ impl Partition {
     }
 }
 
+/// A degraded (not cut) network fault on one node's links to the other
+/// nodes, both ways; the harness's own links are untouched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Degradation {
+    /// `percent` % of the packets between the node and the others dropped
+    /// at random.
+    Loss {
+        /// The node (1..=3).
+        node: i32,
+        /// The share dropped, 1..=100.
+        percent: u32,
+    },
+    /// The packets between the node and each other node limited to `kbit`
+    /// kbit/s each way.
+    Slow {
+        /// The node (1..=3).
+        node: i32,
+        /// The rate, kbit/s.
+        kbit: u32,
+    },
+}
+
+impl Degradation {
+    /// The node whose links are degraded.
+    pub fn node(self) -> i32 {
+        match self {
+            Self::Loss { node, .. } | Self::Slow { node, .. } => node,
+        }
+    }
+}
+
+impl std::fmt::Display for Degradation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Loss { node, percent } => {
+                write!(
+                    f,
+                    "{percent}% packet loss between node {node} and the others"
+                )
+            }
+            Self::Slow { node, kbit } => {
+                write!(f, "{kbit} kbit/s between node {node} and the others")
+            }
+        }
+    }
+}
+
+/// The nftables table a [`Degradation::Loss`] adds to a namespace.
+const LOSS_TABLE: &str = "weir_chaos";
+
+/// The nftables script that drops `percent` % of the packets to and from
+/// `peers`.
+fn loss_rules(peers: &[String], percent: u32) -> String {
+    let set = peers.join(", ");
+    format!(
+        "table inet {LOSS_TABLE} {{\n\
+         \tchain input {{\n\t\ttype filter hook input priority 0; policy accept;\n\
+         \t\tip saddr {{ {set} }} numgen random mod 100 < {percent} drop\n\t}}\n\
+         \tchain output {{\n\t\ttype filter hook output priority 0; policy accept;\n\
+         \t\tip daddr {{ {set} }} numgen random mod 100 < {percent} drop\n\t}}\n\
+         }}\n"
+    )
+}
+
 /// `a->b a->c ...`, for nemesis events.
 pub fn describe(cuts: &BTreeSet<Cut>) -> String {
     cuts.iter()
@@ -126,6 +204,8 @@ pub struct ChaosNetwork {
     pid: u32,
     subnet: (u8, u8),
     cuts: BTreeSet<Cut>,
+    /// Degradations in force, and the namespaces each touched.
+    degraded: Vec<Degradation>,
 }
 
 impl ChaosNetwork {
@@ -147,6 +227,7 @@ impl ChaosNetwork {
             pid,
             subnet: (0, 0),
             cuts: BTreeSet::new(),
+            degraded: Vec::new(),
         };
         remove_stale(pid)?;
         let used = format!(
@@ -250,6 +331,111 @@ impl ChaosNetwork {
         }
     }
 
+    /// The degradations in force.
+    pub fn degraded(&self) -> &[Degradation] {
+        &self.degraded
+    }
+
+    /// Degrades `degradation.node()`'s links to the other nodes.
+    ///
+    /// # Errors
+    ///
+    /// The first `nft` or `tc` failure (what was added is removed by
+    /// [`Self::restore`]), or a node outside [`NODES`].
+    pub fn degrade(&mut self, degradation: Degradation) -> Result<(), String> {
+        let node = degradation.node();
+        if !NODES.contains(&node) {
+            return Err(format!("no node {node}"));
+        }
+        let peers: Vec<i32> = NODES.into_iter().filter(|n| *n != node).collect();
+        self.degraded.push(degradation);
+        match degradation {
+            Degradation::Loss { percent, .. } => {
+                let addresses: Vec<String> = peers.iter().map(|p| self.address(*p)).collect();
+                let script = loss_rules(&addresses, percent.clamp(1, 100));
+                run(
+                    "ip",
+                    &["netns", "exec", &self.namespace(node), "nft", "-f", "-"],
+                    Some(&script),
+                )?;
+            }
+            Degradation::Slow { kbit, .. } => {
+                // Each sending end: the node towards every peer, every
+                // peer towards the node.
+                let mut ends: Vec<(i32, Vec<i32>)> = vec![(node, peers.clone())];
+                ends.extend(peers.iter().map(|p| (*p, vec![node])));
+                for (from, to) in ends {
+                    let (ns, dev) = (self.namespace(from), self.link(&format!("n{from}")));
+                    let tc = |args: &[&str]| {
+                        let mut all = vec!["-n", ns.as_str()];
+                        all.extend_from_slice(args);
+                        run("tc", &all, None)
+                    };
+                    tc(&[
+                        "qdisc", "add", "dev", &dev, "root", "handle", "1:", "htb", "default", "10",
+                    ])?;
+                    tc(&[
+                        "class", "add", "dev", &dev, "parent", "1:", "classid", "1:10", "htb",
+                        "rate", "10gbit",
+                    ])?;
+                    let rate = format!("{kbit}kbit");
+                    tc(&[
+                        "class", "add", "dev", &dev, "parent", "1:", "classid", "1:20", "htb",
+                        "rate", &rate, "ceil", &rate,
+                    ])?;
+                    for peer in to {
+                        let dst = format!("{}/32", self.address(peer));
+                        tc(&[
+                            "filter", "add", "dev", &dev, "parent", "1:", "protocol", "ip", "u32",
+                            "match", "ip", "dst", &dst, "flowid", "1:20",
+                        ])?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every degradation in force.
+    ///
+    /// # Errors
+    ///
+    /// The failures (every removal is still tried; the network is then in
+    /// an unknown state and should be dropped).
+    pub fn restore(&mut self) -> Result<(), String> {
+        let mut errors = Vec::new();
+        for degradation in std::mem::take(&mut self.degraded) {
+            let node = degradation.node();
+            match degradation {
+                Degradation::Loss { .. } => {
+                    let ns = self.namespace(node);
+                    let args = [
+                        "netns", "exec", &ns, "nft", "delete", "table", "inet", LOSS_TABLE,
+                    ];
+                    if let Err(e) = run("ip", &args, None) {
+                        errors.push(e);
+                    }
+                }
+                Degradation::Slow { .. } => {
+                    for from in NODES {
+                        let (ns, dev) = (self.namespace(from), self.link(&format!("n{from}")));
+                        // A peer's end may never have been set up.
+                        let _ = run(
+                            "tc",
+                            &["-n", &ns, "qdisc", "del", "dev", &dev, "root"],
+                            None,
+                        );
+                    }
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
     fn host(&self, last: i32) -> String {
         let (n, m) = self.subnet;
         format!("10.{n}.{m}.{last}")
@@ -331,15 +517,35 @@ fn remove_stale(own: u32) -> Result<(), String> {
 
 /// Runs `ip <args>`; its stdout, or a message with its stderr.
 fn ip(args: &[&str]) -> Result<String, String> {
-    let output = Command::new("ip")
+    run("ip", args, None)
+}
+
+/// Runs `program <args>` with `stdin`; its stdout, or a message with its
+/// stderr.
+fn run(program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+    let mut child = Command::new(program)
         .args(args)
-        .output()
-        .map_err(|e| format!("running ip (install iproute2): {e}"))?;
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("running {program} (install iproute2 and nftables): {e}"))?;
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(text.as_bytes())
+            .map_err(|e| format!("{program}: writing its input: {e}"))?;
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(|e| format!("{program}: {e}"))?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     } else {
         Err(format!(
-            "ip {}: {}: {}",
+            "{program} {}: {}: {}",
             args.join(" "),
             output.status,
             String::from_utf8_lossy(&output.stderr).trim()
@@ -410,11 +616,27 @@ mod tests {
     }
 
     #[test]
+    fn loss_rules_drop_a_share_of_the_peers_packets_both_ways() {
+        let rules = loss_rules(&["10.1.2.2".into(), "10.1.2.3".into()], 30);
+        assert!(rules.starts_with("table inet weir_chaos {"), "{rules}");
+        assert!(
+            rules.contains("ip saddr { 10.1.2.2, 10.1.2.3 } numgen random mod 100 < 30 drop"),
+            "{rules}"
+        );
+        assert!(
+            rules.contains("ip daddr { 10.1.2.2, 10.1.2.3 } numgen random mod 100 < 30 drop"),
+            "{rules}"
+        );
+        assert!(rules.contains("hook input") && rules.contains("hook output"));
+    }
+
+    #[test]
     fn link_names_fit_the_kernels_limit() {
         let network = ChaosNetwork {
             pid: 4_194_304,
             subnet: (200, 0),
             cuts: BTreeSet::new(),
+            degraded: Vec::new(),
         };
         for suffix in ["br", "h3", "n3"] {
             assert!(network.link(suffix).len() <= 15, "{}", network.link(suffix));

@@ -176,7 +176,7 @@ pub fn run(spec: &RunSpec, out_dir: &Path) -> RunResult {
         elapsed: Duration::ZERO,
         kept: Vec::new(),
     };
-    let network = if spec.faults.iter().any(|f| f.partition(1).is_some()) {
+    let network = if spec.faults.iter().any(|f| f.needs_network()) {
         match ChaosNetwork::create() {
             Ok(network) => Some(network),
             Err(e) => {
