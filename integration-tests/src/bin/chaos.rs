@@ -44,8 +44,8 @@ struct Args {
     #[arg(long)]
     hours: Option<f64>,
     /// Faults of each run (comma-separated: kill, pause, rolling-restart,
-    /// isolate, bridge, one-way, lose-unsynced, torn-write, fsync-eio);
-    /// default every fault.
+    /// isolate, bridge, one-way, lose-unsynced, torn-write, fsync-eio, lossy,
+    /// slow); default every fault.
     #[arg(long, value_delimiter = ',')]
     faults: Vec<Fault>,
     /// Seconds of faults per run. Default: 20 with --ci, 60 with --hours,
