@@ -145,4 +145,26 @@ mod tests {
             fuzz_consumer_offsets(seed);
         }
     }
+
+    /// The base offset is outside the CRC, so a stored batch may claim any
+    /// offset; one near `i64::MAX` must be skipped, not overflow the
+    /// loader's offset arithmetic (a panic in debug builds and under the
+    /// fuzzer's overflow checks).
+    #[test]
+    fn a_batch_at_the_end_of_the_offset_space_does_not_overflow_the_loader() {
+        let seeds = consumer_offsets_seeds();
+        let (_, batch) = seeds
+            .iter()
+            .find(|(name, _)| name == "group_write_batch.bin")
+            .unwrap();
+        let tp = TopicPartition::new(OFFSETS_TOPIC, 0);
+        for base in [i64::MAX, i64::MAX - 1, i64::MAX - 3] {
+            let mut batch = batch.clone();
+            batch[..8].copy_from_slice(&base.to_be_bytes());
+            let mut groups = BTreeMap::new();
+            assert_eq!(replay_batches(&tp, &batch, 0, &mut groups), None, "{base}");
+            assert!(groups.is_empty(), "{base}: {groups:?}");
+            fuzz_consumer_offsets(&batch);
+        }
+    }
 }

@@ -263,14 +263,29 @@ impl RecordBatchHeader {
         Ok(header)
     }
 
-    /// Offset of the last record: `base_offset + last_offset_delta`.
+    /// Offset of the last record: `base_offset + last_offset_delta`,
+    /// saturating at `i64::MAX` (the base offset is outside the CRC, so a
+    /// stored or received batch may claim any; [`Self::offsets_in_range`]
+    /// tells whether it fits).
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + self.last_offset_delta as i64
+        self.base_offset
+            .saturating_add(self.last_offset_delta as i64)
     }
 
-    /// The offset after the batch: `last_offset() + 1`.
+    /// The offset after the batch: `last_offset() + 1`, saturating at
+    /// `i64::MAX`.
     pub fn next_offset(&self) -> i64 {
-        self.last_offset() + 1
+        self.last_offset().saturating_add(1)
+    }
+
+    /// True when the batch's offsets are valid log offsets: the base offset
+    /// is not negative and its next offset does not pass `i64::MAX`.
+    pub fn offsets_in_range(&self) -> bool {
+        self.base_offset >= 0
+            && self
+                .base_offset
+                .checked_add(self.last_offset_delta as i64 + 1)
+                .is_some()
     }
 
     /// Total size of the batch in bytes: `batch_length + 12`.
@@ -1356,6 +1371,21 @@ mod tests {
         bytes[..RECORD_BATCH_OVERHEAD].copy_from_slice(&header);
         let h = RecordBatchHeader::validate(&bytes).unwrap();
         assert_eq!((h.base_offset, h.partition_leader_epoch), (99, 5));
+    }
+
+    #[test]
+    fn offsets_past_the_end_of_the_offset_space_saturate_and_are_out_of_range() {
+        let bytes = build_batch(&BatchSpec::new(&[1, 2], 4));
+        let mut header = RecordBatchHeader::validate(&bytes).unwrap();
+        assert!(header.offsets_in_range());
+        header.base_offset = i64::MAX - 1;
+        assert_eq!(header.last_offset(), i64::MAX);
+        assert_eq!(header.next_offset(), i64::MAX);
+        assert!(!header.offsets_in_range());
+        header.base_offset = i64::MAX - 2;
+        assert!(header.offsets_in_range());
+        header.base_offset = -1;
+        assert!(!header.offsets_in_range());
     }
 
     #[test]

@@ -512,6 +512,11 @@ pub(crate) fn replay_batches(
                 return None;
             }
         };
+        if !header.offsets_in_range() {
+            warn!(topic_partition = %tp, offset = next, base_offset = header.base_offset,
+                "batch offsets out of range; the rest of the partition is not loaded");
+            return None;
+        }
         let (batch, tail) = rest.split_at(header.size_in_bytes());
         rest = tail;
         next = header.next_offset();
