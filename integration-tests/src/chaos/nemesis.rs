@@ -215,6 +215,9 @@ impl fmt::Display for Step {
 /// The fault schedule of one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
+    /// The run's seed (the execution's own draws, such as where a torn
+    /// write cuts, follow from it too).
+    pub seed: u64,
     /// The steps, in order.
     pub steps: Vec<Step>,
 }
@@ -258,7 +261,7 @@ impl Schedule {
                 }
             };
             if at + quiet + hold > duration && !steps.is_empty() {
-                return Self { steps };
+                return Self { seed, steps };
             }
             at += quiet + hold;
             steps.push(Step {
@@ -312,9 +315,10 @@ pub fn execute(
                     PowerLoss::Lose
                 };
                 kill(cluster, step.node, record);
-                // Where a torn write cuts follows from the schedule.
-                let mut rng = ChaCha8Rng::seed_from_u64(index as u64);
-                rng.set_stream(step.quiet.as_millis() as u64);
+                // Where a torn write cuts follows from the run's seed and
+                // the step.
+                let mut rng = ChaCha8Rng::seed_from_u64(schedule.seed);
+                rng.set_stream(1_000 + index as u64);
                 let (action, problem) = match cluster.power_loss(step.node, mode, &mut rng) {
                     Ok(r) => (
                         format!(
