@@ -41,6 +41,21 @@ impl RunSpec {
             .collect::<Vec<_>>()
             .join(",")
     }
+
+    /// The faults for a run row: `all` for every fault, else as
+    /// [`Self::faults_text`].
+    pub fn faults_column(&self) -> String {
+        let mut faults = self.faults.clone();
+        faults.sort_unstable();
+        faults.dedup();
+        let mut all = Fault::ALL.to_vec();
+        all.sort_unstable();
+        if faults == all {
+            "all".to_owned()
+        } else {
+            self.faults_text()
+        }
+    }
 }
 
 /// What one run found.
@@ -89,7 +104,7 @@ impl RunResult {
         format!(
             "{:<6} {:<16} {:>20} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9} {:>9} {:>6.0}s  {}",
             self.spec.workload,
-            self.spec.faults_text(),
+            self.spec.faults_column(),
             self.spec.seed,
             self.actions,
             self.sends,
@@ -305,4 +320,24 @@ fn run_on(
     history.nemesis = std::mem::take(&mut *nemesis_events.lock().unwrap());
     history.recovery = Some(recovery);
     Ok(history)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_names_every_fault_as_all_and_a_replay_lists_them() {
+        let mut spec = RunSpec {
+            workload: "queue",
+            faults: Fault::ALL.iter().rev().copied().collect(),
+            seed: 1,
+            duration: Duration::from_secs(1),
+            keep_history: false,
+        };
+        assert_eq!(spec.faults_column(), "all");
+        assert!(spec.faults_text().contains("kill"));
+        spec.faults = vec![Fault::Kill, Fault::Pause];
+        assert_eq!(spec.faults_column(), "kill,pause");
+    }
 }
