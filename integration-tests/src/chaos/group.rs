@@ -2,8 +2,8 @@
 //! classic consumer group subscribed to the queue's topic, reading from
 //! the group's committed offsets and committing what they read, while the
 //! nemesis kills brokers (and with them the group coordinator) and the
-//! members themselves die: each member incarnation lives a few seconds
-//! (drawn from the seed), then either leaves the group (LeaveGroup) or
+//! members themselves die: each member incarnation lives 8-25 s (drawn
+//! from the seed), then either leaves the group (LeaveGroup) or
 //! vanishes without a word, so its session has to expire before the group
 //! rebalances.
 //!
@@ -103,6 +103,8 @@ fn commit_outcome(code: i16) -> CommitOutcome {
 /// One member incarnation's state.
 struct Member<'a> {
     shared: &'a Shared,
+    /// The member thread (1-based; 0 for the final read).
+    thread: u32,
     /// The coordinator's node id and a connection to it.
     coordinator: Option<(i32, RawClient)>,
     /// The member id (empty before the first join).
@@ -121,6 +123,17 @@ struct Member<'a> {
 }
 
 impl Member<'_> {
+    /// Records `text` in the history's group events.
+    fn event(&self, text: String) {
+        let at_ms = self.shared.now_ms();
+        self.shared
+            .history
+            .lock()
+            .unwrap()
+            .group_events
+            .push((at_ms, self.thread, text));
+    }
+
     /// Asks the nodes in turn for the coordinator and connects to it.
     fn find_coordinator(&mut self) -> Result<(), String> {
         let addresses = &self.shared.addresses;
@@ -177,8 +190,16 @@ impl Member<'_> {
             return Ok(Next::Continue);
         }
         if joined.error != 0 {
+            self.event(format!("JoinGroup: {}", error_name(joined.error)));
             return Ok(next_after(joined.error));
         }
+        self.event(format!(
+            "joined generation {} as {} (leader {}, {} members)",
+            joined.generation,
+            joined.member_id,
+            joined.leader == joined.member_id,
+            joined.members.len()
+        ));
         self.member_id = joined.member_id.clone();
         let mut assignments: BTreeMap<String, Vec<i32>> = BTreeMap::new();
         if joined.leader == joined.member_id {
@@ -192,6 +213,7 @@ impl Member<'_> {
         let (error, partitions) =
             client::sync_group(self.coordinator()?, GROUP, &joined, &topic, &assignments)?;
         if error != 0 {
+            self.event(format!("SyncGroup: {}", error_name(error)));
             return Ok(next_after(error));
         }
         let sent_ms = self.shared.now_ms();
@@ -265,6 +287,9 @@ impl Member<'_> {
         if self.last_heartbeat.elapsed() >= HEARTBEAT_INTERVAL {
             self.last_heartbeat = Instant::now();
             let code = client::heartbeat(self.coordinator()?, GROUP, &joined)?;
+            if code != 0 {
+                self.event(format!("Heartbeat: {}", error_name(code)));
+            }
             return Ok(next_after(code));
         }
         Ok(Next::Continue)
@@ -294,19 +319,21 @@ impl Member<'_> {
 }
 
 /// Member thread `thread` (1-based): incarnation after incarnation, each
-/// living 3-12 s (drawn from `seed`) and then leaving the group or
-/// vanishing, until told to stop.
+/// living 8-25 s (drawn from `seed`: long enough for the group to make
+/// progress between deaths, each of which rebalances it) and then leaving
+/// the group or vanishing, until told to stop.
 pub(super) fn member_loop(shared: &Shared, thread: u32, seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(200 + u64::from(thread));
     let mut process = GROUP_PROCESS_BASE + thread * 10_000;
     let mut connections = Connections::default();
     while !shared.stop.load(Ordering::SeqCst) {
-        let lifetime = Duration::from_millis(rng.gen_range(3_000..12_000));
+        let lifetime = Duration::from_millis(rng.gen_range(8_000..25_000));
         let leave = rng.gen_bool(0.5);
         let born = Instant::now();
         let mut member = Member {
             shared,
+            thread,
             coordinator: None,
             member_id: String::new(),
             joined: None,
@@ -325,14 +352,20 @@ pub(super) fn member_loop(shared: &Shared, thread: u32, seed: u64) {
             };
             match step {
                 Ok(next) => member.handle(next),
-                Err(_) => member.handle(Next::FindCoordinator),
+                Err(e) => {
+                    member.event(e);
+                    member.handle(Next::FindCoordinator);
+                }
             }
         }
         if leave && !member.member_id.is_empty() {
             let member_id = member.member_id.clone();
-            let _ = member
+            let answer = member
                 .coordinator()
                 .and_then(|c| client::leave_group(c, GROUP, &member_id));
+            member.event(format!("LeaveGroup {member_id}: {answer:?}"));
+        } else {
+            member.event(format!("vanished as {:?}", member.member_id));
         }
         process = member.process + 1;
     }
@@ -346,6 +379,7 @@ pub(super) fn final_read(shared: &Shared, bound: Duration) -> Option<CommittedRe
     let partitions: Vec<i32> = (0..shared.spec.partitions).collect();
     let mut member = Member {
         shared,
+        thread: 0,
         coordinator: None,
         member_id: String::new(),
         joined: None,

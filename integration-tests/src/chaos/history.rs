@@ -365,6 +365,10 @@ pub struct History {
     /// Every OffsetFetch answered NONE, in the order answered (the final
     /// read after the drain last, with process 0).
     pub committed_reads: Vec<CommittedRead>,
+    /// What the group members did besides commits and reads (joins,
+    /// leaves, errors), as (ms since the run started, member thread,
+    /// text), for the history file; the checker does not read it.
+    pub group_events: Vec<(u64, u32, String)>,
 }
 
 impl History {
@@ -416,6 +420,9 @@ impl History {
                 a.at_ms,
                 format!("assign g{} {} from {}", a.process, a.partition, a.start),
             ));
+        }
+        for (at_ms, thread, text) in &self.group_events {
+            timed.push((*at_ms, format!("member {thread} {text}")));
         }
         for c in &self.commits {
             timed.push((
