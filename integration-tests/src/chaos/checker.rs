@@ -25,7 +25,8 @@
 //!   was sent, from an answer of the same or an older leader epoch or from
 //!   an acknowledgement (acks=all is answered once the high watermark is
 //!   past the record, Kafka's `DelayedProduce`) given in the same or an
-//!   older epoch (the leader epoch of the record's batch in the drain). A new leader answers
+//!   older epoch (bounded by the epoch in the acknowledging node's next
+//!   answer about the partition). A new leader answers
 //!   OFFSET_NOT_AVAILABLE until its high watermark reaches its epoch's
 //!   start (Kafka's `Partition.fetchOffsetForTimestamp`), so no committed
 //!   offset is ever un-committed in a client's eyes. Answers from an older
@@ -260,7 +261,7 @@ pub fn check(history: &History) -> Report {
 fn observations(history: &History) -> Vec<(i32, i64, &str, String)> {
     let mut out = Vec::new();
     for s in &history.sends {
-        if let SendOutcome::Ack { offset } = s.outcome {
+        if let SendOutcome::Ack { offset, .. } = s.outcome {
             out.push((
                 s.partition,
                 offset,
@@ -327,7 +328,7 @@ fn check_positions(history: &History, report: &mut Report) {
 fn check_sends(history: &History, report: &mut Report) {
     let mut last_ack: BTreeMap<(u32, i32), (i64, &str)> = BTreeMap::new();
     for s in &history.sends {
-        if let SendOutcome::Ack { offset } = s.outcome {
+        if let SendOutcome::Ack { offset, .. } = s.outcome {
             if let Some(&(before, before_value)) = last_ack.get(&(s.process, s.partition)) {
                 if offset <= before {
                     report.add(
@@ -461,7 +462,7 @@ fn check_drain(history: &History, report: &mut Report) {
         if reported.contains(s.value.as_str()) {
             continue;
         }
-        let SendOutcome::Ack { offset } = s.outcome else {
+        let SendOutcome::Ack { offset, .. } = s.outcome else {
             continue;
         };
         if drain.incomplete.contains_key(&s.partition) {
@@ -516,23 +517,39 @@ fn check_high_watermarks(history: &History, report: &mut Report) {
         }
     }
     for s in &history.sends {
-        let SendOutcome::Ack { offset } = s.outcome else {
+        let SendOutcome::Ack { offset, node } = s.outcome else {
             continue;
         };
-        // The epoch the acknowledgement was given in is the epoch of the
-        // leader that appended the record (a leader answers NOT_LEADER to
-        // the requests in its purgatory when it loses the partition), which
-        // its batch carries. Not the highest epoch the watcher had seen by
-        // then: a new leader may acknowledge before the watcher hears of
-        // its epoch, and a deposed leader's later answers in the old epoch
-        // may be stale (seed 5005). A record the drain did not read sets
-        // no floor (it is a lost write instead).
+        // The epoch the acknowledgement was given in is unknown (Produce
+        // answers carry none), and neither the highest epoch the watcher
+        // had seen by then (a new leader may acknowledge before the watcher
+        // hears of its epoch: seed 5005) nor the epoch of the record's
+        // batch (a new leader acknowledges a retry of a batch an older
+        // leader appended as a duplicate: seed 6009) is it. Its upper
+        // bound is the epoch of the partition in any later answer of the
+        // node that acknowledged: a node's view of a partition's epoch
+        // never goes back, and it knew the epoch it acknowledged in. Only
+        // answers of that epoch or newer must include the record (a
+        // deposed leader's answers of an older epoch may be stale); with
+        // no later answer of that node, the acknowledgement sets no floor.
         let epoch = history
-            .drain
-            .as_ref()
-            .and_then(|d| d.leader_epochs.get(&s.partition))
-            .and_then(|epochs| epochs.get(&offset))
-            .copied();
+            .observations
+            .iter()
+            .filter(|o| o.node == node && o.sent_ms >= s.done_ms)
+            .filter_map(|o| match o.observed {
+                Observed::Leader {
+                    partition,
+                    leader_epoch,
+                    ..
+                }
+                | Observed::HighWatermark {
+                    partition,
+                    leader_epoch,
+                    ..
+                } if partition == s.partition => Some(leader_epoch),
+                _ => None,
+            })
+            .min();
         floors.entry(s.partition).or_default().push((
             s.done_ms,
             epoch.unwrap_or(i32::MAX),
@@ -909,7 +926,7 @@ mod tests {
             process,
             value: value.to_owned(),
             partition,
-            outcome: SendOutcome::Ack { offset },
+            outcome: SendOutcome::Ack { offset, node: 1 },
         }
     }
 
@@ -950,7 +967,6 @@ mod tests {
                     (0, vec![(0, "a".to_owned()), (1, "b".to_owned())]),
                     (1, vec![(0, "c".to_owned()), (1, "d".to_owned())]),
                 ]),
-                leader_epochs: BTreeMap::new(),
                 incomplete: BTreeMap::new(),
             }),
             ..History::default()
@@ -1245,13 +1261,7 @@ mod tests {
     #[test]
     fn a_high_watermark_at_or_below_an_acknowledged_offset_is_a_regression() {
         let mut history = valid();
-        history.sends[1].done_ms = 300; // "b" at offset 1 of partition 0
-        history
-            .drain
-            .as_mut()
-            .expect("a drain")
-            .leader_epochs
-            .insert(0, BTreeMap::from([(0, 3), (1, 3)]));
+        history.sends[1].done_ms = 300; // "b" at offset 1 of partition 0, by node 1
         history.observations = vec![
             watched(100, 110, 1, hw(0, 1, 3)),
             // Sent before the acknowledgement arrived.
@@ -1269,14 +1279,12 @@ mod tests {
     /// epoch 8 leader cut off from the controller, went on answering its
     /// old high watermark 743 in epoch 8, as a deposed Kafka leader may.
     /// The checker took the acknowledgements for epoch 8 (the newest it had
-    /// seen) and reported an hw-regression; the epoch an acknowledgement
-    /// was given in is the one its batch carries.
+    /// seen) and reported an hw-regression.
     #[test]
     fn chaos_seed_5005_a_deposed_leader_may_answer_below_an_ack_of_the_next_epoch() {
         let mut history = valid();
         history.sends[1].done_ms = 300; // "b" at offset 1 of partition 0
-        let epochs = &mut history.drain.as_mut().expect("a drain").leader_epochs;
-        epochs.insert(0, BTreeMap::from([(0, 8), (1, 9)]));
+        history.sends[1].outcome = SendOutcome::Ack { offset: 1, node: 3 };
         history.observations = vec![
             watched(100, 101, 2, hw(0, 1, 8)),
             watched(310, 311, 3, hw(0, 2, 9)),
@@ -1284,11 +1292,48 @@ mod tests {
             watched(320, 321, 2, hw(0, 1, 8)),
         ];
         assert_kinds(&history, &[]);
-        // Had the epoch 8 leader acknowledged it, its epoch 8 answers
-        // would have to include it.
-        let epochs = &mut history.drain.as_mut().expect("a drain").leader_epochs;
-        epochs.insert(0, BTreeMap::from([(0, 8), (1, 8)]));
+        // Had node 2 acknowledged it in epoch 8, its epoch 8 answers would
+        // have to include it.
+        history.sends[1].outcome = SendOutcome::Ack { offset: 1, node: 2 };
         assert_kinds(&history, &[AnomalyKind::HighWatermarkRegression]);
+    }
+
+    /// Seed 6009: node 2 appended offset 435 as the epoch 6 leader and was
+    /// paused before it was committed; node 3, leader in epoch 7, took the
+    /// producer's retry as a duplicate and acknowledged it with the
+    /// original offset, whose batch still carries epoch 6. Node 2, resumed
+    /// but cut off from the news, answered its epoch 6 high watermark 435.
+    /// Taking the batch's epoch for the acknowledgement's made that an
+    /// hw-regression.
+    #[test]
+    fn chaos_seed_6009_a_duplicate_acknowledged_by_a_new_leader_is_no_floor_for_the_old_one() {
+        let mut history = valid();
+        history.sends[1].done_ms = 300;
+        history.sends[1].outcome = SendOutcome::Ack { offset: 1, node: 3 };
+        history.observations = vec![
+            watched(100, 101, 2, hw(0, 1, 6)),
+            watched(290, 291, 3, hw(0, 2, 7)),
+            // The acknowledging node's first answer after the ack: epoch 7.
+            watched(
+                400,
+                401,
+                3,
+                Observed::Leader {
+                    partition: 0,
+                    leader: 3,
+                    leader_epoch: 7,
+                },
+            ),
+            watched(500, 501, 2, hw(0, 1, 6)),
+        ];
+        assert_kinds(&history, &[]);
+        // A new leader of epoch 8 answering below it is a regression.
+        history.observations.push(watched(600, 601, 1, hw(0, 1, 8)));
+        assert_kinds(&history, &[AnomalyKind::HighWatermarkRegression]);
+        // Without any later answer of the acknowledging node the epoch of
+        // the acknowledgement is unknown: no floor.
+        history.observations.retain(|o| o.node != 3);
+        assert_kinds(&history, &[]);
     }
 
     #[test]

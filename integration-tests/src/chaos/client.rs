@@ -431,9 +431,6 @@ pub struct FetchAnswer {
     pub high_watermark: i64,
     /// (offset, value) of every record at or after the fetch offset.
     pub records: Vec<(i64, String)>,
-    /// Offset -> the partition leader epoch of its batch (the epoch of the
-    /// leader that appended it, KIP-101) for every record in `records`.
-    pub leader_epochs: BTreeMap<i64, i32>,
 }
 
 /// Fetches `topic`/`partition` from `offset` as a consumer (replica id -1,
@@ -474,7 +471,6 @@ pub fn fetch(
             error: response.error_code,
             high_watermark: -1,
             records: Vec::new(),
-            leader_epochs: BTreeMap::new(),
         });
     }
     let data = response
@@ -492,11 +488,6 @@ pub fn fetch(
             .iter()
             .filter(|r| r.offset >= offset)
             .map(|r| (r.offset, records::value_text(r)))
-            .collect(),
-        leader_epochs: decoded
-            .iter()
-            .filter(|r| r.offset >= offset)
-            .map(|r| (r.offset, r.partition_leader_epoch))
             .collect(),
     })
 }

@@ -23,6 +23,9 @@ pub enum SendOutcome {
     Ack {
         /// The base offset the leader answered.
         offset: i64,
+        /// The node that answered (the partition's leader as the producer
+        /// knew it).
+        node: i32,
     },
     /// Every attempt was refused before it was appended (for example
     /// NOT_ENOUGH_REPLICAS with no earlier ambiguous attempt): the record
@@ -128,9 +131,6 @@ pub struct Drain {
     pub elapsed_ms: u64,
     /// (offset, value) of every record read, per partition.
     pub records: BTreeMap<i32, Vec<(i64, String)>>,
-    /// Partition -> offset -> the leader epoch of the record's batch (the
-    /// epoch in which its leader appended, and so acknowledged, it).
-    pub leader_epochs: BTreeMap<i32, BTreeMap<i64, i32>>,
     /// Partitions the drain could not read to the end within the bound
     /// ([`super::checker::DRAIN_BOUND_MS`]), with the last error.
     pub incomplete: BTreeMap<i32, String>,
@@ -482,7 +482,7 @@ mod tests {
                 process: 1,
                 value: "1-0".into(),
                 partition: 0,
-                outcome: SendOutcome::Ack { offset: 0 },
+                outcome: SendOutcome::Ack { offset: 0, node: 1 },
             }],
             polls: vec![Poll {
                 at_ms: 40,
@@ -500,7 +500,6 @@ mod tests {
             drain: Some(Drain {
                 elapsed_ms: 3,
                 records: BTreeMap::from([(0, vec![(0, "1-0".into())])]),
-                leader_epochs: BTreeMap::new(),
                 incomplete: BTreeMap::new(),
             }),
             ..History::default()

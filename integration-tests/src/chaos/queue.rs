@@ -464,6 +464,7 @@ fn send(
             0 => {
                 return SendOutcome::Ack {
                     offset: answer.base_offset,
+                    node: leader,
                 }
             }
             // Written once already; its offset is not in this answer.
@@ -702,11 +703,9 @@ fn drain(shared: &Shared) -> Drain {
     let deadline = start + Duration::from_millis(super::checker::DRAIN_BOUND_MS);
     let mut connections = Connections::default();
     let mut records = BTreeMap::new();
-    let mut leader_epochs = BTreeMap::new();
     let mut incomplete = BTreeMap::new();
     for partition in 0..shared.spec.partitions {
         let mut read: Vec<(i64, String)> = Vec::new();
-        let mut epochs: BTreeMap<i64, i32> = BTreeMap::new();
         let mut end: Option<i64> = None;
         let mut last = String::from("no attempt");
         loop {
@@ -747,7 +746,6 @@ fn drain(shared: &Shared) -> Drain {
                         return Err(format!("Fetch: {}", error_name(a.error)));
                     }
                     read.extend(a.records);
-                    epochs.extend(a.leader_epochs);
                     Ok(())
                 }
             });
@@ -759,12 +757,10 @@ fn drain(shared: &Shared) -> Drain {
             }
         }
         records.insert(partition, read);
-        leader_epochs.insert(partition, epochs);
     }
     Drain {
         elapsed_ms: start.elapsed().as_millis() as u64,
         records,
-        leader_epochs,
         incomplete,
     }
 }
