@@ -9,7 +9,10 @@
 //! tokio's timers, sessions and elections) stays real, as when an operator
 //! or NTP steps a real machine's clock. libfaketime reads the file on every
 //! clock call (`FAKETIME_NO_CACHE=1`), so a new offset applies at the next
-//! call. File times from `stat` are shifted by the same offset.
+//! call. File times are not faked (`NO_FAKE_STAT=1`): as after a real clock
+//! step, files written before it keep their times, so a skewed node sees
+//! them older or newer by the offset; unlike a real step, the kernel
+//! stamps files written while skewed with the real time.
 //!
 //! The library is found at run time ([`libfaketime`]); without it nothing
 //! is faked and callers report the fault as not injected.
@@ -26,7 +29,8 @@ pub const LIBFAKETIME_ENV: &str = "WEIR_LIBFAKETIME";
 const LIBRARY_NAMES: [&str; 2] = ["libfaketimeMT.so.1", "libfaketime.so.1"];
 
 /// The environment a broker with a fake clock runs with: the preload, the
-/// offset file, no caching of the file, and a real `CLOCK_MONOTONIC`.
+/// offset file, no caching of the file, a real `CLOCK_MONOTONIC` and real
+/// file times.
 ///
 /// `library` is the preload ([`libfaketime`]); `offset_file` the file
 /// [`write_offset`] rewrites.
@@ -36,6 +40,7 @@ pub fn environment(library: &Path, offset_file: &Path) -> Vec<(&'static str, Pat
         ("FAKETIME_TIMESTAMP_FILE", offset_file.to_path_buf()),
         ("FAKETIME_NO_CACHE", PathBuf::from("1")),
         ("FAKETIME_DONT_FAKE_MONOTONIC", PathBuf::from("1")),
+        ("NO_FAKE_STAT", PathBuf::from("1")),
     ]
 }
 
