@@ -33,6 +33,8 @@ const STDERR_TAIL_LINES: usize = 40;
 pub const SYNC_JOURNAL_ENV: &str = "WEIR_TEST_SYNC_JOURNAL";
 /// The sync journal's name in the broker's temp dir.
 const SYNC_JOURNAL_FILE: &str = "sync-journal";
+/// The fake clock's offset file in the broker's temp dir.
+const FAKE_CLOCK_FILE: &str = "faketime.rc";
 
 /// The path of the `weir` binary under test.
 ///
@@ -95,6 +97,7 @@ pub struct TestBrokerBuilder {
     open_files_limit: Option<u64>,
     network_namespace: Option<String>,
     sync_journal: bool,
+    fake_clock: Option<PathBuf>,
 }
 
 impl Default for TestBrokerBuilder {
@@ -108,6 +111,7 @@ impl Default for TestBrokerBuilder {
             open_files_limit: None,
             network_namespace: None,
             sync_journal: false,
+            fake_clock: None,
         }
     }
 }
@@ -175,6 +179,16 @@ impl TestBrokerBuilder {
         self
     }
 
+    /// Runs the broker (and every restart) with `library` (libfaketime,
+    /// see [`crate::fake_clock::libfaketime`]) preloaded, reading its wall
+    /// clock offset from `<temp dir>/faketime.rc`, which starts at `+0`
+    /// and which [`TestBroker::set_clock_offset`] rewrites. Default: the
+    /// real clock.
+    pub fn fake_clock(mut self, library: &Path) -> Self {
+        self.fake_clock = Some(library.to_path_buf());
+        self
+    }
+
     /// Starts the broker and waits for its `weir started` line.
     ///
     /// # Errors
@@ -196,9 +210,16 @@ impl TestBrokerBuilder {
         let sync_journal = self
             .sync_journal
             .then(|| dir.path().join(SYNC_JOURNAL_FILE));
+        let clock_file = dir.path().join(FAKE_CLOCK_FILE);
+        if self.fake_clock.is_some() {
+            crate::fake_clock::write_offset(&clock_file, 0).map_err(|e| {
+                HarnessError::io("starting the fake clock", std::io::Error::other(e))
+            })?;
+        }
         let mut broker = TestBroker {
             binary,
             sync_journal,
+            clock_file,
             data_dir: dir.path().join("data"),
             log_path: dir.path().join("weir.stderr.log"),
             config_path: dir.path().join("server.properties"),
@@ -223,6 +244,9 @@ pub struct TestBroker {
     binary: PathBuf,
     /// The sync journal when power-loss journaling is on.
     sync_journal: Option<PathBuf>,
+    /// The fake clock's offset file (used when the builder set a fake
+    /// clock).
+    clock_file: PathBuf,
     dir: Option<TempDir>,
     data_dir: PathBuf,
     log_path: PathBuf,
@@ -389,6 +413,34 @@ impl TestBroker {
             }
         };
         result.map_err(|e| HarnessError::io(format!("writing {}", trigger.display()), e))
+    }
+
+    /// Moves the broker's wall clock to real time plus `seconds` (negative:
+    /// behind), at its next clock call; `0` is the real time again. The
+    /// monotonic clock does not move.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Io`] when the builder set no fake clock
+    /// ([`TestBrokerBuilder::fake_clock`]), the running broker does not
+    /// have libfaketime loaded (so the offset would do nothing), or the
+    /// offset file cannot be written.
+    pub fn set_clock_offset(&self, seconds: i64) -> Result<(), HarnessError> {
+        let refuse = |why: String| HarnessError::io("moving the clock", std::io::Error::other(why));
+        let library = self
+            .settings
+            .fake_clock
+            .as_deref()
+            .ok_or_else(|| refuse("the broker runs without a fake clock".into()))?;
+        if let Some(pid) = self.pid() {
+            if !crate::fake_clock::is_loaded(pid, library).map_err(refuse)? {
+                return Err(refuse(format!(
+                    "{} is not loaded in weir (pid {pid})",
+                    library.display()
+                )));
+            }
+        }
+        crate::fake_clock::write_offset(&self.clock_file, seconds).map_err(refuse)
     }
 
     /// Waits up to `timeout` for the broker to exit on its own (a halt);
@@ -572,6 +624,9 @@ impl TestBroker {
             Some(journal) => command.env(SYNC_JOURNAL_ENV, journal),
             None => command.env_remove(SYNC_JOURNAL_ENV),
         };
+        if let Some(library) = &self.settings.fake_clock {
+            command.envs(crate::fake_clock::environment(library, &self.clock_file));
+        }
         if let Some(limit) = self.settings.open_files_limit {
             use std::os::unix::process::CommandExt;
             let limit = rustix::process::Rlimit {

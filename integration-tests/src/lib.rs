@@ -11,7 +11,8 @@
 //! venv Python with confluent-kafka and kafka-python, the Java client
 //! harness), the chaos harness of `scripts/chaos` ([`chaos`]), and power
 //! loss for a killed broker replayed from its sync journal
-//! ([`power_loss`]). It
+//! ([`power_loss`]), and a wall clock the harness can move per broker
+//! through libfaketime ([`fake_clock`]). It
 //! depends on no Weir crate: the broker is a black box reached
 //! only over sockets, stdout/stderr and signals.
 
@@ -19,6 +20,7 @@ pub mod broker;
 pub mod chaos;
 pub mod clients;
 pub mod error;
+pub mod fake_clock;
 pub mod metrics;
 pub mod power_loss;
 pub mod raw;

@@ -154,3 +154,53 @@ fn log_append_time_topics_are_stamped_by_the_broker() {
     assert_eq!(header.max_timestamp, append_time);
     assert!(records::crc_is_valid(&batches[0]));
 }
+
+/// The harness's fake clock (libfaketime preloaded, offset file rewritten
+/// while the broker runs) moves the broker's wall clock both ways at run
+/// time: LogAppendTime stamps follow the offset, while the broker keeps
+/// serving (its monotonic clock is real). The chaos `clock-skew` and
+/// `clock-strobe` faults rely on this.
+#[test]
+fn a_fake_clock_moves_log_append_time_both_ways_while_the_broker_runs() {
+    use weir_integration_tests::fake_clock;
+    let library = fake_clock::libfaketime().expect("libfaketime (scripts/test installs it)");
+    let broker = TestBroker::builder()
+        .fake_clock(&library)
+        .start()
+        .expect("starting weir");
+    let mut client = support::connect(&broker);
+    let versions = support::api_versions(&mut client);
+    let produce_version = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
+    let topic = support::create_topic(
+        &mut client,
+        &versions,
+        "skewed",
+        &[("message.timestamp.type", "LogAppendTime")],
+    );
+    let wall_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    const DAY_MS: i64 = 86_400_000;
+    const SLACK_MS: i64 = 60_000;
+    for (offset_s, expected_ms) in [(0, 0), (86_400, DAY_MS), (-3_600, -3_600_000), (0, 0)] {
+        broker.set_clock_offset(offset_s).expect("moving the clock");
+        let before = wall_ms();
+        let response = support::produce(
+            &mut client,
+            produce_version,
+            &topic,
+            0,
+            batch(b"stamped", 42),
+        );
+        assert_eq!(response.error_code, error_code::NONE);
+        let skew = response.log_append_time_ms - before;
+        assert!(
+            (expected_ms - SLACK_MS..=expected_ms + SLACK_MS).contains(&skew),
+            "offset {offset_s} s: append time {} is {skew} ms from the real clock",
+            response.log_append_time_ms
+        );
+    }
+}

@@ -19,7 +19,10 @@
 //!
 //! The `weir` binary is `WEIR_BIN`, or `weir` next to this binary. Runs
 //! with a network fault (isolate, bridge, one-way) put the nodes in
-//! network namespaces and need root and iproute2's `ip`.
+//! network namespaces and need root and iproute2's `ip`; runs with a
+//! clock fault (clock-skew, clock-strobe) preload libfaketime into every
+//! node (Debian's `libfaketime`; without it the fault is reported as
+//! `fault-not-injected`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,7 +48,7 @@ struct Args {
     hours: Option<f64>,
     /// Faults of each run (comma-separated: kill, pause, rolling-restart,
     /// isolate, bridge, one-way, lose-unsynced, torn-write, fsync-eio, lossy,
-    /// slow); default every fault.
+    /// slow, clock-skew, clock-strobe); default every fault.
     #[arg(long, value_delimiter = ',')]
     faults: Vec<Fault>,
     /// Seconds of faults per run. Default: 20 with --ci, 60 with --hours,

@@ -9,12 +9,15 @@
 //! with EIO. Given a [`ChaosNetwork`], each node runs in its own network
 //! namespace on `10.N.M.<node>` instead, and the cluster can cut links
 //! between nodes ([`ChaosCluster::cut`], [`ChaosCluster::heal_network`]).
+//! Given libfaketime, every node runs with it preloaded and the cluster can
+//! move one node's wall clock ([`ChaosCluster::set_clock`], see
+//! [`crate::fake_clock`]).
 //!
 //! Broker sessions are short (heartbeat 200 ms, session 1.5 s) and
 //! `replica.lag.time.max.ms` is 3 s, so faults turn into fencing and ISR
 //! changes within a few seconds.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -51,6 +54,10 @@ pub struct ChaosCluster {
     /// The nodes' namespaces and cuts; `None` when they run on 127.0.0.x.
     /// Declared after `brokers`, so the nodes stop before it is removed.
     network: Option<ChaosNetwork>,
+    /// The libfaketime every node preloads, or why there is none.
+    fake_clock: Result<PathBuf, String>,
+    /// Each node's clock offset in seconds, when not 0.
+    clock_offsets: BTreeMap<i32, i64>,
 }
 
 /// A free port on `host` (bound, then released).
@@ -67,7 +74,10 @@ impl ChaosCluster {
     /// events count from `started`. With `network`, node N runs in its
     /// namespace and listens on its address there (ports picked on
     /// 127.0.0.1 just for a number: in a fresh namespace every port is
-    /// free); without, on 127.0.0.N.
+    /// free); without, on 127.0.0.N. With `fake_clock` `Ok(libfaketime)`,
+    /// every node preloads it ([`crate::TestBrokerBuilder::fake_clock`]);
+    /// `Err(why)` runs the real clock and is what [`Self::set_clock`]
+    /// answers.
     ///
     /// # Errors
     ///
@@ -76,6 +86,7 @@ impl ChaosCluster {
         topic: &str,
         started: Instant,
         network: Option<ChaosNetwork>,
+        fake_clock: Result<PathBuf, String>,
     ) -> Result<Self, String> {
         let hosts: Vec<String> = match &network {
             Some(net) => (1..=3).map(|i| net.address(i)).collect(),
@@ -107,6 +118,7 @@ impl ChaosCluster {
                 );
                 let (voters, cluster_id) = (voters.clone(), cluster_id.clone());
                 let namespace = namespaces[i].clone();
+                let library = fake_clock.as_ref().ok().cloned();
                 std::thread::spawn(move || {
                     let mut builder = TestBroker::builder()
                         .node_id(i as i32 + 1)
@@ -119,6 +131,9 @@ impl ChaosCluster {
                     }
                     if let Some(namespace) = &namespace {
                         builder = builder.network_namespace(namespace);
+                    }
+                    if let Some(library) = &library {
+                        builder = builder.fake_clock(library);
                     }
                     builder.start()
                 })
@@ -148,6 +163,8 @@ impl ChaosCluster {
             topic: topic.to_owned(),
             versions: None,
             network,
+            fake_clock,
+            clock_offsets: BTreeMap::new(),
         })
     }
 
@@ -234,6 +251,35 @@ impl ChaosCluster {
         self.network
             .as_ref()
             .is_some_and(|n| !n.cuts().is_empty() || !n.degraded().is_empty())
+    }
+
+    /// Sets `node`'s wall clock to the real time plus `offset_s` seconds
+    /// (0: the real time) through its libfaketime offset file; a restarted
+    /// node keeps the offset.
+    ///
+    /// # Errors
+    ///
+    /// A message when the cluster runs without libfaketime (saying why),
+    /// the running node does not have it loaded, or the file cannot be
+    /// written.
+    pub fn set_clock(&mut self, node: i32, offset_s: i64) -> Result<(), String> {
+        if let Err(why) = &self.fake_clock {
+            return Err(format!("no fake clock: {why}"));
+        }
+        self.broker(node)
+            .set_clock_offset(offset_s)
+            .map_err(|e| e.to_string())?;
+        if offset_s == 0 {
+            self.clock_offsets.remove(&node);
+        } else {
+            self.clock_offsets.insert(node, offset_s);
+        }
+        Ok(())
+    }
+
+    /// `node`'s clock offset in seconds (0 when it runs on the real time).
+    pub fn clock_offset(&self, node: i32) -> i64 {
+        self.clock_offsets.get(&node).copied().unwrap_or(0)
     }
 
     /// SIGKILL `node` and wait until it is gone.

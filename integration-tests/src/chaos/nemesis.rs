@@ -9,15 +9,23 @@
 //!
 //! Seams for later faults: a new [`Fault`] variant, its step in
 //! [`Schedule::generate`] and its action and heal in [`execute`] and
-//! [`heal`] (clock faults need libfaketime in [`ChaosCluster`]'s spawn).
-//! Network faults (isolate, bridge, one-way) are cuts between nodes in
-//! network namespaces ([`super::network`]); lossy and slow degrade one
-//! node's links instead of cutting them.
+//! [`heal`]. Network faults (isolate, bridge, one-way) are cuts between
+//! nodes in network namespaces ([`super::network`]); lossy and slow degrade
+//! one node's links instead of cutting them.
 //!
 //! Disk faults go through each node's sync journal (the broker's
 //! `SyncJournalFileSystem`, [`crate::power_loss`]): `lose-unsynced` and
 //! `torn-write` are a SIGKILL followed by a power loss, `fsync-eio` fails
 //! every `fdatasync` of a running node until it halts.
+//!
+//! Clock faults move one node's wall clock (`CLOCK_REALTIME`) through
+//! libfaketime ([`crate::fake_clock`]; every node of a run with a clock
+//! fault runs with it preloaded), as Jepsen's clock nemesis does:
+//! `clock-skew` bumps it by a seed-drawn offset of 1 s to 5 min, forward or
+//! back, and resets it after the hold; `clock-strobe` flips it between that
+//! offset and the real time every 100-1000 ms for the hold, then resets
+//! it. The monotonic clock is not moved (a stepped clock does not move it
+//! either).
 
 use std::fmt;
 use std::str::FromStr;
@@ -66,6 +74,12 @@ pub enum Fault {
     /// Limit the packets between one node and the others to
     /// [`SLOW_KBIT`] kbit/s each way, then heal ([`Degradation::Slow`]).
     Slow,
+    /// Move one node's wall clock by the step's [`ClockShift::offset_s`]
+    /// (forward or back), hold, then set it to the real time again.
+    ClockSkew,
+    /// Flip one node's wall clock between the step's offset and the real
+    /// time every [`ClockShift::period`] for the hold, then reset it.
+    ClockStrobe,
 }
 
 /// The share of packets a [`Fault::Lossy`] drops, %.
@@ -78,7 +92,7 @@ pub const HALT_BOUND: Duration = Duration::from_secs(20);
 
 impl Fault {
     /// Every fault this harness can inject.
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 13] = [
         Fault::Kill,
         Fault::Pause,
         Fault::RollingRestart,
@@ -90,6 +104,8 @@ impl Fault {
         Fault::FsyncEio,
         Fault::Lossy,
         Fault::Slow,
+        Fault::ClockSkew,
+        Fault::ClockStrobe,
     ];
 
     /// The name used on the command line and in run rows.
@@ -106,6 +122,8 @@ impl Fault {
             Self::OneWay => "one-way",
             Self::Lossy => "lossy",
             Self::Slow => "slow",
+            Self::ClockSkew => "clock-skew",
+            Self::ClockStrobe => "clock-strobe",
         }
     }
 
@@ -145,8 +163,16 @@ impl Fault {
             | Self::TornWrite
             | Self::FsyncEio
             | Self::Lossy
-            | Self::Slow => None,
+            | Self::Slow
+            | Self::ClockSkew
+            | Self::ClockStrobe => None,
         }
+    }
+
+    /// True for the faults that move a node's clock: a run with one starts
+    /// its nodes with libfaketime preloaded.
+    pub fn moves_clocks(self) -> bool {
+        matches!(self, Self::ClockSkew | Self::ClockStrobe)
     }
 }
 
@@ -172,6 +198,16 @@ impl FromStr for Fault {
     }
 }
 
+/// How a clock fault moves a node's wall clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockShift {
+    /// Seconds added to the real time (negative: behind); never 0.
+    pub offset_s: i64,
+    /// For a strobe, how long each setting lasts before the clock flips
+    /// (offset, real, offset, ...); `None` for a single skew.
+    pub period: Option<Duration>,
+}
+
 /// One step of a schedule: wait `quiet`, then inject `fault` on `node`
 /// (1-based) and hold it for `hold` before healing it. A rolling restart
 /// ignores `node` and `hold` and restarts every node in turn.
@@ -185,6 +221,8 @@ pub struct Step {
     pub node: i32,
     /// How long the fault lasts before it is healed.
     pub hold: Duration,
+    /// How a clock fault moves the clock; `None` for other faults.
+    pub clock: Option<ClockShift>,
 }
 
 impl fmt::Display for Step {
@@ -200,6 +238,24 @@ impl fmt::Display for Step {
                 self.node,
                 self.hold.as_millis()
             ),
+            Fault::ClockSkew | Fault::ClockStrobe => {
+                let clock = self.clock.unwrap_or(ClockShift {
+                    offset_s: 0,
+                    period: None,
+                });
+                write!(
+                    f,
+                    "quiet {} ms, {} node {} by {:+} s",
+                    self.quiet.as_millis(),
+                    self.fault,
+                    self.node,
+                    clock.offset_s
+                )?;
+                if let Some(period) = clock.period {
+                    write!(f, " every {} ms", period.as_millis())?;
+                }
+                write!(f, " for {} ms", self.hold.as_millis())
+            }
             _ => write!(
                 f,
                 "quiet {} ms, {} node {} for {} ms",
@@ -227,7 +283,9 @@ impl Schedule {
     /// drawing each step's fault from `faults` (uniformly), its node from
     /// 1..=3, a quiet period of 1-3 s and a hold of 1-4 s (a pause holds
     /// `session_timeout` plus 0.5-3 s, so the node is fenced; a network
-    /// fault 2-6 s, mostly past the session timeout). Steps are
+    /// fault 2-6 s, mostly past the session timeout; a clock fault 2-8 s,
+    /// with an offset of 1-300 s either way and, for a strobe, a period of
+    /// 100-1000 ms). Steps are
     /// added while their nominal end (quiet + hold) fits in `duration`; a
     /// rolling restart counts 6 s.
     ///
@@ -259,7 +317,24 @@ impl Schedule {
                 Fault::Isolate | Fault::Bridge | Fault::OneWay | Fault::Lossy | Fault::Slow => {
                     Duration::from_millis(rng.gen_range(2_000..6_000))
                 }
+                Fault::ClockSkew | Fault::ClockStrobe => {
+                    Duration::from_millis(rng.gen_range(2_000..8_000))
+                }
             };
+            // Drawn only for clock faults, so the other faults' schedules
+            // of a seed stay as they were.
+            let clock = fault.moves_clocks().then(|| {
+                let magnitude = rng.gen_range(1..=300i64);
+                ClockShift {
+                    offset_s: if rng.gen_bool(0.5) {
+                        magnitude
+                    } else {
+                        -magnitude
+                    },
+                    period: (fault == Fault::ClockStrobe)
+                        .then(|| Duration::from_millis(rng.gen_range(100..1_000))),
+                }
+            });
             if at + quiet + hold > duration && !steps.is_empty() {
                 return Self { seed, steps };
             }
@@ -269,6 +344,7 @@ impl Schedule {
                 fault,
                 node,
                 hold,
+                clock,
             });
         }
     }
@@ -427,13 +503,74 @@ pub fn execute(
                     .map(NodeProblem::FaultNotInjected);
                 record(cluster.event(step.node, "heal network", problem));
             }
+            Fault::ClockSkew | Fault::ClockStrobe => {
+                let Some(shift) = step.clock else {
+                    let problem =
+                        NodeProblem::FaultNotInjected("a clock step without a shift".into());
+                    record(cluster.event(step.node, step.fault.name(), Some(problem)));
+                    continue;
+                };
+                clock(cluster, step, shift, until, record);
+            }
         }
     }
     sleep_until(until, until);
 }
 
-/// Ends every fault: removes every network cut, resumes paused nodes and
-/// starts stopped ones.
+/// Moves `step.node`'s clock by `shift` (once, or flipping every period)
+/// for `step.hold`, then back to the real time. A clock that cannot be
+/// moved (no libfaketime) is `fault-not-injected`.
+fn clock(
+    cluster: &mut ChaosCluster,
+    step: &Step,
+    shift: ClockShift,
+    until: Instant,
+    record: &mut dyn FnMut(NemesisEvent),
+) {
+    let node = step.node;
+    let action = match shift.period {
+        None => format!("clock {:+} s", shift.offset_s),
+        Some(period) => format!(
+            "clock strobe {:+} s every {} ms",
+            shift.offset_s,
+            period.as_millis()
+        ),
+    };
+    if let Err(e) = cluster.set_clock(node, shift.offset_s) {
+        record(cluster.event(node, &action, Some(NodeProblem::FaultNotInjected(e))));
+        return;
+    }
+    record(cluster.event(node, &action, None));
+    let end = Instant::now() + step.hold;
+    let mut flips = 0u32;
+    let mut failure = None;
+    if let Some(period) = shift.period {
+        let mut offset = shift.offset_s;
+        while Instant::now() + period < end.min(until) {
+            sleep_until(Instant::now() + period, until);
+            offset = if offset == 0 { shift.offset_s } else { 0 };
+            if let Err(e) = cluster.set_clock(node, offset) {
+                failure = Some(e);
+                break;
+            }
+            flips += 1;
+        }
+    }
+    sleep_until(end, until);
+    let reset = cluster.set_clock(node, 0);
+    let action = match shift.period {
+        None => "clock reset".to_owned(),
+        Some(_) => format!("clock reset after {flips} flips"),
+    };
+    let problem = failure
+        .map_or(reset, Err)
+        .err()
+        .map(NodeProblem::FaultNotInjected);
+    record(cluster.event(node, &action, problem));
+}
+
+/// Ends every fault: removes every network cut, sets every moved clock to
+/// the real time, resumes paused nodes and starts stopped ones.
 pub fn heal(cluster: &mut ChaosCluster, record: &mut dyn FnMut(NemesisEvent)) {
     if cluster.has_network_faults() {
         let problem = cluster
@@ -443,6 +580,13 @@ pub fn heal(cluster: &mut ChaosCluster, record: &mut dyn FnMut(NemesisEvent)) {
         record(cluster.event(0, "heal network (final)", problem));
     }
     for node in 1..=3 {
+        if cluster.clock_offset(node) != 0 {
+            let problem = cluster
+                .set_clock(node, 0)
+                .err()
+                .map(NodeProblem::FaultNotInjected);
+            record(cluster.event(node, "clock reset (heal)", problem));
+        }
         if cluster.is_paused(node) {
             let problem = cluster.resume(node).err().map(NodeProblem::RestartFailed);
             record(cluster.event(node, "SIGCONT (heal)", problem));
@@ -536,6 +680,48 @@ mod tests {
     }
 
     #[test]
+    fn clock_faults_draw_an_offset_both_ways_and_a_strobe_draws_a_period() {
+        let clocks = [Fault::ClockSkew, Fault::ClockStrobe];
+        let schedule = Schedule::generate(5, &clocks, Duration::from_secs(600), SESSION);
+        let offsets: Vec<i64> = schedule
+            .steps
+            .iter()
+            .map(|s| s.clock.expect("a clock step has a shift").offset_s)
+            .collect();
+        assert!(offsets.iter().any(|&o| o > 0) && offsets.iter().any(|&o| o < 0));
+        assert!(
+            offsets.iter().all(|o| (1..=300).contains(&o.abs())),
+            "{offsets:?}"
+        );
+        for step in &schedule.steps {
+            let clock = step.clock.unwrap();
+            let hold = step.hold.as_millis();
+            assert!((2_000..8_000).contains(&hold), "{step}");
+            match step.fault {
+                Fault::ClockSkew => assert_eq!(clock.period, None, "{step}"),
+                Fault::ClockStrobe => {
+                    let period = clock.period.expect("a strobe has a period").as_millis();
+                    assert!((100..1_000).contains(&period), "{step}");
+                }
+                other => panic!("unexpected {other}"),
+            }
+        }
+        for fault in clocks {
+            assert!(schedule.steps.iter().any(|s| s.fault == fault), "{fault}");
+        }
+    }
+
+    #[test]
+    fn clock_draws_leave_other_faults_schedules_alone() {
+        let faults = [Fault::Kill, Fault::Pause, Fault::Isolate];
+        let schedule = Schedule::generate(11, &faults, Duration::from_secs(300), SESSION);
+        assert!(schedule.steps.iter().all(|s| s.clock.is_none()));
+        assert!(Fault::ALL
+            .iter()
+            .all(|f| f.moves_clocks() == matches!(f, Fault::ClockSkew | Fault::ClockStrobe)));
+    }
+
+    #[test]
     fn only_network_faults_have_a_partition() {
         assert_eq!(Fault::Isolate.partition(2), Some(Partition::Isolate(2)));
         assert_eq!(
@@ -543,7 +729,13 @@ mod tests {
             Some(Partition::Bridge { middle: 1 })
         );
         assert_eq!(Fault::OneWay.partition(3), Some(Partition::OneWay(3)));
-        for fault in [Fault::Kill, Fault::Pause, Fault::RollingRestart] {
+        for fault in [
+            Fault::Kill,
+            Fault::Pause,
+            Fault::RollingRestart,
+            Fault::ClockSkew,
+            Fault::ClockStrobe,
+        ] {
             assert_eq!(fault.partition(1), None, "{fault}");
             assert!(!fault.needs_network(), "{fault}");
         }

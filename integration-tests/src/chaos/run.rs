@@ -203,7 +203,12 @@ pub fn run(spec: &RunSpec, out_dir: &Path) -> RunResult {
     } else {
         None
     };
-    let mut cluster = match ChaosCluster::start(&queue.topic, started, network) {
+    let fake_clock = if spec.faults.iter().any(|f| f.moves_clocks()) {
+        crate::fake_clock::libfaketime()
+    } else {
+        Err("the run has no clock fault".to_owned())
+    };
+    let mut cluster = match ChaosCluster::start(&queue.topic, started, network, fake_clock) {
         Ok(c) => c,
         Err(e) => {
             result.error = Some(format!("starting the cluster: {e}"));
