@@ -18,6 +18,7 @@
 //! types; nothing public here exposes an openraft type.
 
 pub mod control;
+pub mod determinism;
 pub mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
@@ -40,6 +41,7 @@ pub use control::{
     CLUSTER_METADATA_TOPIC_NAME, MAX_RECORDS_PER_USER_OP, MAX_TOPIC_NAME_LENGTH,
     PRODUCER_ID_BLOCK_SIZE,
 };
+pub use determinism::DeterministicScope;
 pub use error::ControllerError;
 pub use image::{
     BrokerRegistration, MetadataImage, PartitionRegistration, ReplayError, TopicId, TopicImage,
