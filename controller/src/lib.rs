@@ -7,7 +7,9 @@
 //! voter set ([`voters`]) and the transport between voters ([`transport`]),
 //! the running [`QuorumController`] ([`quorum`]) of a voter, the
 //! [`MetadataObserver`] ([`observer`]) of a broker-only node, and the
-//! [`MetadataController`] over both that the broker talks to.
+//! [`MetadataController`] over both that the broker talks to. The quorum's
+//! randomness and blocking file I/O go through [`determinism`], whose
+//! [`DeterministicScope`] makes a simulated run a function of its seed.
 //!
 //! With the `fuzzing` feature, `fuzz` holds the fuzz targets of the quorum
 //! transport frames and the metadata log, with their seeds (issue 17; run

@@ -55,13 +55,16 @@
 //!   WEIR_SIM_SEED=<n> cargo test -p weir-controller --test simulation
 //! ```
 //!
-//! replays seed `n` event for event, and [`a_seed_replays_its_trace`]
-//! checks that (two runs of each of seeds 1 to 3, same trace; seeds 1
-//! and 2 differ). In an ordinary build a seed keeps its schedule, faults
-//! and random draws, but tasks woken together may run in another order, so
-//! two runs can part (3 of seeds 1 to 16 replayed whole when measured).
+//! replays seed `n` event for event, in this process and in the next, and
+//! [`a_seed_replays_its_trace`] checks that (two runs of each of seeds 1 to
+//! 3 give the same trace; seeds 1 and 2 differ; measured: seeds 1 to 16 all
+//! replay, and the traces of two processes match; without the scope none
+//! of seeds 1 to 4 replays past its tenth event). In an ordinary build a
+//! seed keeps its schedule, faults and random draws, but tasks woken
+//! together may run in another order, so two runs can part (3 of seeds 1
+//! to 16 replayed whole when measured).
 //! [`Step::IsolateLeader`] and [`Step::CrashLeader`] pick their target at
-//! run time for that reason. A crash is a clean
+//! run time (who leads is not part of the schedule). A crash is a clean
 //! [`QuorumController::shutdown`] (the process's memory goes, the directory
 //! stays), not a torn write. The wall clock of DescribeQuorum's
 //! fetch timestamps is not simulated (nothing the trace records reads it).
@@ -117,7 +120,8 @@ fn seeded_runs_keep_every_invariant() {
             ),
             Err(failure) => panic!(
                 "simulation seed {seed} failed: {failure}\nreproduce with: \
-                 WEIR_SIM_SEED={seed} cargo test -p weir-controller --test simulation"
+                 WEIR_SIM_SEED={seed} cargo test -p weir-controller --test simulation \
+                 (event for event with RUSTFLAGS=\"--cfg tokio_unstable\")"
             ),
         }
     }
