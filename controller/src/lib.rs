@@ -7,7 +7,9 @@
 //! voter set ([`voters`]) and the transport between voters ([`transport`]),
 //! the running [`QuorumController`] ([`quorum`]) of a voter, the
 //! [`MetadataObserver`] ([`observer`]) of a broker-only node, and the
-//! [`MetadataController`] over both that the broker talks to.
+//! [`MetadataController`] over both that the broker talks to. The quorum's
+//! randomness and blocking file I/O go through [`determinism`], whose
+//! [`DeterministicScope`] makes a simulated run a function of its seed.
 //!
 //! With the `fuzzing` feature, `fuzz` holds the fuzz targets of the quorum
 //! transport frames and the metadata log, with their seeds (issue 17; run
@@ -18,6 +20,7 @@
 //! types; nothing public here exposes an openraft type.
 
 pub mod control;
+pub mod determinism;
 pub mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
@@ -40,6 +43,7 @@ pub use control::{
     CLUSTER_METADATA_TOPIC_NAME, MAX_RECORDS_PER_USER_OP, MAX_TOPIC_NAME_LENGTH,
     PRODUCER_ID_BLOCK_SIZE,
 };
+pub use determinism::DeterministicScope;
 pub use error::ControllerError;
 pub use image::{
     BrokerRegistration, MetadataImage, PartitionRegistration, ReplayError, TopicId, TopicImage,

@@ -440,13 +440,12 @@ impl QuorumController {
         }
         let dir = config.metadata_dir.clone();
         let cluster_id = config.cluster_id.clone();
-        let (log_store, state_machine) = tokio::task::spawn_blocking(move || {
+        let (log_store, state_machine) = crate::determinism::blocking(move || {
             let log = MetadataLogStore::open(&dir)?;
             let sm = MetadataStateMachine::open(&dir, &cluster_id)?;
-            Ok::<_, std::io::Error>((log, sm))
+            Ok((log, sm))
         })
         .await
-        .map_err(raft_err)?
         .map_err(|e| ControllerError::Storage {
             reason: format!("{}: {e}", config.metadata_dir.display()),
         })?;
@@ -1382,6 +1381,7 @@ fn set_controller_id(image: &mut Arc<MetadataImage>, controller_id: Option<i32>)
 /// grants it. Ends when the raft stops.
 async fn break_split_votes(raft: Raft<MetadataTypeConfig>, options: QuorumOptions) {
     use rand::Rng;
+    let mut rng = crate::determinism::ThreadRng;
     let mut metrics = raft.metrics();
     loop {
         let term = {
@@ -1394,7 +1394,7 @@ async fn break_split_votes(raft: Raft<MetadataTypeConfig>, options: QuorumOption
         if let Some(term) = term {
             let min = options.election_timeout_min_ms.max(1);
             let max = options.election_timeout_max_ms.max(min + 1);
-            let delay = Duration::from_millis(rand::thread_rng().gen_range(min..max));
+            let delay = Duration::from_millis(rng.gen_range(min..max));
             let moved_on = tokio::time::timeout(
                 delay,
                 metrics.wait_for(|m| m.state != ServerState::Candidate || m.current_term != term),

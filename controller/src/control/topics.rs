@@ -202,7 +202,7 @@ pub fn create_topics(
             },
         };
         let topic_id = loop {
-            let id = uuid::Uuid::new_v4();
+            let id = crate::determinism::uuid_v4();
             if !id.is_nil() && used_ids.insert(id) {
                 break id;
             }

@@ -13,7 +13,8 @@
 //!   fsync, rename, directory fsync) before `save_vote` returns.
 //!
 //! The whole log is also kept in memory: cluster metadata is small, and a
-//! snapshot bounds it. All file I/O runs on tokio's blocking pool.
+//! snapshot bounds it. All file I/O runs on tokio's blocking pool (inline
+//! on the runtime thread inside a [`crate::DeterministicScope`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -133,16 +134,15 @@ impl MetadataLogStore {
         inner.vote.is_none() && inner.entries.is_empty() && inner.last_purged.is_none()
     }
 
-    /// Runs `f` on the inner state on the blocking pool.
+    /// Runs `f` on the inner state on the blocking pool (inline inside a
+    /// [`crate::DeterministicScope`]).
     async fn blocking<T, F>(&self, f: F) -> io::Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut LogInner) -> io::Result<T> + Send + 'static,
     {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || f(&mut lock(&inner)))
-            .await
-            .map_err(io::Error::other)?
+        crate::determinism::blocking(move || f(&mut lock(&inner))).await
     }
 }
 

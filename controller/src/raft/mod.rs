@@ -17,19 +17,23 @@ use crate::records::MetadataRecord;
 pub(crate) mod fs;
 pub(crate) mod log_store;
 pub(crate) mod network;
+pub(crate) mod runtime;
 pub(crate) mod state_machine;
 
 openraft::declare_raft_types!(
     /// openraft types for the metadata quorum: entries carry a
     /// [`MetadataBatch`], node ids are `node.id` as `u64`, nodes are
     /// `BasicNode` (address filled in once voters talk over a network), and
-    /// snapshots are a JSON-serialized `MetadataImage` in memory.
+    /// snapshots are a JSON-serialized `MetadataImage` in memory, and the
+    /// runtime is tokio with election timeouts drawn from
+    /// `determinism::ThreadRng` ([`runtime::WeirRuntime`]).
     pub(crate) MetadataTypeConfig:
         D = MetadataBatch,
         R = AppliedBatch,
         NodeId = u64,
         Node = openraft::BasicNode,
         SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = runtime::WeirRuntime,
 );
 
 /// The payload of one normal raft entry: the records of one controller

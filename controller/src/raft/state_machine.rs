@@ -49,12 +49,6 @@ pub(crate) struct MetadataStateMachine {
     recent: Option<Arc<RecentBatches>>,
 }
 
-fn sm_write_err(e: impl std::error::Error + 'static) -> StorageError {
-    StorageError::IO {
-        source: StorageIOError::write_state_machine(AnyError::new(&e)),
-    }
-}
-
 fn snapshot_err(e: impl std::error::Error + 'static, reading: bool) -> StorageError {
     let source = if reading {
         StorageIOError::read_snapshot(None, AnyError::new(&e))
@@ -216,9 +210,8 @@ impl RaftStateMachine<MetadataTypeConfig> for MetadataStateMachine {
         };
         let bytes = serde_json::to_vec(&stored).map_err(|e| snapshot_err(e, false))?;
         let dir = self.dir.clone();
-        tokio::task::spawn_blocking(move || write_atomically(&dir, SNAPSHOT_FILE, &bytes))
+        crate::determinism::blocking(move || write_atomically(&dir, SNAPSHOT_FILE, &bytes))
             .await
-            .map_err(sm_write_err)?
             .map_err(|e| snapshot_err(e, false))?;
         self.image = Arc::new(stored.image);
         self.last_applied = meta.last_log_id;
@@ -232,9 +225,8 @@ impl RaftStateMachine<MetadataTypeConfig> for MetadataStateMachine {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
         let dir = self.dir.clone();
-        let bytes = tokio::task::spawn_blocking(move || read_optional(&dir, SNAPSHOT_FILE))
+        let bytes = crate::determinism::blocking(move || read_optional(&dir, SNAPSHOT_FILE))
             .await
-            .map_err(sm_write_err)?
             .map_err(|e| snapshot_err(e, true))?;
         let Some(bytes) = bytes else {
             return Ok(None);
@@ -260,8 +252,13 @@ pub(crate) struct MetadataSnapshotBuilder {
 impl RaftSnapshotBuilder<MetadataTypeConfig> for MetadataSnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
         let snapshot_id = match self.last_applied {
-            Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, uuid::Uuid::new_v4()),
-            None => format!("0-0-{}", uuid::Uuid::new_v4()),
+            Some(l) => format!(
+                "{}-{}-{}",
+                l.leader_id.term,
+                l.index,
+                crate::determinism::uuid_v4()
+            ),
+            None => format!("0-0-{}", crate::determinism::uuid_v4()),
         };
         let meta = SnapshotMeta {
             last_log_id: self.last_applied,
@@ -275,9 +272,8 @@ impl RaftSnapshotBuilder<MetadataTypeConfig> for MetadataSnapshotBuilder {
         })
         .map_err(|e| snapshot_err(e, false))?;
         let dir = self.dir.clone();
-        tokio::task::spawn_blocking(move || write_atomically(&dir, SNAPSHOT_FILE, &stored))
+        crate::determinism::blocking(move || write_atomically(&dir, SNAPSHOT_FILE, &stored))
             .await
-            .map_err(sm_write_err)?
             .map_err(|e| snapshot_err(e, false))?;
         tracing::info!(
             offset = self.image.last_applied_offset,

@@ -34,15 +34,40 @@
 //! timer (seconds of raft timeouts take milliseconds), and the router's
 //! loss and delay draw from a generator seeded from the seed too.
 //!
-//! Not deterministic, so a seed does not replay bit for bit: openraft draws
-//! its randomized election timeouts from the thread's own generator, and
-//! the metadata log is real files (fsync on the blocking pool, which holds
-//! simulated time still while it runs but finishes in real time). So which
-//! voter wins an election, and therefore which message meets which fault,
-//! can differ between two runs of one seed. [`Step::IsolateLeader`] and
-//! [`Step::CrashLeader`] pick their target at run time for that reason. A
-//! crash is a clean [`QuorumController::shutdown`] (the process's memory
-//! goes, the directory stays), not a torn write.
+//! The run itself is inside a [`DeterministicScope`] seeded by the seed:
+//! openraft's randomized election timeouts, the split-vote breaker's
+//! delays, topic ids and snapshot ids all draw from that one generator, and
+//! the metadata log and snapshot files are written inline on the runtime's
+//! thread (real files, but finished before any other task runs, while
+//! simulated time stands still), not on the blocking pool. Broker
+//! incarnation ids are fixed per broker. The driver's `select!` is biased,
+//! and the trace leaves out the image's `HashMap` of topic names by id.
+//!
+//! One source stays outside: tokio's own generator, which picks which of a
+//! watch channel's eight notifiers a waiter parks on (so the order in which
+//! one change wakes its waiters, for example two commands waiting for a
+//! leader) and the branch order of an unbiased `select!` (openraft's
+//! replication backoff). Only a `--cfg tokio_unstable` build can seed it
+//! (`Builder::rng_seed`); the driver does so when built that way. So
+//!
+//! ```text
+//! RUSTFLAGS="--cfg tokio_unstable" CARGO_TARGET_DIR=target/sim-replay \
+//!   WEIR_SIM_SEED=<n> cargo test -p weir-controller --test simulation
+//! ```
+//!
+//! replays seed `n` event for event, in this process and in the next, and
+//! [`a_seed_replays_its_trace`] checks that (two runs of each of seeds 1 to
+//! 3 give the same trace; seeds 1 and 2 differ; measured: seeds 1 to 16 all
+//! replay, and the traces of two processes match; without the scope none
+//! of seeds 1 to 4 replays past its tenth event). In an ordinary build a
+//! seed keeps its schedule, faults and random draws, but tasks woken
+//! together may run in another order, so two runs can part (3 of seeds 1
+//! to 16 replayed whole when measured).
+//! [`Step::IsolateLeader`] and [`Step::CrashLeader`] pick their target at
+//! run time (who leads is not part of the schedule). A crash is a clean
+//! [`QuorumController::shutdown`] (the process's memory goes, the directory
+//! stays), not a torn write. The wall clock of DescribeQuorum's
+//! fetch timestamps is not simulated (nothing the trace records reads it).
 
 mod invariants;
 mod schedule;
@@ -63,8 +88,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use weir_controller::{
     BrokerEndpoint, BrokerHeartbeat, BrokerRegistrationRequest, ControllerConfig, ControllerError,
-    CreatableTopic, MemoryRouter, MetadataController, NewPartitions, QuorumController,
-    QuorumOptions, QuorumTransport, QuorumVoter, TopicRef,
+    CreatableTopic, DeterministicScope, MemoryRouter, MetadataController, NewPartitions,
+    QuorumController, QuorumOptions, QuorumTransport, QuorumVoter, TopicRef,
 };
 
 /// Seeds per run unless `WEIR_SIM_SEEDS` says otherwise.
@@ -85,23 +110,121 @@ fn seeded_runs_keep_every_invariant() {
     }
     for seed in seeds() {
         let _report_on_panic = SeedOnPanic(seed);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .unwrap();
         let started = std::time::Instant::now();
-        match runtime.block_on(simulate(seed)) {
-            Ok(summary) => eprintln!(
-                "seed {seed}: {summary} ({} ms real time)",
+        match run_seed(seed) {
+            Ok(run) => eprintln!(
+                "seed {seed}: {} ({} trace events, {} ms real time)",
+                run.summary,
+                run.trace.len(),
                 started.elapsed().as_millis()
             ),
             Err(failure) => panic!(
                 "simulation seed {seed} failed: {failure}\nreproduce with: \
-                 WEIR_SIM_SEED={seed} cargo test -p weir-controller --test simulation"
+                 WEIR_SIM_SEED={seed} cargo test -p weir-controller --test simulation \
+                 (event for event with RUSTFLAGS=\"--cfg tokio_unstable\")"
             ),
         }
     }
+}
+
+/// Seeds [`a_seed_replays_its_trace`] runs twice unless
+/// `WEIR_SIM_REPLAY_SEEDS` says otherwise.
+const DEFAULT_REPLAY_SEEDS: u64 = 3;
+
+/// A seed replays: two runs of one seed in this process record the same
+/// trace (every raft state and image each voter published and every
+/// command's outcome, each at its simulated time), and two seeds record
+/// different traces. Runs seeds `1..=WEIR_SIM_REPLAY_SEEDS` (default 3)
+/// and names every seed that did not replay with the first event that
+/// differs. `WEIR_SIM_TRACE_DIR=<dir>` also writes both traces of each
+/// seed there (`seed-<n>-a.trace`, `seed-<n>-b.trace`).
+///
+/// Needs tokio's generator seeded, which only a `--cfg tokio_unstable`
+/// build can do (see the module doc); other builds skip it.
+#[test]
+#[cfg_attr(
+    not(tokio_unstable),
+    ignore = "replays only with RUSTFLAGS=\"--cfg tokio_unstable\" (tokio's own generator)"
+)]
+fn a_seed_replays_its_trace() {
+    let count = std::env::var("WEIR_SIM_REPLAY_SEEDS")
+        .ok()
+        .map_or(DEFAULT_REPLAY_SEEDS, |v| {
+            v.trim()
+                .parse()
+                .unwrap_or_else(|e| panic!("WEIR_SIM_REPLAY_SEEDS={v}: {e}"))
+        })
+        .max(2);
+    let mut traces = Vec::new();
+    let mut diverged = Vec::new();
+    for seed in 1..=count {
+        let _report_on_panic = SeedOnPanic(seed);
+        let first = run_seed(seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let again = run_seed(seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        if let Ok(dir) = std::env::var("WEIR_SIM_TRACE_DIR") {
+            for (run, trace) in [("a", &first.trace), ("b", &again.trace)] {
+                let path = Path::new(&dir).join(format!("seed-{seed}-{run}.trace"));
+                std::fs::write(&path, trace.join("\n"))
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            }
+        }
+        match first_difference(&first.trace, &again.trace) {
+            Some(diff) => diverged.push(format!("seed {seed} did not replay: {diff}")),
+            None => eprintln!("seed {seed}: replayed {} trace events", first.trace.len()),
+        }
+        traces.push(first.trace);
+    }
+    assert!(
+        diverged.is_empty(),
+        "{} of {count} seeds did not replay:\n{}",
+        diverged.len(),
+        diverged.join("\n")
+    );
+    assert!(
+        first_difference(&traces[0], &traces[1]).is_some(),
+        "seeds 1 and 2 recorded the same trace"
+    );
+}
+
+/// Where two traces first differ, if they do.
+fn first_difference(a: &[String], b: &[String]) -> Option<String> {
+    let at = a.iter().zip(b).position(|(x, y)| x != y);
+    match at {
+        Some(i) => Some(format!(
+            "event {i} of {}/{}:\n  first run:  {}\n  second run: {}",
+            a.len(),
+            b.len(),
+            a[i],
+            b[i]
+        )),
+        None if a.len() != b.len() => Some(format!(
+            "one trace is a prefix of the other ({} and {} events)",
+            a.len(),
+            b.len()
+        )),
+        None => None,
+    }
+}
+
+/// What one seed's run left: its summary line and its trace.
+struct Run {
+    summary: String,
+    trace: Vec<String>,
+}
+
+/// Runs `seed` on a fresh single-threaded runtime with the clock paused,
+/// inside a [`DeterministicScope`] seeded by `seed`.
+fn run_seed(seed: u64) -> Result<Run, String> {
+    let _deterministic = DeterministicScope::enter(seed);
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all().start_paused(true);
+    // tokio's own generator picks which of a watch channel's notifiers a
+    // waiter parks on (so the order in which a change wakes its waiters)
+    // and the branch order of `select!`; only an unstable build can seed it.
+    #[cfg(tokio_unstable)]
+    builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()));
+    let runtime = builder.build().map_err(|e| e.to_string())?;
+    runtime.block_on(simulate(seed))
 }
 
 /// The seeds to run: `WEIR_SIM_SEED` alone, else `1..=WEIR_SIM_SEEDS`.
@@ -138,23 +261,65 @@ impl Drop for SeedOnPanic {
 }
 
 /// Everything observed during one run.
-#[derive(Default)]
 struct History {
     raft: Vec<RaftObservation>,
     images: Vec<ImageObservation>,
     commands: Vec<CommandRecord>,
     /// The logical clock of [`CommandRecord::started`] and `ended`.
     clock: u64,
+    /// Every observation and command outcome in the order recorded, each
+    /// with its simulated time since `began` (what a replay must repeat).
+    trace: Vec<String>,
+    /// When the run began, in simulated time.
+    began: Instant,
 }
 
 impl History {
+    fn new() -> History {
+        History {
+            raft: Vec::new(),
+            images: Vec::new(),
+            commands: Vec::new(),
+            clock: 0,
+            trace: Vec::new(),
+            began: Instant::now(),
+        }
+    }
+
     fn tick(&mut self) -> u64 {
         self.clock += 1;
         self.clock
     }
+
+    /// Appends `event` to the trace at the current simulated time.
+    fn trace(&mut self, event: String) {
+        let at = self.began.elapsed().as_micros();
+        self.trace.push(format!("{at} us: {event}"));
+    }
+}
+
+/// An image as the trace shows it: everything but `topic_names_by_id`,
+/// a `HashMap` whose `Debug` order differs between processes (and which
+/// holds the same topics as `topics`).
+fn image_summary(image: &weir_controller::MetadataImage) -> String {
+    format!(
+        "offset {} controller {:?} brokers {:?} topics {:?} configs {:?} features {:?} \
+         next producer id {}",
+        image.last_applied_offset,
+        image.controller_id,
+        image.brokers,
+        image.topics,
+        image.broker_configs,
+        image.features,
+        image.next_producer_id
+    )
 }
 
 type Shared = Arc<Mutex<History>>;
+
+fn shared_history() -> Shared {
+    Arc::new(Mutex::new(History::new()))
+}
 
 fn lock(history: &Shared) -> std::sync::MutexGuard<'_, History> {
     history.lock().unwrap_or_else(|p| p.into_inner())
@@ -204,8 +369,8 @@ fn config(root: &Path, id: i32) -> ControllerConfig {
     }
 }
 
-/// Runs one seed; a one-line summary, or what went wrong.
-async fn simulate(seed: u64) -> Result<String, String> {
+/// Runs one seed; a one-line summary and the trace, or what went wrong.
+async fn simulate(seed: u64) -> Result<Run, String> {
     let schedule = Schedule::generate(seed);
     let voters: Vec<QuorumVoter> = schedule
         .voters
@@ -224,7 +389,7 @@ async fn simulate(seed: u64) -> Result<String, String> {
         options: options(),
         running: BTreeMap::new(),
         incarnations: BTreeMap::new(),
-        history: Shared::default(),
+        history: shared_history(),
         commands: Vec::new(),
     };
     let result = sim.run(&schedule).await;
@@ -233,11 +398,15 @@ async fn simulate(seed: u64) -> Result<String, String> {
         let _ = node.controller.shutdown().await;
     }
     let summary = result?;
-    Ok(format!(
-        "{} voters, {} steps, {summary}",
-        schedule.voters.len(),
-        schedule.steps.len()
-    ))
+    let trace = std::mem::take(&mut lock(&sim.history).trace);
+    Ok(Run {
+        summary: format!(
+            "{} voters, {} steps, {summary}",
+            schedule.voters.len(),
+            schedule.steps.len()
+        ),
+        trace,
+    })
 }
 
 impl Simulation {
@@ -572,6 +741,9 @@ impl Simulation {
             };
             let mut history = lock(&history);
             let ended = history.tick();
+            history.trace(format!(
+                "command {started}..{ended} via {via}: {command:?} -> {outcome:?}"
+            ));
             history.commands.push(CommandRecord {
                 via,
                 started,
@@ -617,6 +789,10 @@ async fn observe(node: i32, incarnation: u32, controller: QuorumController, hist
         {
             let mut history = lock(&history);
             if !last_image.as_ref().is_some_and(|l| Arc::ptr_eq(l, &image)) {
+                history.trace(format!(
+                    "voter {node}/{incarnation} image {}",
+                    image_summary(&image)
+                ));
                 history.images.push(ImageObservation {
                     node,
                     incarnation,
@@ -625,6 +801,7 @@ async fn observe(node: i32, incarnation: u32, controller: QuorumController, hist
                 last_image = Some(image);
             }
             if last_status != Some(status) {
+                history.trace(format!("voter {node}/{incarnation} raft {status:?}"));
                 history.raft.push(RaftObservation {
                     node,
                     incarnation,
@@ -634,6 +811,9 @@ async fn observe(node: i32, incarnation: u32, controller: QuorumController, hist
             }
         }
         tokio::select! {
+            // Not tokio's random branch order: the runtime's seed is not
+            // the simulation's.
+            biased;
             changed = images.changed() => if changed.is_err() { return },
             _ = tokio::time::sleep(SAMPLE_EVERY) => {}
         }
