@@ -48,11 +48,11 @@
 //! one change wakes its waiters, for example two commands waiting for a
 //! leader) and the branch order of an unbiased `select!` (openraft's
 //! replication backoff). Only a `--cfg tokio_unstable` build can seed it
-//! (`Builder::rng_seed`); the driver does so when built that way. So
+//! (`Builder::rng_seed`); the driver does so when built that way, and the
+//! workspace's `.cargo/config.toml` builds everything that way. So
 //!
 //! ```text
-//! RUSTFLAGS="--cfg tokio_unstable" CARGO_TARGET_DIR=target/sim-replay \
-//!   WEIR_SIM_SEED=<n> cargo test -p weir-controller --test simulation
+//! WEIR_SIM_SEED=<n> cargo test -p weir-controller --test simulation
 //! ```
 //!
 //! replays seed `n` event for event, in this process and in the next, and
@@ -140,7 +140,8 @@ const DEFAULT_REPLAY_SEEDS: u64 = 3;
 /// seed there (`seed-<n>-a.trace`, `seed-<n>-b.trace`).
 ///
 /// Needs tokio's generator seeded, which only a `--cfg tokio_unstable`
-/// build can do (see the module doc); other builds skip it.
+/// build can do (see the module doc; the workspace's `.cargo/config.toml`
+/// sets it, so only a build whose RUSTFLAGS replace it skips this test).
 #[test]
 #[cfg_attr(
     not(tokio_unstable),
