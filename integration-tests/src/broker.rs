@@ -21,7 +21,10 @@ use tempfile::TempDir;
 use wait_timeout::ChildExt;
 
 use crate::error::HarnessError;
-use crate::power_loss::{apply_power_loss, fail_fsync_trigger, PowerLoss, PowerLossReport};
+use crate::power_loss::{
+    apply_power_loss, fail_fsync_trigger, fail_write_trigger, PowerLoss, PowerLossReport,
+};
+use crate::tmpfs::Tmpfs;
 
 /// How long a broker may take from spawn to its `weir started` line.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -95,6 +98,7 @@ pub struct TestBrokerBuilder {
     open_files_limit: Option<u64>,
     network_namespace: Option<String>,
     sync_journal: bool,
+    data_dir_tmpfs: Option<u64>,
 }
 
 impl Default for TestBrokerBuilder {
@@ -108,6 +112,7 @@ impl Default for TestBrokerBuilder {
             open_files_limit: None,
             network_namespace: None,
             sync_journal: false,
+            data_dir_tmpfs: None,
         }
     }
 }
@@ -175,13 +180,24 @@ impl TestBrokerBuilder {
         self
     }
 
+    /// Puts `log.dirs` on a tmpfs of `size_bytes` bytes, mounted before
+    /// `weir format` and removed when the broker is dropped (see
+    /// [`crate::tmpfs`]; needs root), so a test can fill it
+    /// ([`TestBroker::tmpfs`]). Default: `log.dirs` on the temp dir's file
+    /// system.
+    pub fn data_dir_tmpfs(mut self, size_bytes: u64) -> Self {
+        self.data_dir_tmpfs = Some(size_bytes);
+        self
+    }
+
     /// Starts the broker and waits for its `weir started` line.
     ///
     /// # Errors
     ///
     /// [`HarnessError::ExitedBeforeReady`], [`HarnessError::NotReady`] or
     /// [`HarnessError::MalformedReadyLine`] when the broker does not come up;
-    /// [`HarnessError::Io`] for file or spawn failures.
+    /// [`HarnessError::Io`] for file or spawn failures, and when the tmpfs
+    /// of [`Self::data_dir_tmpfs`] cannot be mounted.
     pub fn start(self) -> Result<TestBroker, HarnessError> {
         let binary = weir_binary();
         let dir = tempfile::Builder::new()
@@ -196,10 +212,23 @@ impl TestBrokerBuilder {
         let sync_journal = self
             .sync_journal
             .then(|| dir.path().join(SYNC_JOURNAL_FILE));
+        let data_dir = dir.path().join("data");
+        let tmpfs = match self.data_dir_tmpfs {
+            Some(size) => {
+                std::fs::create_dir(&data_dir)
+                    .map_err(|e| HarnessError::io(format!("creating {}", data_dir.display()), e))?;
+                let mounted = Tmpfs::mount(&data_dir, size).map_err(|e| {
+                    HarnessError::io("mounting the data dir's tmpfs", std::io::Error::other(e))
+                })?;
+                Some(mounted)
+            }
+            None => None,
+        };
         let mut broker = TestBroker {
             binary,
             sync_journal,
-            data_dir: dir.path().join("data"),
+            tmpfs,
+            data_dir,
             log_path: dir.path().join("weir.stderr.log"),
             config_path: dir.path().join("server.properties"),
             dir: Some(dir),
@@ -223,6 +252,10 @@ pub struct TestBroker {
     binary: PathBuf,
     /// The sync journal when power-loss journaling is on.
     sync_journal: Option<PathBuf>,
+    /// The tmpfs on `data_dir`, when asked for; declared before `dir` so it
+    /// is unmounted (after [`Drop`] killed the process) before the temp dir
+    /// is removed.
+    tmpfs: Option<Tmpfs>,
     dir: Option<TempDir>,
     data_dir: PathBuf,
     log_path: PathBuf,
@@ -363,6 +396,12 @@ impl TestBroker {
         apply_power_loss(journal, mode, rng).map_err(|e| refuse(&e))
     }
 
+    /// The tmpfs `log.dirs` is on, when the builder asked for one
+    /// ([`TestBrokerBuilder::data_dir_tmpfs`]).
+    pub fn tmpfs(&self) -> Option<&Tmpfs> {
+        self.tmpfs.as_ref()
+    }
+
     /// Makes every later `fdatasync` of the broker fail with EIO (`true`,
     /// creating the journal's trigger file, see
     /// [`crate::power_loss::fail_fsync_trigger`]) or work again (`false`).
@@ -373,13 +412,31 @@ impl TestBroker {
     /// [`HarnessError::Io`] when journaling is off or the file cannot be
     /// created or removed.
     pub fn fail_fsync(&self, fail: bool) -> Result<(), HarnessError> {
+        self.set_trigger(fail_fsync_trigger, fail)
+    }
+
+    /// Makes every later write of the broker through its storage seam (the
+    /// partition logs, checkpoints and snapshots; not the controller's Raft
+    /// log) fail with EIO (`true`, creating the journal's trigger file, see
+    /// [`crate::power_loss::fail_write_trigger`]) or work again (`false`).
+    /// The broker halts at the first failed write.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::fail_fsync`].
+    pub fn fail_write(&self, fail: bool) -> Result<(), HarnessError> {
+        self.set_trigger(fail_write_trigger, fail)
+    }
+
+    /// Creates (`fail`) or removes the trigger file `trigger` of the journal.
+    fn set_trigger(&self, trigger: fn(&Path) -> PathBuf, fail: bool) -> Result<(), HarnessError> {
         let journal = self.sync_journal.as_deref().ok_or_else(|| {
             HarnessError::io(
-                "arming fsync failure",
+                "arming a disk failure",
                 std::io::Error::other("power-loss journaling is off for this broker"),
             )
         })?;
-        let trigger = fail_fsync_trigger(journal);
+        let trigger = trigger(journal);
         let result = if fail {
             std::fs::write(&trigger, b"")
         } else {

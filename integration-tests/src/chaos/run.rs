@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::checker::{self, Report, PROGRESS_BOUND_MS, RECOVERY_BOUND_MS};
 use super::churn;
 use super::client::Versions;
-use super::cluster::{ChaosCluster, SESSION_TIMEOUT};
+use super::cluster::{ChaosCluster, DATA_DIR_TMPFS_BYTES, SESSION_TIMEOUT};
 use super::history::{ChurnOutcome, History, NemesisEvent, Recovery, SendOutcome};
 use super::nemesis::{self, Fault, Schedule};
 use super::network::ChaosNetwork;
@@ -181,7 +181,12 @@ pub fn run(spec: &RunSpec, out_dir: &Path) -> RunResult {
     } else {
         None
     };
-    let mut cluster = match ChaosCluster::start(&queue.topic, started, network) {
+    // Only runs with disk-full put the data dirs on a tmpfs.
+    let tmpfs = spec
+        .faults
+        .contains(&Fault::DiskFull)
+        .then_some(DATA_DIR_TMPFS_BYTES);
+    let mut cluster = match ChaosCluster::start(&queue.topic, started, network, tmpfs) {
         Ok(c) => c,
         Err(e) => {
             result.error = Some(format!("starting the cluster: {e}"));
