@@ -512,7 +512,9 @@ impl TestBroker {
 
     /// Keeps the broker's temporary directory (`server.properties`, `data/`,
     /// the stderr log) after the broker is dropped and returns its path;
-    /// `None` when it was kept already.
+    /// `None` when it was kept already. A `data/` on a tmpfs
+    /// ([`TestBrokerBuilder::data_dir_tmpfs`]) is still unmounted on drop,
+    /// so what it held is not kept.
     pub fn keep_dir(&mut self) -> Option<PathBuf> {
         self.dir.take().map(TempDir::keep)
     }
