@@ -21,7 +21,10 @@ use tempfile::TempDir;
 use wait_timeout::ChildExt;
 
 use crate::error::HarnessError;
-use crate::power_loss::{apply_power_loss, fail_fsync_trigger, PowerLoss, PowerLossReport};
+use crate::power_loss::{
+    apply_power_loss, fail_fsync_trigger, fail_write_trigger, PowerLoss, PowerLossReport,
+};
+use crate::tmpfs::Tmpfs;
 
 /// How long a broker may take from spawn to its `weir started` line.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -98,6 +101,7 @@ pub struct TestBrokerBuilder {
     network_namespace: Option<String>,
     sync_journal: bool,
     fake_clock: Option<PathBuf>,
+    data_dir_tmpfs: Option<u64>,
 }
 
 impl Default for TestBrokerBuilder {
@@ -112,6 +116,7 @@ impl Default for TestBrokerBuilder {
             network_namespace: None,
             sync_journal: false,
             fake_clock: None,
+            data_dir_tmpfs: None,
         }
     }
 }
@@ -189,13 +194,24 @@ impl TestBrokerBuilder {
         self
     }
 
+    /// Puts `log.dirs` on a tmpfs of `size_bytes` bytes, mounted before
+    /// `weir format` and removed when the broker is dropped (see
+    /// [`crate::tmpfs`]; needs root), so a test can fill it
+    /// ([`TestBroker::tmpfs`]). Default: `log.dirs` on the temp dir's file
+    /// system.
+    pub fn data_dir_tmpfs(mut self, size_bytes: u64) -> Self {
+        self.data_dir_tmpfs = Some(size_bytes);
+        self
+    }
+
     /// Starts the broker and waits for its `weir started` line.
     ///
     /// # Errors
     ///
     /// [`HarnessError::ExitedBeforeReady`], [`HarnessError::NotReady`] or
     /// [`HarnessError::MalformedReadyLine`] when the broker does not come up;
-    /// [`HarnessError::Io`] for file or spawn failures.
+    /// [`HarnessError::Io`] for file or spawn failures, and when the tmpfs
+    /// of [`Self::data_dir_tmpfs`] cannot be mounted.
     pub fn start(self) -> Result<TestBroker, HarnessError> {
         let binary = weir_binary();
         let dir = tempfile::Builder::new()
@@ -216,11 +232,24 @@ impl TestBrokerBuilder {
                 HarnessError::io("starting the fake clock", std::io::Error::other(e))
             })?;
         }
+        let data_dir = dir.path().join("data");
+        let tmpfs = match self.data_dir_tmpfs {
+            Some(size) => {
+                std::fs::create_dir(&data_dir)
+                    .map_err(|e| HarnessError::io(format!("creating {}", data_dir.display()), e))?;
+                let mounted = Tmpfs::mount(&data_dir, size).map_err(|e| {
+                    HarnessError::io("mounting the data dir's tmpfs", std::io::Error::other(e))
+                })?;
+                Some(mounted)
+            }
+            None => None,
+        };
         let mut broker = TestBroker {
             binary,
             sync_journal,
             clock_file,
-            data_dir: dir.path().join("data"),
+            tmpfs,
+            data_dir,
             log_path: dir.path().join("weir.stderr.log"),
             config_path: dir.path().join("server.properties"),
             dir: Some(dir),
@@ -247,6 +276,10 @@ pub struct TestBroker {
     /// The fake clock's offset file (used when the builder set a fake
     /// clock).
     clock_file: PathBuf,
+    /// The tmpfs on `data_dir`, when asked for; declared before `dir` so it
+    /// is unmounted (after [`Drop`] killed the process) before the temp dir
+    /// is removed.
+    tmpfs: Option<Tmpfs>,
     dir: Option<TempDir>,
     data_dir: PathBuf,
     log_path: PathBuf,
@@ -387,6 +420,12 @@ impl TestBroker {
         apply_power_loss(journal, mode, rng).map_err(|e| refuse(&e))
     }
 
+    /// The tmpfs `log.dirs` is on, when the builder asked for one
+    /// ([`TestBrokerBuilder::data_dir_tmpfs`]).
+    pub fn tmpfs(&self) -> Option<&Tmpfs> {
+        self.tmpfs.as_ref()
+    }
+
     /// Makes every later `fdatasync` of the broker fail with EIO (`true`,
     /// creating the journal's trigger file, see
     /// [`crate::power_loss::fail_fsync_trigger`]) or work again (`false`).
@@ -397,13 +436,31 @@ impl TestBroker {
     /// [`HarnessError::Io`] when journaling is off or the file cannot be
     /// created or removed.
     pub fn fail_fsync(&self, fail: bool) -> Result<(), HarnessError> {
+        self.set_trigger(fail_fsync_trigger, fail)
+    }
+
+    /// Makes every later write of the broker through its storage seam (the
+    /// partition logs, checkpoints and snapshots; not the controller's Raft
+    /// log) fail with EIO (`true`, creating the journal's trigger file, see
+    /// [`crate::power_loss::fail_write_trigger`]) or work again (`false`).
+    /// The broker halts at the first failed write.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::fail_fsync`].
+    pub fn fail_write(&self, fail: bool) -> Result<(), HarnessError> {
+        self.set_trigger(fail_write_trigger, fail)
+    }
+
+    /// Creates (`fail`) or removes the trigger file `trigger` of the journal.
+    fn set_trigger(&self, trigger: fn(&Path) -> PathBuf, fail: bool) -> Result<(), HarnessError> {
         let journal = self.sync_journal.as_deref().ok_or_else(|| {
             HarnessError::io(
-                "arming fsync failure",
+                "arming a disk failure",
                 std::io::Error::other("power-loss journaling is off for this broker"),
             )
         })?;
-        let trigger = fail_fsync_trigger(journal);
+        let trigger = trigger(journal);
         let result = if fail {
             std::fs::write(&trigger, b"")
         } else {
@@ -507,7 +564,9 @@ impl TestBroker {
 
     /// Keeps the broker's temporary directory (`server.properties`, `data/`,
     /// the stderr log) after the broker is dropped and returns its path;
-    /// `None` when it was kept already.
+    /// `None` when it was kept already. A `data/` on a tmpfs
+    /// ([`TestBrokerBuilder::data_dir_tmpfs`]) is still unmounted on drop,
+    /// so what it held is not kept.
     pub fn keep_dir(&mut self) -> Option<PathBuf> {
         self.dir.take().map(TempDir::keep)
     }

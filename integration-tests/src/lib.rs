@@ -26,6 +26,7 @@ pub mod power_loss;
 pub mod raw;
 pub mod records;
 pub mod requests;
+pub mod tmpfs;
 
 pub use broker::{weir_binary, TestBroker, TestBrokerBuilder, TestCluster};
 pub use error::HarnessError;

@@ -34,6 +34,10 @@ pub const PAGE_SIZE: u64 = 4096;
 /// `fdatasync` fail with EIO: `<journal>.fail-fsync`.
 pub const FAIL_FSYNC_SUFFIX: &str = ".fail-fsync";
 
+/// The suffix of the file whose presence makes the broker's every write
+/// through its storage seam fail with EIO: `<journal>.fail-write`.
+pub const FAIL_WRITE_SUFFIX: &str = ".fail-write";
+
 /// What a power failure does to the bytes written since a file's last
 /// `fdatasync`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +65,14 @@ pub struct PowerLossReport {
 pub fn fail_fsync_trigger(journal: &Path) -> PathBuf {
     let mut name = journal.as_os_str().to_owned();
     name.push(FAIL_FSYNC_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// The path of the write trigger file of `journal` (see
+/// [`FAIL_WRITE_SUFFIX`]).
+pub fn fail_write_trigger(journal: &Path) -> PathBuf {
+    let mut name = journal.as_os_str().to_owned();
+    name.push(FAIL_WRITE_SUFFIX);
     PathBuf::from(name)
 }
 

@@ -11,13 +11,14 @@
 //! [`FileSystem`]. A failed or partial append (ENOSPC,
 //! EIO) returns [`StorageError::Io`] and leaves the log as it was (log end
 //! offset, segment sizes, indexes, producer state, leader epoch cache; torn
-//! bytes are cut off and never readable), reads keep working, and appends
-//! succeed again once the fault clears (Kafka instead takes the whole log
-//! directory offline on the first `IOException`). A failed sync is
-//! different: after a failed `fdatasync` Linux may drop the dirty pages and
-//! report success to the retry, so in a `LogManager` the first failed sync
-//! takes the directory offline for good and the broker halts
-//! ([`crate::fs::log_dir_failure`], as Kafka's `LogDirFailureChannel`). The
+//! bytes are cut off when the file system still allows it and are never
+//! readable), and reads keep working. On a bare [`FileSystem`] appends
+//! succeed again once the fault clears; in a `LogManager` the first failed
+//! write or sync takes the directory offline for good and the broker halts
+//! ([`crate::fs::log_dir_failure`], as Kafka's `LogDirFailureChannel`): a
+//! disk that failed a write is not written again, and after a failed
+//! `fdatasync` Linux may drop the dirty pages and report success to the
+//! retry. The
 //! log itself keeps the recovery point after a failed flush and makes the
 //! next flush sync everything above it again, which is what a failure
 //! before the sync (writing index entries) needs. A restart after an

@@ -917,51 +917,46 @@ mod tests {
     }
 
     /// An I/O error writing or fsyncing the segment fails the append with
-    /// `Storage`; appends succeed again once the disk recovers.
+    /// `Storage` and takes the log directory offline for good (the broker
+    /// halts; see `LogDirFileSystem`, Kafka's `LogDirFailureChannel`): the
+    /// next append fails too, even once the disk works again.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_disk_fault_fails_the_append_with_storage() {
-        let dir = tempfile::tempdir().unwrap();
-        let fs = Arc::new(FaultyFileSystem::new(dir.path()).unwrap());
-        let broker = Broker::open(dir.path(), fs.clone()).await;
-        let store = &broker.store;
-        store
-            .append("g", commit(&[(tp("t", 0), Some(1))]))
-            .await
-            .unwrap();
-        for kind in [FaultKind::NoSpace, FaultKind::Io] {
-            fs.fail_writes(Fault::new(kind).on_suffix(".log"));
-            let error = store
-                .append("g", commit(&[(tp("t", 0), Some(2))]))
+        type ArmFault = fn(&FaultyFileSystem);
+        let faults: [(&str, ArmFault); 3] = [
+            ("ENOSPC on write", |fs| {
+                fs.fail_writes(Fault::new(FaultKind::NoSpace).on_suffix(".log"))
+            }),
+            ("EIO on write", |fs| {
+                fs.fail_writes(Fault::new(FaultKind::Io).on_suffix(".log"))
+            }),
+            ("EIO on fdatasync", |fs| {
+                fs.fail_syncs(Fault::new(FaultKind::Io).on_suffix(".log"))
+            }),
+        ];
+        for (name, arm) in faults {
+            let dir = tempfile::tempdir().unwrap();
+            let fs = Arc::new(FaultyFileSystem::new(dir.path()).unwrap());
+            let broker = Broker::open(dir.path(), fs.clone()).await;
+            let store = &broker.store;
+            store
+                .append("g", commit(&[(tp("t", 0), Some(1))]))
                 .await
-                .unwrap_err();
-            assert!(
-                matches!(error, GroupStoreError::Storage(_)),
-                "{kind:?} on write: {error:?}"
-            );
-            fs.disarm();
+                .unwrap();
+            arm(&fs);
+            for attempt in 0..2 {
+                let error = store
+                    .append("g", commit(&[(tp("t", 0), Some(2))]))
+                    .await
+                    .unwrap_err();
+                assert!(
+                    matches!(error, GroupStoreError::Storage(_)),
+                    "{name}, attempt {attempt}: {error:?}"
+                );
+                fs.disarm();
+            }
+            broker.crash().await;
         }
-        // A failed write leaves the log as it was: appends resume.
-        store
-            .append("g", commit(&[(tp("t", 1), Some(3))]))
-            .await
-            .unwrap();
-        let loaded = store.load().await.unwrap();
-        assert_eq!(loaded[0].offsets[&tp("t", 1)], offset(3));
-        // A failed sync takes the log directory offline for good (the
-        // broker halts; see `LogDirFileSystem`).
-        fs.fail_syncs(Fault::new(FaultKind::Io).on_suffix(".log"));
-        for attempt in 0..2 {
-            let error = store
-                .append("g", commit(&[(tp("t", 0), Some(4))]))
-                .await
-                .unwrap_err();
-            assert!(
-                matches!(error, GroupStoreError::Storage(_)),
-                "attempt {attempt} after a failed sync: {error:?}"
-            );
-            fs.disarm();
-        }
-        broker.crash().await;
     }
 
     /// Load accepts compressed batches (Kafka's coordinator may compress,

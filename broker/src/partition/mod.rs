@@ -601,9 +601,18 @@ pub(crate) mod tests {
     /// A partition over a log on a [`FaultyFileSystem`] behind a
     /// [`LogDirFileSystem`], as `LogManager` opens it.
     fn partition(dir: &std::path::Path) -> (Partition, Arc<FaultyFileSystem>) {
+        let (partition, fs, _) = partition_with_channel(dir);
+        (partition, fs)
+    }
+
+    /// [`partition`] with its log directory's failure channel.
+    fn partition_with_channel(
+        dir: &std::path::Path,
+    ) -> (Partition, Arc<FaultyFileSystem>, Arc<LogDirFailureChannel>) {
         let fs = Arc::new(FaultyFileSystem::new(dir).unwrap());
+        let channel = LogDirFailureChannel::new();
         let log = Log::open_with_file_system(
-            LogDirFileSystem::wrap(fs.clone(), LogDirFailureChannel::new()),
+            LogDirFileSystem::wrap(fs.clone(), channel.clone()),
             dir.to_path_buf(),
             TopicPartition::new("group-commit", 0),
             weir_storage::LogConfig::default(),
@@ -618,32 +627,37 @@ pub(crate) mod tests {
             Arc::new(Mutex::new(log)),
             0,
         );
-        (partition, fs)
+        (partition, fs, channel)
     }
 
     /// Issue 3 point 6 at the broker: an append that hits ENOSPC (or EIO)
-    /// is answered KAFKA_STORAGE_ERROR (56), changes nothing a reader sees,
-    /// and appends resume once space returns.
+    /// is answered KAFKA_STORAGE_ERROR (56) and changes nothing a reader
+    /// sees. It takes the log directory offline, as Kafka's
+    /// `LogDirFailureChannel`: no append is written again (the broker
+    /// halts; appends resume after a restart once space returns).
     #[test]
-    fn a_full_disk_answers_kafka_storage_error_and_writes_resume() {
-        let dir = tempfile::tempdir().unwrap();
-        let (partition, fs) = partition(dir.path());
-        let (first, _) = partition.append_records_as_leader(&batch("a"), 0).unwrap();
-        let before = partition.read(0, usize::MAX, true).unwrap();
-        let before = before.records.unwrap().read_to_bytes().unwrap();
+    fn a_full_disk_answers_kafka_storage_error_and_takes_the_directory_offline() {
         for kind in [FaultKind::NoSpace, FaultKind::Io] {
-            fs.fail_writes(Fault::new(kind).on_suffix(".log"));
+            let dir = tempfile::tempdir().unwrap();
+            let (partition, fs, channel) = partition_with_channel(dir.path());
+            let (first, _) = partition.append_records_as_leader(&batch("a"), 0).unwrap();
+            let before = partition.read(0, usize::MAX, true).unwrap();
+            let before = before.records.unwrap().read_to_bytes().unwrap();
+            fs.fail_writes(Fault::new(kind).on_suffix(".log").times(1));
             let error = partition
                 .append_records_as_leader(&batch("b"), 0)
+                .unwrap_err();
+            assert_eq!(crate::error::storage_error_code(&error), 56, "{kind:?}");
+            assert!(channel.is_failed(), "{kind:?}: the directory is offline");
+            // The fault fired once; the next append is still refused.
+            let error = partition
+                .append_records_as_leader(&batch("c"), 0)
                 .unwrap_err();
             assert_eq!(crate::error::storage_error_code(&error), 56, "{kind:?}");
             assert_eq!(partition.log_end_offset(), first.last_offset + 1);
             let after = partition.read(0, usize::MAX, true).unwrap();
             assert_eq!(after.records.unwrap().read_to_bytes().unwrap(), before);
-            fs.disarm();
         }
-        let (resumed, _) = partition.append_records_as_leader(&batch("c"), 0).unwrap();
-        assert_eq!(resumed.first_offset, first.last_offset + 1);
     }
 
     /// Issue 15: a topic deleted under its producer. An append made before

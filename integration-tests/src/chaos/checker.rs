@@ -73,8 +73,9 @@
 //! drain reads every partition to its end within [`DRAIN_BOUND_MS`]
 //! (`drain-incomplete`), a node exits 0 within 30 s of SIGTERM
 //! (`sigterm-hang`, `sigterm-exit-status`), starts again when restarted
-//! (`restart-failed`) and halts, exiting non-zero, within 20 s of its
-//! `fdatasync`s failing with EIO (`no-halt-on-fsync-error`); a fault the
+//! (`restart-failed`) and halts, exiting non-zero, within 20 s of its disk
+//! failing: `fdatasync`s or writes failing with EIO, or a full disk
+//! (`no-halt-on-disk-error`); a fault the
 //! harness could not inject is `fault-not-injected`; once the cluster is
 //! healthy again, every producer has a send acknowledged (`stuck-producer`)
 //! and every consumer thread reads a record and the consumer group
@@ -155,8 +156,9 @@ pub enum AnomalyKind {
     FailedOpApplied,
     /// Nodes disagreeing on the final metadata.
     MetadataDivergence,
-    /// A node that did not halt when its `fdatasync`s failed.
-    NoHaltOnFsyncError,
+    /// A node that did not halt when its disk failed (EIO on `fdatasync`
+    /// or write, a full disk).
+    NoHaltOnDiskError,
     /// A fault the harness could not inject.
     FaultNotInjected,
     /// A lost or never-written committed offset.
@@ -191,7 +193,7 @@ impl AnomalyKind {
             Self::LostPartitions => "lost-partitions",
             Self::FailedOpApplied => "failed-op-applied",
             Self::MetadataDivergence => "metadata-divergence",
-            Self::NoHaltOnFsyncError => "no-halt-on-fsync-error",
+            Self::NoHaltOnDiskError => "no-halt-on-disk-error",
             Self::FaultNotInjected => "fault-not-injected",
             Self::CommittedOffsetRegression => "committed-offset-regression",
         }
@@ -898,7 +900,7 @@ fn check_liveness(history: &History, report: &mut Report) {
             NodeProblem::SigtermHang => (AnomalyKind::SigtermHang, String::new()),
             NodeProblem::SigtermExitStatus(s) => (AnomalyKind::SigtermExitStatus, s.clone()),
             NodeProblem::RestartFailed(e) => (AnomalyKind::RestartFailed, e.clone()),
-            NodeProblem::NoHaltOnFsyncError(e) => (AnomalyKind::NoHaltOnFsyncError, e.clone()),
+            NodeProblem::NoHaltOnDiskError(e) => (AnomalyKind::NoHaltOnDiskError, e.clone()),
             NodeProblem::FaultNotInjected(e) => (AnomalyKind::FaultNotInjected, e.clone()),
         };
         report.add(
@@ -1184,7 +1186,7 @@ mod tests {
             ("restart", NodeProblem::RestartFailed("port in use".into())),
             (
                 "fsync EIO",
-                NodeProblem::NoHaltOnFsyncError("still running".into()),
+                NodeProblem::NoHaltOnDiskError("still running".into()),
             ),
             (
                 "power loss",
@@ -1210,14 +1212,14 @@ mod tests {
                 AnomalyKind::SigtermHang,
                 AnomalyKind::SigtermExitStatus,
                 AnomalyKind::RestartFailed,
-                AnomalyKind::NoHaltOnFsyncError,
+                AnomalyKind::NoHaltOnDiskError,
                 AnomalyKind::FaultNotInjected,
             ],
         );
         assert_eq!(
             report.summary(),
             "sigterm-hang=1 sigterm-exit-status=1 restart-failed=1 \
-             no-halt-on-fsync-error=1 fault-not-injected=1"
+             no-halt-on-disk-error=1 fault-not-injected=1"
         );
     }
 

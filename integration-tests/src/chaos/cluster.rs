@@ -5,8 +5,10 @@
 //! SIGSTOP/SIGCONT, SIGTERM, and starting a node again on its data; and
 //! the disk faults: every node runs with its sync journal on, so a killed
 //! node can lose power (what it did not fsync is lost or torn, see
-//! [`crate::power_loss`]) and a running one can have its `fdatasync`s fail
-//! with EIO. Given a [`ChaosNetwork`], each node runs in its own network
+//! [`crate::power_loss`]) and a running one can have its `fdatasync`s or
+//! writes fail with EIO; with a data dir tmpfs (runs with `disk-full`),
+//! each node's `log.dirs` is a small tmpfs ([`crate::tmpfs`]) the harness
+//! can fill. Given a [`ChaosNetwork`], each node runs in its own network
 //! namespace on `10.N.M.<node>` instead, and the cluster can cut links
 //! between nodes ([`ChaosCluster::cut`], [`ChaosCluster::heal_network`]).
 //! Given libfaketime, every node runs with it preloaded and the cluster can
@@ -58,7 +60,15 @@ pub struct ChaosCluster {
     fake_clock: Result<PathBuf, String>,
     /// Each node's clock offset in seconds, when not 0.
     clock_offsets: BTreeMap<i32, i64>,
+    /// Why the nodes' data dirs are not on a tmpfs although the run asked
+    /// for one (a disk-full step is then `fault-not-injected`).
+    tmpfs_error: Option<String>,
 }
+
+/// The size of each node's data dir tmpfs, bytes: room for a few minutes of
+/// the chaos workload (sparse index files take no pages), small enough to
+/// fill in a moment.
+pub const DATA_DIR_TMPFS_BYTES: u64 = 256 << 20;
 
 /// A free port on `host` (bound, then released).
 fn free_port(host: &str) -> Result<u16, String> {
@@ -77,7 +87,10 @@ impl ChaosCluster {
     /// free); without, on 127.0.0.N. With `fake_clock` `Ok(libfaketime)`,
     /// every node preloads it ([`crate::TestBrokerBuilder::fake_clock`]);
     /// `Err(why)` runs the real clock and is what [`Self::set_clock`]
-    /// answers.
+    /// answers. With `tmpfs_bytes`, each node's data
+    /// dir is a tmpfs of that size; when a probe mount fails (not root),
+    /// the nodes start on the normal file system and
+    /// [`Self::fill_disk`] reports why.
     ///
     /// # Errors
     ///
@@ -87,7 +100,13 @@ impl ChaosCluster {
         started: Instant,
         network: Option<ChaosNetwork>,
         fake_clock: Result<PathBuf, String>,
+        tmpfs_bytes: Option<u64>,
     ) -> Result<Self, String> {
+        let (tmpfs_bytes, tmpfs_error) = match tmpfs_bytes.map(probe_tmpfs) {
+            Some(Ok(bytes)) => (Some(bytes), None),
+            Some(Err(e)) => (None, Some(e)),
+            None => (None, None),
+        };
         let hosts: Vec<String> = match &network {
             Some(net) => (1..=3).map(|i| net.address(i)).collect(),
             None => (1..=3).map(|i| format!("127.0.0.{i}")).collect(),
@@ -135,6 +154,9 @@ impl ChaosCluster {
                     if let Some(library) = &library {
                         builder = builder.fake_clock(library);
                     }
+                    if let Some(bytes) = tmpfs_bytes {
+                        builder = builder.data_dir_tmpfs(bytes);
+                    }
                     builder.start()
                 })
             })
@@ -165,6 +187,7 @@ impl ChaosCluster {
             network,
             fake_clock,
             clock_offsets: BTreeMap::new(),
+            tmpfs_error,
         })
     }
 
@@ -321,6 +344,48 @@ impl ChaosCluster {
             .map_err(|e| e.to_string())
     }
 
+    /// Makes every write of `node` through its storage seam fail with EIO
+    /// (`true`) or work again (`false`).
+    ///
+    /// # Errors
+    ///
+    /// A message when the trigger file cannot be written or removed.
+    pub fn fail_write(&mut self, node: i32, fail: bool) -> Result<(), String> {
+        self.broker(node)
+            .fail_write(fail)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Fills `node`'s data dir tmpfs (see [`crate::tmpfs::Tmpfs::fill`]);
+    /// returns the filler's size in bytes.
+    ///
+    /// # Errors
+    ///
+    /// A message when the data dir is not on a tmpfs (the probe mount
+    /// failed, or the cluster was started without one) or filling fails.
+    pub fn fill_disk(&mut self, node: i32) -> Result<u64, String> {
+        if let Some(e) = &self.tmpfs_error {
+            return Err(format!("no data dir tmpfs: {e}"));
+        }
+        self.broker(node)
+            .tmpfs()
+            .ok_or("the cluster was started without data dir tmpfs")?
+            .fill()
+    }
+
+    /// Removes the filler of [`Self::fill_disk`] from `node`'s data dir
+    /// (nothing without a tmpfs or a filler).
+    ///
+    /// # Errors
+    ///
+    /// A message when the filler cannot be removed.
+    pub fn free_disk(&mut self, node: i32) -> Result<(), String> {
+        match self.broker(node).tmpfs() {
+            Some(tmpfs) => tmpfs.free(),
+            None => Ok(()),
+        }
+    }
+
     /// Waits up to `timeout` for `node` to exit on its own; its exit
     /// status, or `None` when it is still running.
     ///
@@ -445,6 +510,16 @@ impl ChaosCluster {
             .filter_map(TestBroker::keep_dir)
             .collect()
     }
+}
+
+/// Mounts and removes a tmpfs of `bytes` on a temp dir: `bytes` when that
+/// works, else why not.
+fn probe_tmpfs(bytes: u64) -> Result<u64, String> {
+    let dir = tempfile::Builder::new()
+        .prefix("weir-chaos-tmpfs-probe-")
+        .tempdir()
+        .map_err(|e| format!("creating a probe dir: {e}"))?;
+    crate::tmpfs::Tmpfs::mount(dir.path(), 1 << 20).map(|_| bytes)
 }
 
 /// A new Kafka cluster id: 16 random bytes as 22 base64url characters, not

@@ -100,9 +100,10 @@ pub enum NodeProblem {
     SigtermExitStatus(String),
     /// Did not start again (or not within the ready timeout).
     RestartFailed(String),
-    /// Still running (or exited 0) after its `fdatasync`s started failing
-    /// with EIO: a broker must halt at its first failed sync.
-    NoHaltOnFsyncError(String),
+    /// Still running (or exited 0) after its disk started failing (its
+    /// `fdatasync`s or writes failing with EIO, or its disk full): a broker
+    /// must halt at its first failed write or sync.
+    NoHaltOnDiskError(String),
     /// The harness could not inject or end the fault (a power loss that
     /// could not be applied, a trigger file that could not be written, a
     /// network cut that could not be set or removed).

@@ -15,8 +15,11 @@
 //!
 //! Disk faults go through each node's sync journal (the broker's
 //! `SyncJournalFileSystem`, [`crate::power_loss`]): `lose-unsynced` and
-//! `torn-write` are a SIGKILL followed by a power loss, `fsync-eio` fails
-//! every `fdatasync` of a running node until it halts.
+//! `torn-write` are a SIGKILL followed by a power loss, `fsync-eio` and
+//! `write-eio` fail every `fdatasync` or write of a running node until it
+//! halts. `disk-full` fills the node's data dir, a small tmpfs
+//! ([`crate::tmpfs`]), until the node halts. After each of the last three
+//! the disk is healed and the node started again.
 //!
 //! Clock faults move one node's wall clock (`CLOCK_REALTIME`) through
 //! libfaketime ([`crate::fake_clock`]; every node of a run with a clock
@@ -80,6 +83,17 @@ pub enum Fault {
     /// Flip one node's wall clock between the step's offset and the real
     /// time every [`ClockShift::period`] for the hold, then reset it.
     ClockStrobe,
+    /// Make every write of one node to its partition logs, checkpoints and
+    /// snapshots fail with EIO (not the controller's Raft log, which is
+    /// outside the seam); the node must halt within [`HALT_BOUND`]. Then
+    /// the disk works again and the node is started.
+    WriteEio,
+    /// Fill one node's data dir (a tmpfs of
+    /// [`DATA_DIR_TMPFS_BYTES`](super::cluster::DATA_DIR_TMPFS_BYTES),
+    /// mounted only for runs with this fault) so its writes get ENOSPC; the
+    /// node must halt within [`HALT_BOUND`]. Then the filler is removed and
+    /// the node is started.
+    DiskFull,
 }
 
 /// The share of packets a [`Fault::Lossy`] drops, %.
@@ -87,12 +101,12 @@ pub const LOSS_PERCENT: u32 = 30;
 /// The rate a [`Fault::Slow`] leaves a node's links, kbit/s.
 pub const SLOW_KBIT: u32 = 256;
 
-/// How long a node may keep running after its `fdatasync`s start failing.
+/// How long a node may keep running after its disk starts failing.
 pub const HALT_BOUND: Duration = Duration::from_secs(20);
 
 impl Fault {
     /// Every fault this harness can inject.
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 15] = [
         Fault::Kill,
         Fault::Pause,
         Fault::RollingRestart,
@@ -106,6 +120,8 @@ impl Fault {
         Fault::Slow,
         Fault::ClockSkew,
         Fault::ClockStrobe,
+        Fault::WriteEio,
+        Fault::DiskFull,
     ];
 
     /// The name used on the command line and in run rows.
@@ -117,6 +133,8 @@ impl Fault {
             Self::LoseUnsynced => "lose-unsynced",
             Self::TornWrite => "torn-write",
             Self::FsyncEio => "fsync-eio",
+            Self::WriteEio => "write-eio",
+            Self::DiskFull => "disk-full",
             Self::Isolate => "isolate",
             Self::Bridge => "bridge",
             Self::OneWay => "one-way",
@@ -165,7 +183,9 @@ impl Fault {
             | Self::Lossy
             | Self::Slow
             | Self::ClockSkew
-            | Self::ClockStrobe => None,
+            | Self::ClockStrobe
+            | Self::WriteEio
+            | Self::DiskFull => None,
         }
     }
 
@@ -309,9 +329,12 @@ impl Schedule {
             let quiet = Duration::from_millis(rng.gen_range(1_000..3_000));
             let node = rng.gen_range(1..=3);
             let hold = match fault {
-                Fault::Kill | Fault::LoseUnsynced | Fault::TornWrite | Fault::FsyncEio => {
-                    Duration::from_millis(rng.gen_range(1_000..4_000))
-                }
+                Fault::Kill
+                | Fault::LoseUnsynced
+                | Fault::TornWrite
+                | Fault::FsyncEio
+                | Fault::WriteEio
+                | Fault::DiskFull => Duration::from_millis(rng.gen_range(1_000..4_000)),
                 Fault::Pause => session_timeout + Duration::from_millis(rng.gen_range(500..3_000)),
                 Fault::RollingRestart => Duration::from_secs(6),
                 Fault::Isolate | Fault::Bridge | Fault::OneWay | Fault::Lossy | Fault::Slow => {
@@ -412,41 +435,8 @@ pub fn execute(
                 sleep_until(Instant::now() + step.hold, until);
                 restart(cluster, step.node, "restart", record);
             }
-            Fault::FsyncEio => {
-                let armed = cluster.fail_fsync(step.node, true);
-                let problem = armed.clone().err().map(NodeProblem::FaultNotInjected);
-                record(cluster.event(step.node, "fdatasync fails with EIO", problem));
-                if armed.is_ok() {
-                    let (action, problem) = match cluster.wait_for_exit(step.node, HALT_BOUND) {
-                        Ok(Some(status)) if !status.success() => {
-                            (format!("halted ({status})"), None)
-                        }
-                        Ok(Some(status)) => (
-                            format!("exited ({status})"),
-                            Some(NodeProblem::NoHaltOnFsyncError(format!(
-                                "exited with {status} after a failed fdatasync, expected a \
-                                 non-zero halt"
-                            ))),
-                        ),
-                        Ok(None) => {
-                            let _ = cluster.kill(step.node);
-                            (
-                                "still running: SIGKILL".to_owned(),
-                                Some(NodeProblem::NoHaltOnFsyncError(format!(
-                                    "still running {} s after fdatasync started failing",
-                                    HALT_BOUND.as_secs()
-                                ))),
-                            )
-                        }
-                        Err(e) => ("halt".to_owned(), Some(NodeProblem::FaultNotInjected(e))),
-                    };
-                    record(cluster.event(step.node, &action, problem));
-                }
-                let problem = cluster
-                    .fail_fsync(step.node, false)
-                    .err()
-                    .map(NodeProblem::FaultNotInjected);
-                record(cluster.event(step.node, "fdatasync works again", problem));
+            Fault::FsyncEio | Fault::WriteEio | Fault::DiskFull => {
+                disk_error(cluster, step.fault, step.node, record);
                 sleep_until(Instant::now() + step.hold, until);
                 if !cluster.is_running(step.node) {
                     restart(cluster, step.node, "restart", record);
@@ -595,6 +585,77 @@ pub fn heal(cluster: &mut ChaosCluster, record: &mut dyn FnMut(NemesisEvent)) {
             restart(cluster, node, "restart (heal)", record);
         }
     }
+}
+
+/// Makes `node`'s disk fail as `fault` (a disk fault) says, waits up to
+/// [`HALT_BOUND`] for the node to halt (SIGKILL and `no-halt-on-disk-error`
+/// when it is still running, or exited 0), then heals the disk. A fault
+/// that cannot be set or removed is `fault-not-injected`.
+fn disk_error(
+    cluster: &mut ChaosCluster,
+    fault: Fault,
+    node: i32,
+    record: &mut dyn FnMut(NemesisEvent),
+) {
+    let (armed, what) = match fault {
+        Fault::WriteEio => (
+            cluster
+                .fail_write(node, true)
+                .map(|()| "writes fail with EIO".to_owned()),
+            "writes started failing",
+        ),
+        Fault::DiskFull => (
+            cluster
+                .fill_disk(node)
+                .map(|bytes| format!("disk full (filler of {bytes} bytes)")),
+            "its disk filled up",
+        ),
+        _ => (
+            cluster
+                .fail_fsync(node, true)
+                .map(|()| "fdatasync fails with EIO".to_owned()),
+            "fdatasync started failing",
+        ),
+    };
+    let (action, problem) = match armed {
+        Ok(action) => (action, None),
+        Err(e) => (
+            format!("{fault} (not injected)"),
+            Some(NodeProblem::FaultNotInjected(e)),
+        ),
+    };
+    let injected = problem.is_none();
+    record(cluster.event(node, &action, problem));
+    if injected {
+        let (action, problem) = match cluster.wait_for_exit(node, HALT_BOUND) {
+            Ok(Some(status)) if !status.success() => (format!("halted ({status})"), None),
+            Ok(Some(status)) => (
+                format!("exited ({status})"),
+                Some(NodeProblem::NoHaltOnDiskError(format!(
+                    "exited with {status} after {what}, expected a non-zero halt"
+                ))),
+            ),
+            Ok(None) => {
+                let _ = cluster.kill(node);
+                (
+                    "still running: SIGKILL".to_owned(),
+                    Some(NodeProblem::NoHaltOnDiskError(format!(
+                        "still running {} s after {what}",
+                        HALT_BOUND.as_secs()
+                    ))),
+                )
+            }
+            Err(e) => ("halt".to_owned(), Some(NodeProblem::FaultNotInjected(e))),
+        };
+        record(cluster.event(node, &action, problem));
+    }
+    let (healed, action) = match fault {
+        Fault::WriteEio => (cluster.fail_write(node, false), "writes work again"),
+        Fault::DiskFull => (cluster.free_disk(node), "disk space freed"),
+        _ => (cluster.fail_fsync(node, false), "fdatasync works again"),
+    };
+    let problem = healed.err().map(NodeProblem::FaultNotInjected);
+    record(cluster.event(node, action, problem));
 }
 
 /// SIGKILLs `node` and records it (a failure is `restart-failed`, as the
@@ -765,10 +826,27 @@ mod tests {
     }
 
     #[test]
+    fn disk_faults_are_drawn_with_a_short_hold_and_no_partition() {
+        let disk = [Fault::FsyncEio, Fault::WriteEio, Fault::DiskFull];
+        let schedule = Schedule::generate(5, &disk, Duration::from_secs(300), SESSION);
+        for fault in disk {
+            assert!(schedule.steps.iter().any(|s| s.fault == fault), "{fault}");
+            assert_eq!(fault.partition(1), None, "{fault}");
+        }
+        for step in &schedule.steps {
+            assert!(disk.contains(&step.fault));
+            let hold = step.hold.as_millis();
+            assert!((1_000..4_000).contains(&hold), "{step}");
+        }
+    }
+
+    #[test]
     fn faults_parse_by_name() {
         for fault in Fault::ALL {
             assert_eq!(fault.name().parse::<Fault>(), Ok(fault));
         }
+        assert_eq!("write-eio".parse::<Fault>(), Ok(Fault::WriteEio));
+        assert_eq!("disk-full".parse::<Fault>(), Ok(Fault::DiskFull));
         assert!("flood".parse::<Fault>().is_err());
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::checker::{self, Report, PROGRESS_BOUND_MS, RECOVERY_BOUND_MS};
 use super::churn;
 use super::client::Versions;
-use super::cluster::{ChaosCluster, SESSION_TIMEOUT};
+use super::cluster::{ChaosCluster, DATA_DIR_TMPFS_BYTES, SESSION_TIMEOUT};
 use super::history::{ChurnOutcome, CommitOutcome, History, NemesisEvent, Recovery, SendOutcome};
 use super::nemesis::{self, Fault, Schedule};
 use super::network::ChaosNetwork;
@@ -208,7 +208,12 @@ pub fn run(spec: &RunSpec, out_dir: &Path) -> RunResult {
     } else {
         Err("the run has no clock fault".to_owned())
     };
-    let mut cluster = match ChaosCluster::start(&queue.topic, started, network, fake_clock) {
+    // Only runs with disk-full put the data dirs on a tmpfs.
+    let tmpfs = spec
+        .faults
+        .contains(&Fault::DiskFull)
+        .then_some(DATA_DIR_TMPFS_BYTES);
+    let mut cluster = match ChaosCluster::start(&queue.topic, started, network, fake_clock, tmpfs) {
         Ok(c) => c,
         Err(e) => {
             result.error = Some(format!("starting the cluster: {e}"));

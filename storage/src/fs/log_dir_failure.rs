@@ -1,16 +1,24 @@
-//! A log directory goes offline at its first failed sync, and nothing in it
-//! is synced again: Kafka's `LogDirFailureChannel` (its
-//! `LogManager.handleLogDirFailure` takes the directory offline at the first
-//! `IOException`, and `ReplicaManager.handleLogDirFailure` halts a broker
-//! left without a live log directory).
+//! A log directory goes offline at its first failed write or sync, and
+//! nothing in it is written or synced again: Kafka's `LogDirFailureChannel`
+//! (`LocalLog.maybeHandleIOException` reports every `IOException` of an
+//! append, a flush or a checkpoint, `LogManager.handleLogDirFailure` takes
+//! the directory offline, and `ReplicaManager.handleLogDirFailure` halts a
+//! broker left without a live log directory).
+//!
+//! Why a failed write is not answered and written again: the bytes of a
+//! failed `pwrite` (ENOSPC, EIO) may have partly reached the page cache, and
+//! a disk that failed one write is not trusted with the next; the append is
+//! answered KAFKA_STORAGE_ERROR (never acknowledged) and the broker halts,
+//! and the next start recovers the log above its recovery point.
 //!
 //! Why a sync is never retried: after a failed `fdatasync` Linux may have
 //! dropped the dirty pages (marked clean, kept readable) and reports
 //! success to the next `fdatasync` of the file ("fsyncgate", 2018), so a
 //! retried flush would acknowledge records a power loss then takes.
 //! [`LogDirFileSystem`] wraps the [`FileSystem`] a `LogManager` gives every
-//! log, checkpoint and snapshot of its directory: the first failed
-//! `fdatasync` or directory `fsync` reports the failure on the
+//! log, checkpoint and snapshot of its directory: the first failed write,
+//! `ftruncate`, `fdatasync` or directory `fsync` (other than `NotFound`, a
+//! directory deleted under it) reports the failure on the
 //! [`LogDirFailureChannel`], and from then on every sync and write fails at
 //! once (appends answer KAFKA_STORAGE_ERROR; no flush advances a recovery
 //! point or acknowledges anything). The broker halts on the channel.
@@ -52,7 +60,7 @@ impl LogDirFailureChannel {
             if failure.is_some() {
                 return false;
             }
-            tracing::error!(%reason, "log directory failed: nothing in it is synced or written again");
+            tracing::error!(%reason, "log directory failed: nothing in it is written or synced again");
             *failure = Some(reason);
             self.failed.store(true, Ordering::Release);
             true
@@ -83,7 +91,8 @@ impl LogDirFailureChannel {
 }
 
 /// The [`FileSystem`] of one log directory: forwards to `inner` until a
-/// sync fails, then fails every sync and write (see the module docs).
+/// write or sync fails, then fails every sync and write (see the module
+/// docs).
 #[derive(Debug)]
 pub struct LogDirFileSystem {
     inner: Arc<dyn FileSystem>,
@@ -112,9 +121,9 @@ impl LogDirFileSystem {
         }
     }
 
-    /// Reports a failed sync; `NotFound` is not a disk failure (a topic's
-    /// directory deleted while its flush ran: nothing is left to make
-    /// durable, and the flush answers as for a deleted log).
+    /// Reports a failed write or sync; `NotFound` is not a disk failure (a
+    /// topic's directory deleted while its flush ran: nothing is left to
+    /// make durable, and the flush answers as for a deleted log).
     fn report<T>(&self, op: &str, path: &Path, result: io::Result<T>) -> io::Result<T> {
         if let Err(e) = &result {
             if e.kind() != io::ErrorKind::NotFound {
@@ -142,17 +151,20 @@ impl FileSystem for LogDirFileSystem {
         offset: u64,
     ) -> io::Result<usize> {
         self.check(path)?;
-        self.inner.write_vectored_at(file, path, bufs, offset)
+        let result = self.inner.write_vectored_at(file, path, bufs, offset);
+        self.report("write", path, result)
     }
 
     fn write_all_at(&self, file: &File, path: &Path, buf: &[u8], offset: u64) -> io::Result<()> {
         self.check(path)?;
-        self.inner.write_all_at(file, path, buf, offset)
+        let result = self.inner.write_all_at(file, path, buf, offset);
+        self.report("write", path, result)
     }
 
     fn set_len(&self, file: &File, path: &Path, len: u64) -> io::Result<()> {
         self.check(path)?;
-        self.inner.set_len(file, path, len)
+        let result = self.inner.set_len(file, path, len);
+        self.report("ftruncate", path, result)
     }
 
     fn sync_data(&self, file: &File, path: &Path) -> io::Result<()> {
@@ -219,6 +231,33 @@ mod tests {
         assert!(fs.write_all_at(&file, &path, b"d", 3).is_err(), "a write");
         assert!(fs.sync_dir(dir.path()).is_err());
         assert_eq!(now_or_never(channel.failed()), Some(reason));
+    }
+
+    /// Kafka's rule (`LogDirFailureChannel`, `LocalLog.maybeHandleIOException`):
+    /// an `IOException` on append takes the directory offline, so the
+    /// broker halts instead of answering and writing on. Before: a failed
+    /// write was answered and the next append wrote again.
+    #[test]
+    fn a_failed_write_takes_the_directory_offline_for_good() {
+        for kind in [FaultKind::NoSpace, FaultKind::Io] {
+            let dir = tempfile::tempdir().unwrap();
+            let faulty = Arc::new(FaultyFileSystem::new(dir.path()).unwrap());
+            let channel = LogDirFailureChannel::new();
+            let fs = LogDirFileSystem::wrap(faulty.clone(), channel.clone());
+            let path = dir.path().join("00000000000000000000.log");
+            let file = fs.open_file(&path, true).unwrap();
+            fs.write_all_at(&file, &path, b"abc", 0).unwrap();
+            faulty.fail_writes(Fault::new(kind).times(1).torn_after(1));
+            assert!(fs.write_all_at(&file, &path, b"def", 3).is_err());
+            let reason = channel.failure().expect("a failed write is reported");
+            assert!(reason.contains("write"), "{reason}");
+            // The fault fired once; nothing is written, cut or synced again.
+            let bufs = [IoSlice::new(b"g")];
+            assert!(fs.write_vectored_at(&file, &path, &bufs, 3).is_err());
+            assert!(fs.set_len(&file, &path, 3).is_err(), "{kind:?}");
+            assert!(fs.sync_data(&file, &path).is_err(), "{kind:?}");
+            assert_eq!(now_or_never(channel.failed()), Some(reason));
+        }
     }
 
     #[test]

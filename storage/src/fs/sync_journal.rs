@@ -56,12 +56,14 @@
 //! baseline) and the controller's Raft log (`__cluster_metadata-0`, which
 //! writes through its own files, not the seam).
 //!
-//! # Injected sync failure
+//! # Injected failures
 //!
 //! While a file named `<journal>.fail-fsync` exists, every `fdatasync`
-//! through this seam fails with `EIO` without syncing (a disk that failed):
-//! the [`LogDirFileSystem`](super::LogDirFileSystem) above reports it and the
-//! broker halts.
+//! through this seam fails with `EIO` without syncing (a disk that failed).
+//! While a file named `<journal>.fail-write` exists, every write
+//! (`pwrite`/`pwritev`) through this seam fails with `EIO` without writing.
+//! Either way the [`LogDirFileSystem`](super::LogDirFileSystem) above
+//! reports it and the broker halts.
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
@@ -76,6 +78,10 @@ use super::FileSystem;
 /// module docs): `<journal>.fail-fsync`.
 pub const FAIL_FSYNC_SUFFIX: &str = ".fail-fsync";
 
+/// The suffix of the trigger file that makes every write fail (see the
+/// module docs): `<journal>.fail-write`.
+pub const FAIL_WRITE_SUFFIX: &str = ".fail-write";
+
 /// The inner [`FileSystem`] with every durability-relevant event journalled
 /// (see the module docs for the format and the model's limits).
 #[derive(Debug)]
@@ -86,6 +92,8 @@ pub struct SyncJournalFileSystem {
     journal_path: PathBuf,
     /// `<journal>.fail-fsync`.
     fail_fsync: PathBuf,
+    /// `<journal>.fail-write`.
+    fail_write: PathBuf,
 }
 
 impl SyncJournalFileSystem {
@@ -101,13 +109,17 @@ impl SyncJournalFileSystem {
             .create(true)
             .append(true)
             .open(&journal_path)?;
-        let mut fail_fsync = OsString::from(journal_path.as_os_str());
-        fail_fsync.push(FAIL_FSYNC_SUFFIX);
+        let trigger = |suffix: &str| {
+            let mut name = OsString::from(journal_path.as_os_str());
+            name.push(suffix);
+            PathBuf::from(name)
+        };
         Ok(SyncJournalFileSystem {
             inner,
             journal: file,
+            fail_fsync: trigger(FAIL_FSYNC_SUFFIX),
+            fail_write: trigger(FAIL_WRITE_SUFFIX),
             journal_path,
-            fail_fsync: PathBuf::from(fail_fsync),
         })
     }
 
@@ -171,10 +183,16 @@ impl FileSystem for SyncJournalFileSystem {
         bufs: &[IoSlice<'_>],
         offset: u64,
     ) -> io::Result<usize> {
+        if self.fail_write.exists() {
+            return Err(rustix::io::Errno::IO.into());
+        }
         self.inner.write_vectored_at(file, path, bufs, offset)
     }
 
     fn write_all_at(&self, file: &File, path: &Path, buf: &[u8], offset: u64) -> io::Result<()> {
+        if self.fail_write.exists() {
+            return Err(rustix::io::Errno::IO.into());
+        }
         self.inner.write_all_at(file, path, buf, offset)
     }
 
@@ -313,5 +331,33 @@ mod tests {
         // The failed sync is not journalled as durable.
         let text = std::fs::read_to_string(&journal).unwrap();
         assert_eq!(text.lines().filter(|l| l.starts_with("sync ")).count(), 1);
+    }
+
+    #[test]
+    fn the_write_trigger_fails_writes_and_takes_the_directory_offline() {
+        let dir = tempfile::tempdir().unwrap();
+        let (journalled, journal) = journal_of(dir.path());
+        let channel = LogDirFailureChannel::new();
+        let fs = LogDirFileSystem::wrap(Arc::new(journalled), channel.clone());
+        let path = dir.path().join("00000000000000000000.log");
+        let file = fs.open_file(&path, true).unwrap();
+        fs.write_all_at(&file, &path, b"abc", 0).unwrap();
+        let mut trigger = journal.clone().into_os_string();
+        trigger.push(FAIL_WRITE_SUFFIX);
+        std::fs::write(&trigger, b"").unwrap();
+        let bufs = [IoSlice::new(b"def")];
+        let error = fs.write_vectored_at(&file, &path, &bufs, 3).unwrap_err();
+        assert_eq!(
+            error.raw_os_error(),
+            Some(rustix::io::Errno::IO.raw_os_error())
+        );
+        assert!(channel
+            .failure()
+            .expect("the directory failed")
+            .contains("write"));
+        std::fs::remove_file(&trigger).unwrap();
+        // Nothing reached the file, and the directory stays offline.
+        assert_eq!(std::fs::read(&path).unwrap(), b"abc");
+        assert!(fs.write_all_at(&file, &path, b"def", 3).is_err());
     }
 }
