@@ -463,12 +463,7 @@ pub fn execute(
                 let action = format!("{} (cut {})", step.fault, network::describe(&cuts));
                 let problem = cluster.cut(&cuts).err().map(NodeProblem::FaultNotInjected);
                 record(cluster.event(step.node, &action, problem));
-                sleep_until(Instant::now() + step.hold, until);
-                let problem = cluster
-                    .heal_network()
-                    .err()
-                    .map(NodeProblem::FaultNotInjected);
-                record(cluster.event(step.node, "heal network", problem));
+                hold_and_heal_network(cluster, step, until, record);
             }
             Fault::Lossy | Fault::Slow => {
                 let problem = match step.fault.degradation(step.node) {
@@ -486,12 +481,7 @@ pub fn execute(
                     .degradation(step.node)
                     .map_or_else(|| step.fault.to_string(), |d| d.to_string());
                 record(cluster.event(step.node, &action, problem));
-                sleep_until(Instant::now() + step.hold, until);
-                let problem = cluster
-                    .heal_network()
-                    .err()
-                    .map(NodeProblem::FaultNotInjected);
-                record(cluster.event(step.node, "heal network", problem));
+                hold_and_heal_network(cluster, step, until, record);
             }
             Fault::ClockSkew | Fault::ClockStrobe => {
                 let Some(shift) = step.clock else {
@@ -656,6 +646,22 @@ fn disk_error(
     };
     let problem = healed.err().map(NodeProblem::FaultNotInjected);
     record(cluster.event(node, action, problem));
+}
+
+/// Holds a network fault for `step.hold` (or until `until`), then removes
+/// every cut and degradation and records it.
+fn hold_and_heal_network(
+    cluster: &mut ChaosCluster,
+    step: &Step,
+    until: Instant,
+    record: &mut dyn FnMut(NemesisEvent),
+) {
+    sleep_until(Instant::now() + step.hold, until);
+    let problem = cluster
+        .heal_network()
+        .err()
+        .map(NodeProblem::FaultNotInjected);
+    record(cluster.event(step.node, "heal network", problem));
 }
 
 /// SIGKILLs `node` and records it (a failure is `restart-failed`, as the
