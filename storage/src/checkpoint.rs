@@ -38,15 +38,20 @@ pub(crate) fn write_atomically(
     Ok(())
 }
 
+/// `<path>.tmp`: where a checkpoint of `path` is written before the rename.
+pub(crate) fn tmp_path(path: &Path) -> std::path::PathBuf {
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(".tmp");
+    std::path::PathBuf::from(tmp_name)
+}
+
 /// Writes `contents` to a new `<path>.tmp`; returns it open, and its path.
 fn write_tmp(
     fs: &dyn FileSystem,
     path: &Path,
     contents: &[u8],
 ) -> Result<(std::fs::File, std::path::PathBuf), StorageError> {
-    let mut tmp_name = path.as_os_str().to_owned();
-    tmp_name.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp_name);
+    let tmp = tmp_path(path);
     let file = fs
         .open_file(&tmp, true)
         .map_err(|e| StorageError::io("create", &tmp, e))?;
@@ -55,23 +60,29 @@ fn write_tmp(
     Ok((file, tmp))
 }
 
-/// Writes `contents` to a new `<path>.tmp` without syncing it and returns
-/// the temporary path: the caller fdatasyncs it and then renames it over
-/// `path` ([`publish_tmp`]), so `path` is whole or absent after a power
-/// loss (Kafka's `PartitionMetadataFile.maybeFlush`: write, sync, atomic
-/// move), while the sync itself can wait for a later flush.
+/// Writes `contents` to a new [`tmp_path`] of `path` without syncing it:
+/// the caller fdatasyncs it and then renames it over `path`
+/// ([`publish_tmp`]), so `path` is whole or absent after a power loss
+/// (Kafka's `PartitionMetadataFile.maybeFlush`: write, sync, atomic move),
+/// while the sync itself can wait for a later flush.
+///
+/// # Errors
+/// [`StorageError::Io`] naming the temporary file that could not be
+/// created or written.
 pub(crate) fn write_unsynced_tmp(
     fs: &dyn FileSystem,
     path: &Path,
     contents: &[u8],
-) -> Result<std::path::PathBuf, StorageError> {
-    let (_file, tmp) = write_tmp(fs, path, contents)?;
-    Ok(tmp)
+) -> Result<(), StorageError> {
+    write_tmp(fs, path, contents).map(drop)
 }
 
 /// Renames the synced `<path>.tmp` of [`write_unsynced_tmp`] over `path`.
 /// A temporary file already gone while `path` exists was published by an
 /// earlier flush. The directory is synced by the caller.
+///
+/// # Errors
+/// [`StorageError::Io`] when the rename fails otherwise.
 pub(crate) fn publish_tmp(
     fs: &dyn FileSystem,
     tmp: &Path,

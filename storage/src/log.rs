@@ -1315,9 +1315,7 @@ impl Log {
         let mut publish = None;
         if creation.partition_metadata {
             let path = self.dir.join(PARTITION_METADATA_FILE);
-            let mut tmp = path.clone().into_os_string();
-            tmp.push(".tmp");
-            let tmp = PathBuf::from(tmp);
+            let tmp = checkpoint::tmp_path(&path);
             match self.fs.open_existing(&tmp) {
                 Ok(file) => {
                     files.push(FlushFile {
