@@ -23,7 +23,7 @@
 //! with no instance to carry an injected generator. Must not depend on the
 //! rest of the crate.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::io;
 use std::marker::PhantomData;
 
@@ -31,10 +31,9 @@ use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 
 thread_local! {
-    /// The scope's generator, when a [`DeterministicScope`] is entered here.
+    /// The scope's generator, while a [`DeterministicScope`] is entered
+    /// here (which also makes file I/O run inline).
     static SEEDED: RefCell<Option<StdRng>> = const { RefCell::new(None) };
-    /// True while a [`DeterministicScope`] is entered here.
-    static INLINE_IO: Cell<bool> = const { Cell::new(false) };
 }
 
 /// While alive, the quorum code on this thread draws its random numbers from
@@ -55,7 +54,6 @@ impl DeterministicScope {
     /// Enters a deterministic scope on the current thread, seeded by `seed`.
     pub fn enter(seed: u64) -> DeterministicScope {
         SEEDED.with(|s| *s.borrow_mut() = Some(StdRng::seed_from_u64(seed)));
-        INLINE_IO.with(|i| i.set(true));
         DeterministicScope {
             _not_send: PhantomData,
         }
@@ -65,7 +63,6 @@ impl DeterministicScope {
 impl Drop for DeterministicScope {
     fn drop(&mut self) {
         SEEDED.with(|s| *s.borrow_mut() = None);
-        INLINE_IO.with(|i| i.set(false));
     }
 }
 
@@ -123,7 +120,7 @@ where
     T: Send + 'static,
     F: FnOnce() -> io::Result<T> + Send + 'static,
 {
-    if INLINE_IO.with(Cell::get) {
+    if SEEDED.with(|s| s.borrow().is_some()) {
         return f();
     }
     tokio::task::spawn_blocking(f)
