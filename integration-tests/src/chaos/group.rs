@@ -33,7 +33,7 @@ use super::client::{self, error_name, Joined};
 use super::history::{
     Assignment, Commit, CommitOutcome, CommittedRead, ProcessId, GROUP_PROCESS_BASE,
 };
-use super::queue::{self, connect_with_timeout, Connections, Shared};
+use super::queue::{self, connect_with_timeout, Connections, Shared, BACKOFF};
 use crate::RawClient;
 
 /// The group's id.
@@ -47,8 +47,6 @@ const SESSION_TIMEOUT_MS: i32 = 6_000;
 const COORDINATOR_TIMEOUT: Duration = Duration::from_secs(15);
 /// How often a member heartbeats.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
-/// Pause before retrying after an error.
-const BACKOFF: Duration = Duration::from_millis(100);
 /// A member re-reads the committed offsets after this many commits.
 const READ_EVERY: u32 = 5;
 

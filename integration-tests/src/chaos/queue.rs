@@ -45,8 +45,8 @@ const READ_TIMEOUT: Duration = Duration::from_secs(8);
 const METADATA_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a consumer keeps one assignment before it starts over.
 const CONSUMER_RESTART: Duration = Duration::from_secs(8);
-/// Pause before retrying after an error.
-const BACKOFF: Duration = Duration::from_millis(100);
+/// Pause before retrying after an error (the group members' too).
+pub(super) const BACKOFF: Duration = Duration::from_millis(100);
 /// Pause between two rounds of the watcher over every node.
 const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 
