@@ -259,6 +259,11 @@ pub struct BrokerConfig {
     /// `max_bytes` is lowered to it (Kafka's `KafkaApis`), the first batch
     /// is still returned whole (KIP-74). Default: 57671680 (55 MiB).
     pub fetch_max_bytes: i32,
+    /// `max.incremental.fetch.session.cache.slots`: incremental fetch
+    /// sessions (KIP-227) the leader keeps; at the limit the least recently
+    /// used is evicted, at 0 none is created. Only followers' fetches create
+    /// sessions. Default: 1000.
+    pub max_incremental_fetch_session_cache_slots: i32,
     /// `max.request.partition.size.limit`: most partitions one
     /// DescribeTopicPartitions response describes; the request's own limit
     /// is lowered to it and the rest follow by cursor (KIP-966, Kafka's
@@ -447,6 +452,7 @@ impl Default for BrokerConfig {
             queued_max_response_bytes: 209_715_200,
             queued_max_response_bytes_per_connection: 1_048_576,
             fetch_max_bytes: 57_671_680,
+            max_incremental_fetch_session_cache_slots: 1000,
             max_request_partition_size_limit: 2000,
             max_connections: i32::MAX,
             max_connections_per_ip: i32::MAX,
@@ -1180,6 +1186,11 @@ mod tests {
             ),
             ("queued.max.response.bytes.per.connection", &["1"], &["0"]),
             ("fetch.max.bytes", &["1024"], &["1023", "0", INT_TOO_BIG]),
+            (
+                "max.incremental.fetch.session.cache.slots",
+                &["0", "1000"],
+                &["-1", INT_TOO_BIG],
+            ),
             (
                 "max.request.partition.size.limit",
                 &["1"],

@@ -1,5 +1,6 @@
 //! The state every handler shares: configuration, the controller handle,
-//! the `ReplicaManager`, the producer id allocator and the group coordinator.
+//! the `ReplicaManager`, the fetch sessions, the producer id allocator and
+//! the group coordinator.
 
 use std::sync::Arc;
 
@@ -22,6 +23,9 @@ pub struct BrokerContext {
     pub controller: MetadataController,
     /// The partitions this broker hosts.
     pub replica_manager: Arc<ReplicaManager>,
+    /// Incremental fetch sessions (KIP-227) of the followers fetching from
+    /// this broker.
+    pub fetch_sessions: crate::fetch_session::FetchManager,
     /// The replica fetchers of the partitions this broker follows.
     pub replica_fetchers: Arc<crate::replication::fetcher::ReplicaFetcherManager>,
     /// Producer id blocks allocated through the controller.

@@ -13,6 +13,7 @@ pub mod context;
 pub mod descriptors;
 pub mod dispatch;
 pub mod error;
+pub mod fetch_session;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
 pub mod group;

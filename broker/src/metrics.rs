@@ -72,6 +72,10 @@ fn describe() {
         "Connections closed by the broker, by reason."
     );
     describe_gauge!("weir_log_end_offset", "Log end offset per topic partition.");
+    describe_counter!(
+        "weir_metadata_partition_updates_total",
+        "Hosted partitions whose state a metadata image set (only those of the topics it changed, or all when the brokers changed)."
+    );
 }
 
 /// Records one handled request: its count, duration and every non-zero

@@ -2,7 +2,8 @@
 //! metadata image (a new `MetadataImage` -> `apply_image` creates or
 //! deletes logs).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use kafka_protocol::ResponseError;
@@ -14,15 +15,29 @@ use crate::config::BrokerConfig;
 use crate::partition::{IsrProposal, Partition, Registration};
 use crate::topic_config::{log_config_for, write_caching_for};
 
+/// What [`ReplicaManager::apply_image`] applied last.
+#[derive(Default)]
+struct AppliedImage {
+    /// Its `last_applied_offset` (0 before the first).
+    offset: u64,
+    /// The image itself, the base the next one is compared with: none
+    /// before the first and after a failed application (the next one then
+    /// walks every partition).
+    image: Option<Arc<MetadataImage>>,
+}
+
 /// Owns the hosted partitions and the `LogManager` under them.
 pub struct ReplicaManager {
     node_id: i32,
     config: BrokerConfig,
     log_manager: LogManager,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
-    /// `last_applied_offset` of the newest image [`ReplicaManager::apply_image`]
-    /// took (0 before the first); its lock also serialises the calls.
-    applied_offset: Mutex<u64>,
+    /// The newest image [`ReplicaManager::apply_image`] took; its lock also
+    /// serialises the calls.
+    applied: Mutex<AppliedImage>,
+    /// Partitions whose state an image set, since start (see
+    /// [`ReplicaManager::partition_updates`]).
+    partition_updates: AtomicU64,
     /// Where ISR changes go (the AlterPartition sender,
     /// `replication::alter_partition`); unset, they are dropped (unit
     /// tests, which have no controller).
@@ -41,7 +56,8 @@ impl ReplicaManager {
             config,
             log_manager,
             partitions: RwLock::new(HashMap::new()),
-            applied_offset: Mutex::new(0),
+            applied: Mutex::new(AppliedImage::default()),
+            partition_updates: AtomicU64::new(0),
             isr_changes: std::sync::OnceLock::new(),
             checkpointed_high_watermarks: Mutex::new(HashMap::new()),
         }
@@ -261,27 +277,84 @@ impl ReplicaManager {
     /// # Errors
     /// As [`ReplicaManager::apply_image`].
     pub fn apply_image_at(&self, image: &MetadataImage, now_ms: i64) -> Result<(), StorageError> {
-        let mut applied = self
-            .applied_offset
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if image.last_applied_offset < *applied {
+        let mut applied = self.applied.lock().unwrap_or_else(|e| e.into_inner());
+        if image.last_applied_offset < applied.offset {
             tracing::debug!(
                 image_offset = image.last_applied_offset,
-                applied_offset = *applied,
+                applied_offset = applied.offset,
                 "ignoring a metadata image older than the one applied"
             );
             return Ok(());
         }
-        *applied = image.last_applied_offset;
-        let current: HashMap<TopicPartition, Arc<Partition>> = self
-            .partitions
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let mut next = HashMap::with_capacity(current.len());
+        applied.offset = image.last_applied_offset;
+        let previous = applied.image.take();
+        let result = self.apply_changes(previous.as_deref(), image, now_ms);
+        if result.is_ok() {
+            applied.image = Some(Arc::new(image.clone()));
+        }
+        result
+    }
+
+    /// How many times an image set a hosted partition's state (leader or
+    /// follower with its replicas and ISR), since start: an image that
+    /// changes one topic sets only that topic's partitions here, while one
+    /// that changes the brokers (whose liveness every partition holds) sets
+    /// them all. For tests and the metric
+    /// `weir_metadata_partition_updates_total`.
+    pub fn partition_updates(&self) -> u64 {
+        self.partition_updates.load(Ordering::Relaxed)
+    }
+
+    /// Brings the hosted partitions from `previous` (the image applied
+    /// last; none: unknown, so every topic counts as changed) to `image`.
+    /// Only the topics [`MetadataImage::changed_topics`] names are walked,
+    /// unless the brokers changed: each partition holds its replicas'
+    /// liveness, so then every topic is.
+    fn apply_changes(
+        &self,
+        previous: Option<&MetadataImage>,
+        image: &MetadataImage,
+        now_ms: i64,
+    ) -> Result<(), StorageError> {
+        let incremental = previous.filter(|p| p.brokers == image.brokers);
+        let (walk, gone): (Vec<&TopicImage>, BTreeSet<String>) = match incremental {
+            Some(previous) => {
+                let changes = image.changed_topics(previous);
+                let gone = changes
+                    .removed
+                    .into_iter()
+                    .chain(changes.changed.iter().map(|t| t.name.clone()))
+                    .collect();
+                (changes.changed, gone)
+            }
+            None => (
+                image.topics.values().map(|t| &**t).collect(),
+                BTreeSet::new(),
+            ),
+        };
+        // The hosted partitions that may leave: those of the topics walked
+        // or removed (all of them on a full walk).
+        let current: HashMap<TopicPartition, Arc<Partition>> = {
+            let partitions = self.partitions.read().unwrap_or_else(|e| e.into_inner());
+            match incremental {
+                Some(previous) => gone
+                    .iter()
+                    .filter_map(|name| previous.topic(name))
+                    .flat_map(|t| {
+                        t.partitions.keys().map(|&partition| TopicPartition {
+                            topic: t.name.clone(),
+                            partition,
+                        })
+                    })
+                    .filter_map(|tp| partitions.get(&tp).map(|p| (tp, p.clone())))
+                    .collect(),
+                None => partitions.clone(),
+            }
+        };
+        let mut next = HashMap::new();
         let max_lag_ms = self.config.replication.replica_lag_time_max_ms;
-        for topic in image.topics.values() {
+        let mut updates = 0u64;
+        for topic in walk {
             let min_isr = topic
                 .configs
                 .get("min.insync.replicas")
@@ -318,6 +391,7 @@ impl ReplicaManager {
                     alive: &alive,
                     max_lag_ms,
                 };
+                // Every hosted partition of a topic walked is in `current`.
                 let p = match current.get(&tp) {
                     Some(p) if p.topic_id() == topic.topic_id => {
                         p.set_write_caching(write_caching);
@@ -349,9 +423,12 @@ impl ReplicaManager {
                 } else {
                     p.become_follower(&state);
                 }
+                updates += 1;
                 next.insert(tp, p);
             }
         }
+        self.partition_updates.fetch_add(updates, Ordering::Relaxed);
+        metrics::counter!("weir_metadata_partition_updates_total").increment(updates);
         let removed: Vec<TopicPartition> = current
             .keys()
             .filter(|tp| !next.contains_key(*tp))
@@ -363,7 +440,13 @@ impl ReplicaManager {
                 p.mark_removed();
             }
         }
-        *self.partitions.write().unwrap_or_else(|e| e.into_inner()) = next;
+        {
+            let mut partitions = self.partitions.write().unwrap_or_else(|e| e.into_inner());
+            for tp in &removed {
+                partitions.remove(tp);
+            }
+            partitions.extend(next);
+        }
         for tp in removed {
             info!(topic_partition = ?tp, "deleting log of removed partition");
             self.log_manager.delete(&tp)?;
@@ -576,10 +659,10 @@ impl ReplicaManager {
     /// heartbeats (Kafka's broker reports what its metadata publishers
     /// have applied).
     pub fn applied_metadata_offset(&self) -> u64 {
-        *self
-            .applied_offset
+        self.applied
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .offset
     }
 }
 
@@ -799,5 +882,120 @@ mod tests {
         };
         replicas.apply_image(&deleted).unwrap();
         assert!(replacement.is_removed() && !replacement.is_leader());
+    }
+
+    /// An image that changes one topic of several sets only that topic's
+    /// partitions (the others keep their `Partition` untouched); one that
+    /// changes the brokers (whose liveness each partition holds) sets them
+    /// all; a removed topic's partitions leave, marked removed, with their
+    /// logs.
+    #[test]
+    fn an_image_applies_only_the_topics_it_changes_unless_the_brokers_changed() {
+        use weir_controller::{
+            BrokerEndpoint, FenceBrokerRecord, PartitionChangeRecord, RegisterBrokerRecord,
+            RemoveTopicRecord,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let replicas = manager(dir.path());
+        let mut image = MetadataImage::default();
+        for id in [1, 2] {
+            image
+                .apply(&MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                    broker_id: id,
+                    incarnation_id: uuid::Uuid::from_u128(id as u128),
+                    broker_epoch: 10,
+                    end_points: vec![BrokerEndpoint {
+                        name: "PLAINTEXT".into(),
+                        host: "localhost".into(),
+                        port: 9092,
+                        security_protocol: 0,
+                    }],
+                    rack: None,
+                    fenced: false,
+                }))
+                .unwrap();
+        }
+        let ids = [("a", 3), ("b", 2), ("c", 4)].map(|(name, count)| {
+            let topic_id = uuid::Uuid::new_v4();
+            image
+                .apply(&MetadataRecord::Topic(TopicRecord {
+                    name: name.into(),
+                    topic_id,
+                }))
+                .unwrap();
+            for partition_id in 0..count {
+                image
+                    .apply(&MetadataRecord::Partition(PartitionRecord {
+                        partition_id,
+                        topic_id,
+                        replicas: vec![1, 2],
+                        isr: vec![1, 2],
+                        leader: 1,
+                        leader_epoch: 0,
+                        partition_epoch: 0,
+                        leader_recovery_state: Default::default(),
+                        eligible_leader_replicas: vec![],
+                        last_known_elr: vec![],
+                    }))
+                    .unwrap();
+            }
+            topic_id
+        });
+        let mut offset = 0;
+        let mut apply = |image: &mut MetadataImage, records: &[MetadataRecord]| {
+            for r in records {
+                image.apply(r).unwrap();
+            }
+            offset += 1;
+            image.last_applied_offset = offset;
+            let before = replicas.partition_updates();
+            replicas.apply_image(image).unwrap();
+            replicas.partition_updates() - before
+        };
+
+        assert_eq!(apply(&mut image, &[]), 9, "the first image sets all");
+        let a0 = replicas.partition("a", 0).expect("hosted");
+        let b0 = replicas.partition("b", 0).expect("hosted");
+        assert_eq!(b0.isr().0, [1, 2]);
+
+        // b's partition 0 leaves broker 2 out of its ISR: b only.
+        let shrink = MetadataRecord::PartitionChange(PartitionChangeRecord {
+            partition_id: 0,
+            topic_id: ids[1],
+            isr: Some(vec![1]),
+            ..Default::default()
+        });
+        assert_eq!(apply(&mut image, &[shrink]), 2, "b's two partitions");
+        assert_eq!(b0.isr().0, [1], "b's new ISR applied");
+        assert!(Arc::ptr_eq(&a0, &replicas.partition("a", 0).unwrap()));
+
+        // Nothing changed but the offset: nothing set.
+        assert_eq!(apply(&mut image, &[]), 0);
+
+        // Broker 2 fenced: every partition holds its liveness.
+        let fence = MetadataRecord::FenceBroker(FenceBrokerRecord { id: 2, epoch: 10 });
+        assert_eq!(apply(&mut image, &[fence]), 9, "every partition");
+
+        // c deleted: no partition set, c's leave with their logs.
+        let c0 = replicas.partition("c", 0).expect("hosted");
+        let remove = MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id: ids[2] });
+        assert_eq!(apply(&mut image, &[remove]), 0);
+        for partition in 0..4 {
+            assert!(replicas.partition("c", partition).is_none());
+            assert!(replicas
+                .log_manager
+                .get(&TopicPartition::new("c", partition))
+                .is_none());
+        }
+        assert!(c0.is_removed());
+        for (topic, count) in [("a", 3), ("b", 2)] {
+            for partition in 0..count {
+                assert!(
+                    replicas.partition(topic, partition).is_some(),
+                    "{topic}-{partition}"
+                );
+            }
+        }
+        assert!(!a0.is_removed() && !b0.is_removed());
     }
 }

@@ -296,6 +296,9 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         controller: controller.clone(),
         replica_manager: replica_manager.clone(),
         replica_fetchers: replica_fetchers.clone(),
+        fetch_sessions: crate::fetch_session::FetchManager::new(
+            config.max_incremental_fetch_session_cache_slots.max(0) as usize,
+        ),
         producer_ids: ProducerIdManager::new(config.node_id, broker_epoch),
         advertised_listeners: advertised.clone(),
         config: config.clone(),

@@ -49,7 +49,7 @@ pub fn fuzz_quorum_frame(data: &[u8]) {
 fn decode_frame(frame: &[u8]) {
     let _ = decode_request(frame);
     if let Ok((_, QuorumResponse::FetchMetadata(Ok(response)))) = decode_response(frame) {
-        let _ = next_image(&MetadataImage::new("fuzz"), response);
+        let _ = next_image(&MetadataImage::new("fuzz"), &mut None, response);
     }
 }
 
@@ -211,6 +211,7 @@ pub fn quorum_frame_seeds() -> Vec<(String, Vec<u8>)> {
                 known_controller: Some(1),
                 max_wait_ms: 500,
                 full_image: false,
+                image_after: None,
             }),
         ),
     ];
@@ -239,6 +240,8 @@ pub fn quorum_frame_seeds() -> Vec<(String, Vec<u8>)> {
                 controller_id: Some(1),
                 batches: vec![(1, sample_records())],
                 image: None,
+                image_continues_after: None,
+                image_incomplete: false,
                 leader: Some((1, "127.0.0.1:9093".into())),
             })),
         ),

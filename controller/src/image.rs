@@ -6,8 +6,15 @@
 //! committed batch with [`MetadataImage::apply`] and publishes the result as
 //! a new `Arc<MetadataImage>`. Readers never see a half-applied batch. This
 //! module holds no I/O and knows nothing about raft.
+//!
+//! Each topic sits behind its own `Arc` (as Kafka's images share unchanged
+//! `TopicImage`s between versions): cloning an image copies one pointer per
+//! topic, replay copies only the topics a record changes
+//! (`Arc::make_mut`), and a reader finds what changed between two images
+//! by comparing pointers ([`MetadataImage::changed_topics`]).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -83,8 +90,9 @@ pub struct MetadataImage {
     pub controller_id: Option<i32>,
     /// Registered brokers by id.
     pub brokers: BTreeMap<i32, BrokerRegistration>,
-    /// Topics by name.
-    pub topics: BTreeMap<String, TopicImage>,
+    /// Topics by name, each shared with the images before it until a
+    /// record changes it.
+    pub topics: BTreeMap<String, Arc<TopicImage>>,
     /// Topic names by topic id (the same topics as `topics`).
     pub topic_names_by_id: HashMap<TopicId, String>,
     /// Dynamic broker configs: resource name (broker id, or empty for the
@@ -96,6 +104,15 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// Raft log index of the last entry applied to this image (0 before any).
     pub last_applied_offset: u64,
+}
+
+/// What [`MetadataImage::changed_topics`] found between two images.
+#[derive(Debug, Default)]
+pub struct TopicChanges<'a> {
+    /// Topics added or changed, in name order.
+    pub changed: Vec<&'a TopicImage>,
+    /// Names of topics removed, in name order.
+    pub removed: Vec<String>,
 }
 
 /// One topic in the image.
@@ -217,7 +234,7 @@ impl MetadataImage {
 
     /// The topic called `name`, if it exists.
     pub fn topic(&self, name: &str) -> Option<&TopicImage> {
-        self.topics.get(name)
+        self.topics.get(name).map(|t| &**t)
     }
 
     /// The topic with id `id`, if it exists.
@@ -225,6 +242,32 @@ impl MetadataImage {
         self.topic_names_by_id
             .get(id)
             .and_then(|name| self.topics.get(name))
+            .map(|t| &**t)
+    }
+
+    /// The topics that differ from `previous`: those added or changed (a
+    /// `TopicImage` that is not the one `previous` shares, so possibly equal
+    /// in value when the two images were not replayed from one another) and
+    /// the names of those removed. O(topics), never O(partitions).
+    pub fn changed_topics<'a>(&'a self, previous: &MetadataImage) -> TopicChanges<'a> {
+        let changed = self
+            .topics
+            .iter()
+            .filter(|(name, topic)| {
+                previous
+                    .topics
+                    .get(*name)
+                    .is_none_or(|old| !Arc::ptr_eq(old, topic))
+            })
+            .map(|(_, topic)| &**topic)
+            .collect();
+        let removed = previous
+            .topics
+            .keys()
+            .filter(|name| !self.topics.contains_key(*name))
+            .cloned()
+            .collect();
+        TopicChanges { changed, removed }
     }
 
     /// True when Eligible Leader Replicas (KIP-966) are on: the
@@ -280,12 +323,12 @@ impl MetadataImage {
                 self.topic_names_by_id.insert(r.topic_id, r.name.clone());
                 self.topics.insert(
                     r.name.clone(),
-                    TopicImage {
+                    Arc::new(TopicImage {
                         name: r.name.clone(),
                         topic_id: r.topic_id,
                         partitions: BTreeMap::new(),
                         configs: BTreeMap::new(),
-                    },
+                    }),
                 );
             }
             MetadataRecord::Partition(r) => {
@@ -326,13 +369,12 @@ impl MetadataImage {
             MetadataRecord::Config(r) => {
                 let configs = match r.resource_type {
                     ConfigResourceType::Topic => {
-                        &mut self
-                            .topics
-                            .get_mut(&r.resource_name)
-                            .ok_or_else(|| ReplayError::UnknownTopicName {
+                        &mut Arc::make_mut(self.topics.get_mut(&r.resource_name).ok_or_else(
+                            || ReplayError::UnknownTopicName {
                                 name: r.resource_name.clone(),
-                            })?
-                            .configs
+                            },
+                        )?)
+                        .configs
                     }
                     ConfigResourceType::Broker => self
                         .broker_configs
@@ -397,6 +439,7 @@ impl MetadataImage {
         self.topic_names_by_id
             .get(topic_id)
             .and_then(|name| self.topics.get_mut(name))
+            .map(Arc::make_mut)
             .ok_or(ReplayError::UnknownTopicId {
                 record,
                 topic_id: *topic_id,
@@ -574,6 +617,86 @@ mod tests {
             assert!(image.apply(r).is_err(), "{r:?} should not replay");
         }
         assert_eq!(image, before);
+    }
+
+    /// Replay copies only the topic a record touches: the image cloned
+    /// before it still shares every other topic, and `changed_topics`
+    /// names exactly the topics changed, added and removed.
+    #[test]
+    fn replay_shares_untouched_topics_and_changed_topics_names_the_rest() {
+        let id = |n: u128| uuid::Uuid::from_u128(n);
+        let partition = |topic_id, partition_id| {
+            MetadataRecord::Partition(PartitionRecord {
+                partition_id,
+                topic_id,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
+                eligible_leader_replicas: vec![],
+                last_known_elr: vec![],
+            })
+        };
+        let mut before = MetadataImage::new("c1");
+        before.apply(&broker(1, 1)).unwrap();
+        for (n, name) in [(1, "a"), (2, "b"), (3, "c"), (4, "d")] {
+            before
+                .apply(&MetadataRecord::Topic(TopicRecord {
+                    name: name.into(),
+                    topic_id: id(n),
+                }))
+                .unwrap();
+            before.apply(&partition(id(n), 0)).unwrap();
+        }
+        assert!(before.changed_topics(&before).changed.is_empty());
+
+        let mut after = before.clone();
+        for name in ["a", "b", "c", "d"] {
+            assert!(Arc::ptr_eq(&before.topics[name], &after.topics[name]));
+        }
+        // b changes by a partition, c by a config, d goes, e comes.
+        after.apply(&partition(id(2), 1)).unwrap();
+        after
+            .apply(&MetadataRecord::Config(ConfigRecord {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: "c".into(),
+                name: "retention.ms".into(),
+                value: Some("1000".into()),
+            }))
+            .unwrap();
+        after
+            .apply(&MetadataRecord::RemoveTopic(RemoveTopicRecord {
+                topic_id: id(4),
+            }))
+            .unwrap();
+        after
+            .apply(&MetadataRecord::Topic(TopicRecord {
+                name: "e".into(),
+                topic_id: id(5),
+            }))
+            .unwrap();
+        // A broker record touches no topic.
+        after.apply(&broker(2, 1)).unwrap();
+
+        assert!(Arc::ptr_eq(&before.topics["a"], &after.topics["a"]));
+        assert!(!Arc::ptr_eq(&before.topics["b"], &after.topics["b"]));
+        assert!(!Arc::ptr_eq(&before.topics["c"], &after.topics["c"]));
+        // The image before is untouched by replay on its clone.
+        assert_eq!(before.topics["b"].partitions.len(), 1);
+        assert!(before.topics["c"].configs.is_empty());
+        assert_eq!(after.topics["b"].partitions.len(), 2);
+
+        let changes = after.changed_topics(&before);
+        let changed: Vec<&str> = changes.changed.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(changed, ["b", "c", "e"]);
+        assert_eq!(changes.removed, ["d"]);
+        // And the other way round: d added back, e removed.
+        let back = before.changed_topics(&after);
+        let changed: Vec<&str> = back.changed.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(changed, ["b", "c", "d"]);
+        assert_eq!(back.removed, ["e"]);
     }
 
     #[test]

@@ -46,7 +46,8 @@ pub use control::{
 pub use determinism::DeterministicScope;
 pub use error::ControllerError;
 pub use image::{
-    BrokerRegistration, MetadataImage, PartitionRegistration, ReplayError, TopicId, TopicImage,
+    BrokerRegistration, MetadataImage, PartitionRegistration, ReplayError, TopicChanges, TopicId,
+    TopicImage,
 };
 pub use metadata_controller::MetadataController;
 pub use observer::MetadataObserver;

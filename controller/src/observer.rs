@@ -19,7 +19,12 @@
 //! `after_offset` when it still holds them (`RecentBatches`: the entries it
 //! applied last since it started or installed a snapshot, as many as its
 //! log keeps between snapshots, at most [`MAX_RECENT_BATCHES`]),
-//! and otherwise with its whole [`MetadataImage`] (the snapshot path). The
+//! and otherwise with its whole [`MetadataImage`] (the snapshot path), in
+//! parts of about [`MAX_ANSWER_IMAGE_BYTES`] of topics each when it is
+//! larger: the voter pins the image it started sending (at most
+//! [`PINNED_IMAGES`] of them) and the observer asks for the topics after the
+//! last one it holds until it has them all, so an image of any size fits the
+//! transport's 16 MiB frames. The
 //! observer replays batches with the same all-or-nothing
 //! [`MetadataImage::apply`] the voters' state machine uses, or takes the
 //! image. It keeps the image in memory only (nothing is written under
@@ -29,7 +34,8 @@
 //!
 //! Must not depend on Kafka request types; openraft is not used here.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -60,6 +66,15 @@ const MAX_FETCH_WAIT_MS: u64 = 30_000;
 /// transport's frames are at most 16 MiB).
 const MAX_ANSWER_RECORD_BYTES: usize = 1024 * 1024;
 
+/// Most JSON bytes of topics in one part of an image sent in parts (a
+/// topic larger than this goes whole in its own part).
+pub const MAX_ANSWER_IMAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Images a voter keeps while observers fetch them in parts (the newest
+/// ones it started sending); an observer whose image was dropped starts
+/// over from the first part.
+pub const PINNED_IMAGES: usize = 4;
+
 /// Pause before asking another voter after a failed fetch.
 const FETCH_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -84,11 +99,14 @@ pub(crate) type AppliedEntry = (u64, Vec<MetadataRecord>);
 
 /// The entries a voter applied last, contiguous, oldest first, so that an
 /// observer a little behind gets records instead of the whole image. Filled
-/// by the state machine; emptied when it installs a snapshot.
+/// by the state machine; emptied when it installs a snapshot. Also holds the
+/// images the voter is sending in parts.
 #[derive(Debug)]
 pub(crate) struct RecentBatches {
     capacity: usize,
     entries: Mutex<VecDeque<AppliedEntry>>,
+    /// Images being sent in parts, newest last, at most [`PINNED_IMAGES`].
+    pinned: Mutex<VecDeque<Arc<MetadataImage>>>,
 }
 
 impl RecentBatches {
@@ -97,7 +115,31 @@ impl RecentBatches {
         RecentBatches {
             capacity,
             entries: Mutex::new(VecDeque::new()),
+            pinned: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// Keeps `image` for the observers that fetch it in parts.
+    fn pin(&self, image: &Arc<MetadataImage>) {
+        let mut pinned = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
+        if pinned.iter().any(|p| Arc::ptr_eq(p, image)) {
+            return;
+        }
+        pinned.push_back(image.clone());
+        while pinned.len() > PINNED_IMAGES {
+            pinned.pop_front();
+        }
+    }
+
+    /// The pinned image at `offset`, if still kept.
+    fn pinned(&self, offset: u64) -> Option<Arc<MetadataImage>> {
+        self.pinned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .rev()
+            .find(|p| p.last_applied_offset == offset)
+            .cloned()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<AppliedEntry>> {
@@ -156,6 +198,10 @@ pub(crate) struct FetchMetadataRequest {
     /// Answer with the whole image even when the records are held (the
     /// observer could not replay them).
     pub(crate) full_image: bool,
+    /// The next part of an image being fetched in parts: the image's offset
+    /// and the name of the last topic received (none: not fetching one).
+    #[serde(default)]
+    pub(crate) image_after: Option<(u64, String)>,
 }
 
 /// A voter's answer to [`FetchMetadataRequest`].
@@ -173,8 +219,16 @@ pub(crate) struct FetchMetadataResponse {
     /// holds them all (empty when nothing changed or `image` is set).
     pub(crate) batches: Vec<AppliedEntry>,
     /// The voter's whole image when it is newer than `after_offset` and the
-    /// entries are not held (or the observer asked for it).
+    /// entries are not held (or the observer asked for it); when sent in
+    /// parts, everything but the topics, with the topics of this part.
     pub(crate) image: Option<MetadataImage>,
+    /// For a part of an image after the first: the name of the topic it
+    /// continues after.
+    #[serde(default)]
+    pub(crate) image_continues_after: Option<String>,
+    /// More parts of `image` follow (asked for with `image_after`).
+    #[serde(default)]
+    pub(crate) image_incomplete: bool,
     /// The active controller as the voter knows it: its id and the address
     /// of its controller listener.
     pub(crate) leader: Option<(u64, String)>,
@@ -195,7 +249,13 @@ pub(crate) async fn fetch_newer(
             || (image.last_applied_offset == request.after_offset
                 && image.controller_id != request.known_controller)
     };
-    let wait = Duration::from_millis(request.max_wait_ms.min(MAX_FETCH_WAIT_MS));
+    // The rest of an image in parts is answered at once.
+    let max_wait_ms = if request.image_after.is_some() {
+        0
+    } else {
+        request.max_wait_ms.min(MAX_FETCH_WAIT_MS)
+    };
+    let wait = Duration::from_millis(max_wait_ms);
     let found = tokio::time::timeout(wait, images.wait_for(newer))
         .await
         .ok()
@@ -205,26 +265,35 @@ pub(crate) async fn fetch_newer(
     answer(&image, recent, request)
 }
 
-/// What `request` gets from a voter whose image is `image`: the entries
-/// after `after_offset` when `recent` holds them all, else the whole image
-/// when it is newer, else only the offset and controller.
+/// What `request` gets from a voter whose image is `image`: the next part
+/// of a pinned image it is fetching in parts, else the entries after
+/// `after_offset` when `recent` holds them all, else the whole image (in
+/// parts when large) when it is newer, else only the offset and controller.
 pub(crate) fn answer(
-    image: &MetadataImage,
+    image: &Arc<MetadataImage>,
     recent: &RecentBatches,
     request: &FetchMetadataRequest,
 ) -> FetchMetadataResponse {
-    answer_within(image, recent, request, MAX_ANSWER_RECORD_BYTES)
+    answer_within(
+        image,
+        recent,
+        request,
+        MAX_ANSWER_RECORD_BYTES,
+        MAX_ANSWER_IMAGE_BYTES,
+    )
 }
 
 /// [`answer`] with the entries capped at about `max_bytes` of JSON (at
 /// least one entry): the answer then stops at the last entry included and
-/// the observer asks again at once for the rest. Keeps an answer well
-/// under the transport's frame limit when an observer is far behind.
+/// the observer asks again at once for the rest; and an image's topics cut
+/// in parts of about `max_image_bytes`. Keeps an answer well under the
+/// transport's frame limit when an observer is far behind.
 fn answer_within(
-    image: &MetadataImage,
+    image: &Arc<MetadataImage>,
     recent: &RecentBatches,
     request: &FetchMetadataRequest,
     max_bytes: usize,
+    max_image_bytes: usize,
 ) -> FetchMetadataResponse {
     let mut response = FetchMetadataResponse {
         cluster_id: image.cluster_id.clone(),
@@ -232,6 +301,18 @@ fn answer_within(
         controller_id: image.controller_id,
         ..FetchMetadataResponse::default()
     };
+    if let Some((offset, after)) = &request.image_after {
+        if let Some(pinned) = recent.pinned(*offset) {
+            let (part, incomplete) = image_part(&pinned, Some(after), max_image_bytes);
+            response.offset = pinned.last_applied_offset;
+            response.image = Some(part);
+            response.image_continues_after = Some(after.clone());
+            response.image_incomplete = incomplete;
+            return response;
+        }
+        // Dropped (or another voter's): start over with the current image.
+        return whole_image(image, recent, response, max_image_bytes);
+    }
     if image.last_applied_offset <= request.after_offset {
         return response;
     }
@@ -251,9 +332,79 @@ fn answer_within(
                 response.batches.push(entry);
             }
         }
-        None => response.image = Some(image.clone()),
+        None => return whole_image(image, recent, response, max_image_bytes),
     }
     response
+}
+
+/// `response` with the first part of `image` (all of it when it fits in
+/// `max_image_bytes`, else pinned for the parts after).
+fn whole_image(
+    image: &Arc<MetadataImage>,
+    recent: &RecentBatches,
+    mut response: FetchMetadataResponse,
+    max_image_bytes: usize,
+) -> FetchMetadataResponse {
+    let (part, incomplete) = image_part(image, None, max_image_bytes);
+    if incomplete {
+        recent.pin(image);
+    }
+    response.offset = image.last_applied_offset;
+    response.image = Some(part);
+    response.image_incomplete = incomplete;
+    response
+}
+
+/// `image` with only the topics after `after` (all from the first without
+/// it) that fit in about `max_bytes` of JSON (at least one), and whether
+/// topics remain after them.
+fn image_part(
+    image: &MetadataImage,
+    after: Option<&str>,
+    max_bytes: usize,
+) -> (MetadataImage, bool) {
+    let mut part = MetadataImage {
+        cluster_id: image.cluster_id.clone(),
+        controller_id: image.controller_id,
+        brokers: image.brokers.clone(),
+        topics: BTreeMap::new(),
+        topic_names_by_id: HashMap::new(),
+        broker_configs: image.broker_configs.clone(),
+        features: image.features.clone(),
+        next_producer_id: image.next_producer_id,
+        last_applied_offset: image.last_applied_offset,
+    };
+    let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+    let mut bytes = 0usize;
+    for (name, topic) in image.topics.range::<str, _>((start, Bound::Unbounded)) {
+        let size = json_len(topic);
+        if !part.topics.is_empty() && bytes.saturating_add(size) > max_bytes {
+            return (part, true);
+        }
+        bytes = bytes.saturating_add(size);
+        part.topics.insert(name.clone(), topic.clone());
+        part.topic_names_by_id.insert(topic.topic_id, name.clone());
+    }
+    (part, false)
+}
+
+/// The length of `value` in JSON, counted without keeping the bytes.
+fn json_len(value: &impl Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 /// Where the observer reaches a voter.
@@ -585,12 +736,13 @@ impl ObserverInner {
         }
     }
 
-    /// Takes what a voter answered (see [`next_image`]); false when its
-    /// entries did not replay here (the next fetch asks for the image).
-    fn take(&self, response: FetchMetadataResponse) -> bool {
+    /// Takes what a voter answered (see [`next_image`]), holding the parts
+    /// of an image in `pending`; false when its entries did not replay here
+    /// (the next fetch asks for the image).
+    fn take(&self, pending: &mut PendingImage, response: FetchMetadataResponse) -> bool {
         let current = self.images.borrow().clone();
-        match next_image(&current, response) {
-            Next::Unchanged => true,
+        match next_image(&current, pending, response) {
+            Next::Unchanged | Next::MoreParts => true,
             Next::Image(image) => {
                 self.offer(image);
                 true
@@ -635,17 +787,63 @@ pub(crate) enum Next {
     Unchanged,
     /// Publish this image.
     Image(MetadataImage),
-    /// The entries did not replay or left a gap: ask for the whole image.
+    /// The entries did not replay or left a gap, or a part of an image
+    /// does not continue the parts held: ask for the whole image.
     NeedImage,
+    /// A part of an image is held: ask for the next one.
+    MoreParts,
+}
+
+/// An image being received in parts: what the observer holds so far.
+pub(crate) type PendingImage = Option<MetadataImage>;
+
+/// What the observer asks for to continue `pending`: its offset and the
+/// last topic held.
+fn continuation(pending: &PendingImage) -> Option<(u64, String)> {
+    pending.as_ref().map(|image| {
+        (
+            image.last_applied_offset,
+            image.topics.keys().next_back().cloned().unwrap_or_default(),
+        )
+    })
 }
 
 /// The observer's image after `response`, from `current`: the voter's image
-/// as is, or `current` with the voter's entries replayed all or nothing per
-/// entry with [`MetadataImage::apply`] (as the voters' state machine does),
-/// with the voter's controller.
-pub(crate) fn next_image(current: &MetadataImage, response: FetchMetadataResponse) -> Next {
+/// as is (once `pending` holds all its parts), or `current` with the voter's
+/// entries replayed all or nothing per entry with [`MetadataImage::apply`]
+/// (as the voters' state machine does), with the voter's controller.
+pub(crate) fn next_image(
+    current: &MetadataImage,
+    pending: &mut PendingImage,
+    response: FetchMetadataResponse,
+) -> Next {
+    let held = pending.take();
     if let Some(mut image) = response.image {
+        if let Some(after) = &response.image_continues_after {
+            match held {
+                Some(mut whole)
+                    if whole.last_applied_offset == image.last_applied_offset
+                        && whole.topics.keys().next_back() == Some(after) =>
+                {
+                    whole.topics.append(&mut image.topics);
+                    whole.topic_names_by_id.extend(image.topic_names_by_id);
+                    image.topics = whole.topics;
+                    image.topic_names_by_id = whole.topic_names_by_id;
+                }
+                _ => {
+                    tracing::debug!(
+                        offset = image.last_applied_offset,
+                        "a part of an image does not continue the parts held; starting over"
+                    );
+                    return Next::NeedImage;
+                }
+            }
+        }
         image.controller_id = response.controller_id;
+        if response.image_incomplete {
+            *pending = Some(image);
+            return Next::MoreParts;
+        }
         return Next::Image(image);
     }
     if response.offset < current.last_applied_offset {
@@ -711,6 +909,7 @@ async fn follow(inner: Arc<ObserverInner>) {
     let mut next_bootstrap = 0usize;
     let mut next_probe = 0usize;
     let mut full_image = false;
+    let mut pending: PendingImage = None;
     let mut probe = false;
     let mut failures = 0u64;
     loop {
@@ -739,6 +938,7 @@ async fn follow(inner: Arc<ObserverInner>) {
             known_controller,
             max_wait_ms: max_wait.as_millis() as u64,
             full_image,
+            image_after: continuation(&pending),
         };
         let client = client_for(&inner.transport, inner.node_id, slot, &target);
         let answer = client
@@ -778,7 +978,7 @@ async fn follow(inner: Arc<ObserverInner>) {
                 if probing {
                     // Only a voter ahead of this node knows better.
                     if newer {
-                        full_image = !inner.take(response);
+                        full_image = !inner.take(&mut pending, response);
                         if leader.is_some() {
                             inner.set_leader(leader);
                         }
@@ -801,7 +1001,7 @@ async fn follow(inner: Arc<ObserverInner>) {
                     tokio::time::sleep(FETCH_RETRY_BACKOFF).await;
                     continue;
                 }
-                full_image = !inner.take(response);
+                full_image = !inner.take(&mut pending, response);
                 if leader.is_none() {
                     // The voter knows no leader: ask the next one.
                     inner.forget_leader(&target);
@@ -872,12 +1072,13 @@ mod tests {
             known_controller: Some(1),
             max_wait_ms: 0,
             full_image: false,
+            image_after: None,
         }
     }
 
     /// A voter that applied a blank entry at 1 and topics t2..=t`last` at
     /// 2..=`last`, keeping the last `capacity` entries.
-    fn voter_at(last: u64, capacity: usize) -> (MetadataImage, RecentBatches) {
+    fn voter_at(last: u64, capacity: usize) -> (Arc<MetadataImage>, RecentBatches) {
         let recent = RecentBatches::new(capacity);
         let mut image = MetadataImage::new("c");
         image.controller_id = Some(1);
@@ -891,10 +1092,10 @@ mod tests {
             image.last_applied_offset = offset;
             recent.push(offset, records);
         }
-        (image, recent)
+        (Arc::new(image), recent)
     }
 
-    fn voter(capacity: usize) -> (MetadataImage, RecentBatches) {
+    fn voter(capacity: usize) -> (Arc<MetadataImage>, RecentBatches) {
         voter_at(5, capacity)
     }
 
@@ -914,10 +1115,11 @@ mod tests {
                 &recent,
                 &request(observer.last_applied_offset),
                 2 * one_entry + 2,
+                MAX_ANSWER_IMAGE_BYTES,
             );
             assert!(answered.batches.len() <= 2, "{answered:?}");
             assert_eq!(answered.offset, answered.batches.last().unwrap().0);
-            match next_image(&observer, answered) {
+            match next_image(&observer, &mut None, answered) {
                 Next::Image(next) => observer = next,
                 other => panic!("{other:?}"),
             }
@@ -925,7 +1127,120 @@ mod tests {
         }
         assert_eq!(answers, 4);
         observer.cluster_id = image.cluster_id.clone();
-        assert_eq!(observer, image);
+        assert_eq!(observer, *image);
+    }
+
+    /// An image larger than the part budget goes in parts, each under the
+    /// budget and each continuing after the last topic held, all from the
+    /// image the voter pinned with the first part even when its own image
+    /// moved on meanwhile; the observer publishes it only once it holds
+    /// every part, equal to the voter's.
+    #[test]
+    fn an_image_larger_than_an_answer_is_sent_in_parts() {
+        let (image, recent) = voter_at(40, 0);
+        let (moved_on, _) = voter_at(41, 0);
+        let one_topic = json_len(&image.topics["t2"]);
+        // Five topics of names one character longer than "t2".
+        let budget = 5 * one_topic + 5;
+        assert!(json_len(&*image) > 4 * budget, "several parts");
+        let observer = MetadataImage::new("c");
+        let mut pending = None;
+        let mut parts = 0;
+        let whole = loop {
+            let ask = FetchMetadataRequest {
+                image_after: continuation(&pending),
+                ..request(0)
+            };
+            // After the first part the voter applies another entry.
+            let current = if parts == 0 { &image } else { &moved_on };
+            let answered = answer_within(current, &recent, &ask, usize::MAX, budget);
+            let part = answered.image.as_ref().expect("an image part");
+            let bytes: usize = part.topics.values().map(json_len).sum();
+            assert!(bytes <= budget, "{bytes} bytes of topics");
+            assert!(part.topics.len() <= 5, "{} topics", part.topics.len());
+            assert_eq!(answered.offset, 40);
+            assert_eq!(
+                answered.image_continues_after,
+                ask.image_after.map(|(_, name)| name)
+            );
+            parts += 1;
+            match next_image(&observer, &mut pending, answered) {
+                Next::MoreParts => assert!(pending.is_some()),
+                Next::Image(whole) => break whole,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(parts, 8, "39 topics in parts of at most 5");
+        assert!(pending.is_none());
+        assert_eq!(whole, *image);
+    }
+
+    /// A continuation of an image the voter no longer pins gets the first
+    /// part of its current image, which the observer takes as a new start;
+    /// a part that does not continue the parts held (another topic, another
+    /// image) drops them and asks for the whole image.
+    #[test]
+    fn parts_that_do_not_continue_start_over() {
+        let (image, recent) = voter_at(40, 0);
+        let budget = 5 * json_len(&image.topics["t2"]) + 5;
+        let observer = MetadataImage::new("c");
+        let mut pending = None;
+        let first = answer_within(&image, &recent, &request(0), usize::MAX, budget);
+        assert!(first.image_incomplete);
+        assert_eq!(next_image(&observer, &mut pending, first), Next::MoreParts);
+        let held = continuation(&pending).expect("a part held");
+
+        // The voter starts sending PINNED_IMAGES newer images in parts:
+        // the one at 40 is dropped.
+        let mut newest = image.clone();
+        for last in 41..41 + PINNED_IMAGES as u64 {
+            newest = voter_at(last, 0).0;
+            assert!(
+                answer_within(&newest, &recent, &request(0), usize::MAX, budget).image_incomplete
+            );
+        }
+        let ask = FetchMetadataRequest {
+            image_after: Some(held.clone()),
+            ..request(0)
+        };
+        let restart = answer_within(&newest, &recent, &ask, usize::MAX, budget);
+        assert_eq!(restart.image_continues_after, None);
+        assert_eq!(restart.offset, newest.last_applied_offset);
+        assert_eq!(
+            next_image(&observer, &mut pending, restart),
+            Next::MoreParts
+        );
+        assert_eq!(
+            pending.as_ref().map(|p| p.last_applied_offset),
+            Some(newest.last_applied_offset),
+            "the new image replaces the parts held"
+        );
+
+        // A part after a topic the observer does not hold last.
+        let stray = FetchMetadataResponse {
+            offset: newest.last_applied_offset,
+            image: Some(image_part(&newest, Some("t99"), budget).0),
+            image_continues_after: Some("t99".into()),
+            image_incomplete: true,
+            ..FetchMetadataResponse::default()
+        };
+        assert_eq!(next_image(&observer, &mut pending, stray), Next::NeedImage);
+        assert!(pending.is_none());
+
+        // A part of another image after the right topic.
+        let mut pending = None;
+        let first = answer_within(&image, &recent, &request(0), usize::MAX, budget);
+        assert_eq!(next_image(&observer, &mut pending, first), Next::MoreParts);
+        let (_, after) = continuation(&pending).unwrap();
+        let other = FetchMetadataResponse {
+            offset: newest.last_applied_offset,
+            image: Some(image_part(&newest, Some(&after), budget).0),
+            image_continues_after: Some(after),
+            image_incomplete: false,
+            ..FetchMetadataResponse::default()
+        };
+        assert_eq!(next_image(&observer, &mut pending, other), Next::NeedImage);
+        assert!(pending.is_none());
     }
 
     #[test]
@@ -946,14 +1261,14 @@ mod tests {
             full_image: true,
             ..request(2)
         };
-        assert_eq!(answer(&image, &recent, &full).image.as_ref(), Some(&image));
+        assert_eq!(answer(&image, &recent, &full).image.as_ref(), Some(&*image));
 
         // Entries before the last 2 are gone (as a compacted log): the
         // snapshot path.
         let (image, recent) = voter(2);
         let answered = answer(&image, &recent, &request(2));
         assert!(answered.batches.is_empty());
-        assert_eq!(answered.image.as_ref(), Some(&image));
+        assert_eq!(answered.image.as_ref(), Some(&*image));
         assert_eq!(answer(&image, &recent, &request(3)).batches.len(), 2);
         // A snapshot installed on the voter forgets them all.
         recent.clear();
@@ -964,12 +1279,12 @@ mod tests {
     fn an_observer_replays_records_to_the_voters_image_and_ignores_older_answers() {
         let (voter_image, recent) = voter(10);
         // From nothing, and from offset 3 (the image a voter had there).
-        for mine in [MetadataImage::new("c"), voter_at(3, 0).0] {
+        for mine in [MetadataImage::new("c"), (*voter_at(3, 0).0).clone()] {
             let after = mine.last_applied_offset;
             let response = answer(&voter_image, &recent, &request(after));
             assert!(response.image.is_none(), "records, not the image");
-            match next_image(&mine, response) {
-                Next::Image(image) => assert_eq!(image, voter_image, "after {after}"),
+            match next_image(&mine, &mut None, response) {
+                Next::Image(image) => assert_eq!(image, *voter_image, "after {after}"),
                 other => panic!("after {after}: {other:?}"),
             }
         }
@@ -979,19 +1294,22 @@ mod tests {
             controller_id: Some(2),
             ..FetchMetadataResponse::default()
         };
-        assert_eq!(next_image(&voter_image, stale), Next::Unchanged);
+        assert_eq!(next_image(&voter_image, &mut None, stale), Next::Unchanged);
         // A gap, or a record that does not replay: ask for the image.
         let gap = FetchMetadataResponse {
             offset: 7,
             batches: vec![(7, vec![])],
             ..FetchMetadataResponse::default()
         };
-        assert_eq!(next_image(&voter_image, gap), Next::NeedImage);
+        assert_eq!(next_image(&voter_image, &mut None, gap), Next::NeedImage);
         let duplicate = FetchMetadataResponse {
             offset: 6,
             batches: vec![(6, topic("t2", 2))],
             ..FetchMetadataResponse::default()
         };
-        assert_eq!(next_image(&voter_image, duplicate), Next::NeedImage);
+        assert_eq!(
+            next_image(&voter_image, &mut None, duplicate),
+            Next::NeedImage
+        );
     }
 }

@@ -389,6 +389,24 @@ impl OffsetIndex {
             None => (base, 0),
         }
     }
+
+    /// [`OffsetIndex::lookup`] among the entries whose position is also
+    /// `<= max_position` (bytes): the largest entry with offset `<= target`
+    /// and position `<= max_position`, as `(absolute offset, position)`;
+    /// `(base_offset, 0)` when there is none. Both columns increase, so this
+    /// is one binary search (Kafka's `largestLowerBoundSlotFor` over keys
+    /// and values, as `OffsetIndex.fetchUpperBoundOffset` uses it). A fetch
+    /// uses it to jump to the last batch boundary within its byte limit.
+    pub fn lookup_within(&self, target: i64, max_position: u64) -> (i64, u32) {
+        let base = self.base_offset;
+        let idx = self.entries.partition_point(|e| {
+            base + e.relative_offset as i64 <= target && u64::from(e.position) <= max_position
+        });
+        match idx.checked_sub(1).map(|i| self.entries[i]) {
+            Some(e) => (base + e.relative_offset as i64, e.position),
+            None => (base, 0),
+        }
+    }
 }
 
 impl TimeIndex {
@@ -499,6 +517,24 @@ mod tests {
         let (reopened, valid) = open_offset(dir.path(), 1 << 20, 200_000);
         assert!(valid);
         assert_eq!(reopened.entries(), idx.entries());
+    }
+
+    #[test]
+    fn lookup_within_also_bounds_the_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut idx, _) = open_offset(dir.path(), 1 << 20, 0);
+        for i in 1..=1000u32 {
+            idx.append(100 + 10 * i as i64, i * 100);
+        }
+        assert_eq!(idx.lookup_within(5555, u64::MAX), idx.lookup(5555));
+        // The position bound wins: entry 550 (offset 5600) is too far.
+        assert_eq!(idx.lookup_within(5555, 3_050), (400, 3_000));
+        assert_eq!(idx.lookup_within(5555, 3_000), (400, 3_000));
+        // The offset bound wins.
+        assert_eq!(idx.lookup_within(419, 3_000), (400, 3_000));
+        assert_eq!(idx.lookup_within(410, 10_000), (410, 3_100));
+        assert_eq!(idx.lookup_within(109, 10_000), (100, 0));
+        assert_eq!(idx.lookup_within(5555, 99), (100, 0));
     }
 
     #[test]

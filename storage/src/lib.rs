@@ -38,6 +38,7 @@ pub mod producer_state;
 pub mod segment;
 #[cfg(test)]
 mod testutil;
+pub mod write_behind;
 
 pub use batch::RecordBatchHeader;
 pub use error::StorageError;
@@ -47,8 +48,8 @@ pub use leader_epoch::LeaderEpochCache;
 pub use log::cleaner::{CleanerConfig, CleanerError, CleanerStats};
 pub use log::retention::SegmentDeletion;
 pub use log::{
-    CleanupPolicy, FetchDataInfo, Log, LogAppendInfo, LogConfig, LogOffsetMetadata, PendingFlush,
-    SegmentPosition, TimestampType,
+    CleanupPolicy, DeferredSnapshotWrite, FetchDataInfo, Log, LogAppendInfo, LogConfig,
+    LogOffsetMetadata, PendingFlush, SegmentPosition, TimestampType,
 };
 pub use log_manager::{
     format_log_dir, is_kafka_uuid, random_kafka_uuid, read_meta_properties, FormatOutcome,

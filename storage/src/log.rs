@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -256,6 +256,9 @@ pub struct PendingFlush {
     /// What of a new log's creation this flush syncs (see
     /// `Log::unsynced_creation`).
     creation: UnsyncedCreation,
+    /// The producer snapshot a roll deferred, written (synced and renamed
+    /// into place) after `files` and before the directories are synced.
+    snapshot: Option<DeferredSnapshot>,
     /// The active segment's `.log` when it is among `files` (its index
     /// there) and its written end (see [`LogSegment::written_end`]), read
     /// just before that file's fdatasync.
@@ -318,8 +321,38 @@ impl PendingFlush {
         if let Some((tmp, path)) = &self.publish {
             checkpoint::publish_tmp(&*self.fs, tmp, path)?;
         }
+        if let Some(snapshot) = &self.snapshot {
+            snapshot.write()?;
+        }
         for dir in &self.dirs {
             checkpoint::sync_dir(&*self.fs, dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// A producer snapshot a segment roll took and did not write (see
+/// [`Log::deferred_snapshot`]): cloned out of the log's lock and written
+/// on a blocking thread.
+#[derive(Clone, Debug)]
+pub struct DeferredSnapshotWrite(DeferredSnapshot);
+
+impl DeferredSnapshotWrite {
+    /// The log end offset the snapshot describes (its file name).
+    pub fn offset(&self) -> i64 {
+        self.0.offset()
+    }
+
+    /// Writes `<offset>.snapshot` durably: a temporary file, fdatasynced,
+    /// renamed into place, then the partition directory fsynced. Blocking;
+    /// call it without the log's lock. Writes nothing when a truncation
+    /// invalidated the snapshot meanwhile.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] naming the file or directory that failed.
+    pub fn write(&self) -> Result<(), StorageError> {
+        if self.0.write()? {
+            checkpoint::sync_dir(&*self.0.fs(), self.0.dir())?;
         }
         Ok(())
     }
@@ -371,6 +404,12 @@ pub struct Log {
     /// How many segments [`Log::open`] re-validated (recovery or a rebuilt
     /// index).
     recovered_segments: usize,
+    /// The producer snapshot the last roll took, not yet durable (see
+    /// [`deferred_snapshot`]).
+    deferred_snapshot: Option<DeferredSnapshot>,
+    /// Truncation generation: a truncation bumps it, invalidating
+    /// deferred snapshots a flush under way still holds.
+    snapshot_generation: Arc<Mutex<u64>>,
 }
 
 /// The directory name of a partition: `<topic>-<partition>`.
@@ -676,6 +715,8 @@ impl Log {
             flush_failed: Arc::new(AtomicBool::new(false)),
             deleted: false,
             recovered_segments,
+            deferred_snapshot: None,
+            snapshot_generation: Arc::new(Mutex::new(0)),
         };
         log.rebuild_producer_state()?;
         log.topic_id = log.read_partition_metadata()?;
@@ -729,8 +770,10 @@ impl Log {
     }
 
     /// Writes the producer state as `<log end offset>.snapshot` (Kafka's
-    /// `ProducerStateManager.takeSnapshot`; done at segment roll and clean
-    /// shutdown) and deletes snapshots below the first segment's base
+    /// `ProducerStateManager.takeSnapshot`; done at clean shutdown, while a
+    /// segment roll only takes it and leaves the write to the next flush,
+    /// see [`Log::deferred_snapshot`]), forgets a deferred snapshot it
+    /// supersedes, and deletes snapshots below the first segment's base
     /// offset, whose batches are gone. As Kafka ("if not a new offset, then
     /// it is not worth taking another snapshot"), nothing is written when
     /// the log end offset is not past the newest snapshot (0 when there is
@@ -749,6 +792,16 @@ impl Log {
             self.producer_state
                 .write_snapshot(&*self.fs, &self.dir, self.log_end_offset)?;
         }
+        // A snapshot at the log end offset supersedes a deferred one (at
+        // or below it).
+        self.deferred_snapshot = None;
+        self.delete_snapshots_below_first_segment(snapshots)
+    }
+
+    fn delete_snapshots_below_first_segment(
+        &self,
+        snapshots: Vec<(i64, PathBuf)>,
+    ) -> Result<(), StorageError> {
         let first_base = self.segments.keys().next().copied().unwrap_or(0);
         for (offset, path) in snapshots {
             if offset < first_base {
@@ -756,6 +809,75 @@ impl Log {
             }
         }
         Ok(())
+    }
+
+    /// Takes the producer snapshot of a roll without writing it (Kafka's
+    /// `takeSnapshot(sync = false)`): encoded now, written by the next
+    /// flush or before retention deletes a segment (see
+    /// [`deferred_snapshot`]). As [`Log::write_producer_snapshot`], nothing
+    /// is taken unless the log end offset is past the newest snapshot.
+    fn defer_producer_snapshot(&mut self) -> Result<(), StorageError> {
+        let snapshots = producer_state::list_snapshots(&self.dir)?;
+        let newest = snapshots
+            .iter()
+            .map(|(offset, _)| *offset)
+            .chain(
+                self.deferred_snapshot
+                    .as_ref()
+                    .map(DeferredSnapshot::offset),
+            )
+            .max();
+        if self.log_end_offset > newest.unwrap_or(0) {
+            self.deferred_snapshot = Some(DeferredSnapshot::new(
+                self.fs.clone(),
+                &self.dir,
+                self.log_end_offset,
+                self.producer_state.encode_snapshot(),
+                self.snapshot_generation.clone(),
+            ));
+        }
+        self.delete_snapshots_below_first_segment(snapshots)
+    }
+
+    /// The producer snapshot a roll took that is not durable yet, for a
+    /// caller that writes it off the log's lock
+    /// ([`DeferredSnapshotWrite::write`]) and then reports it with
+    /// [`Log::deferred_snapshot_written`].
+    pub fn deferred_snapshot(&self) -> Option<DeferredSnapshotWrite> {
+        self.deferred_snapshot.clone().map(DeferredSnapshotWrite)
+    }
+
+    /// Forgets the deferred producer snapshot once `written` (the same
+    /// snapshot) is durable.
+    pub fn deferred_snapshot_written(&mut self, written: &DeferredSnapshotWrite) {
+        if self
+            .deferred_snapshot
+            .as_ref()
+            .is_some_and(|d| d.same_as(&written.0))
+        {
+            self.deferred_snapshot = None;
+        }
+    }
+
+    /// Writes the deferred producer snapshot now, under the lock (the
+    /// safety net of retention, which must not delete the segments a
+    /// snapshot that is not durable yet replaces).
+    pub(crate) fn write_deferred_snapshot(&mut self) -> Result<(), StorageError> {
+        let Some(snapshot) = self.deferred_snapshot.clone() else {
+            return Ok(());
+        };
+        snapshot.write()?;
+        checkpoint::sync_dir(&*self.fs, &self.dir)?;
+        self.deferred_snapshot = None;
+        Ok(())
+    }
+
+    /// Drops the deferred producer snapshot and invalidates any copy a
+    /// flush under way holds: a truncation changes the batches it
+    /// describes.
+    pub(crate) fn invalidate_deferred_snapshot(&mut self) {
+        self.deferred_snapshot = None;
+        DeferredSnapshot::invalidate_all(&self.snapshot_generation);
     }
 
     /// The idempotent producers' state (KIP-98).
@@ -1150,6 +1272,9 @@ impl Log {
     /// makes its name durable) and lose the old one's unsynced tail, a hole
     /// below the log end offset that recovery cannot see (the replication
     /// simulation found it). Only the newest segment can then lose a tail.
+    /// The producer snapshot at `base_offset` is taken but not written
+    /// (see [`Log::deferred_snapshot`]), and the new segment's directory
+    /// entry is left to the next flush's directory fsync.
     fn roll_at(&mut self, base_offset: i64) -> Result<(), StorageError> {
         let active = self.active_segment()?;
         if active.size() == 0 {
@@ -1159,7 +1284,7 @@ impl Log {
         active.sync_log_file()?;
         tracing::debug!(dir = %self.dir.display(), base_offset, "rolling new log segment");
         self.create_segment(base_offset)?;
-        self.write_producer_snapshot()
+        self.defer_producer_snapshot()
     }
 
     /// Reads whole batches for a fetch at `fetch_offset`: from the first batch
@@ -1351,7 +1476,8 @@ impl Log {
             }
         }
         let mut dirs = Vec::new();
-        if std::mem::take(&mut self.dir_dirty) {
+        let snapshot = self.deferred_snapshot.clone();
+        if std::mem::take(&mut self.dir_dirty) || snapshot.is_some() {
             dirs.push(self.dir.clone());
         }
         if let Some(log_dir) = self.dir.parent().filter(|_| creation.log_dir_entry) {
@@ -1363,6 +1489,7 @@ impl Log {
             publish,
             dirs,
             creation,
+            snapshot,
             active,
             recovery_point: AtomicI64::new(self.log_end_offset),
             failed: self.flush_failed.clone(),
@@ -1385,6 +1512,11 @@ impl Log {
         }
         if flushed.creation.partition_metadata {
             self.unsynced_creation.partition_metadata = false;
+        }
+        if let (Some(written), Some(deferred)) = (&flushed.snapshot, &self.deferred_snapshot) {
+            if deferred.same_as(written) {
+                self.deferred_snapshot = None;
+            }
         }
         let target = flushed.recovery_point().min(self.log_end_offset);
         self.recovery_point = self.recovery_point.max(target);
@@ -1654,6 +1786,8 @@ impl Log {
 }
 
 pub mod cleaner;
+mod deferred_snapshot;
+use deferred_snapshot::DeferredSnapshot;
 #[cfg(test)]
 mod fault_tests;
 #[cfg(test)]
@@ -1665,6 +1799,8 @@ mod offset_metadata;
 pub use offset_metadata::{LogOffsetMetadata, SegmentPosition};
 #[cfg(test)]
 mod producer_tests;
+#[cfg(test)]
+mod read_tests;
 pub mod retention;
 #[cfg(test)]
 mod tests;

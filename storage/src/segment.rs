@@ -29,6 +29,7 @@ use crate::file_cache::{CachedFile, FileCache, SyncMark};
 use crate::fs::{remove_if_exists, FileSystem};
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::leader_epoch::LeaderEpochCache;
+use crate::write_behind;
 
 /// Suffix of segment data files.
 pub const LOG_FILE_SUFFIX: &str = ".log";
@@ -135,6 +136,9 @@ pub struct LogSegment {
     /// [`crate::PendingFlush`] reads it just before its fdatasync, which
     /// then covers every offset below it (see [`LogSegment::written_end`]).
     written_end: Arc<AtomicI64>,
+    /// The byte position up to which writeback of the `.log` file was
+    /// started or is not owed (see [`crate::write_behind`]).
+    writeback_started: u64,
     /// The indexes changed since they were last synced (lags `dirty` for
     /// the active segment, whose indexes are synced once it is inactive).
     indexes_dirty: bool,
@@ -262,6 +266,7 @@ impl LogSegment {
             offset_of_max_timestamp,
             dirty: create,
             written_end: Arc::new(AtomicI64::new(base_offset)),
+            writeback_started: size,
             indexes_dirty: create,
             created_ms: wall_clock_ms(),
             first_batch_timestamp: (size == 0).then_some(-1),
@@ -351,10 +356,7 @@ impl LogSegment {
         let first = match self.first_batch_timestamp {
             Some(ts) => ts,
             None => {
-                let ts = self
-                    .scanner()?
-                    .header_at(0)?
-                    .map_or(-1, |h| h.max_timestamp);
+                let ts = self.headers().header_at(0)?.map_or(-1, |h| h.max_timestamp);
                 self.first_batch_timestamp = Some(ts);
                 ts
             }
@@ -381,6 +383,7 @@ impl LogSegment {
     ) -> Result<(), StorageError> {
         let start = self.size;
         self.write_batches(bufs, total, batches)?;
+        self.maybe_write_behind();
         let remembered = batches.len().saturating_sub(RECENT_BATCH_ENDS);
         let mut end = start;
         for (i, b) in batches.iter().enumerate() {
@@ -397,6 +400,27 @@ impl LogSegment {
             self.recent_batch_ends.push_back((next, end as u32));
         }
         Ok(())
+    }
+
+    /// Hands the pages written since the last write-behind to the
+    /// write-behind thread once [`write_behind::WRITE_BEHIND_BYTES`] of them
+    /// have accumulated.
+    fn maybe_write_behind(&mut self) {
+        let Some((offset, len)) = write_behind::due_range(self.writeback_started, self.size) else {
+            return;
+        };
+        // Open: a write just pinned it in the file cache.
+        let Ok(file) = self.file() else {
+            return;
+        };
+        self.writeback_started = offset + len;
+        write_behind::submit(write_behind::Writeback {
+            fs: self.fs.clone(),
+            file,
+            path: self.log_path.clone(),
+            offset,
+            len,
+        });
     }
 
     /// Where `offset` begins in this segment when known without reading the
@@ -541,8 +565,7 @@ impl LogSegment {
         Ok(())
     }
 
-    /// Reads the batch header at `position`, or `None` when fewer than 61
-    /// bytes remain before `end`.
+    /// A [`Scanner`] over the segment's valid bytes.
     fn scanner(&self) -> Result<Scanner<'_>, StorageError> {
         Ok(Scanner {
             file: self.file()?,
@@ -602,25 +625,115 @@ impl LogSegment {
         Ok((position == self.size).then_some(next_offset))
     }
 
-    /// Finds the batch holding `offset` (the first batch whose last offset is
-    /// `>= offset`), starting from the offset index. Returns its position and
-    /// header, or `None` if the segment ends first.
-    fn find_batch(&self, offset: i64) -> Result<Option<(u64, RecordBatchHeader)>, StorageError> {
-        let (_, start) = self.offset_index.lookup(offset);
-        let mut scanner = self.scanner()?;
-        let mut position = start as u64;
-        while let Some(header) = scanner.header_at(position)? {
+    /// A [`HeaderReader`] over the segment's valid bytes.
+    fn headers(&self) -> HeaderReader<'_> {
+        HeaderReader {
+            segment: self,
+            file: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The furthest batch boundary at or below `max_position` known without
+    /// reading the `.log` file such that every batch before it has a last
+    /// offset `< offset`: from the offset index (an entry `(o, p)` is a batch
+    /// at `p` whose last offset is `o`, so the batches before `p` end below
+    /// `o`), from the recent batch ends of the active segment, or the start
+    /// of the segment. Reading forward from it finds the batch holding
+    /// `offset`; every batch before it has a base offset `< offset` and ends
+    /// within `max_position`.
+    fn boundary_before(&self, offset: i64, max_position: u64) -> Boundary {
+        let (indexed, position) = self.offset_index.lookup_within(offset, max_position);
+        let mut best = Boundary {
+            position: u64::from(position),
+            base_at_least: self.base_offset,
+            last_at_least: indexed,
+        };
+        let base = self.base_offset;
+        let recent = self.recent_batch_ends.partition_point(|&(next, end)| {
+            base + i64::from(next) <= offset && u64::from(end) <= max_position
+        });
+        if let Some(&(next, end)) = recent
+            .checked_sub(1)
+            .and_then(|i| self.recent_batch_ends.get(i))
+        {
+            // The batch after an end starts at or above that end's next
+            // offset.
+            let next = base + i64::from(next);
+            let end = u64::from(end);
+            if end > best.position {
+                best = Boundary {
+                    position: end,
+                    base_at_least: next,
+                    last_at_least: next,
+                };
+            } else if end == best.position {
+                best.base_at_least = best.base_at_least.max(next);
+                best.last_at_least = best.last_at_least.max(next);
+            }
+        }
+        best
+    }
+
+    /// Where the batch holding `offset` (the first batch whose last offset
+    /// is `>= offset`) starts: from [`LogSegment::boundary_before`], then
+    /// batch headers only. `None` if the segment ends first.
+    fn find_start(
+        &self,
+        headers: &HeaderReader<'_>,
+        offset: i64,
+    ) -> Result<Option<Start>, StorageError> {
+        let known = self.boundary_before(offset, self.size);
+        if known.position >= self.size {
+            return Ok(None);
+        }
+        if known.last_at_least >= offset {
+            return Ok(Some(Start {
+                position: known.position,
+                header: None,
+                base_at_least: known.base_at_least,
+            }));
+        }
+        let mut position = known.position;
+        while let Some(header) = headers.header_at(position)? {
             if header.last_offset() >= offset {
-                return Ok(Some((position, header)));
+                return Ok(Some(Start {
+                    position,
+                    base_at_least: header.base_offset,
+                    header: Some(header),
+                }));
             }
             position += header.size_in_bytes() as u64;
         }
         Ok(None)
     }
 
+    /// Finds the batch holding `offset` (the first batch whose last offset is
+    /// `>= offset`), starting from the offset index and reading batch headers
+    /// only. Returns its position and header, or `None` if the segment ends
+    /// first.
+    fn find_batch(&self, offset: i64) -> Result<Option<(u64, RecordBatchHeader)>, StorageError> {
+        let headers = self.headers();
+        let Some(start) = self.find_start(&headers, offset)? else {
+            return Ok(None);
+        };
+        let header = match start.header {
+            Some(header) => header,
+            None => headers.require(start.position)?,
+        };
+        Ok(Some((start.position, header)))
+    }
+
     /// The region of whole batches to return for a fetch at `fetch_offset`
     /// (see [`crate::Log::read`]): `None` when the segment holds no batch
     /// with a last offset `>= fetch_offset`.
+    ///
+    /// Record bytes are never read: the region's start comes from
+    /// [`LogSegment::find_start`], its end from the furthest known boundary
+    /// within `max_bytes` whose batches all lie below `max_offset`
+    /// ([`LogSegment::boundary_before`]), then from the 61-byte headers of
+    /// the batches after it, one `pread` each, jumping by batch length (at
+    /// most about `index.interval.bytes` of batches). A tailing fetch whose
+    /// offset and high watermark are recent batch ends reads nothing.
     pub(crate) fn read(
         &self,
         fetch_offset: i64,
@@ -628,25 +741,64 @@ impl LogSegment {
         max_offset: i64,
         min_one_batch: bool,
     ) -> Result<Option<SegmentRead>, StorageError> {
-        let Some((position, first)) = self.find_batch(fetch_offset)? else {
+        let headers = self.headers();
+        let Some(start) = self.find_start(&headers, fetch_offset)? else {
             return Ok(None);
         };
-        let mut scanner = self.scanner()?;
-        let mut len = 0usize;
-        let mut header = Some(first);
-        while let Some(h) = header {
-            if h.base_offset >= max_offset {
+        let position = start.position;
+        let mut first = start.header;
+        let limit = position
+            .saturating_add(u64::try_from(max_bytes).unwrap_or(u64::MAX))
+            .min(self.size);
+        let known = self.boundary_before(max_offset, limit);
+        // `at` is a batch boundary: the batches in [position, at) are
+        // returned; the batch at `at` has a base offset >= `base_at_least`.
+        let (mut at, mut base_at_least) = match known.position.cmp(&position) {
+            std::cmp::Ordering::Greater => (known.position, known.base_at_least),
+            std::cmp::Ordering::Equal => (position, start.base_at_least.max(known.base_at_least)),
+            std::cmp::Ordering::Less => (position, start.base_at_least),
+        };
+        let mut below_max_offset = true;
+        loop {
+            if base_at_least >= max_offset {
+                below_max_offset = false;
                 break;
             }
-            let size = h.size_in_bytes();
-            if len + size > max_bytes {
-                if len == 0 && min_one_batch {
-                    len = size;
+            if at >= self.size || at + RECORD_BATCH_OVERHEAD as u64 > limit {
+                break;
+            }
+            let header = if at == position {
+                match first {
+                    Some(h) => h,
+                    None => *first.insert(headers.require(at)?),
                 }
+            } else {
+                match headers.header_at(at)? {
+                    Some(h) => h,
+                    None => break,
+                }
+            };
+            if header.base_offset >= max_offset {
+                below_max_offset = false;
                 break;
             }
-            len += size;
-            header = scanner.header_at(position + len as u64)?;
+            let end = at + header.size_in_bytes() as u64;
+            if end > limit {
+                break;
+            }
+            at = end;
+            base_at_least = header.next_offset();
+        }
+        let mut len = (at - position) as usize;
+        if len == 0 && min_one_batch && below_max_offset {
+            // KIP-74: the first batch goes whole even when over max_bytes.
+            let first = match first {
+                Some(h) => h,
+                None => headers.require(position)?,
+            };
+            if first.base_offset < max_offset {
+                len = first.size_in_bytes();
+            }
         }
         Ok(Some(SegmentRead { position, len }))
     }
@@ -661,10 +813,11 @@ impl LogSegment {
         min_offset: i64,
     ) -> Result<Option<SegmentRead>, StorageError> {
         let (_, indexed_offset) = self.time_index.lookup(timestamp);
-        let (_, start) = self.offset_index.lookup(indexed_offset.max(min_offset));
-        let mut scanner = self.scanner()?;
-        let mut position = start as u64;
-        while let Some(h) = scanner.header_at(position)? {
+        let headers = self.headers();
+        let mut position = self
+            .boundary_before(indexed_offset.max(min_offset), self.size)
+            .position;
+        while let Some(h) = headers.header_at(position)? {
             if h.max_timestamp >= timestamp && h.last_offset() >= min_offset {
                 return Ok(Some(SegmentRead {
                     position,
@@ -690,8 +843,7 @@ impl LogSegment {
     /// Reads a region of the `.log` file into memory.
     pub(crate) fn read_bytes(&self, region: SegmentRead) -> Result<Bytes, StorageError> {
         let mut buf = vec![0u8; region.len];
-        self.file()?
-            .read_exact_at(&mut buf, region.position)
+        pread(&*self.file()?, &mut buf, region.position)
             .map_err(|e| StorageError::io("pread", &self.log_path, e))?;
         Ok(Bytes::from(buf))
     }
@@ -814,7 +966,7 @@ impl LogSegment {
         let mut at = position;
         while at < self.size {
             let n = chunk.len().min((self.size - at) as usize);
-            file.read_exact_at(&mut chunk[..n], at)
+            pread(&file, &mut chunk[..n], at)
                 .map_err(|e| StorageError::io("pread", &self.log_path, e))?;
             self.write_all_vectored(&mut [IoSlice::new(&chunk[..n])], at)?;
             at += n as u64;
@@ -846,6 +998,7 @@ impl LogSegment {
             Some((position, _)) => {
                 self.set_len(position)?;
                 self.size = position;
+                self.writeback_started = self.writeback_started.min(position);
                 self.dirty = true;
                 self.indexes_dirty = true;
                 self.offset_index.truncate_to(offset);
@@ -1152,7 +1305,9 @@ impl SegmentSnapshot {
 
 /// Reads batch headers (and whole batches) of a segment file through a
 /// reusable buffer filled with `pread`, so a scan over small batches costs one
-/// syscall per 16 KiB rather than one per batch.
+/// syscall per 16 KiB rather than one per batch. For scans that need the
+/// record bytes or walk a whole segment (recovery, the cleaner, loading);
+/// reads for clients use [`HeaderReader`], which reads headers only.
 struct Scanner<'a> {
     file: Arc<File>,
     path: &'a Path,
@@ -1176,8 +1331,7 @@ impl Scanner<'_> {
         if !buffered {
             let want = (self.end - position).min(len.max(SCAN_CHUNK) as u64) as usize;
             self.buf.resize(want, 0);
-            self.file
-                .read_exact_at(&mut self.buf, position)
+            pread(&self.file, &mut self.buf, position)
                 .map_err(|e| StorageError::io("pread", self.path, e))?;
             self.buf_start = position;
         }
@@ -1189,16 +1343,118 @@ impl Scanner<'_> {
     fn header_at(&mut self, position: u64) -> Result<Option<RecordBatchHeader>, StorageError> {
         match self.bytes_at(position, RECORD_BATCH_OVERHEAD)? {
             None => Ok(None),
-            // A stored header that does not parse is damage on disk, not a
-            // bad produce request.
-            Some(bytes) => RecordBatchHeader::parse(bytes)
-                .map(Some)
-                .map_err(|e| match e {
-                    StorageError::InvalidRecord { reason } => StorageError::CorruptRecord {
-                        reason: format!("stored batch at position {position}: {reason}"),
-                    },
-                    other => other,
-                }),
+            Some(bytes) => parse_stored_header(bytes, position).map(Some),
         }
     }
+}
+
+/// Parses the header of a stored batch at `position`: one that does not
+/// parse is damage on disk ([`StorageError::CorruptRecord`]), not a bad
+/// produce request.
+fn parse_stored_header(bytes: &[u8], position: u64) -> Result<RecordBatchHeader, StorageError> {
+    RecordBatchHeader::parse(bytes).map_err(|e| match e {
+        StorageError::InvalidRecord { reason } => StorageError::CorruptRecord {
+            reason: format!("stored batch at position {position}: {reason}"),
+        },
+        other => other,
+    })
+}
+
+/// A batch boundary of a segment known without reading its `.log` file
+/// (see [`LogSegment::boundary_before`]).
+#[derive(Clone, Copy, Debug)]
+struct Boundary {
+    /// Byte position: the start of a batch, or the end of the segment.
+    position: u64,
+    /// No more than the base offset of the batch at `position`.
+    base_at_least: i64,
+    /// No more than the last offset of the batch at `position`.
+    last_at_least: i64,
+}
+
+/// Where a read begins (see [`LogSegment::find_start`]).
+#[derive(Clone, Copy, Debug)]
+struct Start {
+    /// Position of the batch holding the offset asked for.
+    position: u64,
+    /// Its header, when it had to be read to find the batch.
+    header: Option<RecordBatchHeader>,
+    /// No more than its base offset.
+    base_at_least: i64,
+}
+
+/// Reads single batch headers of a segment's valid bytes with one `pread`
+/// of [`RECORD_BATCH_OVERHEAD`] bytes each (Kafka's `FileLogInputStream`
+/// reads headers the same way): how the read path finds batch boundaries
+/// without reading record bytes into memory. The file is taken from the
+/// [`FileCache`] at the first read, so a read that needs no header opens
+/// nothing.
+struct HeaderReader<'a> {
+    segment: &'a LogSegment,
+    file: std::cell::OnceCell<Arc<File>>,
+}
+
+impl HeaderReader<'_> {
+    /// The batch header at `position`; `None` when fewer than 61 bytes
+    /// remain before the end of the segment's valid bytes.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the file cannot be opened or read;
+    /// [`StorageError::CorruptRecord`] if the header does not parse.
+    fn header_at(&self, position: u64) -> Result<Option<RecordBatchHeader>, StorageError> {
+        let segment = self.segment;
+        let fits = position
+            .checked_add(RECORD_BATCH_OVERHEAD as u64)
+            .is_some_and(|stop| stop <= segment.size);
+        if !fits {
+            return Ok(None);
+        }
+        let file = match self.file.get() {
+            Some(file) => file,
+            None => {
+                let file = segment.file()?;
+                self.file.get_or_init(|| file)
+            }
+        };
+        let mut buf = [0u8; RECORD_BATCH_OVERHEAD];
+        pread(file, &mut buf, position)
+            .map_err(|e| StorageError::io("pread", &segment.log_path, e))?;
+        parse_stored_header(&buf, position).map(Some)
+    }
+
+    /// The header of the batch known to start at `position`.
+    ///
+    /// # Errors
+    /// As [`HeaderReader::header_at`], and [`StorageError::CorruptRecord`]
+    /// when no header fits there.
+    fn require(&self, position: u64) -> Result<RecordBatchHeader, StorageError> {
+        self.header_at(position)?.ok_or_else(|| {
+            StorageError::corrupt(format!(
+                "{}: no batch header at position {position} (size {})",
+                self.segment.log_path.display(),
+                self.segment.size
+            ))
+        })
+    }
+}
+
+/// `pread` of exactly `buf.len()` bytes of a segment `.log` file at `at`;
+/// every read of a segment file goes through it (tests count the bytes).
+fn pread(file: &File, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+    #[cfg(test)]
+    BYTES_PREAD.with(|n| n.set(n.get() + buf.len() as u64));
+    file.read_exact_at(buf, at)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Bytes of segment `.log` files read on this thread (see [`pread`]).
+    static BYTES_PREAD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Bytes of segment `.log` files this thread has read with `pread` so far
+/// (tests: the read path must read headers only).
+#[cfg(test)]
+pub(crate) fn bytes_pread() -> u64 {
+    BYTES_PREAD.with(std::cell::Cell::get)
 }

@@ -1,4 +1,4 @@
-//! Fetch (key 1), v4-17, for consumers.
+//! Fetch (key 1), v4-17, for consumers and followers.
 //!
 //! - Whole batches are returned; a fetch offset inside a batch returns that
 //!   batch (case C02). Record bytes never pass through user space: storage
@@ -18,9 +18,13 @@
 //!   offsets and positions without reading the log, and the logs are read
 //!   once more only when it completes or `max_wait_ms` passes (case C08).
 //!   Errors and diverging epochs answer at once.
-//! - Fetch sessions (KIP-227) are not offered: the response always carries
-//!   session id 0, so clients send full fetches. A non-zero session id gets
-//!   FETCH_SESSION_ID_NOT_FOUND.
+//! - Fetch sessions (KIP-227, [`crate::fetch_session`]): a follower's full
+//!   fetch `(0, 0)` creates a session; its incremental fetches name only
+//!   what changed, every partition of the session is read (and the
+//!   follower's fetch recorded for each) and only partitions with records,
+//!   an error, a diverging epoch or a changed high watermark, last stable
+//!   offset or log start offset are answered. Consumers get session id 0
+//!   (no session) and keep sending full fetches.
 //! - v13+ names topics by id (KIP-516).
 //! - From a follower (`replica_id`, or `ReplicaState` from v15, KIP-903):
 //!   reads go up to the log end offset, not the high watermark; a
@@ -51,6 +55,9 @@ use weir_storage::{FileSlice, LogOffsetMetadata, StorageError};
 use crate::context::BrokerContext;
 use crate::dispatch::Response;
 use crate::error::storage_error_code;
+use crate::fetch_session::{
+    FetchContext, FetchManager, PartitionAnswer, PartitionKey, PartitionRequest, SessionRequest,
+};
 use crate::partition::{DelayedFetch, FetchIsolation, FetchPartitionStatus, Partition};
 use crate::replica_manager::ReplicaManager;
 use crate::replication::leader::FollowerFetch;
@@ -74,7 +81,8 @@ impl RecordsSource for FetchRecords {
 }
 
 struct Target {
-    topic: usize,
+    /// Index of the partition in the request's (or session's) list.
+    index: usize,
     partition_index: i32,
     fetch_offset: i64,
     partition_max_bytes: usize,
@@ -89,8 +97,9 @@ struct Target {
 /// The follower a Fetch comes from: `(replica_id, broker_epoch)`.
 type FollowerId = (i32, i64);
 
-/// Serves a Fetch request, parking it until `min_bytes` are available or
-/// `max_wait_ms` passes.
+/// Serves a Fetch request in its session context (KIP-227, see
+/// [`crate::fetch_session`]), parking it until `min_bytes` are available
+/// or `max_wait_ms` passes.
 pub async fn handle(
     ctx: &BrokerContext,
     version: i16,
@@ -98,69 +107,26 @@ pub async fn handle(
     request: FetchRequest,
 ) -> Response {
     let read_committed = request.isolation_level == 1;
-    let follower: Option<FollowerId> = if version >= 15 {
-        let state = &request.replica_state;
-        (state.replica_id.0 >= 0).then_some((state.replica_id.0, state.replica_epoch))
-    } else {
-        (request.replica_id.0 >= 0).then_some((request.replica_id.0, -1))
-    };
-    let mut topics: Vec<(StrBytes, Uuid)> = Vec::new();
-    let mut targets: Vec<Target> = Vec::new();
-    let session_error = if request.session_id != 0 {
-        Some(ResponseError::FetchSessionIdNotFound.code())
-    } else if request.session_epoch > 0 {
-        Some(ResponseError::InvalidFetchSessionEpoch.code())
-    } else {
-        None
-    };
+    let follower = follower_of(version, &request);
+    let uses_topic_ids = version >= 13;
+    let context = ctx.fetch_sessions.new_context(
+        session_request(version, &request, follower.is_some()),
+        crate::handlers::now_ms(),
+    );
     let image = ctx.metadata();
-    // Topic (name, or id from v13) to its index in `topics`, and
-    // (topic index, partition) to its index in `targets`.
-    let mut topic_index_of: HashMap<(StrBytes, Uuid), usize> = HashMap::new();
-    let mut target_index_of: HashMap<(usize, i32), usize> = HashMap::new();
-    for topic in &request.topics {
-        let (name, resolved): (String, Result<(), i16>) = if version >= 13 {
-            match image.topic_names_by_id.get(&topic.topic_id) {
-                Some(name) => (name.clone(), Ok(())),
-                None => (String::new(), Err(ResponseError::UnknownTopicId.code())),
-            }
+    let resolve = |key: &PartitionKey| -> Result<Arc<Partition>, i16> {
+        let name = if uses_topic_ids {
+            image
+                .topic_names_by_id
+                .get(&key.topic_id)
+                .ok_or(ResponseError::UnknownTopicId.code())?
+                .as_str()
         } else {
-            (topic.topic.to_string(), Ok(()))
+            key.topic.as_str()
         };
-        let key = if version >= 13 {
-            (StrBytes::default(), topic.topic_id)
-        } else {
-            (topic.topic.0.clone(), Uuid::nil())
-        };
-        let topic_index = *topic_index_of.entry(key).or_insert_with(|| {
-            topics.push((topic.topic.0.clone(), topic.topic_id));
-            topics.len() - 1
-        });
-        for p in &topic.partitions {
-            let resolved = resolved.and_then(|()| {
-                ctx.replica_manager
-                    .leader_partition(&name, p.partition, || ctx.metadata())
-            });
-            let index = *target_index_of
-                .entry((topic_index, p.partition))
-                .or_insert(targets.len());
-            let target = Target {
-                topic: topic_index,
-                partition_index: p.partition,
-                fetch_offset: p.fetch_offset,
-                partition_max_bytes: p.partition_max_bytes.max(0) as usize,
-                current_leader_epoch: p.current_leader_epoch,
-                last_fetched_epoch: p.last_fetched_epoch,
-                log_start_offset: p.log_start_offset,
-                resolved,
-            };
-            if index == targets.len() {
-                targets.push(target);
-            } else {
-                targets[index] = target;
-            }
-        }
-    }
+        ctx.replica_manager
+            .leader_partition(name, key.partition, || ctx.metadata())
+    };
 
     // Zero or negative limits still return the first batch (KIP-74).
     let max_bytes = request.max_bytes.min(ctx.config.fetch_max_bytes).max(0) as usize;
@@ -179,12 +145,165 @@ pub async fn handle(
         isolation,
         follower,
     };
-    let data = if session_error.is_some() {
-        reader.read_all(&targets, Pass::First).data
+    let served = serve(
+        &ctx.fetch_sessions,
+        &reader,
+        context,
+        resolve,
+        min_bytes,
+        deadline,
+    )
+    .await;
+    encode(version, correlation_id, served)
+}
+
+/// The follower a Fetch comes from (`ReplicaState` from v15, KIP-903;
+/// `replica_id` before), or `None` for a consumer.
+fn follower_of(version: i16, request: &FetchRequest) -> Option<FollowerId> {
+    if version >= 15 {
+        let state = &request.replica_state;
+        (state.replica_id.0 >= 0).then_some((state.replica_id.0, state.replica_epoch))
     } else {
-        fetch_messages(&reader, &targets, min_bytes, deadline).await
+        (request.replica_id.0 >= 0).then_some((request.replica_id.0, -1))
+    }
+}
+
+/// The request's session metadata and partitions.
+fn session_request(version: i16, request: &FetchRequest, is_follower: bool) -> SessionRequest {
+    let uses_topic_ids = version >= 13;
+    SessionRequest {
+        session_id: request.session_id,
+        epoch: request.session_epoch,
+        uses_topic_ids,
+        is_follower,
+        fetch_data: fetch_data(uses_topic_ids, request),
+        forgotten: forgotten(uses_topic_ids, request),
+    }
+}
+
+/// The request's partitions, each once: at the place it was first named,
+/// with what it was last named with (Kafka's `FetchRequest.fetchData`, a
+/// `LinkedHashMap`); by topic id from v13, by name before.
+fn fetch_data(
+    uses_topic_ids: bool,
+    request: &FetchRequest,
+) -> Vec<(PartitionKey, PartitionRequest)> {
+    let mut data: Vec<(PartitionKey, PartitionRequest)> = Vec::new();
+    let mut index_of: HashMap<PartitionKey, usize> = HashMap::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            let key = partition_key(uses_topic_ids, &topic.topic.0, topic.topic_id, p.partition);
+            let partition_request = PartitionRequest {
+                fetch_offset: p.fetch_offset,
+                log_start_offset: p.log_start_offset,
+                partition_max_bytes: p.partition_max_bytes,
+                current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: p.last_fetched_epoch,
+            };
+            match index_of.get(&key) {
+                Some(&i) => data[i].1 = partition_request,
+                None => {
+                    index_of.insert(key.clone(), data.len());
+                    data.push((key, partition_request));
+                }
+            }
+        }
+    }
+    data
+}
+
+/// `forgotten_topics_data` (v7+) as partition keys.
+fn forgotten(uses_topic_ids: bool, request: &FetchRequest) -> Vec<PartitionKey> {
+    request
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|&p| partition_key(uses_topic_ids, &t.topic.0, t.topic_id, p))
+        })
+        .collect()
+}
+
+fn partition_key(uses_topic_ids: bool, name: &StrBytes, id: Uuid, partition: i32) -> PartitionKey {
+    if uses_topic_ids {
+        PartitionKey {
+            topic_id: id,
+            topic: StrBytes::default(),
+            partition,
+        }
+    } else {
+        PartitionKey {
+            topic_id: Uuid::nil(),
+            topic: name.clone(),
+            partition,
+        }
+    }
+}
+
+/// A Fetch answered: the top-level error, the session id and the
+/// partitions sent, in order.
+struct Served {
+    error_code: i16,
+    session_id: i32,
+    partitions: Vec<(PartitionKey, PartitionData)>,
+}
+
+/// Reads the partitions of `context` (resolved by `resolve`) as Kafka's
+/// `ReplicaManager.fetchMessages` (parking included: an incremental fetch
+/// with nothing new parks on every partition of its session, as a full
+/// one does), then lets the session choose what is sent
+/// ([`FetchManager::update_and_generate`]).
+async fn serve(
+    sessions: &FetchManager,
+    reader: &Reader<'_>,
+    context: FetchContext,
+    resolve: impl Fn(&PartitionKey) -> Result<Arc<Partition>, i16>,
+    min_bytes: usize,
+    deadline: Instant,
+) -> Served {
+    let targets: Vec<Target> = context
+        .partitions()
+        .iter()
+        .enumerate()
+        .map(|(index, (key, r))| Target {
+            index,
+            partition_index: key.partition,
+            fetch_offset: r.fetch_offset,
+            partition_max_bytes: r.partition_max_bytes.max(0) as usize,
+            current_leader_epoch: r.current_leader_epoch,
+            last_fetched_epoch: r.last_fetched_epoch,
+            log_start_offset: r.log_start_offset,
+            resolved: resolve(key),
+        })
+        .collect();
+    let data = if targets.is_empty() {
+        Vec::new()
+    } else {
+        fetch_messages(reader, &targets, min_bytes, deadline).await
     };
-    encode(version, correlation_id, session_error, &topics, data)
+    let answers: Vec<PartitionAnswer> = data
+        .iter()
+        .map(|(_, p)| PartitionAnswer {
+            record_bytes: p.records.as_ref().map_or(0, |r| r.len()),
+            error_code: p.error_code,
+            high_watermark: p.high_watermark,
+            last_stable_offset: p.last_stable_offset,
+            log_start_offset: p.log_start_offset,
+            diverging_epoch: p.diverging_epoch.is_some(),
+        })
+        .collect();
+    let answer = sessions.update_and_generate(&context, &answers, crate::handlers::now_ms());
+    let partitions = data
+        .into_iter()
+        .zip(answer.keep)
+        .filter_map(|((index, p), keep)| keep.then(|| (context.partitions()[index].0.clone(), p)))
+        .collect();
+    Served {
+        error_code: answer.error_code,
+        session_id: answer.session_id,
+        partitions,
+    }
 }
 
 /// Kafka's `ReplicaManager.fetchMessages`: one read; answered at once with
@@ -239,7 +358,7 @@ enum Pass {
 
 /// What one read of a request's targets found.
 struct ReadResult {
-    /// Per target, its topic's index and partition data.
+    /// Per target, its index and partition data.
     data: Vec<(usize, PartitionData)>,
     /// Record bytes found.
     bytes: usize,
@@ -308,7 +427,7 @@ impl Reader<'_> {
             if pass == Pass::First {
                 result.positions.push(position);
             }
-            result.data.push((t.topic, data));
+            result.data.push((t.index, data));
         }
         result
     }
@@ -442,35 +561,31 @@ fn diverging_epoch(t: &Target, partition: &Partition) -> Result<Option<(i32, i64
     )
 }
 
-fn encode(
-    version: i16,
-    correlation_id: i32,
-    session_error: Option<i16>,
-    topics: &[(StrBytes, Uuid)],
-    data: Vec<(usize, PartitionData)>,
-) -> Response {
-    let mut responses: Vec<FetchTopicData<FetchRecords>> = topics
-        .iter()
-        .map(|(name, id)| FetchTopicData {
-            topic: name.clone(),
-            topic_id: *id,
-            partitions: Vec::new(),
-        })
-        .collect();
-    if session_error.is_none() {
-        for (topic, p) in data {
-            if p.error_code != 0 {
-                crate::metrics::record_error("Fetch", p.error_code);
-            }
-            responses[topic].partitions.push(p);
+/// Encodes `served`: its partitions grouped by topic, topics in the order
+/// first named.
+fn encode(version: i16, correlation_id: i32, served: Served) -> Response {
+    let mut responses: Vec<FetchTopicData<FetchRecords>> = Vec::new();
+    let mut topic_index_of: HashMap<(StrBytes, Uuid), usize> = HashMap::new();
+    for (key, p) in served.partitions {
+        if p.error_code != 0 {
+            crate::metrics::record_error("Fetch", p.error_code);
         }
-    } else {
-        responses.clear();
+        let topic = *topic_index_of
+            .entry((key.topic.clone(), key.topic_id))
+            .or_insert_with(|| {
+                responses.push(FetchTopicData {
+                    topic: key.topic,
+                    topic_id: key.topic_id,
+                    partitions: Vec::new(),
+                });
+                responses.len() - 1
+            });
+        responses[topic].partitions.push(p);
     }
     let response = FetchResponseData {
         throttle_time_ms: 0,
-        error_code: session_error.unwrap_or(0),
-        session_id: 0,
+        error_code: served.error_code,
+        session_id: served.session_id,
         responses,
     };
     match encode_fetch_response(version, correlation_id, response) {
@@ -515,7 +630,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, p)| Target {
-                topic: 0,
+                index: i,
                 partition_index: i as i32,
                 fetch_offset: 0,
                 partition_max_bytes: 1 << 20,
@@ -540,24 +655,8 @@ mod tests {
         let log_manager =
             LogManager::open(dir.path().join("logs"), 1, config.default_log_config()).unwrap();
         let replica_manager = ReplicaManager::new(1, config, log_manager);
-        let (partitions, mut targets) = targets(dir.path(), 1);
+        let (partitions, mut targets) = replicated(dir.path(), 1);
         let partition = &partitions[0];
-        let alive = std::collections::BTreeMap::from([(1, 1), (2, 1)]);
-        partition
-            .become_leader(
-                &crate::partition::Registration {
-                    local_broker_id: 1,
-                    replicas: &[1, 2],
-                    isr: &[1, 2],
-                    leader_epoch: 1,
-                    partition_epoch: 1,
-                    min_insync_replicas: 1,
-                    alive: &alive,
-                    max_lag_ms: 30_000,
-                },
-                0,
-            )
-            .unwrap();
         for value in ["a", "b", "c"] {
             partition
                 .append_records_as_leader(&batch(value), 1)
@@ -637,6 +736,254 @@ mod tests {
                 (1, 2 * small.len()),
                 (15, small.len())
             ]
+        );
+    }
+
+    /// `count` partitions led here with replicas 1 (this broker) and 2,
+    /// both in the ISR, for follower 2's fetches.
+    fn replicated(dir: &std::path::Path, count: i32) -> (Vec<Arc<Partition>>, Vec<Target>) {
+        let (partitions, targets) = targets(dir, count);
+        let alive = std::collections::BTreeMap::from([(1, 1), (2, 1)]);
+        for partition in &partitions {
+            partition
+                .become_leader(
+                    &crate::partition::Registration {
+                        local_broker_id: 1,
+                        replicas: &[1, 2],
+                        isr: &[1, 2],
+                        leader_epoch: 1,
+                        partition_epoch: 1,
+                        min_insync_replicas: 1,
+                        alive: &alive,
+                        max_lag_ms: 30_000,
+                    },
+                    0,
+                )
+                .unwrap();
+        }
+        (partitions, targets)
+    }
+
+    const TOPIC_ID: Uuid = Uuid::from_u128(0x5e55_1045);
+
+    /// A Fetch v17 from `replica_id` (-1: a consumer) in session
+    /// `(session_id, epoch)` naming `offsets` (partition, fetch offset) and
+    /// forgetting `forgotten`, all of topic [`TOPIC_ID`].
+    fn fetch_request(
+        replica_id: i32,
+        (session_id, epoch): (i32, i32),
+        offsets: &[(i32, i64)],
+        forgotten: &[i32],
+    ) -> FetchRequest {
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+        let mut request = FetchRequest::default();
+        request.replica_id = kafka_protocol::messages::BrokerId(-1);
+        request.replica_state.replica_id = kafka_protocol::messages::BrokerId(replica_id);
+        request.min_bytes = 1;
+        request.session_id = session_id;
+        request.session_epoch = epoch;
+        if !offsets.is_empty() {
+            let mut topic = FetchTopic::default();
+            topic.topic_id = TOPIC_ID;
+            for &(partition, fetch_offset) in offsets {
+                let mut p = FetchPartition::default();
+                p.partition = partition;
+                p.fetch_offset = fetch_offset;
+                p.current_leader_epoch = -1;
+                p.last_fetched_epoch = -1;
+                p.log_start_offset = 0;
+                p.partition_max_bytes = 1 << 20;
+                topic.partitions.push(p);
+            }
+            request.topics.push(topic);
+        }
+        if !forgotten.is_empty() {
+            let mut topic = ForgottenTopic::default();
+            topic.topic_id = TOPIC_ID;
+            topic.partitions = forgotten.to_vec();
+            request.forgotten_topics_data.push(topic);
+        }
+        request
+    }
+
+    /// Serves `request` as [`handle`] does at v17, against `partitions`
+    /// (partition index `i` is `partitions[i]`), waiting at most until
+    /// `deadline`.
+    async fn fetch_v17(
+        sessions: &FetchManager,
+        reader: &Reader<'_>,
+        partitions: &[Arc<Partition>],
+        request: &FetchRequest,
+        deadline: Instant,
+    ) -> Served {
+        let follower = follower_of(17, request);
+        assert_eq!(
+            follower, reader.follower,
+            "the reader is for another fetcher"
+        );
+        let context = sessions.new_context(
+            session_request(17, request, follower.is_some()),
+            crate::handlers::now_ms(),
+        );
+        let resolve = |key: &PartitionKey| -> Result<Arc<Partition>, i16> {
+            assert_eq!(key.topic_id, TOPIC_ID);
+            Ok(partitions[key.partition as usize].clone())
+        };
+        serve(sessions, reader, context, resolve, 1, deadline).await
+    }
+
+    /// The partitions answered, with their record bytes.
+    fn answered(served: &Served) -> Vec<(i32, usize)> {
+        served
+            .partitions
+            .iter()
+            .map(|(key, p)| (key.partition, p.records.as_ref().map_or(0, |r| r.len())))
+            .collect()
+    }
+
+    fn replica_manager(dir: &std::path::Path) -> ReplicaManager {
+        let config = BrokerConfig::default();
+        let log_manager =
+            LogManager::open(dir.join("logs"), 1, config.default_log_config()).unwrap();
+        ReplicaManager::new(1, config, log_manager)
+    }
+
+    /// KIP-227 for followers: a full fetch `(0, 0)` of 16 idle partitions
+    /// creates a session and answers all 16; the next incremental fetch,
+    /// naming nothing, answers none; after a record on partition 5 one
+    /// answers exactly partition 5 (read at the fetch offset the session
+    /// cached); a fetch naming partition 5 at its new offset (which raises
+    /// the high watermark) and forgetting partition 9 answers partition 5
+    /// without records, and partition 9 is no longer read.
+    #[tokio::test]
+    async fn incremental_follower_fetches_answer_only_partitions_with_news() {
+        let dir = tempfile::tempdir().unwrap();
+        let replica_manager = replica_manager(dir.path());
+        let (partitions, _) = replicated(dir.path(), 16);
+        let sessions = FetchManager::new(10);
+        let reader = Reader {
+            replica_manager: &replica_manager,
+            max_bytes: 1 << 20,
+            isolation: FetchIsolation::LogEnd,
+            follower: Some((2, -1)),
+        };
+        let all: Vec<(i32, i64)> = (0..16).map(|p| (p, 0)).collect();
+        let now = Instant::now;
+        let full = fetch_request(2, (0, 0), &all, &[]);
+        let served = fetch_v17(&sessions, &reader, &partitions, &full, now()).await;
+        assert_eq!(served.error_code, 0);
+        assert!(served.partitions.iter().all(|(_, p)| p.error_code == 0));
+        assert_ne!(
+            served.session_id, 0,
+            "a follower's full fetch creates a session"
+        );
+        assert_eq!(
+            answered(&served),
+            all.iter().map(|&(p, _)| (p, 0usize)).collect::<Vec<_>>()
+        );
+        let id = served.session_id;
+
+        let idle = fetch_request(2, (id, 1), &[], &[]);
+        let served = fetch_v17(&sessions, &reader, &partitions, &idle, now()).await;
+        assert_eq!((served.error_code, served.session_id), (0, id));
+        assert!(
+            answered(&served).is_empty(),
+            "idle partitions are not answered"
+        );
+
+        let record = batch("new");
+        partitions[5].append_records_as_leader(&record, 0).unwrap();
+        let idle = fetch_request(2, (id, 2), &[], &[]);
+        let served = fetch_v17(&sessions, &reader, &partitions, &idle, now()).await;
+        assert_eq!((served.error_code, served.session_id), (0, id));
+        assert_eq!(answered(&served), vec![(5, record.len())]);
+
+        let reads = |p: usize| partitions[p].reads();
+        let before = reads(9);
+        let moved = fetch_request(2, (id, 3), &[(5, 1)], &[9]);
+        let served = fetch_v17(&sessions, &reader, &partitions, &moved, now()).await;
+        assert_eq!((served.error_code, served.session_id), (0, id));
+        assert_eq!(
+            answered(&served),
+            vec![(5, 0)],
+            "only the high watermark moved"
+        );
+        assert_eq!(served.partitions[0].1.high_watermark, 1);
+        assert_eq!(reads(9), before, "a forgotten partition was read");
+
+        // A replayed epoch is refused and answers nothing.
+        let served = fetch_v17(&sessions, &reader, &partitions, &moved, now()).await;
+        assert_eq!(
+            (served.error_code, served.session_id),
+            (ResponseError::InvalidFetchSessionEpoch.code(), 0)
+        );
+        assert!(answered(&served).is_empty());
+    }
+
+    /// An incremental fetch with nothing new parks on every partition of
+    /// its session, as a full fetch does, and is answered by the one that
+    /// gets a record, with that partition only.
+    #[tokio::test]
+    async fn an_idle_incremental_fetch_parks_until_a_session_partition_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let replica_manager = replica_manager(dir.path());
+        let (partitions, _) = replicated(dir.path(), 8);
+        let sessions = FetchManager::new(10);
+        let reader = Reader {
+            replica_manager: &replica_manager,
+            max_bytes: 1 << 20,
+            isolation: FetchIsolation::LogEnd,
+            follower: Some((2, -1)),
+        };
+        let all: Vec<(i32, i64)> = (0..8).map(|p| (p, 0)).collect();
+        let full = fetch_request(2, (0, 0), &all, &[]);
+        let served = fetch_v17(&sessions, &reader, &partitions, &full, Instant::now()).await;
+        let id = served.session_id;
+        assert_ne!(id, 0);
+
+        let idle = fetch_request(2, (id, 1), &[], &[]);
+        let far = Instant::now() + Duration::from_secs(3600);
+        let fetch = fetch_v17(&sessions, &reader, &partitions, &idle, far);
+        tokio::pin!(fetch);
+        assert!(
+            futures::poll!(fetch.as_mut()).is_pending(),
+            "nothing new: parked"
+        );
+        let record = batch("late");
+        partitions[6].append_records_as_leader(&record, 0).unwrap();
+        let Poll::Ready(served) = futures::poll!(fetch.as_mut()) else {
+            panic!("a record on a session partition did not answer the parked fetch");
+        };
+        assert_eq!((served.error_code, served.session_id), (0, id));
+        assert_eq!(answered(&served), vec![(6, record.len())]);
+    }
+
+    /// A consumer's `(0, 0)` full fetch is answered with session id 0 and
+    /// every partition, and caches nothing: consumers keep full fetches.
+    #[tokio::test]
+    async fn a_consumers_full_fetch_still_gets_session_id_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let replica_manager = replica_manager(dir.path());
+        let (partitions, _) = targets(dir.path(), 3);
+        let sessions = FetchManager::new(10);
+        let reader = Reader {
+            replica_manager: &replica_manager,
+            max_bytes: 1 << 20,
+            isolation: FetchIsolation::HighWatermark,
+            follower: None,
+        };
+        let request = fetch_request(-1, (0, 0), &[(0, 0), (1, 0), (2, 0)], &[]);
+        let served = fetch_v17(&sessions, &reader, &partitions, &request, Instant::now()).await;
+        assert_eq!((served.error_code, served.session_id), (0, 0));
+        assert_eq!(answered(&served), vec![(0, 0), (1, 0), (2, 0)]);
+        assert!(served.partitions.iter().all(|(_, p)| p.error_code == 0));
+        assert!(sessions.is_empty());
+        // Without a session, an incremental fetch is FETCH_SESSION_ID_NOT_FOUND.
+        let request = fetch_request(-1, (0, 1), &[], &[]);
+        let served = fetch_v17(&sessions, &reader, &partitions, &request, Instant::now()).await;
+        assert_eq!(
+            served.error_code,
+            ResponseError::FetchSessionIdNotFound.code()
         );
     }
 }

@@ -171,7 +171,9 @@ mod tests {
             configs: Default::default(),
         };
         let mut image = MetadataImage::default();
-        image.topics.insert(OFFSETS_TOPIC.to_string(), topic);
+        image
+            .topics
+            .insert(OFFSETS_TOPIC.to_string(), std::sync::Arc::new(topic));
         image
     }
 

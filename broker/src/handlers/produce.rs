@@ -16,7 +16,9 @@
 //! 3. the appends, in the order the connection's requests arrived
 //!    ([`AppendOrder`]), then acks=-1 waits for the group-committed fsync
 //!    that covers them unless the topic has `write.caching`, and any produce
-//!    waits once `flush.messages` is reached.
+//!    waits once `flush.messages` is reached; acks=-1 then waits for the
+//!    high watermark (Kafka's DelayedProduce). Every partition of the
+//!    request waits at once.
 //!
 //! Uncompressed batches are validated by storage during the append (a scan
 //! of bytes already in memory). zstd needs v7+ (KIP-110).
@@ -259,10 +261,9 @@ pub async fn handle(
         }
     }
     turn.wait().await;
-    let mut durable_waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
-    // acks=all: (answer slot, partition, end offset, leader epoch) to wait
-    // for the high watermark (Kafka's DelayedProduce).
-    let mut replication_waits: Vec<(usize, usize, Arc<Partition>, i64, i32)> = Vec::new();
+    // Per appended partition that must wait before its answer: the answer
+    // slot and what to wait for.
+    let mut waits: Vec<((usize, usize), AckWait)> = Vec::new();
     for ((t, p), prepared) in slots {
         let r = &mut response.responses[t].partition_responses[p];
         let epoch = prepared.as_ref().map_or(-1, |p| p.partition.leader_epoch());
@@ -271,11 +272,19 @@ pub async fn handle(
                 r.base_offset = info.first_offset;
                 r.log_append_time_ms = info.log_append_time;
                 r.log_start_offset = partition.log_start_offset();
-                if partition.ack_requires_flush(acks, flush_due) {
-                    durable_waits.push((t, p, partition.clone(), info.last_offset + 1));
-                }
-                if acks == -1 {
-                    replication_waits.push((t, p, partition, info.last_offset + 1, epoch));
+                let durable = partition.ack_requires_flush(acks, flush_due);
+                if durable || acks == -1 {
+                    waits.push((
+                        (t, p),
+                        AckWait {
+                            partition,
+                            end_offset: info.last_offset + 1,
+                            durable,
+                            // acks=all: wait for the high watermark (Kafka's
+                            // DelayedProduce) in the epoch appended in.
+                            replicated_in_epoch: (acks == -1).then_some(epoch),
+                        },
+                    ));
                 }
             }
             Err(failure) => {
@@ -288,36 +297,85 @@ pub async fn handle(
         }
     }
     drop(turn);
-    for (t, p, partition, end_offset) in durable_waits {
-        if let Err(e) = partition.wait_durable(end_offset).await {
-            if matches!(e, StorageError::LogDeleted { .. }) {
-                tracing::debug!(topic_partition = ?partition.topic_partition(), "partition deleted before its produce was durable");
-            } else {
-                tracing::error!(topic_partition = ?partition.topic_partition(), error = %e, "fsync failed");
-            }
+    // Every partition waits at once (its flush and its followers run in
+    // parallel with the others'); Kafka's DelayedProduce times out
+    // `timeout_ms` after the appends.
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_millis(timeout_ms.max(0) as u64);
+    for ((t, p), outcome) in wait_for_acks(waits, deadline).await {
+        if let Err((code, message, keep_base_offset)) = outcome {
             let r = &mut response.responses[t].partition_responses[p];
-            r.error_code = storage_error_code(&e);
-            r.error_message = Some(str_bytes(e.to_string()));
-            r.base_offset = -1;
-        }
-    }
-    let timeout = std::time::Duration::from_millis(timeout_ms.max(0) as u64);
-    let deadline = tokio::time::Instant::now() + timeout;
-    for (t, p, partition, end_offset, epoch) in replication_waits {
-        let r = &mut response.responses[t].partition_responses[p];
-        if r.error_code != 0 {
-            continue;
-        }
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        if let Err(wait) = partition.wait_replicated(end_offset, epoch, left).await {
-            r.error_code = wait.code();
-            r.error_message = Some(str_bytes(wait.message().to_string()));
-            if wait != crate::partition::ReplicationWait::NotEnoughReplicasAfterAppend {
+            r.error_code = code;
+            r.error_message = Some(str_bytes(message));
+            if !keep_base_offset {
                 r.base_offset = -1;
             }
         }
     }
     response
+}
+
+/// Runs every partition's [`AckWait`] at once (scope 3 of issue 18: a
+/// request's partitions flush and replicate in parallel, each flush shared
+/// with every other waiter on that log); returns each slot with its
+/// outcome, in the order given.
+async fn wait_for_acks<T>(
+    waits: Vec<(T, AckWait)>,
+    deadline: tokio::time::Instant,
+) -> Vec<(T, Result<(), (i16, String, bool)>)> {
+    futures::future::join_all(
+        waits
+            .into_iter()
+            .map(|(at, wait)| async move { (at, wait.run(deadline).await) }),
+    )
+    .await
+}
+
+/// What one appended partition waits for before its answer.
+struct AckWait {
+    partition: Arc<Partition>,
+    /// The offset after the appended batch.
+    end_offset: i64,
+    /// Wait until the batch is fsynced ([`Partition::ack_requires_flush`]).
+    durable: bool,
+    /// acks=all: wait until the high watermark passes the batch, while the
+    /// partition is still led in this leader epoch.
+    replicated_in_epoch: Option<i32>,
+}
+
+impl AckWait {
+    /// Waits for the fsync, then for replication, until `deadline`.
+    ///
+    /// # Errors
+    /// `(error code, message, keep base offset)`: KAFKA_STORAGE_ERROR and
+    /// friends when the fsync failed (see [`storage_error_code`]); the
+    /// [`ReplicationWait`](crate::partition::ReplicationWait) code when the
+    /// high watermark did not pass the batch, with the base offset kept for
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND (the batch is in the log), as Kafka.
+    async fn run(self, deadline: tokio::time::Instant) -> Result<(), (i16, String, bool)> {
+        let partition = &self.partition;
+        if self.durable {
+            if let Err(e) = partition.wait_durable(self.end_offset).await {
+                if matches!(e, StorageError::LogDeleted { .. }) {
+                    tracing::debug!(topic_partition = ?partition.topic_partition(), "partition deleted before its produce was durable");
+                } else {
+                    tracing::error!(topic_partition = ?partition.topic_partition(), error = %e, "fsync failed");
+                }
+                return Err((storage_error_code(&e), e.to_string(), false));
+            }
+        }
+        if let Some(epoch) = self.replicated_in_epoch {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if let Err(wait) = partition
+                .wait_replicated(self.end_offset, epoch, left)
+                .await
+            {
+                let keep = wait == crate::partition::ReplicationWait::NotEnoughReplicasAfterAppend;
+                return Err((wait.code(), wait.message().to_string(), keep));
+            }
+        }
+        Ok(())
+    }
 }
 
 type AppendResult = Result<(Arc<Partition>, weir_storage::LogAppendInfo, bool), AppendFailure>;
@@ -483,4 +541,70 @@ fn append(request: &ProduceContext, prepared: Prepared) -> AppendResult {
         metrics::counter!("weir_produced_bytes_total").increment(records.len() as u64);
     }
     Ok((partition, info, flush_due))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use weir_storage::fs::faulty::FaultyFileSystem;
+    use weir_storage::TopicPartition;
+
+    use super::{wait_for_acks, AckWait};
+    use crate::partition::tests::{batch, eventually, partition_on};
+
+    /// Issue 18 scope 3: an acks=all request's partitions wait at once.
+    /// Both logs' fdatasyncs are held at the disk's gate; with the waits
+    /// run one partition after another only the first would ever reach it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_acks_all_request_flushes_its_partitions_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(FaultyFileSystem::new(dir.path()).unwrap());
+        let mut waits = Vec::new();
+        for p in 0..2 {
+            let tp = TopicPartition::new("acks-all", p);
+            let log_dir = dir.path().join(format!("acks-all-{p}"));
+            let partition = Arc::new(partition_on(fs.clone(), &log_dir, tp));
+            let (info, _) = partition
+                .append_records_as_leader(&batch(&format!("p{p}")), 0)
+                .unwrap();
+            waits.push((
+                p,
+                AckWait {
+                    partition,
+                    end_offset: info.last_offset + 1,
+                    durable: true,
+                    replicated_in_epoch: None,
+                },
+            ));
+        }
+        fs.hold_syncs();
+        // Opens the gate again if the test fails while it is closed, so
+        // the runtime's blocking threads can finish.
+        struct Release<'a>(&'a FaultyFileSystem);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.release_syncs();
+            }
+        }
+        let _release = Release(&fs);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let answered = tokio::spawn(wait_for_acks(waits, deadline));
+        eventually("both partitions' fdatasyncs to start", || {
+            fs.syncs_waiting() == 2
+        });
+        fs.release_syncs();
+        let outcomes = tokio::time::timeout(Duration::from_secs(30), answered)
+            .await
+            .expect("the acks=all waits hung")
+            .unwrap();
+        assert_eq!(
+            outcomes
+                .iter()
+                .map(|(p, o)| (*p, o.is_ok()))
+                .collect::<Vec<_>>(),
+            vec![(0, true), (1, true)]
+        );
+    }
 }

@@ -243,12 +243,23 @@ impl Partition {
 
     /// Runs retention over this partition's log
     /// ([`Log::delete_old_segments`] bounded by the high watermark) and
-    /// removes the deleted files after releasing the log's lock. Returns the
+    /// removes the deleted files after releasing the log's lock. A producer
+    /// snapshot a roll deferred is written first, also without the lock.
+    /// Blocking. Returns the
     /// number of segments deleted.
     ///
     /// # Errors
     /// I/O errors from storage.
     pub fn delete_old_segments(&self, now_ms: i64) -> Result<usize, StorageError> {
+        // The producer snapshot of a roll is written by the next flush;
+        // retention must not delete the segments it replaces before it is
+        // durable. Written here off the log's lock (storage would write it
+        // under the lock otherwise).
+        let deferred = lock(&self.log).deferred_snapshot();
+        if let Some(snapshot) = deferred {
+            snapshot.write()?;
+            lock(&self.log).deferred_snapshot_written(&snapshot);
+        }
         let deletion = {
             let mut log = lock(&self.log);
             let high_watermark = self.high_watermark();
@@ -611,23 +622,37 @@ pub(crate) mod tests {
     ) -> (Partition, Arc<FaultyFileSystem>, Arc<LogDirFailureChannel>) {
         let fs = Arc::new(FaultyFileSystem::new(dir).unwrap());
         let channel = LogDirFailureChannel::new();
-        let log = Log::open_with_file_system(
+        let partition = partition_on(
             LogDirFileSystem::wrap(fs.clone(), channel.clone()),
-            dir.to_path_buf(),
+            dir,
             TopicPartition::new("group-commit", 0),
+        );
+        (partition, fs, channel)
+    }
+
+    /// A partition (led in epoch 0) over a new log in `dir` written
+    /// through `fs`.
+    pub(crate) fn partition_on(
+        fs: Arc<dyn weir_storage::FileSystem>,
+        dir: &std::path::Path,
+        topic_partition: TopicPartition,
+    ) -> Partition {
+        let log = Log::open_with_file_system(
+            fs,
+            dir.to_path_buf(),
+            topic_partition.clone(),
             weir_storage::LogConfig::default(),
             0,
             0,
             false,
         )
         .unwrap();
-        let partition = Partition::new(
-            TopicPartition::new("group-commit", 0),
+        Partition::new(
+            topic_partition,
             Uuid::new_v4(),
             Arc::new(Mutex::new(log)),
             0,
-        );
-        (partition, fs, channel)
+        )
     }
 
     /// Issue 3 point 6 at the broker: an append that hits ENOSPC (or EIO)
@@ -720,7 +745,7 @@ pub(crate) mod tests {
     /// Polls `condition` every millisecond until it holds, failing with
     /// `what` after 30 s. Blocks the calling thread (the test's own, not a
     /// runtime worker), so it times out even when every worker is stuck.
-    fn eventually(what: &str, condition: impl Fn() -> bool) {
+    pub(crate) fn eventually(what: &str, condition: impl Fn() -> bool) {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while !condition() {
             assert!(std::time::Instant::now() < deadline, "timed out: {what}");

@@ -4,6 +4,11 @@
 //! (v17, `ReplicaState` with this broker's id and epoch, KIP-903) for all
 //! the partitions it follows from that leader over the leader's
 //! inter-broker listener, and appending the leader's batches unchanged.
+//! Each fetcher keeps an incremental fetch session with its leader
+//! (KIP-227, [`FetchSessionHandler`]): after a full Fetch that creates it,
+//! a Fetch names only the partitions whose fetch state changed, and the
+//! leader answers only partitions with something new; a partition left out
+//! of an answer has nothing new.
 //!
 //! Per partition and response:
 //! - records: appended byte for byte ([`Partition::append_as_follower`]);
@@ -30,7 +35,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::fetch_request::{
+    FetchPartition, FetchTopic, ForgottenTopic, ReplicaState,
+};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, ListOffsetsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -45,8 +52,10 @@ use weir_controller::MetadataImage;
 use weir_storage::TopicPartition;
 
 use super::client::BrokerClient;
+use super::fetch_session::{FetchRequestData, FetchSessionHandler};
 use super::truncation::truncation_for_diverging_epoch;
 use crate::config::ReplicationConfig;
+use crate::fetch_session::PartitionRequest;
 use crate::partition::Partition;
 use crate::replica_manager::ReplicaManager;
 
@@ -261,6 +270,7 @@ struct Fetcher {
 impl Fetcher {
     async fn run(self) {
         let mut client: Option<BrokerClient> = None;
+        let mut session = FetchSessionHandler::default();
         let backoff = Duration::from_millis(self.config.replica_fetch_backoff_ms.max(0) as u64);
         loop {
             if self.cancel.is_cancelled() {
@@ -309,13 +319,23 @@ impl Fetcher {
             if ready.is_empty() {
                 continue;
             }
-            let request = self.fetch_request(&ready);
+            let request = self.fetch_request(&ready, &mut session);
             let response = tokio::select! {
                 _ = self.cancel.cancelled() => return,
                 r = connection.send(&request, REPLICA_FETCH_VERSION) => r,
             };
             let response = match response {
-                Ok(r) if r.error_code == 0 => r,
+                Ok(r) if session.handle_response(r.error_code, r.session_id) => r,
+                Ok(r) if is_session_error(r.error_code) => {
+                    // The next Fetch is full and creates a new session.
+                    debug!(
+                        leader = self.leader_id,
+                        error_code = r.error_code,
+                        session_id = request.session_id,
+                        "fetch session lost; sending a full Fetch"
+                    );
+                    continue;
+                }
                 Ok(r) => {
                     warn!(
                         leader = self.leader_id,
@@ -330,6 +350,7 @@ impl Fetcher {
                 Err(e) => {
                     debug!(leader = self.leader_id, error = %e, "replica Fetch failed; reconnecting");
                     client = None;
+                    session.handle_error();
                     if self.pause(backoff).await {
                         return;
                     }
@@ -363,6 +384,7 @@ impl Fetcher {
             }
             if broken {
                 client = None;
+                session.handle_error();
             }
             self.sync_appended(appended).await;
         }
@@ -407,41 +429,31 @@ impl Fetcher {
         }
     }
 
-    fn fetch_request(&self, ready: &[(TopicPartition, FetchTarget)]) -> FetchRequest {
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        for (tp, target) in ready {
-            let p = &target.partition;
-            let mut partition = FetchPartition::default();
-            partition.partition = tp.partition;
-            partition.current_leader_epoch = target.leader_epoch;
-            partition.fetch_offset = p.log_end_offset();
-            partition.last_fetched_epoch = p.latest_epoch().unwrap_or(-1);
-            partition.log_start_offset = p.log_start_offset();
-            partition.partition_max_bytes = self.config.replica_fetch_max_bytes;
-            match topics.iter_mut().find(|t| t.topic_id == target.topic_id) {
-                Some(topic) => topic.partitions.push(partition),
-                None => {
-                    let mut topic = FetchTopic::default();
-                    topic.topic_id = target.topic_id;
-                    topic.partitions.push(partition);
-                    topics.push(topic);
-                }
-            }
-        }
-        let mut replica_state = ReplicaState::default();
-        replica_state.replica_id = BrokerId(self.node_id);
-        replica_state.replica_epoch = self.broker_epoch;
-        let mut request = FetchRequest::default();
-        request.replica_id = BrokerId(-1);
-        request.replica_state = replica_state;
-        request.max_wait_ms = self.config.replica_fetch_wait_max_ms;
-        request.min_bytes = self.config.replica_fetch_min_bytes;
-        request.max_bytes = self.config.replica_fetch_response_max_bytes;
-        request.isolation_level = 0;
-        request.session_id = 0;
-        request.session_epoch = -1;
-        request.topics = topics;
-        request
+    /// The next Fetch for the partitions ready now: each one's fetch state
+    /// (fetch offset = log end offset, `LastFetchedEpoch` = the log's latest
+    /// epoch, log start offset, leader epoch), of which `session` keeps
+    /// only what the leader's session does not hold yet.
+    fn fetch_request(
+        &self,
+        ready: &[(TopicPartition, FetchTarget)],
+        session: &mut FetchSessionHandler,
+    ) -> FetchRequest {
+        let next = ready
+            .iter()
+            .map(|(tp, target)| {
+                let p = &target.partition;
+                let request = PartitionRequest {
+                    fetch_offset: p.log_end_offset(),
+                    log_start_offset: p.log_start_offset(),
+                    partition_max_bytes: self.config.replica_fetch_max_bytes,
+                    current_leader_epoch: target.leader_epoch,
+                    last_fetched_epoch: p.latest_epoch().unwrap_or(-1),
+                };
+                ((target.topic_id, tp.partition), request)
+            })
+            .collect();
+        let data = session.build(next);
+        replica_fetch_request(self.node_id, self.broker_epoch, &self.config, data)
     }
 
     /// Handles one partition of a Fetch response; returns the partition
@@ -641,6 +653,71 @@ impl Fetcher {
     }
 }
 
+/// A follower's Fetch v17 carrying `data`: `ReplicaState` with this
+/// broker's id and epoch (KIP-903), the `replica.fetch.*` limits, the
+/// session metadata, the partitions to name grouped by topic id (in first
+/// appearance order) and the partitions to forget.
+fn replica_fetch_request(
+    node_id: i32,
+    broker_epoch: i64,
+    config: &ReplicationConfig,
+    data: FetchRequestData,
+) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    let mut topic_index: HashMap<Uuid, usize> = HashMap::new();
+    for ((topic_id, partition_index), r) in data.to_send {
+        let mut partition = FetchPartition::default();
+        partition.partition = partition_index;
+        partition.current_leader_epoch = r.current_leader_epoch;
+        partition.fetch_offset = r.fetch_offset;
+        partition.last_fetched_epoch = r.last_fetched_epoch;
+        partition.log_start_offset = r.log_start_offset;
+        partition.partition_max_bytes = r.partition_max_bytes;
+        let index = *topic_index.entry(topic_id).or_insert_with(|| {
+            let mut topic = FetchTopic::default();
+            topic.topic_id = topic_id;
+            topics.push(topic);
+            topics.len() - 1
+        });
+        topics[index].partitions.push(partition);
+    }
+    let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+    for (topic_id, partition_index) in data.to_forget {
+        match forgotten.last_mut() {
+            Some(topic) if topic.topic_id == topic_id => topic.partitions.push(partition_index),
+            _ => {
+                let mut topic = ForgottenTopic::default();
+                topic.topic_id = topic_id;
+                topic.partitions.push(partition_index);
+                forgotten.push(topic);
+            }
+        }
+    }
+    let mut replica_state = ReplicaState::default();
+    replica_state.replica_id = BrokerId(node_id);
+    replica_state.replica_epoch = broker_epoch;
+    let mut request = FetchRequest::default();
+    request.replica_id = BrokerId(-1);
+    request.replica_state = replica_state;
+    request.max_wait_ms = config.replica_fetch_wait_max_ms;
+    request.min_bytes = config.replica_fetch_min_bytes;
+    request.max_bytes = config.replica_fetch_response_max_bytes;
+    request.isolation_level = 0;
+    request.session_id = data.session_id;
+    request.session_epoch = data.epoch;
+    request.topics = topics;
+    request.forgotten_topics_data = forgotten;
+    request
+}
+
+/// The top-level errors of a lost fetch session, after which the next
+/// Fetch is full at once (Kafka's fetcher does not back off for them).
+fn is_session_error(error_code: i16) -> bool {
+    error_code == ResponseError::FetchSessionIdNotFound.code()
+        || error_code == ResponseError::InvalidFetchSessionEpoch.code()
+        || error_code == ResponseError::FetchSessionTopicIdError.code()
+}
+
 /// A follower's storage error: logged, and the partition is no longer
 /// fetched (as Kafka marks it failed).
 fn storage_failure(tp: &TopicPartition, e: weir_storage::StorageError) -> Outcome {
@@ -656,4 +733,129 @@ enum Outcome {
     Fail,
     /// The connection broke: reconnect, back off.
     Reconnect,
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_storage::{Log, LogConfig, LogManager};
+
+    use super::*;
+    use crate::config::BrokerConfig;
+    use crate::partition::tests::batch;
+
+    const TOPIC_ID: Uuid = Uuid::from_u128(0x0f01_10e5);
+
+    fn fetcher(dir: &std::path::Path) -> Fetcher {
+        let config = BrokerConfig::default();
+        let log_manager =
+            LogManager::open(dir.join("logs"), 1, config.default_log_config()).unwrap();
+        let replication = config.replication.clone();
+        Fetcher {
+            replica_manager: Arc::new(ReplicaManager::new(1, config, log_manager)),
+            node_id: 1,
+            broker_epoch: 5,
+            config: replication,
+            leader_id: 2,
+            client_id: "broker-1-fetcher-0".to_string(),
+            address: "127.0.0.1:1".to_string(),
+            targets: Arc::new(Mutex::new(BTreeMap::new())),
+            wake: Arc::new(Notify::new()),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// `count` partitions of one topic, each with its own empty log, as a
+    /// fetcher's ready targets.
+    fn ready(dir: &std::path::Path, count: i32) -> Vec<(TopicPartition, FetchTarget)> {
+        (0..count)
+            .map(|i| {
+                let tp = TopicPartition::new("followed", i);
+                let log = Log::open(
+                    dir.join(format!("followed-{i}")),
+                    tp.clone(),
+                    LogConfig::default(),
+                    0,
+                    0,
+                )
+                .unwrap();
+                let partition = Arc::new(Partition::new(
+                    tp.clone(),
+                    TOPIC_ID,
+                    Arc::new(Mutex::new(log)),
+                    1,
+                ));
+                let target = FetchTarget {
+                    topic_id: TOPIC_ID,
+                    leader_epoch: 1,
+                    partition,
+                    delayed_until: None,
+                    failed: false,
+                };
+                (tp, target)
+            })
+            .collect()
+    }
+
+    /// `(partition, fetch offset)` of every partition a Fetch names.
+    fn named(request: &FetchRequest) -> Vec<(i32, i64)> {
+        request
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (p.partition, p.fetch_offset)))
+            .collect()
+    }
+
+    fn forgotten(request: &FetchRequest) -> Vec<(Uuid, Vec<i32>)> {
+        request
+            .forgotten_topics_data
+            .iter()
+            .map(|t| (t.topic_id, t.partitions.clone()))
+            .collect()
+    }
+
+    /// KIP-227 on the follower: the first Fetch is full `(0, 0)`; once the
+    /// leader answers a session, the next names only the partition whose
+    /// log end moved and forgets the one no longer fetched, the one after
+    /// names nothing, and a lost connection makes the next one full again
+    /// (`(id, 0)`, closing the old session).
+    #[test]
+    fn after_the_full_fetch_a_follower_names_only_changed_partitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let fetcher = fetcher(dir.path());
+        let mut ready = ready(dir.path(), 4);
+        let mut session = FetchSessionHandler::default();
+
+        let first = fetcher.fetch_request(&ready, &mut session);
+        assert_eq!((first.session_id, first.session_epoch), (0, 0));
+        assert_eq!(named(&first), vec![(0, 0), (1, 0), (2, 0), (3, 0)]);
+        assert_eq!(first.replica_state.replica_id.0, 1);
+        assert_eq!(first.replica_state.replica_epoch, 5);
+        assert!(session.handle_response(0, 9));
+
+        ready[2]
+            .1
+            .partition
+            .append_records_as_leader(&batch("x"), 0)
+            .unwrap();
+        ready.remove(3);
+        let second = fetcher.fetch_request(&ready, &mut session);
+        assert_eq!((second.session_id, second.session_epoch), (9, 1));
+        assert_eq!(
+            named(&second),
+            vec![(2, 1)],
+            "only the partition that moved"
+        );
+        assert_eq!(forgotten(&second), vec![(TOPIC_ID, vec![3])]);
+        assert!(session.handle_response(0, 9));
+
+        let third = fetcher.fetch_request(&ready, &mut session);
+        assert_eq!((third.session_id, third.session_epoch), (9, 2));
+        assert!(named(&third).is_empty(), "nothing changed");
+        assert!(forgotten(&third).is_empty());
+
+        session.handle_error();
+        let fourth = fetcher.fetch_request(&ready, &mut session);
+        assert_eq!((fourth.session_id, fourth.session_epoch), (9, 0));
+        assert_eq!(named(&fourth), vec![(0, 0), (1, 0), (2, 1)]);
+    }
 }

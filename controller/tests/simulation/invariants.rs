@@ -523,7 +523,7 @@ mod tests {
             image.topic_names_by_id.insert(*id, name.to_string());
             image.topics.insert(
                 name.to_string(),
-                TopicImage {
+                Arc::new(TopicImage {
                     name: name.to_string(),
                     topic_id: *id,
                     partitions: partitions
@@ -532,7 +532,7 @@ mod tests {
                         .map(|(i, p)| (i as i32, p.clone()))
                         .collect(),
                     configs: BTreeMap::new(),
-                },
+                }),
             );
         }
         Arc::new(image)

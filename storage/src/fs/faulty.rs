@@ -4,7 +4,8 @@
 //! `fdatasync`/directory `fsync`, a process crash (every later change fails
 //! until [`FaultyFileSystem::restart`]) and power loss
 //! ([`FaultyFileSystem::simulate_power_loss`]). It also counts successful
-//! `fdatasync`s per file ([`FaultyFileSystem::data_syncs`]) and can hold
+//! `fdatasync`s per file ([`FaultyFileSystem::data_syncs`]), records
+//! started writebacks ([`FaultyFileSystem::writebacks`]), and can hold
 //! them at a gate, like a slow disk ([`FaultyFileSystem::hold_syncs`]).
 //! Compiled for this crate's tests and with the `fault-injection` feature;
 //! never used in production.
@@ -186,6 +187,8 @@ struct State {
     syncs_held: bool,
     /// How many `fdatasync`s wait at the gate now.
     syncs_waiting: usize,
+    /// Ranges whose writeback was started, per path, in call order.
+    writebacks: HashMap<PathBuf, Vec<(u64, u64)>>,
 }
 
 impl State {
@@ -431,6 +434,27 @@ impl FaultyFileSystem {
             .sum()
     }
 
+    /// The `(offset, len)` ranges of files whose name ends with `suffix`
+    /// whose writeback was started ([`FileSystem::start_writeback`]), in
+    /// call order.
+    pub fn writebacks(&self, suffix: &str) -> Vec<(u64, u64)> {
+        let state = self.state();
+        let mut paths: Vec<_> = state
+            .writebacks
+            .iter()
+            .filter(|(path, _)| {
+                path.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.ends_with(suffix))
+            })
+            .collect();
+        paths.sort();
+        paths
+            .into_iter()
+            .flat_map(|(_, r)| r.iter().copied())
+            .collect()
+    }
+
     /// Closes the gate: every `fdatasync` from now on blocks its thread
     /// before syncing until [`FaultyFileSystem::release_syncs`] (a slow
     /// disk, so that a test can act while a sync is known to run).
@@ -590,6 +614,22 @@ impl FileSystem for FaultyFileSystem {
         }
         state.synced.insert(id, content);
         *state.data_syncs.entry(path.to_path_buf()).or_default() += 1;
+        Ok(())
+    }
+
+    fn start_writeback(&self, file: &File, path: &Path, offset: u64, len: u64) -> io::Result<()> {
+        // Recorded only: writeback makes nothing durable in the model (a
+        // power loss before the next fdatasync may still lose the range).
+        let mut state = self.state();
+        if state.crashed {
+            return Err(FaultKind::Io.error());
+        }
+        self.real.start_writeback(file, path, offset, len)?;
+        state
+            .writebacks
+            .entry(path.to_path_buf())
+            .or_default()
+            .push((offset, len));
         Ok(())
     }
 

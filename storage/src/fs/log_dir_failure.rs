@@ -173,6 +173,12 @@ impl FileSystem for LogDirFileSystem {
         self.report("fdatasync", path, result)
     }
 
+    fn start_writeback(&self, file: &File, path: &Path, offset: u64, len: u64) -> io::Result<()> {
+        // A hint: its failure is the next fdatasync's to report.
+        self.check(path)?;
+        self.inner.start_writeback(file, path, offset, len)
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.check(dir)?;
         let result = self.inner.sync_dir(dir);

@@ -186,3 +186,55 @@ fn a_flushed_log_keeps_no_index_file_open() {
     assert!(log.segments.values().all(|s| !s.holds_descriptors().1));
     assert_eq!(log.log_end_offset(), end);
 }
+
+/// Issue 18 scope 1: every mebibyte of whole pages appended to the active
+/// segment has its writeback started, once, in order, by the write-behind
+/// thread, and nothing is started past the last whole page written.
+/// Without write-behind no range is ever recorded.
+#[test]
+fn appended_mebibytes_have_their_writeback_started_in_order() {
+    use crate::fs::faulty::FaultyFileSystem;
+    use crate::write_behind::WRITE_BEHIND_BYTES;
+
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultyFileSystem::new(dir.path()).unwrap());
+    let mut log = Log::open_with_file_system(
+        fs.clone(),
+        dir.path().join("write-behind-0"),
+        TopicPartition::new("write-behind", 0),
+        LogConfig::default(),
+        0,
+        0,
+        false,
+    )
+    .unwrap();
+    // About 3.5 MiB in batches of ~100 KiB.
+    while log.size_in_bytes() < 7 * WRITE_BEHIND_BYTES / 2 {
+        log.append_as_leader(&Bytes::from(simple_batch(100, 1000, 0)), 0, 0)
+            .unwrap();
+    }
+    let size = log.size_in_bytes();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let started = loop {
+        let started = fs.writebacks(".log");
+        if started.len() >= 3 {
+            break started;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for 3 writebacks, got {started:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    let mut next = 0;
+    for &(offset, len) in &started {
+        assert_eq!(offset, next, "ranges follow each other: {started:?}");
+        assert!(len >= WRITE_BEHIND_BYTES && len % 4096 == 0, "{started:?}");
+        next = offset + len;
+    }
+    assert_eq!(started.len(), 3, "{started:?}");
+    assert!(
+        next <= size && size - next < WRITE_BEHIND_BYTES,
+        "{started:?} of {size}"
+    );
+}

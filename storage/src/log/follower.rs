@@ -310,6 +310,8 @@ impl Log {
     /// [`Log::prepare_flush`] collect everything past the recovery point.
     fn forget_flush_in_flight(&mut self) {
         self.flush_failed.store(true, Ordering::Release);
+        // Nor may it write the producer snapshot a roll deferred.
+        self.invalidate_deferred_snapshot();
     }
 
     /// The base offset of the active (last) segment.

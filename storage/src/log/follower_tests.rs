@@ -456,6 +456,8 @@ fn truncation_rebuilds_the_producer_state_and_drops_later_snapshots() {
     for (i, producer) in producers.into_iter().enumerate() {
         let b = batch(3, 1000 * (i as i64 + 1), producer);
         t.log.append_as_leader(&b, 0, 0).unwrap();
+        // Writes the producer snapshot of a roll.
+        t.log.flush().unwrap();
     }
     assert!(t.log.segment_base_offsets().len() > 2);
     assert!(producer_state::list_snapshots(t.log.dir()).unwrap().len() > 1);

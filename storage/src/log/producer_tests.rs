@@ -295,13 +295,19 @@ fn snapshot_names(log: &Log) -> Vec<String> {
 }
 
 #[test]
-fn roll_writes_a_snapshot_at_the_new_segment_base() {
+fn roll_writes_a_snapshot_at_the_new_segment_base_with_the_next_flush() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = open(dir.path());
     log.append_as_leader(&idem_batch(7, 0, 0, 2, 100), 0, 0)
         .unwrap();
     log.roll().unwrap();
+    assert!(
+        snapshot_names(&log).is_empty(),
+        "the roll wrote the snapshot"
+    );
+    log.flush().unwrap();
     assert_eq!(snapshot_names(&log), vec!["00000000000000000002.snapshot"]);
+    assert!(log.deferred_snapshot().is_none());
     let bytes = std::fs::read(log.dir().join("00000000000000000002.snapshot")).unwrap();
     let state = ProducerStateManager::decode_snapshot(&bytes).unwrap();
     let entry = state.entry(7).unwrap();
@@ -382,4 +388,214 @@ fn snapshots_past_the_recovered_log_end_and_corrupt_ones_are_deleted() {
     );
     assert!(log.producer_state().entry(9).is_none());
     assert_eq!(log.producer_state().entry(7).unwrap().last_seq(), 1);
+}
+
+/// A file system that records every fdatasync and directory fsync.
+#[derive(Debug, Default)]
+struct RecordingFileSystem {
+    syncs: std::sync::Mutex<Vec<PathBuf>>,
+}
+
+impl RecordingFileSystem {
+    fn take(&self) -> Vec<PathBuf> {
+        std::mem::take(&mut *self.syncs.lock().unwrap())
+    }
+}
+
+impl crate::fs::FileSystem for RecordingFileSystem {
+    fn open_file(&self, path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
+        RealFileSystem.open_file(path, truncate)
+    }
+    fn open_existing(&self, path: &Path) -> std::io::Result<std::fs::File> {
+        RealFileSystem.open_existing(path)
+    }
+    fn write_vectored_at(
+        &self,
+        file: &std::fs::File,
+        path: &Path,
+        bufs: &[IoSlice<'_>],
+        offset: u64,
+    ) -> std::io::Result<usize> {
+        RealFileSystem.write_vectored_at(file, path, bufs, offset)
+    }
+    fn write_all_at(
+        &self,
+        file: &std::fs::File,
+        path: &Path,
+        buf: &[u8],
+        offset: u64,
+    ) -> std::io::Result<()> {
+        RealFileSystem.write_all_at(file, path, buf, offset)
+    }
+    fn set_len(&self, file: &std::fs::File, path: &Path, len: u64) -> std::io::Result<()> {
+        RealFileSystem.set_len(file, path, len)
+    }
+    fn sync_data(&self, file: &std::fs::File, path: &Path) -> std::io::Result<()> {
+        self.syncs.lock().unwrap().push(path.to_path_buf());
+        RealFileSystem.sync_data(file, path)
+    }
+    fn start_writeback(
+        &self,
+        file: &std::fs::File,
+        path: &Path,
+        offset: u64,
+        len: u64,
+    ) -> std::io::Result<()> {
+        RealFileSystem.start_writeback(file, path, offset, len)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.syncs.lock().unwrap().push(dir.to_path_buf());
+        RealFileSystem.sync_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        RealFileSystem.create_dir_all(dir)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        RealFileSystem.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        RealFileSystem.remove_file(path)
+    }
+    fn remove_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        RealFileSystem.remove_dir_all(dir)
+    }
+}
+
+#[test]
+fn an_append_that_rolls_syncs_neither_the_producer_snapshot_nor_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(RecordingFileSystem::default());
+    let shared: Arc<dyn FileSystem> = fs.clone();
+    let config = LogConfig {
+        segment_bytes: 300,
+        ..LogConfig::default()
+    };
+    let mut log =
+        Log::open_with_file_system(shared, dir.path().to_path_buf(), tp(), config, 0, 0, false)
+            .unwrap();
+    let mut seq = 0;
+    while log.segment_base_offsets().len() < 2 {
+        fs.take();
+        log.append_as_leader(&idem_batch(7, 0, seq, 2, 100), 0, 0)
+            .unwrap();
+        seq += 2;
+    }
+    // Only the rolled segment's `.log` is synced during the append (see
+    // `Log::roll_at`): no producer snapshot, no directory.
+    let during_append = fs.take();
+    assert!(
+        during_append
+            .iter()
+            .all(|p| p.extension().is_some_and(|e| e == "log")),
+        "the roll synced more than the old segment: {during_append:?}"
+    );
+    assert!(snapshot_names(&log).is_empty());
+    // The next flush writes the snapshot and syncs the directory.
+    log.flush().unwrap();
+    let flushed = fs.take();
+    assert!(flushed.iter().any(|p| p == log.dir()), "{flushed:?}");
+    let base = log.segment_base_offsets()[1];
+    assert_eq!(
+        snapshot_names(&log),
+        vec![crate::producer_state::snapshot_file_name(base)]
+    );
+}
+
+#[test]
+fn a_power_loss_before_the_flush_loses_the_deferred_snapshot_and_nothing_else() {
+    use crate::fs::faulty::FaultyFileSystem;
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultyFileSystem::new(dir.path()).unwrap());
+    let config = LogConfig {
+        segment_bytes: 300,
+        ..LogConfig::default()
+    };
+    let open = || {
+        let shared: Arc<dyn FileSystem> = fs.clone();
+        Log::open_with_file_system(
+            shared,
+            dir.path().to_path_buf(),
+            tp(),
+            config.clone(),
+            0,
+            0,
+            false,
+        )
+        .unwrap()
+    };
+    let mut log = open();
+    let mut seq = 0;
+    while log.segment_base_offsets().len() < 2 {
+        log.append_as_leader(&idem_batch(7, 0, seq, 2, 100), 0, 0)
+            .unwrap();
+        seq += 2;
+    }
+    let end = log.log_end_offset();
+    drop(log);
+    fs.simulate_power_loss().unwrap();
+    let mut log = open();
+    // The rolled segment was synced by the roll: its batches and the
+    // producer state they carry survive without a snapshot.
+    assert!(snapshot_names(&log).is_empty());
+    assert!(log.log_end_offset() >= end - 2);
+    let last_seq = log.producer_state().entry(7).unwrap().last_seq();
+    assert_eq!(last_seq as i64, log.log_end_offset() - 1);
+    // A roll followed by a flush makes the snapshot durable.
+    let mut seq = last_seq + 1;
+    let rolled = log.segment_base_offsets().len();
+    while log.segment_base_offsets().len() == rolled {
+        log.append_as_leader(&idem_batch(7, 0, seq, 2, 100), 0, 0)
+            .unwrap();
+        seq += 2;
+    }
+    let base = *log.segment_base_offsets().last().unwrap();
+    log.flush().unwrap();
+    drop(log);
+    fs.simulate_power_loss().unwrap();
+    let log = open();
+    assert!(snapshot_names(&log).contains(&crate::producer_state::snapshot_file_name(base)));
+}
+
+#[test]
+fn retention_writes_a_deferred_snapshot_before_deleting_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 300,
+        retention_bytes: 0,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path().to_path_buf(), tp(), config, 0, 0).unwrap();
+    let mut seq = 0;
+    while log.segment_base_offsets().len() < 2 {
+        log.append_as_leader(&idem_batch(7, 0, seq, 2, 100), 0, 0)
+            .unwrap();
+        seq += 2;
+    }
+    let base = log.segment_base_offsets()[1];
+    assert_eq!(log.deferred_snapshot().map(|s| s.offset()), Some(base));
+    let end = log.log_end_offset();
+    // retention.bytes = 0 deletes every segment (rolling the active one,
+    // which defers a snapshot of its own).
+    let deletion = log.delete_old_segments(0, end).unwrap();
+    assert!(deletion.base_offsets.contains(&0));
+    assert!(snapshot_names(&log).contains(&crate::producer_state::snapshot_file_name(base)));
+}
+
+#[test]
+fn a_truncation_keeps_a_flush_under_way_from_writing_the_deferred_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    log.append_as_leader(&idem_batch(7, 0, 0, 2, 100), 0, 0)
+        .unwrap();
+    log.roll().unwrap();
+    log.append_as_leader(&idem_batch(7, 0, 2, 2, 100), 0, 0)
+        .unwrap();
+    let pending = log.prepare_flush().unwrap();
+    log.truncate_to(1).unwrap();
+    pending.sync().unwrap();
+    log.complete_flush(&pending);
+    assert!(
+        snapshot_names(&log).is_empty(),
+        "a snapshot past the truncation point was written"
+    );
 }

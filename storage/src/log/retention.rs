@@ -202,6 +202,9 @@ impl Log {
         if deletable.is_empty() {
             return Ok(deletion);
         }
+        // Recovery replays producer state from the newest durable snapshot;
+        // the segments a deferred one replaces must outlive it.
+        self.write_deferred_snapshot()?;
         if roll {
             tracing::info!(dir = %self.dir.display(), "rolling the active segment to make it eligible for deletion");
             self.roll()?;
