@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use kafka_protocol::ResponseError;
 use tracing::{error, info, warn};
 use weir_controller::{MetadataImage, TopicImage};
-use weir_storage::{Log, LogManager, StorageError, TopicPartition};
+use weir_storage::{Log, LogConfig, LogManager, StorageError, TopicPartition};
 
 use crate::config::BrokerConfig;
 use crate::partition::{IsrProposal, Partition, Registration};
@@ -351,6 +351,35 @@ impl ReplicaManager {
                 None => partitions.clone(),
             }
         };
+        // The logs of partitions new here, created at once (in parallel)
+        // before the walk below takes them one by one.
+        let new_logs: Vec<(TopicPartition, LogConfig)> = walk
+            .iter()
+            .flat_map(|topic| {
+                let config = log_config_for(&self.config, &topic.configs);
+                topic
+                    .partitions
+                    .iter()
+                    .filter(|(_, r)| r.replicas.contains(&self.node_id))
+                    .map(move |(&partition, _)| {
+                        (
+                            TopicPartition {
+                                topic: topic.name.clone(),
+                                partition,
+                            },
+                            config.clone(),
+                        )
+                    })
+                    .filter(|(tp, _)| {
+                        current
+                            .get(tp)
+                            .is_none_or(|p| p.topic_id() != topic.topic_id)
+                    })
+            })
+            .collect();
+        if !new_logs.is_empty() {
+            self.log_manager.create_missing(new_logs)?;
+        }
         let mut next = HashMap::new();
         let max_lag_ms = self.config.replication.replica_lag_time_max_ms;
         let mut updates = 0u64;

@@ -92,6 +92,16 @@ impl LeaderEpochCache {
         Ok(cache)
     }
 
+    /// The empty cache of a partition directory just created: nothing to
+    /// read, and nothing written until the first epoch is assigned.
+    pub fn empty(fs: Arc<dyn FileSystem>, partition_dir: &Path) -> Self {
+        LeaderEpochCache {
+            fs,
+            path: partition_dir.join(LEADER_EPOCH_CHECKPOINT_FILE),
+            entries: Vec::new(),
+        }
+    }
+
     /// The entries, ascending.
     pub fn entries(&self) -> &[EpochEntry] {
         &self.entries

@@ -558,6 +558,9 @@ impl Log {
         let created = !dir.is_dir();
         fs.create_dir_all(&dir)
             .map_err(|e| StorageError::io("create_dir", &dir, e))?;
+        if created {
+            return Self::new_in_created_dir(fs, dir, tp, config, log_start_offset.max(0));
+        }
         cleaner::finish_interrupted_swaps(&fs, &dir, &config)?;
         let mut bases = Vec::new();
         let entries = std::fs::read_dir(&dir).map_err(|e| StorageError::io("read_dir", &dir, e))?;
@@ -721,6 +724,56 @@ impl Log {
         log.rebuild_producer_state()?;
         log.topic_id = log.read_partition_metadata()?;
         Ok(log)
+    }
+
+    /// The empty log of a partition directory [`Log::open_with_file_system`]
+    /// has just created: one segment at `base_offset` and nothing to read
+    /// back, so no directory listing, checkpoint read or recovery (a
+    /// CreateTopics of 1,000 partitions creates 1,000 of these, issue 18).
+    /// The directory entry and the files are synced by the first flush (see
+    /// `UnsyncedCreation`).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if the segment's files cannot be created.
+    fn new_in_created_dir(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        tp: TopicPartition,
+        config: LogConfig,
+        base_offset: i64,
+    ) -> Result<Log, StorageError> {
+        let (segment, _) = LogSegment::open(
+            fs.clone(),
+            &dir,
+            base_offset,
+            config.index_interval_bytes,
+            config.segment_index_bytes,
+            true,
+        )?;
+        Ok(Log {
+            leader_epoch_cache: LeaderEpochCache::empty(fs.clone(), &dir),
+            fs,
+            dir,
+            topic_partition: tp,
+            config,
+            segments: BTreeMap::from([(base_offset, segment)]),
+            log_start_offset: base_offset,
+            log_end_offset: base_offset,
+            recovery_point: base_offset,
+            producer_state: ProducerStateManager::new(),
+            topic_id: None,
+            dir_dirty: true,
+            unsynced_creation: UnsyncedCreation {
+                log_dir_entry: true,
+                partition_metadata: false,
+            },
+            last_flush_ms: crate::segment::wall_clock_ms(),
+            flush_failed: Arc::new(AtomicBool::new(false)),
+            deleted: false,
+            recovered_segments: 0,
+            deferred_snapshot: None,
+            snapshot_generation: Arc::new(Mutex::new(0)),
+        })
     }
 
     /// Rebuilds the producer state after recovery (Kafka's

@@ -91,6 +91,13 @@ pub struct LogManager {
     _lock: File,
 }
 
+/// Threads [`LogManager::create_missing`] uses at most.
+pub const CREATE_THREADS: usize = 4;
+
+/// From how many new logs [`LogManager::create_missing`] creates them on
+/// several threads (below, one thread's cost is under a millisecond).
+pub const PARALLEL_CREATE_MIN: usize = 32;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -568,6 +575,81 @@ impl LogManager {
         Ok(log)
     }
 
+    /// Creates the logs of `partitions` that are not open, several at once:
+    /// a CreateTopics of thousands of partitions spends its time in
+    /// file-system calls (mkdir, three file creations and a write per
+    /// partition), which run in parallel on [`CREATE_THREADS`] threads
+    /// (at most the machine's CPUs) from [`PARALLEL_CREATE_MIN`] logs on.
+    /// A log already open keeps its config here; [`LogManager::get_or_create`]
+    /// then gives it the caller's. Every log that could be created is
+    /// registered, even when another failed.
+    ///
+    /// # Errors
+    /// The first [`StorageError`] a creation returned.
+    pub fn create_missing(
+        &self,
+        partitions: Vec<(TopicPartition, LogConfig)>,
+    ) -> Result<(), StorageError> {
+        let mut logs = lock(&self.logs);
+        let mut missing: Vec<(TopicPartition, LogConfig)> = partitions
+            .into_iter()
+            .filter(|(tp, _)| !logs.contains_key(tp))
+            .collect();
+        missing.sort_by(|a, b| a.0.cmp(&b.0));
+        missing.dedup_by(|a, b| a.0 == b.0);
+        let open = |(tp, config): (TopicPartition, LogConfig)| {
+            let log = Log::open_with_file_system(
+                self.fs.clone(),
+                self.log_dir.clone(),
+                tp.clone(),
+                config,
+                0,
+                0,
+                false,
+            );
+            (tp, log)
+        };
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(CREATE_THREADS);
+        let opened: Vec<(TopicPartition, Result<Log, StorageError>)> =
+            if missing.len() < PARALLEL_CREATE_MIN || threads < 2 {
+                missing.into_iter().map(open).collect()
+            } else {
+                let chunk = missing.len().div_ceil(threads);
+                let mut chunks = Vec::new();
+                while !missing.is_empty() {
+                    let rest = missing.split_off(chunk.min(missing.len()));
+                    chunks.push(std::mem::replace(&mut missing, rest));
+                }
+                std::thread::scope(|scope| {
+                    let workers: Vec<_> = chunks
+                        .into_iter()
+                        .map(|c| scope.spawn(move || c.into_iter().map(open).collect::<Vec<_>>()))
+                        .collect();
+                    workers
+                        .into_iter()
+                        .flat_map(|w| match w.join() {
+                            Ok(opened) => opened,
+                            Err(panic) => std::panic::resume_unwind(panic),
+                        })
+                        .collect()
+                })
+            };
+        let mut first_error = None;
+        for (tp, log) in opened {
+            match log {
+                Ok(log) => {
+                    logs.insert(tp, Arc::new(Mutex::new(log)));
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     /// Removes `tp`'s log and its directory (DeleteTopics). Holders of the
     /// log's `Arc` see every later operation fail. Deleting an unknown
     /// partition is a no-op.
@@ -998,6 +1080,71 @@ mod tests {
         let manager = open();
         let log = manager.get(&tp).unwrap();
         assert_eq!(lock(&log).log_end_offset(), 5);
+    }
+
+    /// Issue 18: CreateTopics creates its logs with `create_missing`, on
+    /// several threads and without a sync. A log already open is kept (the
+    /// same `Arc`); each new one has the config it was given; and what a
+    /// flush covered survives a power loss, directory entries included,
+    /// while an empty log nobody flushed may vanish (the metadata creates
+    /// it again).
+    #[test]
+    fn create_missing_creates_many_logs_at_once_and_the_first_flush_makes_them_durable() {
+        use crate::fs::faulty::FaultyFileSystem;
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(FaultyFileSystem::new(dir.path()).unwrap());
+        let open = || {
+            let shared: Arc<dyn FileSystem> = fs.clone();
+            LogManager::open_with_file_system(
+                shared,
+                dir.path().to_path_buf(),
+                1,
+                LogConfig::default(),
+            )
+            .unwrap()
+        };
+        let manager = open();
+        let existing = TopicPartition::new("old", 0);
+        let old_log = manager
+            .get_or_create(&existing, LogConfig::default())
+            .unwrap();
+        let config = LogConfig {
+            segment_bytes: 4096,
+            ..LogConfig::default()
+        };
+        let count = PARALLEL_CREATE_MIN * 2 + 3;
+        let mut wanted: Vec<(TopicPartition, LogConfig)> = (0..count as i32)
+            .map(|p| (TopicPartition::new("many", p), config.clone()))
+            .collect();
+        wanted.push((existing.clone(), config.clone()));
+        manager.create_missing(wanted).unwrap();
+
+        assert!(Arc::ptr_eq(&manager.get(&existing).unwrap(), &old_log));
+        assert_eq!(
+            lock(&old_log).config().segment_bytes,
+            LogConfig::default().segment_bytes
+        );
+        assert_eq!(manager.logs().len(), count + 1);
+        for p in 0..count as i32 {
+            let tp = TopicPartition::new("many", p);
+            let log = manager.get(&tp).unwrap();
+            assert_eq!(lock(&log).config().segment_bytes, 4096);
+            assert_eq!(lock(&log).log_end_offset(), 0);
+            assert!(partition_dir(dir.path(), &tp).is_dir());
+        }
+        // One log gets data and is flushed; the others stay as created.
+        let flushed = TopicPartition::new("many", 7);
+        let log = manager.get(&flushed).unwrap();
+        lock(&log).set_topic_id([7; 16]).unwrap();
+        append(&log, 3);
+        lock(&log).flush().unwrap();
+        drop((log, old_log, manager));
+
+        fs.simulate_power_loss().unwrap();
+        let manager = open();
+        let log = manager.get(&flushed).unwrap();
+        assert_eq!(lock(&log).log_end_offset(), 3);
+        assert_eq!(lock(&log).topic_id(), Some([7; 16]));
     }
 
     fn active_segment_path(dir: &Path, tp: &TopicPartition) -> PathBuf {

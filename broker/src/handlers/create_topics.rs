@@ -129,6 +129,7 @@ pub async fn handle(
         true => None,
         false => crate::descriptors::check_headroom_for_creation().err(),
     };
+    let started = std::time::Instant::now();
     let outcomes = if creatable.is_empty() || refused.is_some() {
         Vec::new()
     } else {
@@ -136,6 +137,7 @@ pub async fn handle(
             .create_topics(creatable, request.validate_only)
             .await
     };
+    let committed_ms = started.elapsed().as_secs_f64() * 1e3;
     let mut logs_failed = refused;
     if !request.validate_only && logs_failed.is_none() {
         if let Err(e) = ctx
@@ -147,6 +149,11 @@ pub async fn handle(
             logs_failed = Some(crate::descriptors::log_creation_failed(&e));
         }
     }
+    tracing::debug!(
+        commit_ms = committed_ms,
+        total_ms = started.elapsed().as_secs_f64() * 1e3,
+        "CreateTopics committed and applied"
+    );
     if let Some((code, message)) = logs_failed.clone().filter(|_| outcomes.is_empty()) {
         for slot in slots {
             let mut result = CreatableTopicResult::default();

@@ -19,13 +19,15 @@
 //!   and a fresh identity is given to every file created through the seam,
 //!   so inode reuse does not mix files up;
 //! * each directory's entries (name -> file) as of the last successful
-//!   `fsync` of that directory.
+//!   `fsync` of that directory, and its subdirectory entries likewise: a
+//!   directory created since its parent's last `fsync` is not durable.
 //!
 //! [`FaultyFileSystem::simulate_power_loss`] rewrites the tree under the root
 //! to that shadow: a file whose name is durable gets its synced content back
 //! (unsynced writes and truncations are lost), a file whose name is not
 //! durable (created or renamed since the last `fsync` of its directory)
-//! disappears, and a durable name removed or renamed away since comes back.
+//! disappears, and a durable name removed or renamed away since comes back;
+//! a directory whose entry is not durable disappears with all it holds.
 //! Everything under the root at construction time counts as durable.
 //!
 //! A failed `fdatasync` syncs nothing and, by default, loses nothing. With
@@ -36,14 +38,14 @@
 //! successful sync never become durable (a power loss leaves zeros there)
 //! unless they are written again.
 //!
-//! Limits: directories themselves are durable as soon as they are created,
-//! renamed or removed (only file entries are modelled); power loss is all-or-nothing per
+//! Limits: a directory removed or renamed away does not come back (only
+//! the creation of directories is undone); power loss is all-or-nothing per
 //! file, so it never leaves a partially synced file (torn writes are injected
 //! explicitly instead); files changed behind the seam's back after
 //! construction are not modelled faithfully. Drop every [`crate::Log`] using
 //! the double before simulating power loss.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::io::{self, IoSlice};
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -181,6 +183,12 @@ struct State {
     dropped: HashMap<FileId, Vec<std::ops::Range<u64>>>,
     /// Durable directory entries: path -> file.
     durable: BTreeMap<PathBuf, FileId>,
+    /// Directories whose entry in their parent is durable: those present
+    /// at the last snapshot and those a `sync_dir` of their parent saw. A
+    /// power loss removes every other directory under the root, with what
+    /// it holds (a `mkdir` is as volatile as a file creation until the
+    /// parent directory is synced).
+    durable_dirs: BTreeSet<PathBuf>,
     /// Successful `fdatasync`s per path (never reset).
     data_syncs: HashMap<PathBuf, usize>,
     /// Whether `fdatasync` waits at the gate ([`FaultyFileSystem::hold_syncs`]).
@@ -310,6 +318,7 @@ impl State {
             let id = self.fresh_id(&meta, content);
             self.durable.insert(path, id);
         }
+        self.durable_dirs = walk_dirs(root)?.into_iter().collect();
         Ok(())
     }
 }
@@ -335,6 +344,24 @@ fn read_whole(file: &File) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; len];
     file.read_exact_at(&mut buf, 0)?;
     Ok(buf)
+}
+
+/// Every directory under `root` (not `root` itself), recursively, parents
+/// before their children.
+fn walk_dirs(root: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                stack.push(entry.path());
+                out.push(entry.path());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// Every regular file under `root`, recursively.
@@ -493,6 +520,11 @@ impl FaultyFileSystem {
     /// The error of rewriting the tree.
     pub fn simulate_power_loss(&self) -> io::Result<()> {
         let mut state = self.state();
+        for dir in walk_dirs(&self.root)? {
+            if !state.durable_dirs.contains(&dir) && dir.is_dir() {
+                std::fs::remove_dir_all(&dir)?;
+            }
+        }
         for path in walk_files(&self.root)? {
             if !state.durable.contains_key(&path) {
                 std::fs::remove_file(&path)?;
@@ -638,8 +670,13 @@ impl FileSystem for FaultyFileSystem {
         state.check(Which::Sync, dir).map_err(|f| f.error)?;
         self.real.sync_dir(dir)?;
         state.durable.retain(|p, _| p.parent() != Some(dir));
+        state.durable_dirs.retain(|p| p.parent() != Some(dir));
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                state.durable_dirs.insert(entry.path());
+                continue;
+            }
             if !entry.file_type()?.is_file() {
                 continue;
             }
