@@ -9,7 +9,8 @@
 //! one-voter quorum never calls one.
 
 use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError,
+    Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -24,8 +25,52 @@ use std::sync::Arc;
 use super::MetadataTypeConfig;
 use crate::quorum_state::{now_ms, ReplicaContacts};
 use crate::transport::{
-    PeerClient, QuorumRequest, QuorumResponse, QuorumTransport, TransportError,
+    PeerClient, QuorumRequest, QuorumResponse, QuorumTransport, TransportError, MAX_FRAME_BYTES,
 };
+
+/// The most entry bytes (as encoded) one AppendEntries carries: the frame
+/// limit less room for the request's other fields.
+pub(crate) const MAX_APPEND_ENTRIES_BYTES: usize = MAX_FRAME_BYTES - 64 * 1024;
+
+/// How many of `rpc`'s first entries fit in [`MAX_APPEND_ENTRIES_BYTES`]
+/// as encoded, when not all do (at least 1: a single entry is sent as it
+/// is); `None` when they all fit or there is only one. openraft batches
+/// up to `max_payload_entries` entries, and a follower or observer that
+/// lags behind creations of 1,000 partitions each (an entry of hundreds of
+/// KiB) would otherwise get a frame over the limit again and again and
+/// never catch up (issue 18, 100,000 partitions).
+fn entries_that_fit(rpc: &AppendEntriesRequest<MetadataTypeConfig>) -> Option<u64> {
+    if rpc.entries.len() < 2 {
+        return None;
+    }
+    let mut total = 0usize;
+    for (i, entry) in rpc.entries.iter().enumerate() {
+        let mut counter = ByteCounter(0);
+        if serde_json::to_writer(&mut counter, entry).is_err() {
+            // Encoding fails for the whole request too; let it report.
+            return None;
+        }
+        total += counter.0 + 1;
+        if total > MAX_APPEND_ENTRIES_BYTES {
+            return Some(i.max(1) as u64);
+        }
+    }
+    None
+}
+
+/// A writer that only counts bytes.
+struct ByteCounter(usize);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// Creates clients from this voter to the others.
 #[derive(Debug, Clone)]
@@ -106,6 +151,12 @@ impl RaftNetwork<MetadataTypeConfig> for VoterClient {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
         let target = self.client.target();
+        if let Some(fit) = entries_that_fit(&rpc) {
+            // openraft sends fewer entries at once and retries at once.
+            return Err(RPCError::PayloadTooLarge(
+                PayloadTooLarge::new_entries_hint(fit),
+            ));
+        }
         match self
             .client
             .call(QuorumRequest::AppendEntries(rpc), option.hard_ttl())
@@ -167,6 +218,64 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    fn entry_of_bytes(index: u64, bytes: usize) -> openraft::Entry<MetadataTypeConfig> {
+        use crate::records::{ConfigRecord, ConfigResourceType, MetadataRecord};
+        openraft::Entry {
+            log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
+            payload: openraft::EntryPayload::Normal(crate::raft::MetadataBatch {
+                records: vec![MetadataRecord::Config(ConfigRecord {
+                    resource_type: ConfigResourceType::Topic,
+                    resource_name: "orders".into(),
+                    name: "message.timestamp.type".into(),
+                    value: Some("x".repeat(bytes)),
+                })],
+            }),
+        }
+    }
+
+    /// Issue 18: at 100,000 partitions a lagging voter got AppendEntries
+    /// of up to 300 entries of hundreds of KiB each, over the 16 MiB frame
+    /// limit ("frame size too big") on every retry, and the quorum lost it
+    /// for good. Too many entry bytes now answer PayloadTooLarge with how
+    /// many entries fit, which openraft sends instead.
+    #[tokio::test]
+    async fn append_entries_over_the_frame_limit_asks_openraft_for_fewer_entries() {
+        let mut factory =
+            QuorumNetworkFactory::new(1, QuorumTransport::single_voter(), Arc::default());
+        let mut client = factory.new_client(2, &BasicNode::default()).await;
+        let option = RPCOption::new(Duration::from_millis(10));
+        let request = |entries: Vec<openraft::Entry<MetadataTypeConfig>>| AppendEntriesRequest {
+            vote: openraft::Vote::new(1, 1),
+            prev_log_id: None,
+            entries,
+            leader_commit: None,
+        };
+        let entry_bytes = MAX_APPEND_ENTRIES_BYTES / 5;
+        let big: Vec<_> = (1..=12).map(|i| entry_of_bytes(i, entry_bytes)).collect();
+        let err = client
+            .append_entries(request(big), option.clone())
+            .await
+            .unwrap_err();
+        match err {
+            RPCError::PayloadTooLarge(too_large) => assert_eq!(too_large.entries_hint(), 4),
+            other => panic!("{other}"),
+        }
+        // What fits goes to the transport (here: unreachable, one voter).
+        let fits: Vec<_> = (1..=4).map(|i| entry_of_bytes(i, entry_bytes)).collect();
+        let err = client
+            .append_entries(request(fits), option.clone())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RPCError::Unreachable(_)), "{err}");
+        // A single entry is never split.
+        let one = vec![entry_of_bytes(1, MAX_APPEND_ENTRIES_BYTES)];
+        let err = client
+            .append_entries(request(one), option)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RPCError::Unreachable(_)), "{err}");
+    }
 
     #[tokio::test]
     async fn single_voter_clients_report_unreachable_instead_of_panicking() {
