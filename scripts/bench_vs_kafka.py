@@ -970,8 +970,12 @@ def main():
             shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.monotonic() - started
 
-    commit = sh(f"git -C {REPO} rev-parse --short HEAD") + (
-        " (dirty)" if sh(f"git -C {REPO} status --porcelain --untracked-files=no") else "")
+    # The binary's commit: WEIR_COMMIT when set (a WEIR_BIN built elsewhere), else the checkout's
+    # HEAD, marked when WEIR_BIN may not be built from it.
+    commit = os.environ.get("WEIR_COMMIT") or sh(f"git -C {REPO} rev-parse --short HEAD") + (
+        " (dirty)" if sh(f"git -C {REPO} status --porcelain --untracked-files=no") else "") + (
+        " (checkout's HEAD; the binary came from WEIR_BIN, set WEIR_COMMIT to name its commit)"
+        if os.environ.get("WEIR_BUILD") == "given by WEIR_BIN" else "")
     mode = "QUICK (CI smoke run: tiny loads, 1 round; the figures are not comparable)" \
         if args.quick else "full"
     tbl = table(results, figures)
