@@ -389,7 +389,7 @@ fn image_part(
 }
 
 /// The length of `value` in JSON, counted without keeping the bytes.
-fn json_len(value: &impl Serialize) -> usize {
+pub(crate) fn json_len(value: &impl Serialize) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

@@ -1036,21 +1036,20 @@ mod tests {
             .unwrap();
     }
 
+    /// A manager over a [`FaultyFileSystem`] rooted at `dir`, as a restart
+    /// opens it.
+    fn open_faulty(fs: &Arc<crate::fs::faulty::FaultyFileSystem>, dir: &Path) -> LogManager {
+        let shared: Arc<dyn FileSystem> = fs.clone();
+        LogManager::open_with_file_system(shared, dir.to_path_buf(), 1, LogConfig::default())
+            .unwrap()
+    }
+
     #[test]
     fn checkpoints_through_a_full_disk_keep_the_old_file_and_survive_power_loss() {
         use crate::fs::faulty::{Fault, FaultKind, FaultyFileSystem};
         let dir = tempfile::tempdir().unwrap();
         let fs = Arc::new(FaultyFileSystem::new(dir.path()).unwrap());
-        let open = || {
-            let shared: Arc<dyn FileSystem> = fs.clone();
-            LogManager::open_with_file_system(
-                shared,
-                dir.path().to_path_buf(),
-                1,
-                LogConfig::default(),
-            )
-            .unwrap()
-        };
+        let open = || open_faulty(&fs, dir.path());
         let manager = open();
         let tp = TopicPartition::new("t", 0);
         let log = manager.get_or_create(&tp, LogConfig::default()).unwrap();
@@ -1093,16 +1092,7 @@ mod tests {
         use crate::fs::faulty::FaultyFileSystem;
         let dir = tempfile::tempdir().unwrap();
         let fs = Arc::new(FaultyFileSystem::new(dir.path()).unwrap());
-        let open = || {
-            let shared: Arc<dyn FileSystem> = fs.clone();
-            LogManager::open_with_file_system(
-                shared,
-                dir.path().to_path_buf(),
-                1,
-                LogConfig::default(),
-            )
-            .unwrap()
-        };
+        let open = || open_faulty(&fs, dir.path());
         let manager = open();
         let existing = TopicPartition::new("old", 0);
         let old_log = manager

@@ -35,41 +35,23 @@ pub(crate) const MAX_APPEND_ENTRIES_BYTES: usize = MAX_FRAME_BYTES - 64 * 1024;
 /// How many of `rpc`'s first entries fit in [`MAX_APPEND_ENTRIES_BYTES`]
 /// as encoded, when not all do (at least 1: a single entry is sent as it
 /// is); `None` when they all fit or there is only one. openraft batches
-/// up to `max_payload_entries` entries, and a follower or observer that
-/// lags behind creations of 1,000 partitions each (an entry of hundreds of
-/// KiB) would otherwise get a frame over the limit again and again and
-/// never catch up (issue 18, 100,000 partitions).
+/// up to `max_payload_entries` entries, and a voter that lags behind
+/// creations of 1,000 partitions each (an entry of hundreds of KiB) would
+/// otherwise get a frame over the limit again and again and never catch up
+/// (issue 18, 100,000 partitions). Entries are counted with the observer's
+/// `json_len`, as the transport encodes them.
 fn entries_that_fit(rpc: &AppendEntriesRequest<MetadataTypeConfig>) -> Option<u64> {
     if rpc.entries.len() < 2 {
         return None;
     }
     let mut total = 0usize;
     for (i, entry) in rpc.entries.iter().enumerate() {
-        let mut counter = ByteCounter(0);
-        if serde_json::to_writer(&mut counter, entry).is_err() {
-            // Encoding fails for the whole request too; let it report.
-            return None;
-        }
-        total += counter.0 + 1;
+        total = total.saturating_add(crate::observer::json_len(entry).saturating_add(1));
         if total > MAX_APPEND_ENTRIES_BYTES {
             return Some(i.max(1) as u64);
         }
     }
     None
-}
-
-/// A writer that only counts bytes.
-struct ByteCounter(usize);
-
-impl std::io::Write for ByteCounter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// Creates clients from this voter to the others.
