@@ -721,18 +721,12 @@ mod tests {
             }))
             .unwrap();
         image
-            .apply(&MetadataRecord::Partition(PartitionRecord {
-                partition_id: 0,
+            .apply(&MetadataRecord::Partition(PartitionRecord::new(
+                0,
                 topic_id,
-                replicas: vec![1],
-                isr: vec![1],
-                leader: 1,
-                leader_epoch: 0,
-                partition_epoch: 0,
-                leader_recovery_state: Default::default(),
-                eligible_leader_replicas: vec![],
-                last_known_elr: vec![],
-            }))
+                vec![1],
+                vec![1],
+            )))
             .unwrap();
         image
     }
@@ -954,18 +948,12 @@ mod tests {
                 .unwrap();
             for partition_id in 0..count {
                 image
-                    .apply(&MetadataRecord::Partition(PartitionRecord {
+                    .apply(&MetadataRecord::Partition(PartitionRecord::new(
                         partition_id,
                         topic_id,
-                        replicas: vec![1, 2],
-                        isr: vec![1, 2],
-                        leader: 1,
-                        leader_epoch: 0,
-                        partition_epoch: 0,
-                        leader_recovery_state: Default::default(),
-                        eligible_leader_replicas: vec![],
-                        last_known_elr: vec![],
-                    }))
+                        vec![1, 2],
+                        vec![1, 2],
+                    )))
                     .unwrap();
             }
             topic_id

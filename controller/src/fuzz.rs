@@ -108,18 +108,12 @@ fn sample_records() -> Vec<MetadataRecord> {
             name: "orders".into(),
             topic_id,
         }),
-        MetadataRecord::Partition(PartitionRecord {
-            partition_id: 0,
+        MetadataRecord::Partition(PartitionRecord::new(
+            0,
             topic_id,
-            replicas: vec![1, 2, 3],
-            isr: vec![1, 2, 3],
-            leader: 1,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            leader_recovery_state: LeaderRecoveryState::Recovered,
-            eligible_leader_replicas: vec![],
-            last_known_elr: vec![],
-        }),
+            vec![1, 2, 3],
+            vec![1, 2, 3],
+        )),
         MetadataRecord::PartitionChange(PartitionChangeRecord {
             partition_id: 0,
             topic_id,

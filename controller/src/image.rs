@@ -495,18 +495,7 @@ mod tests {
                 name: "orders".into(),
                 topic_id: t1,
             }),
-            MetadataRecord::Partition(PartitionRecord {
-                partition_id: 0,
-                topic_id: t1,
-                replicas: vec![1, 2],
-                isr: vec![1, 2],
-                leader: 1,
-                leader_epoch: 0,
-                partition_epoch: 0,
-                leader_recovery_state: LeaderRecoveryState::Recovered,
-                eligible_leader_replicas: vec![],
-                last_known_elr: vec![],
-            }),
+            MetadataRecord::Partition(PartitionRecord::new(0, t1, vec![1, 2], vec![1, 2])),
             MetadataRecord::Config(ConfigRecord {
                 resource_type: ConfigResourceType::Topic,
                 resource_name: "orders".into(),
@@ -592,18 +581,7 @@ mod tests {
         let before = image.clone();
         let unknown = uuid::Uuid::from_u128(7);
         let bad = [
-            MetadataRecord::Partition(PartitionRecord {
-                partition_id: 0,
-                topic_id: unknown,
-                replicas: vec![1],
-                isr: vec![1],
-                leader: 1,
-                leader_epoch: 0,
-                partition_epoch: 0,
-                leader_recovery_state: LeaderRecoveryState::Recovered,
-                eligible_leader_replicas: vec![],
-                last_known_elr: vec![],
-            }),
+            MetadataRecord::Partition(PartitionRecord::new(0, unknown, vec![1], vec![1])),
             MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id: unknown }),
             MetadataRecord::FenceBroker(FenceBrokerRecord { id: 1, epoch: 4 }),
             MetadataRecord::Config(ConfigRecord {
@@ -626,18 +604,12 @@ mod tests {
     fn replay_shares_untouched_topics_and_changed_topics_names_the_rest() {
         let id = |n: u128| uuid::Uuid::from_u128(n);
         let partition = |topic_id, partition_id| {
-            MetadataRecord::Partition(PartitionRecord {
+            MetadataRecord::Partition(PartitionRecord::new(
                 partition_id,
                 topic_id,
-                replicas: vec![1],
-                isr: vec![1],
-                leader: 1,
-                leader_epoch: 0,
-                partition_epoch: 0,
-                leader_recovery_state: LeaderRecoveryState::Recovered,
-                eligible_leader_replicas: vec![],
-                last_known_elr: vec![],
-            })
+                vec![1],
+                vec![1],
+            ))
         };
         let mut before = MetadataImage::new("c1");
         before.apply(&broker(1, 1)).unwrap();

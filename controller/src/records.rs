@@ -115,6 +115,26 @@ pub struct PartitionRecord {
     pub last_known_elr: Vec<i32>,
 }
 
+impl PartitionRecord {
+    /// Partition `partition_id` of `topic_id` as a creation registers it
+    /// (Kafka's `ReplicationControlManager.createPartitions`): ISR `isr`,
+    /// led by its first broker (-1 when empty), epochs 0, recovered, no ELR.
+    pub fn new(partition_id: i32, topic_id: TopicId, replicas: Vec<i32>, isr: Vec<i32>) -> Self {
+        PartitionRecord {
+            partition_id,
+            topic_id,
+            replicas,
+            leader: isr.first().copied().unwrap_or(-1),
+            isr,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
+        }
+    }
+}
+
 /// `PartitionChangeRecord`: a change to an existing partition. `None` fields
 /// are unchanged. Replay bumps the partition epoch, and the leader epoch when
 /// the leader changes. [`Default`] is a change of nothing to partition 0 of

@@ -667,12 +667,7 @@ mod tests {
             0,
             "follower 2 has fetched nothing"
         );
-        let reader = Reader {
-            replica_manager: &replica_manager,
-            max_bytes: 1 << 20,
-            isolation: FetchIsolation::LogEnd,
-            follower: Some((2, -1)),
-        };
+        let reader = follower_2_reader(&replica_manager);
         targets[0].fetch_offset = 100;
         let result = reader.read_all(&targets, Pass::First);
         assert_eq!(
@@ -848,6 +843,17 @@ mod tests {
         ReplicaManager::new(1, config, log_manager)
     }
 
+    /// A reader of Fetch requests from follower broker 2 (epoch unknown),
+    /// up to 1 MiB, to the log end.
+    fn follower_2_reader(replica_manager: &ReplicaManager) -> Reader<'_> {
+        Reader {
+            replica_manager,
+            max_bytes: 1 << 20,
+            isolation: FetchIsolation::LogEnd,
+            follower: Some((2, -1)),
+        }
+    }
+
     /// KIP-227 for followers: a full fetch `(0, 0)` of 16 idle partitions
     /// creates a session and answers all 16; the next incremental fetch,
     /// naming nothing, answers none; after a record on partition 5 one
@@ -861,12 +867,7 @@ mod tests {
         let replica_manager = replica_manager(dir.path());
         let (partitions, _) = replicated(dir.path(), 16);
         let sessions = FetchManager::new(10);
-        let reader = Reader {
-            replica_manager: &replica_manager,
-            max_bytes: 1 << 20,
-            isolation: FetchIsolation::LogEnd,
-            follower: Some((2, -1)),
-        };
+        let reader = follower_2_reader(&replica_manager);
         let all: Vec<(i32, i64)> = (0..16).map(|p| (p, 0)).collect();
         let now = Instant::now;
         let full = fetch_request(2, (0, 0), &all, &[]);
@@ -929,12 +930,7 @@ mod tests {
         let replica_manager = replica_manager(dir.path());
         let (partitions, _) = replicated(dir.path(), 8);
         let sessions = FetchManager::new(10);
-        let reader = Reader {
-            replica_manager: &replica_manager,
-            max_bytes: 1 << 20,
-            isolation: FetchIsolation::LogEnd,
-            follower: Some((2, -1)),
-        };
+        let reader = follower_2_reader(&replica_manager);
         let all: Vec<(i32, i64)> = (0..8).map(|p| (p, 0)).collect();
         let full = fetch_request(2, (0, 0), &all, &[]);
         let served = fetch_v17(&sessions, &reader, &partitions, &full, Instant::now()).await;

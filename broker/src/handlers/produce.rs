@@ -579,16 +579,7 @@ mod tests {
                 },
             ));
         }
-        fs.hold_syncs();
-        // Opens the gate again if the test fails while it is closed, so
-        // the runtime's blocking threads can finish.
-        struct Release<'a>(&'a FaultyFileSystem);
-        impl Drop for Release<'_> {
-            fn drop(&mut self) {
-                self.0.release_syncs();
-            }
-        }
-        let _release = Release(&fs);
+        let _held = fs.hold_syncs_until_dropped();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         let answered = tokio::spawn(wait_for_acks(waits, deadline));
         eventually("both partitions' fdatasyncs to start", || {

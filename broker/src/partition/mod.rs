@@ -769,16 +769,7 @@ pub(crate) mod tests {
         let partition = Arc::new(partition);
         let (first, _) = partition.append_records_as_leader(&batch("p0"), 0).unwrap();
         let before = fs.data_syncs(".log");
-        fs.hold_syncs();
-        // Opens the gate again if the test fails while it is closed, so
-        // the runtime's blocking threads can finish.
-        struct Release<'a>(&'a FaultyFileSystem);
-        impl Drop for Release<'_> {
-            fn drop(&mut self) {
-                self.0.release_syncs();
-            }
-        }
-        let _release = Release(&fs);
+        let _held = fs.hold_syncs_until_dropped();
         let p = partition.clone();
         let mut producers = vec![tokio::spawn(async move {
             p.wait_durable(first.last_offset + 1).await

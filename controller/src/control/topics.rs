@@ -793,25 +793,19 @@ fn partition_records(
         .enumerate()
         .map(|(i, replicas)| {
             let isr = usable_replicas(image, &replicas);
-            let Some(&leader) = isr.first() else {
+            if isr.is_empty() {
                 // Kafka: "All brokers are currently fenced or in controlled shutdown."
                 return Err(ControllerError::InvalidReplicationFactor {
                     requested: plan.replication_factor,
                     available: image.unfenced_broker_ids().len(),
                 });
-            };
-            Ok(MetadataRecord::Partition(PartitionRecord {
-                partition_id: plan.first_partition_id + i as i32,
-                topic_id: plan.topic_id,
+            }
+            Ok(MetadataRecord::Partition(PartitionRecord::new(
+                plan.first_partition_id + i as i32,
+                plan.topic_id,
                 replicas,
                 isr,
-                leader,
-                leader_epoch: 0,
-                partition_epoch: 0,
-                leader_recovery_state: LeaderRecoveryState::Recovered,
-                eligible_leader_replicas: Vec::new(),
-                last_known_elr: Vec::new(),
-            }))
+            )))
         })
         .collect()
 }

@@ -383,6 +383,17 @@ fn walk_files(root: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// The closed sync gate of [`FaultyFileSystem::hold_syncs_until_dropped`];
+/// dropping it calls [`FaultyFileSystem::release_syncs`].
+#[derive(Debug)]
+pub struct HeldSyncs<'a>(&'a FaultyFileSystem);
+
+impl Drop for HeldSyncs<'_> {
+    fn drop(&mut self) {
+        self.0.release_syncs();
+    }
+}
+
 /// The fault-injecting file system. See the module docs.
 #[derive(Debug)]
 pub struct FaultyFileSystem {
@@ -487,6 +498,15 @@ impl FaultyFileSystem {
     /// disk, so that a test can act while a sync is known to run).
     pub fn hold_syncs(&self) {
         self.state().syncs_held = true;
+    }
+
+    /// [`FaultyFileSystem::hold_syncs`], with the gate opened again when
+    /// the returned guard drops: a test that fails while the gate is closed
+    /// still lets the runtime's blocking threads finish.
+    #[must_use = "the gate opens again when the guard drops"]
+    pub fn hold_syncs_until_dropped(&self) -> HeldSyncs<'_> {
+        self.hold_syncs();
+        HeldSyncs(self)
     }
 
     /// Opens the gate and wakes every `fdatasync` waiting at it.
