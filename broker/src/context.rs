@@ -25,7 +25,7 @@ pub struct BrokerContext {
     pub replica_manager: Arc<ReplicaManager>,
     /// Incremental fetch sessions (KIP-227) of the followers fetching from
     /// this broker.
-    pub fetch_sessions: crate::fetch_session::FetchManager,
+    pub fetch_sessions: crate::fetch_session::FetchManager<Arc<crate::partition::Partition>>,
     /// The replica fetchers of the partitions this broker follows.
     pub replica_fetchers: Arc<crate::replication::fetcher::ReplicaFetcherManager>,
     /// Producer id blocks allocated through the controller.

@@ -8,7 +8,7 @@
 //! (fetch offset, log start offset, leader epochs, max bytes) and what it
 //! was last told (high watermark, last stable offset, log start offset).
 //! An incremental Fetch names only the partitions whose request changed
-//! (and `forgotten_topics_data` those to drop); the leader reads every
+//! (and `forgotten_topics_data` those to drop); the leader reads every active
 //! partition of the session and answers only those with records, an
 //! error, a diverging epoch or a changed offset
 //! ([`CachedPartition::maybe_update_response_data`]).
@@ -35,15 +35,44 @@
 //! (privileged) session evict a consumer's; here every session is a
 //! follower's, so the least recently used one goes.
 //!
+//! **Quiet partitions (past Kafka).** Kafka reads every partition of an
+//! incremental session on every Fetch, so an idle follower session of N
+//! partitions costs N reads twice per `replica.fetch.wait.max.ms`. Weir
+//! skips a partition the read found *quiet* for its follower: nothing to
+//! send, the follower at the leader's log end offset and in the ISR
+//! ([`PartitionAnswer::quiet`]). A quiet partition leaves the fetch order
+//! and registers a one-shot [`QuietWatch`] with the partition
+//! ([`QuietPartition::watch_quiet`]); the partition's next change (append,
+//! truncation, high watermark, log start offset, leadership, ISR, removal)
+//! puts it back through the session's [`SessionWaker`], which also
+//! completes a parked Fetch of the session (on any change: a follower thus
+//! learns a moved high watermark or log start offset of a quiet partition
+//! at once, where Kafka answers it at `replica.fetch.wait.max.ms`). A
+//! partition named again by the
+//! follower (its request changed) is active again too. What is skipped
+//! would have been answered with nothing: its request and its state are
+//! those of the read that found it quiet. The one thing the skipped reads
+//! did in Kafka is refresh the follower's fetch state on the leader
+//! (`Replica.updateFetchStateOrThrow`); a follower at the log end offset
+//! is in sync whatever its fetch time (`ReplicaState.isCaughtUp`), and the
+//! session hands each quiet partition back for a refresh (without a read)
+//! every `quiet_refresh_ms` ([`FetchContext::Incremental::refresh`]), so
+//! that when the log end moves the follower's last fetch time is at most
+//! that old: the follower may leave the ISR up to `quiet_refresh_ms`
+//! sooner than in Kafka, never later. An idle session then costs
+//! O(changed partitions) per Fetch.
+//!
 //! This module owns the session rules only: it reads no log and resolves
 //! no partition (`handlers/fetch.rs` does both and hands back what it read
-//! as [`PartitionAnswer`]s).
+//! as [`PartitionAnswer`]s); partitions are seen only through
+//! [`QuietPartition`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
 
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use tokio::sync::Notify;
 use uuid::Uuid;
 
 /// Kafka's `FetchMetadata.INVALID_SESSION_ID`: no session.
@@ -79,7 +108,7 @@ pub struct PartitionKey {
 }
 
 /// What a Fetch asks of one partition (Kafka's `FetchRequest.PartitionData`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PartitionRequest {
     /// First offset wanted.
     pub fetch_offset: i64,
@@ -93,9 +122,10 @@ pub struct PartitionRequest {
     pub last_fetched_epoch: i32,
 }
 
-/// What a read found for one partition, as far as the session cares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PartitionAnswer {
+/// What a read found for one partition, as far as the session cares;
+/// `H` is the partition's handle (see [`QuietPartition`]).
+#[derive(Clone, Debug)]
+pub struct PartitionAnswer<H> {
     /// Record bytes returned.
     pub record_bytes: usize,
     /// The partition's error code (0: none).
@@ -108,11 +138,101 @@ pub struct PartitionAnswer {
     pub log_start_offset: i64,
     /// A diverging epoch was answered (KIP-320).
     pub diverging_epoch: bool,
+    /// The read found the partition quiet for a follower (see the module
+    /// docs): its handle and its [`QuietPartition::fetch_state_version`]
+    /// taken before the read.
+    pub quiet: Option<(H, u64)>,
+}
+
+/// How often a session refreshes a quiet partition's follower fetch state:
+/// an eighth of `replica.lag.time.max.ms` (`max_lag_ms`), so that a
+/// follower is never dropped from the ISR much sooner than in Kafka (see
+/// the module docs).
+pub fn quiet_refresh_ms(max_lag_ms: i64) -> i64 {
+    (max_lag_ms / 8).max(1)
+}
+
+/// A partition as a session sees it, to skip it while it is quiet.
+pub trait QuietPartition: Clone {
+    /// A number that changes (before the change is visible) whenever a
+    /// follower's Fetch of the partition could be answered differently.
+    fn fetch_state_version(&self) -> u64;
+
+    /// Registers `watch` to be woken once, at the partition's next change.
+    /// Returns false when the version is no longer `version` (the
+    /// partition changed since the read that found it quiet); `watch` may
+    /// then still fire, harmlessly.
+    fn watch_quiet(&self, version: u64, watch: QuietWatch) -> bool;
+}
+
+/// What a quiet partition wakes at its next change: a session's
+/// [`SessionWaker`] (weakly: a closed session is not kept alive) and the
+/// key under which the session holds the partition.
+#[derive(Debug)]
+pub struct QuietWatch {
+    waker: Weak<SessionWaker>,
+    key: PartitionKey,
+}
+
+impl QuietWatch {
+    /// Tells the session the partition changed; nothing when the session
+    /// is gone.
+    pub fn wake(self) {
+        if let Some(waker) = self.waker.upgrade() {
+            waker.wake(self.key);
+        }
+    }
+}
+
+/// The partitions of one session that changed since they were found quiet,
+/// and a notifier a parked Fetch of the session waits on.
+#[derive(Debug, Default)]
+pub struct SessionWaker {
+    woken: Mutex<Vec<PartitionKey>>,
+    notify: Notify,
+}
+
+impl SessionWaker {
+    fn wake(&self, key: PartitionKey) {
+        self.woken
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(key);
+        self.notify.notify_waiters();
+    }
+
+    fn take_woken(&self) -> Vec<PartitionKey> {
+        std::mem::take(&mut *self.woken.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Whether a quiet partition changed since the session last looked.
+    pub fn any_woken(&self) -> bool {
+        !self
+            .woken
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
+    /// A future resolved by the next wake; enable it before checking
+    /// [`SessionWaker::any_woken`] so that no wake is lost.
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+}
+
+/// A quiet partition of a session: its handle, the version it was quiet
+/// at, and when the follower's fetch state was last refreshed.
+#[derive(Clone, Debug)]
+struct Quiet<H> {
+    handle: H,
+    version: u64,
+    refreshed_ms: i64,
 }
 
 /// Kafka's `CachedPartition`: one partition of a session.
 #[derive(Clone, Debug)]
-struct CachedPartition {
+struct CachedPartition<H> {
     /// The fetcher's last request for it.
     request: PartitionRequest,
     /// The high watermark last answered; -1 after an error so the
@@ -122,16 +242,29 @@ struct CachedPartition {
     last_stable_offset: i64,
     /// The leader's log start offset last answered.
     local_log_start_offset: i64,
-    /// Its place in [`FetchSession::order`].
+    /// Its place in the fetch order ([`FetchSession::order`] while active).
     position: u64,
+    /// Set while the partition is quiet (out of [`FetchSession::order`]).
+    quiet: Option<Quiet<H>>,
 }
 
-impl CachedPartition {
+impl<H> CachedPartition<H> {
+    fn new(request: PartitionRequest) -> Self {
+        CachedPartition {
+            request,
+            high_watermark: -1,
+            last_stable_offset: -1,
+            local_log_start_offset: -1,
+            position: 0,
+            quiet: None,
+        }
+    }
+
     /// Kafka's `CachedPartition.maybeUpdateResponseData`: whether the
     /// answer must be sent (records, an error, a diverging epoch, or a high
     /// watermark, last stable offset or log start offset other than the
     /// one last sent), remembering what is sent.
-    fn maybe_update_response_data(&mut self, answer: &PartitionAnswer) -> bool {
+    fn maybe_update_response_data(&mut self, answer: &PartitionAnswer<H>) -> bool {
         let mut must_respond = answer.record_bytes > 0 || answer.diverging_epoch;
         if self.high_watermark != answer.high_watermark {
             must_respond = true;
@@ -156,22 +289,29 @@ impl CachedPartition {
 /// Kafka's `FetchSession`: the partitions of one session in fetch order
 /// (a partition that returned records moves to the end, so that
 /// `max_bytes` does not always favour the same partitions), the epoch the
-/// next request must carry and when it was last used.
+/// next request must carry and when it was last used; and, past Kafka,
+/// its quiet partitions (see the module docs).
 #[derive(Debug)]
-struct FetchSession {
+struct FetchSession<H> {
     /// Whether the session names topics by id (v13+).
     uses_topic_ids: bool,
-    partitions: HashMap<PartitionKey, CachedPartition>,
-    /// Fetch order: position to partition.
+    partitions: HashMap<PartitionKey, CachedPartition<H>>,
+    /// Fetch order of the active (not quiet) partitions: position to
+    /// partition.
     order: BTreeMap<u64, PartitionKey>,
     next_position: u64,
     /// The epoch the next incremental request must carry.
     epoch: i32,
     /// Wall-clock ms of the last request.
     last_used_ms: i64,
+    /// Woken by quiet partitions that changed.
+    waker: Arc<SessionWaker>,
+    /// Quiet partitions by the time their refresh was last due (entries of
+    /// partitions no longer quiet at that time are skipped when popped).
+    refresh_queue: VecDeque<(i64, PartitionKey)>,
 }
 
-impl FetchSession {
+impl<H: QuietPartition> FetchSession<H> {
     fn new(uses_topic_ids: bool, now_ms: i64) -> Self {
         FetchSession {
             uses_topic_ids,
@@ -180,22 +320,61 @@ impl FetchSession {
             next_position: 0,
             epoch: next_epoch(INITIAL_EPOCH),
             last_used_ms: now_ms,
+            waker: Arc::new(SessionWaker::default()),
+            refresh_queue: VecDeque::new(),
         }
     }
 
-    /// Adds `key` at the end of the fetch order (or moves it there).
-    fn push(&mut self, key: PartitionKey, mut cached: CachedPartition) {
+    /// Adds `key` at the end of the fetch order (or moves it there); it is
+    /// active.
+    fn push(&mut self, key: PartitionKey, mut cached: CachedPartition<H>) {
         if let Some(old) = self.partitions.get(&key) {
             self.order.remove(&old.position);
         }
         cached.position = self.next_position;
+        cached.quiet = None;
         self.next_position += 1;
         self.order.insert(cached.position, key.clone());
         self.partitions.insert(key, cached);
     }
 
+    /// Puts a quiet partition back in the fetch order at its place.
+    fn activate(&mut self, key: &PartitionKey) {
+        if let Some(cached) = self.partitions.get_mut(key) {
+            if cached.quiet.take().is_some() {
+                self.order.insert(cached.position, key.clone());
+            }
+        }
+    }
+
+    /// Takes `key` out of the fetch order while it stays at `version`, if
+    /// the partition accepts the watch.
+    fn quiet(&mut self, key: &PartitionKey, handle: H, version: u64, now_ms: i64) {
+        let Some(cached) = self.partitions.get_mut(key) else {
+            return;
+        };
+        if cached.quiet.is_some() {
+            return;
+        }
+        let watch = QuietWatch {
+            waker: Arc::downgrade(&self.waker),
+            key: key.clone(),
+        };
+        if !handle.watch_quiet(version, watch) {
+            return;
+        }
+        cached.quiet = Some(Quiet {
+            handle,
+            version,
+            refreshed_ms: now_ms,
+        });
+        self.order.remove(&cached.position);
+        self.refresh_queue.push_back((now_ms, key.clone()));
+    }
+
     /// Kafka's `FetchSession.update`: the request's partitions are added
-    /// or replace their cached request; the forgotten ones are removed.
+    /// or replace their cached request (and are active); the forgotten
+    /// ones are removed.
     fn update(
         &mut self,
         fetch_data: &[(PartitionKey, PartitionRequest)],
@@ -203,17 +382,11 @@ impl FetchSession {
     ) {
         for (key, request) in fetch_data {
             match self.partitions.get_mut(key) {
-                Some(cached) => cached.request = *request,
-                None => self.push(
-                    key.clone(),
-                    CachedPartition {
-                        request: *request,
-                        high_watermark: -1,
-                        last_stable_offset: -1,
-                        local_log_start_offset: -1,
-                        position: 0,
-                    },
-                ),
+                Some(cached) => {
+                    cached.request = *request;
+                    self.activate(key);
+                }
+                None => self.push(key.clone(), CachedPartition::new(*request)),
             }
         }
         for key in forgotten {
@@ -223,7 +396,42 @@ impl FetchSession {
         }
     }
 
-    /// Every partition with its cached request, in fetch order.
+    /// Puts back the quiet partitions that changed, and returns those whose
+    /// refresh is due at `now_ms` (every `refresh_ms`) with their requests,
+    /// marked refreshed.
+    fn wake_and_refresh(&mut self, now_ms: i64, refresh_ms: i64) -> Vec<(H, PartitionRequest)> {
+        for key in self.waker.take_woken() {
+            self.activate(&key);
+        }
+        let mut due = Vec::new();
+        while let Some((since, _)) = self.refresh_queue.front() {
+            if now_ms.saturating_sub(*since) < refresh_ms {
+                break;
+            }
+            let Some((since, key)) = self.refresh_queue.pop_front() else {
+                break;
+            };
+            let Some(cached) = self.partitions.get_mut(&key) else {
+                continue;
+            };
+            let Some(quiet) = cached.quiet.as_mut() else {
+                continue;
+            };
+            if quiet.refreshed_ms != since {
+                continue;
+            }
+            if quiet.handle.fetch_state_version() == quiet.version {
+                quiet.refreshed_ms = now_ms;
+                due.push((quiet.handle.clone(), cached.request));
+                self.refresh_queue.push_back((now_ms, key));
+            }
+            // A changed partition has woken the session; it is put back at
+            // the next request.
+        }
+        due
+    }
+
+    /// Every active partition with its cached request, in fetch order.
     fn requests(&self) -> Vec<(PartitionKey, PartitionRequest)> {
         self.order
             .values()
@@ -235,14 +443,14 @@ impl FetchSession {
 /// Kafka's `FetchSessionCache`: sessions by id, and by last use for
 /// eviction.
 #[derive(Debug)]
-pub struct FetchSessionCache {
+pub struct FetchSessionCache<H> {
     max_entries: usize,
-    sessions: HashMap<i32, FetchSession>,
+    sessions: HashMap<i32, FetchSession<H>>,
     /// `(last_used_ms, id)` of every session: the first is evicted.
     last_used: BTreeSet<(i64, i32)>,
 }
 
-impl FetchSessionCache {
+impl<H: QuietPartition> FetchSessionCache<H> {
     /// An empty cache of at most `max_entries` sessions
     /// (`max.incremental.fetch.session.cache.slots`; 0: no session is
     /// ever created).
@@ -282,7 +490,7 @@ impl FetchSessionCache {
     /// Kafka's `maybeCreateSession`: caches `session` (evicting the least
     /// recently used one at the limit) and returns its id, or
     /// [`INVALID_SESSION_ID`] when the cache holds no slot.
-    fn maybe_create_session(&mut self, session: FetchSession) -> i32 {
+    fn maybe_create_session(&mut self, session: FetchSession<H>) -> i32 {
         if self.max_entries == 0 {
             return INVALID_SESSION_ID;
         }
@@ -344,7 +552,7 @@ pub struct SessionRequest {
 
 /// Kafka's `FetchContext`: how a Fetch is read and answered.
 #[derive(Debug)]
-pub enum FetchContext {
+pub enum FetchContext<H> {
     /// `SessionErrorContext`: answered with this top-level error, session id
     /// 0 and no partition; nothing is read.
     SessionError(i16),
@@ -359,19 +567,27 @@ pub enum FetchContext {
         /// The request's partitions.
         partitions: Vec<(PartitionKey, PartitionRequest)>,
     },
-    /// `IncrementalFetchContext`: every partition of the session (updated
-    /// by the request) is read; only what changed is answered.
+    /// `IncrementalFetchContext`: every active partition of the session
+    /// (updated by the request) is read; only what changed is answered.
+    /// Quiet partitions are not read (see the module docs).
     Incremental {
         /// The session.
         session_id: i32,
         /// The epoch the request carried.
         request_epoch: i32,
-        /// The session's partitions in fetch order.
+        /// The session's active partitions in fetch order.
         partitions: Vec<(PartitionKey, PartitionRequest)>,
+        /// Quiet partitions whose follower fetch state is to be refreshed
+        /// now (recorded as fetched at their request's offset, unread).
+        refresh: Vec<(H, PartitionRequest)>,
+        /// The session's waker when it has quiet partitions: a parked
+        /// Fetch also completes when one of them changes, and then reads
+        /// them ([`FetchManager::take_woken`]).
+        waker: Option<Arc<SessionWaker>>,
     },
 }
 
-impl FetchContext {
+impl<H> FetchContext<H> {
     /// The partitions to read, in order.
     pub fn partitions(&self) -> &[(PartitionKey, PartitionRequest)] {
         match self {
@@ -398,20 +614,24 @@ pub struct SessionAnswer {
 /// Kafka's `FetchManager`: the session cache behind one lock, which is
 /// never held while a log is read or a fetch is parked.
 #[derive(Debug)]
-pub struct FetchManager {
-    cache: Mutex<FetchSessionCache>,
+pub struct FetchManager<H> {
+    cache: Mutex<FetchSessionCache<H>>,
+    /// How often a quiet partition's follower fetch state is refreshed, ms.
+    quiet_refresh_ms: i64,
 }
 
-impl FetchManager {
+impl<H: QuietPartition> FetchManager<H> {
     /// A manager whose cache holds at most `max_entries` sessions
-    /// (`max.incremental.fetch.session.cache.slots`).
-    pub fn new(max_entries: usize) -> Self {
+    /// (`max.incremental.fetch.session.cache.slots`), refreshing quiet
+    /// partitions every `quiet_refresh_ms` (see the module docs).
+    pub fn new(max_entries: usize, quiet_refresh_ms: i64) -> Self {
         FetchManager {
             cache: Mutex::new(FetchSessionCache::new(max_entries)),
+            quiet_refresh_ms: quiet_refresh_ms.max(1),
         }
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, FetchSessionCache> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, FetchSessionCache<H>> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -429,7 +649,7 @@ impl FetchManager {
     /// metadata (see the module doc) and returns what to read. An
     /// incremental request updates its session and advances its epoch
     /// here, before the read.
-    pub fn new_context(&self, request: SessionRequest, now_ms: i64) -> FetchContext {
+    pub fn new_context(&self, request: SessionRequest, now_ms: i64) -> FetchContext<H> {
         let SessionRequest {
             session_id,
             epoch,
@@ -473,27 +693,58 @@ impl FetchManager {
             return FetchContext::Sessionless(fetch_data);
         }
         session.epoch = next_epoch(session.epoch);
+        let refresh = session.wake_and_refresh(now_ms, self.quiet_refresh_ms);
         let partitions = session.requests();
+        let waker = (partitions.len() < session.partitions.len()).then(|| session.waker.clone());
         cache.touch(session_id, now_ms);
         FetchContext::Incremental {
             session_id,
             request_epoch: epoch,
             partitions,
+            refresh,
+            waker,
         }
     }
 
+    /// The quiet partitions of an incremental `context`'s session that
+    /// changed since the fetch began, now active again, with their cached
+    /// requests: a completed parked Fetch reads them too. Empty for other
+    /// contexts or when the session is gone.
+    pub fn take_woken(&self, context: &FetchContext<H>) -> Vec<(PartitionKey, PartitionRequest)> {
+        let FetchContext::Incremental { session_id, .. } = context else {
+            return Vec::new();
+        };
+        let mut cache = self.cache();
+        let Some(session) = cache.sessions.get_mut(session_id) else {
+            return Vec::new();
+        };
+        let mut woken = Vec::new();
+        for key in session.waker.take_woken() {
+            if let Some(cached) = session.partitions.get(&key) {
+                if cached.quiet.is_some() {
+                    woken.push((key.clone(), cached.request));
+                    session.activate(&key);
+                }
+            }
+        }
+        woken
+    }
+
     /// Kafka's `updateAndGenerateResponseData`: given one answer per
-    /// partition of `context` (in its order), which to send, the session id
-    /// and the top-level error. A full fetch from a follower creates its
-    /// session here; an incremental one keeps what
+    /// partition read (those of `context` in its order, then `woken`, the
+    /// partitions [`FetchManager::take_woken`] returned), which to send,
+    /// the session id and the top-level error. A full fetch from a
+    /// follower creates its session here; an incremental one keeps what
     /// [`CachedPartition::maybe_update_response_data`] selects, and answers
     /// INVALID_FETCH_SESSION_EPOCH (nothing kept) if another request moved
     /// the session on meanwhile, or FETCH_SESSION_ID_NOT_FOUND if it was
-    /// evicted or closed.
+    /// evicted or closed. Partitions answered quiet leave the fetch order
+    /// (see the module docs).
     pub fn update_and_generate(
         &self,
-        context: &FetchContext,
-        answers: &[PartitionAnswer],
+        context: &FetchContext<H>,
+        woken: &[(PartitionKey, PartitionRequest)],
+        answers: Vec<PartitionAnswer<H>>,
         now_ms: i64,
     ) -> SessionAnswer {
         match context {
@@ -513,20 +764,12 @@ impl FetchManager {
             } => {
                 let mut session = FetchSession::new(*uses_topic_ids, now_ms);
                 for ((key, request), answer) in partitions.iter().zip(answers) {
-                    session.push(
-                        key.clone(),
-                        CachedPartition {
-                            request: *request,
-                            high_watermark: if answer.error_code == 0 {
-                                answer.high_watermark
-                            } else {
-                                -1
-                            },
-                            last_stable_offset: answer.last_stable_offset,
-                            local_log_start_offset: answer.log_start_offset,
-                            position: 0,
-                        },
-                    );
+                    let mut cached = CachedPartition::new(*request);
+                    cached.maybe_update_response_data(&answer);
+                    session.push(key.clone(), cached);
+                    if let Some((handle, version)) = answer.quiet {
+                        session.quiet(key, handle, version, now_ms);
+                    }
                 }
                 let session_id = self.cache().maybe_create_session(session);
                 SessionAnswer {
@@ -539,6 +782,7 @@ impl FetchManager {
                 session_id,
                 request_epoch,
                 partitions,
+                ..
             } => {
                 let mut cache = self.cache();
                 let Some(session) = cache.sessions.get_mut(session_id) else {
@@ -561,12 +805,12 @@ impl FetchManager {
                         keep: Vec::new(),
                     };
                 }
-                let mut keep = Vec::with_capacity(partitions.len());
+                let mut keep = Vec::with_capacity(answers.len());
                 let mut to_end = Vec::new();
-                for ((key, _), answer) in partitions.iter().zip(answers) {
+                for ((key, _), answer) in partitions.iter().chain(woken).zip(answers) {
                     let send = match session.partitions.get_mut(key) {
                         Some(cached) => {
-                            let send = cached.maybe_update_response_data(answer);
+                            let send = cached.maybe_update_response_data(&answer);
                             if send && answer.record_bytes > 0 {
                                 to_end.push(key);
                             }
@@ -575,6 +819,9 @@ impl FetchManager {
                         None => false,
                     };
                     keep.push(send);
+                    if let Some((handle, version)) = answer.quiet {
+                        session.quiet(key, handle, version, now_ms);
+                    }
                 }
                 for key in to_end {
                     if let Some(cached) = session.partitions.get(key).cloned() {
@@ -594,6 +841,41 @@ impl FetchManager {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    const REFRESH_MS: i64 = 1_000;
+
+    /// A partition as the session sees it: a version and its watches.
+    #[derive(Debug, Default)]
+    pub(crate) struct TestPartition {
+        version: AtomicU64,
+        watches: Mutex<Vec<QuietWatch>>,
+    }
+
+    impl TestPartition {
+        /// A change: the version moves and the watches fire.
+        fn change(&self) {
+            self.version.fetch_add(1, Ordering::SeqCst);
+            for watch in std::mem::take(&mut *self.watches.lock().unwrap()) {
+                watch.wake();
+            }
+        }
+    }
+
+    type Handle = Arc<TestPartition>;
+    type Manager = FetchManager<Handle>;
+
+    impl QuietPartition for Handle {
+        fn fetch_state_version(&self) -> u64 {
+            self.version.load(Ordering::SeqCst)
+        }
+
+        fn watch_quiet(&self, version: u64, watch: QuietWatch) -> bool {
+            self.watches.lock().unwrap().push(watch);
+            self.version.load(Ordering::SeqCst) == version
+        }
+    }
 
     fn key(partition: i32) -> PartitionKey {
         PartitionKey {
@@ -615,7 +897,7 @@ pub(crate) mod tests {
     }
 
     /// An answer without records or error at high watermark `hw`.
-    fn idle(hw: i64) -> PartitionAnswer {
+    fn idle(hw: i64) -> PartitionAnswer<Handle> {
         PartitionAnswer {
             record_bytes: 0,
             error_code: 0,
@@ -623,6 +905,7 @@ pub(crate) mod tests {
             last_stable_offset: hw,
             log_start_offset: 0,
             diverging_epoch: false,
+            quiet: None,
         }
     }
 
@@ -644,12 +927,12 @@ pub(crate) mod tests {
 
     /// A follower's full fetch of partitions `0..n` at offset 0, answered
     /// idle at high watermark 0: the new session's id.
-    fn create(manager: &FetchManager, n: i32, now_ms: i64) -> i32 {
+    fn create(manager: &Manager, n: i32, now_ms: i64) -> i32 {
         let data = (0..n).map(|p| (key(p), request(0))).collect();
         let context = manager.new_context(follower(0, 0, data, vec![]), now_ms);
         assert!(matches!(context, FetchContext::Full { .. }));
         let answers = vec![idle(0); n as usize];
-        let answer = manager.update_and_generate(&context, &answers, now_ms);
+        let answer = manager.update_and_generate(&context, &[], answers.clone(), now_ms);
         assert_eq!(answer.error_code, 0);
         assert_eq!(
             answer.keep,
@@ -660,7 +943,7 @@ pub(crate) mod tests {
         answer.session_id
     }
 
-    fn read_offsets(context: &FetchContext) -> Vec<(i32, i64)> {
+    fn read_offsets(context: &FetchContext<Handle>) -> Vec<(i32, i64)> {
         context
             .partitions()
             .iter()
@@ -680,10 +963,10 @@ pub(crate) mod tests {
     /// cached.
     #[test]
     fn a_sessionless_fetch_caches_nothing() {
-        let manager = FetchManager::new(10);
+        let manager = Manager::new(10, REFRESH_MS);
         let context = manager.new_context(follower(0, -1, vec![(key(0), request(0))], vec![]), 0);
         assert!(matches!(context, FetchContext::Sessionless(_)));
-        let answer = manager.update_and_generate(&context, &[idle(0)], 0);
+        let answer = manager.update_and_generate(&context, &[], vec![idle(0)], 0);
         assert_eq!(answer.session_id, INVALID_SESSION_ID);
         assert_eq!(answer.keep, vec![true]);
         assert!(manager.is_empty());
@@ -693,11 +976,11 @@ pub(crate) mod tests {
     /// sessions for followers only).
     #[test]
     fn a_consumers_full_fetch_gets_no_session() {
-        let manager = FetchManager::new(10);
+        let manager = Manager::new(10, REFRESH_MS);
         let mut consumer = follower(0, 0, vec![(key(0), request(0))], vec![]);
         consumer.is_follower = false;
         let context = manager.new_context(consumer, 0);
-        let answer = manager.update_and_generate(&context, &[idle(0)], 0);
+        let answer = manager.update_and_generate(&context, &[], vec![idle(0)], 0);
         assert_eq!(answer.session_id, INVALID_SESSION_ID);
         assert_eq!(answer.keep, vec![true]);
         assert!(manager.is_empty());
@@ -708,7 +991,7 @@ pub(crate) mod tests {
     /// named, and answer only partitions with records or changed offsets.
     #[test]
     fn incremental_fetches_answer_only_what_changed() {
-        let manager = FetchManager::new(10);
+        let manager = Manager::new(10, REFRESH_MS);
         let id = create(&manager, 3, 0);
         assert_eq!(manager.len(), 1);
 
@@ -717,7 +1000,7 @@ pub(crate) mod tests {
         assert_eq!(read_offsets(&context), vec![(0, 0), (1, 5), (2, 0)]);
         let mut answers = vec![idle(0); 3];
         answers[2].record_bytes = 100;
-        let answer = manager.update_and_generate(&context, &answers, 1);
+        let answer = manager.update_and_generate(&context, &[], answers.clone(), 1);
         assert_eq!((answer.error_code, answer.session_id), (0, id));
         assert_eq!(answer.keep, vec![false, false, true], "only the records");
 
@@ -729,7 +1012,7 @@ pub(crate) mod tests {
         answers[0].high_watermark = 4;
         answers[0].last_stable_offset = 4;
         answers[1].record_bytes = 10;
-        let answer = manager.update_and_generate(&context, &answers, 2);
+        let answer = manager.update_and_generate(&context, &[], answers.clone(), 2);
         assert_eq!(answer.keep, vec![true, true, false]);
 
         // Epoch 3: partition 1 returned records, so it moved to the end;
@@ -739,34 +1022,137 @@ pub(crate) mod tests {
         let mut answers = vec![idle(0); 3];
         answers[0].high_watermark = 4;
         answers[0].last_stable_offset = 4;
-        let answer = manager.update_and_generate(&context, &answers, 3);
+        let answer = manager.update_and_generate(&context, &[], answers.clone(), 3);
         assert_eq!(answer.keep, vec![false, false, false]);
+    }
+
+    /// An answer marked quiet (past Kafka, see the module docs) takes the
+    /// partition out of the reads until it changes or is named again; a
+    /// change during a parked fetch is handed back by `take_woken`; a
+    /// quiet partition is handed back for a refresh every `REFRESH_MS`; a
+    /// partition that changed before its watch was set stays active.
+    #[test]
+    fn quiet_partitions_are_skipped_until_they_change_or_are_named() {
+        let manager = Manager::new(10, REFRESH_MS);
+        let id = create(&manager, 4, 0);
+        let parts: Vec<Handle> = (0..4).map(|_| Handle::default()).collect();
+        let quiet_answer = |p: usize| {
+            let mut answer = idle(0);
+            answer.quiet = Some((parts[p].clone(), parts[p].fetch_state_version()));
+            answer
+        };
+
+        // Epoch 1: all four read; 0, 1 and 2 are quiet. Partition 2 then
+        // changes before the session sets its watch: it stays active.
+        let context = manager.new_context(follower(id, 1, vec![], vec![]), 10);
+        assert_eq!(read_offsets(&context), vec![(0, 0), (1, 0), (2, 0), (3, 0)]);
+        let mut answers = vec![quiet_answer(0), quiet_answer(1), quiet_answer(2), idle(0)];
+        answers[2].quiet = Some((parts[2].clone(), 7));
+        manager.update_and_generate(&context, &[], answers, 10);
+
+        // Epoch 2: only 2 and 3 are read; the session has a waker.
+        let context = manager.new_context(follower(id, 2, vec![], vec![]), 20);
+        assert_eq!(read_offsets(&context), vec![(2, 0), (3, 0)]);
+        let FetchContext::Incremental { waker, refresh, .. } = &context else {
+            panic!("not incremental");
+        };
+        let waker = waker.clone().expect("quiet partitions: a waker");
+        assert!(refresh.is_empty() && !waker.any_woken());
+        // Partition 1 changes while the fetch is parked: the waker knows,
+        // and the fetch reads it after the others.
+        parts[1].change();
+        assert!(waker.any_woken());
+        let woken = manager.take_woken(&context);
+        assert_eq!(woken, vec![(key(1), request(0))]);
+        let mut answers = vec![idle(0), idle(0), idle(0)];
+        answers[2].record_bytes = 10;
+        let answer = manager.update_and_generate(&context, &woken, answers, 20);
+        assert_eq!(answer.keep, vec![false, false, true]);
+
+        // Epoch 3: 1 (records, moved to the end), 2 and 3 active; partition
+        // 0 is named at a new offset: active again, at its place.
+        let context = manager.new_context(follower(id, 3, vec![(key(0), request(4))], vec![]), 30);
+        assert_eq!(read_offsets(&context), vec![(0, 4), (2, 0), (3, 0), (1, 0)]);
+        let answers = vec![
+            quiet_answer(0),
+            quiet_answer(2),
+            quiet_answer(3),
+            quiet_answer(1),
+        ];
+        manager.update_and_generate(&context, &[], answers, 30);
+
+        // All quiet: nothing is read; their refresh is due REFRESH_MS after
+        // they went quiet, and then every REFRESH_MS.
+        let context = manager.new_context(follower(id, 4, vec![], vec![]), 30 + REFRESH_MS - 1);
+        assert!(read_offsets(&context).is_empty());
+        let FetchContext::Incremental { refresh, .. } = &context else {
+            panic!("not incremental");
+        };
+        assert!(refresh.is_empty());
+        manager.update_and_generate(&context, &[], Vec::new(), 30 + REFRESH_MS - 1);
+        let context = manager.new_context(follower(id, 5, vec![], vec![]), 30 + REFRESH_MS);
+        let FetchContext::Incremental { refresh, .. } = &context else {
+            panic!("not incremental");
+        };
+        assert_eq!(
+            refresh
+                .iter()
+                .map(|(_, r)| r.fetch_offset)
+                .collect::<Vec<_>>(),
+            vec![4, 0, 0, 0]
+        );
+        manager.update_and_generate(&context, &[], Vec::new(), 30 + REFRESH_MS);
+        // A changed partition is not refreshed: it is read at the next
+        // request.
+        parts[3].change();
+        let at = 30 + 2 * REFRESH_MS;
+        let context = manager.new_context(follower(id, 6, vec![], vec![]), at);
+        assert_eq!(read_offsets(&context), vec![(3, 0)]);
+        let FetchContext::Incremental { refresh, .. } = &context else {
+            panic!("not incremental");
+        };
+        assert_eq!(refresh.len(), 3);
+    }
+
+    /// A closed session's watches fire into nothing.
+    #[test]
+    fn a_closed_sessions_quiet_watch_fires_harmlessly() {
+        let manager = Manager::new(10, REFRESH_MS);
+        let id = create(&manager, 1, 0);
+        let part = Handle::default();
+        let context = manager.new_context(follower(id, 1, vec![], vec![]), 1);
+        let mut answer = idle(0);
+        answer.quiet = Some((part.clone(), 0));
+        manager.update_and_generate(&context, &[], vec![answer], 1);
+        manager.new_context(follower(id, -1, vec![(key(0), request(0))], vec![]), 2);
+        assert!(manager.is_empty());
+        part.change();
     }
 
     /// An error is always answered and forces the next answer once it is
     /// gone; a log start offset change and a diverging epoch are answered.
     #[test]
     fn errors_log_start_and_divergence_are_answered() {
-        let manager = FetchManager::new(10);
+        let manager = Manager::new(10, REFRESH_MS);
         let id = create(&manager, 2, 0);
         let context = manager.new_context(follower(id, 1, vec![], vec![]), 1);
         let mut answers = vec![idle(0); 2];
         answers[0].error_code = ResponseError::NotLeaderOrFollower.code();
         answers[1].log_start_offset = 3;
-        let answer = manager.update_and_generate(&context, &answers, 1);
+        let answer = manager.update_and_generate(&context, &[], answers.clone(), 1);
         assert_eq!(answer.keep, vec![true, true]);
 
         let context = manager.new_context(follower(id, 2, vec![], vec![]), 2);
         let mut answers = vec![idle(0); 2];
         answers[1].log_start_offset = 3;
-        let answer = manager.update_and_generate(&context, &answers, 2);
+        let answer = manager.update_and_generate(&context, &[], answers.clone(), 2);
         assert_eq!(answer.keep, vec![true, false], "the error went away");
 
         let context = manager.new_context(follower(id, 3, vec![], vec![]), 3);
         let mut answers = vec![idle(0); 2];
         answers[1].log_start_offset = 3;
         answers[1].diverging_epoch = true;
-        let answer = manager.update_and_generate(&context, &answers, 3);
+        let answer = manager.update_and_generate(&context, &[], answers.clone(), 3);
         assert_eq!(answer.keep, vec![false, true]);
     }
 
@@ -775,7 +1161,7 @@ pub(crate) mod tests {
     /// FETCH_SESSION_ID_NOT_FOUND; topic ids must not change.
     #[test]
     fn wrong_epochs_and_unknown_ids_are_session_errors() {
-        let manager = FetchManager::new(10);
+        let manager = Manager::new(10, REFRESH_MS);
         let id = create(&manager, 1, 0);
         for epoch in [2, 5] {
             let context = manager.new_context(follower(id, epoch, vec![], vec![]), 1);
@@ -783,7 +1169,7 @@ pub(crate) mod tests {
                 panic!("epoch {epoch} accepted");
             };
             assert_eq!(code, ResponseError::InvalidFetchSessionEpoch.code());
-            let answer = manager.update_and_generate(&context, &[], 1);
+            let answer = manager.update_and_generate(&context, &[], Vec::new(), 1);
             assert_eq!((answer.error_code, answer.session_id), (code, 0));
             assert!(answer.keep.is_empty());
         }
@@ -812,16 +1198,16 @@ pub(crate) mod tests {
     /// finds the session moved on and answers INVALID_FETCH_SESSION_EPOCH.
     #[test]
     fn a_session_moved_on_during_the_read_answers_invalid_epoch() {
-        let manager = FetchManager::new(10);
+        let manager = Manager::new(10, REFRESH_MS);
         let id = create(&manager, 1, 0);
         let first = manager.new_context(follower(id, 1, vec![], vec![]), 1);
         let second = manager.new_context(follower(id, 2, vec![], vec![]), 2);
-        let answer = manager.update_and_generate(&first, &[idle(0)], 2);
+        let answer = manager.update_and_generate(&first, &[], vec![idle(0)], 2);
         assert_eq!(
             (answer.error_code, answer.session_id),
             (ResponseError::InvalidFetchSessionEpoch.code(), id)
         );
-        let answer = manager.update_and_generate(&second, &[idle(0)], 2);
+        let answer = manager.update_and_generate(&second, &[], vec![idle(0)], 2);
         assert_eq!(answer.error_code, 0);
     }
 
@@ -829,15 +1215,15 @@ pub(crate) mod tests {
     /// session left empty is closed and the fetch answered sessionless.
     #[test]
     fn forgotten_partitions_leave_the_session() {
-        let manager = FetchManager::new(10);
+        let manager = Manager::new(10, REFRESH_MS);
         let id = create(&manager, 3, 0);
         let context = manager.new_context(follower(id, 1, vec![], vec![key(1)]), 1);
         assert_eq!(read_offsets(&context), vec![(0, 0), (2, 0)]);
-        manager.update_and_generate(&context, &[idle(0), idle(0)], 1);
+        manager.update_and_generate(&context, &[], vec![idle(0), idle(0)], 1);
         // Re-added later: read again, answered as new (no answer cached).
         let context = manager.new_context(follower(id, 2, vec![(key(1), request(9))], vec![]), 2);
         assert_eq!(read_offsets(&context), vec![(0, 0), (2, 0), (1, 9)]);
-        let answer = manager.update_and_generate(&context, &[idle(0); 3], 2);
+        let answer = manager.update_and_generate(&context, &[], vec![idle(0); 3], 2);
         assert_eq!(answer.keep, vec![false, false, true]);
 
         let context = manager.new_context(follower(id, 3, vec![], vec![key(0), key(1), key(2)]), 3);
@@ -849,7 +1235,7 @@ pub(crate) mod tests {
     /// closes it and creates a new one.
     #[test]
     fn a_full_fetch_naming_a_session_closes_it() {
-        let manager = FetchManager::new(10);
+        let manager = Manager::new(10, REFRESH_MS);
         let id = create(&manager, 1, 0);
         let context = manager.new_context(follower(id, -1, vec![(key(0), request(0))], vec![]), 1);
         assert!(matches!(context, FetchContext::Sessionless(_)));
@@ -863,7 +1249,7 @@ pub(crate) mod tests {
         let context = manager.new_context(follower(id, 0, vec![(key(0), request(0))], vec![]), 3);
         assert!(matches!(context, FetchContext::Full { .. }));
         assert!(manager.is_empty(), "the old session is closed");
-        let answer = manager.update_and_generate(&context, &[idle(0)], 3);
+        let answer = manager.update_and_generate(&context, &[], vec![idle(0)], 3);
         assert_ne!(answer.session_id, id);
         assert_eq!(manager.len(), 1);
     }
@@ -872,12 +1258,12 @@ pub(crate) mod tests {
     /// with no slot no session is created.
     #[test]
     fn the_least_recently_used_session_is_evicted_at_the_limit() {
-        let manager = FetchManager::new(2);
+        let manager = Manager::new(2, REFRESH_MS);
         let a = create(&manager, 1, 0);
         let b = create(&manager, 1, 1);
         // `a` used at 2: `b` is now the least recently used.
         let context = manager.new_context(follower(a, 1, vec![], vec![]), 2);
-        manager.update_and_generate(&context, &[idle(0)], 2);
+        manager.update_and_generate(&context, &[], vec![idle(0)], 2);
         let c = create(&manager, 1, 3);
         assert_eq!(manager.len(), 2);
         let cache = manager.cache();
@@ -888,9 +1274,9 @@ pub(crate) mod tests {
         );
         drop(cache);
 
-        let none = FetchManager::new(0);
+        let none = Manager::new(0, REFRESH_MS);
         let context = none.new_context(follower(0, 0, vec![(key(0), request(0))], vec![]), 0);
-        let answer = none.update_and_generate(&context, &[idle(0)], 0);
+        let answer = none.update_and_generate(&context, &[], vec![idle(0)], 0);
         assert_eq!(answer.session_id, INVALID_SESSION_ID);
         assert!(none.is_empty());
     }

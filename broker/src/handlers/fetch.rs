@@ -20,11 +20,14 @@
 //!   Errors and diverging epochs answer at once.
 //! - Fetch sessions (KIP-227, [`crate::fetch_session`]): a follower's full
 //!   fetch `(0, 0)` creates a session; its incremental fetches name only
-//!   what changed, every partition of the session is read (and the
+//!   what changed, every active partition of the session is read (and the
 //!   follower's fetch recorded for each) and only partitions with records,
 //!   an error, a diverging epoch or a changed high watermark, last stable
-//!   offset or log start offset are answered. Consumers get session id 0
-//!   (no session) and keep sending full fetches.
+//!   offset or log start offset are answered. Past Kafka, partitions a
+//!   read found quiet (nothing to send, the follower at the log end and in
+//!   the ISR) are skipped until they change; a parked fetch also completes
+//!   when one of them changes, and then reads it. Consumers get session
+//!   id 0 (no session) and keep sending full fetches.
 //! - v13+ names topics by id (KIP-516).
 //! - From a follower (`replica_id`, or `ReplicaState` from v15, KIP-903):
 //!   reads go up to the log end offset, not the high watermark; a
@@ -56,7 +59,8 @@ use crate::context::BrokerContext;
 use crate::dispatch::Response;
 use crate::error::storage_error_code;
 use crate::fetch_session::{
-    FetchContext, FetchManager, PartitionAnswer, PartitionKey, PartitionRequest, SessionRequest,
+    FetchContext, FetchManager, PartitionAnswer, PartitionKey, PartitionRequest, QuietPartition,
+    SessionRequest, SessionWaker,
 };
 use crate::partition::{DelayedFetch, FetchIsolation, FetchPartitionStatus, Partition};
 use crate::replica_manager::ReplicaManager;
@@ -249,55 +253,85 @@ struct Served {
     partitions: Vec<(PartitionKey, PartitionData)>,
 }
 
+/// The handle fetch sessions hold for a partition.
+type Sessions = FetchManager<Arc<Partition>>;
+
 /// Reads the partitions of `context` (resolved by `resolve`) as Kafka's
 /// `ReplicaManager.fetchMessages` (parking included: an incremental fetch
-/// with nothing new parks on every partition of its session, as a full
-/// one does), then lets the session choose what is sent
-/// ([`FetchManager::update_and_generate`]).
+/// with nothing new parks on every active partition of its session, and
+/// on its quiet ones through the session's waker), then lets the session
+/// choose what is sent ([`FetchManager::update_and_generate`]).
 async fn serve(
-    sessions: &FetchManager,
+    sessions: &Sessions,
     reader: &Reader<'_>,
-    context: FetchContext,
+    context: FetchContext<Arc<Partition>>,
     resolve: impl Fn(&PartitionKey) -> Result<Arc<Partition>, i16>,
     min_bytes: usize,
     deadline: Instant,
 ) -> Served {
-    let targets: Vec<Target> = context
-        .partitions()
-        .iter()
-        .enumerate()
-        .map(|(index, (key, r))| Target {
-            index,
-            partition_index: key.partition,
-            fetch_offset: r.fetch_offset,
-            partition_max_bytes: r.partition_max_bytes.max(0) as usize,
-            current_leader_epoch: r.current_leader_epoch,
-            last_fetched_epoch: r.last_fetched_epoch,
-            log_start_offset: r.log_start_offset,
-            resolved: resolve(key),
-        })
-        .collect();
-    let data = if targets.is_empty() {
-        Vec::new()
-    } else {
-        fetch_messages(reader, &targets, min_bytes, deadline).await
+    let to_targets = |list: &[(PartitionKey, PartitionRequest)], first: usize| -> Vec<Target> {
+        list.iter()
+            .enumerate()
+            .map(|(i, (key, r))| Target {
+                index: first + i,
+                partition_index: key.partition,
+                fetch_offset: r.fetch_offset,
+                partition_max_bytes: r.partition_max_bytes.max(0) as usize,
+                current_leader_epoch: r.current_leader_epoch,
+                last_fetched_epoch: r.last_fetched_epoch,
+                log_start_offset: r.log_start_offset,
+                resolved: resolve(key),
+            })
+            .collect()
     };
-    let answers: Vec<PartitionAnswer> = data
-        .iter()
-        .map(|(_, p)| PartitionAnswer {
+    let targets = to_targets(context.partitions(), 0);
+    let waker = match &context {
+        FetchContext::Incremental { refresh, waker, .. } => {
+            reader.refresh_quiet(refresh);
+            waker.as_deref()
+        }
+        _ => None,
+    };
+    let mut read = if targets.is_empty() && waker.is_none() {
+        ReadResult::default()
+    } else {
+        fetch_messages(reader, &targets, min_bytes, deadline, waker).await
+    };
+    // Quiet partitions that changed while the fetch was parked.
+    let woken = match waker {
+        Some(_) => sessions.take_woken(&context),
+        None => Vec::new(),
+    };
+    if !woken.is_empty() {
+        let more = reader.read_all(&to_targets(&woken, targets.len()), Pass::First, read.bytes);
+        read.data.extend(more.data);
+    }
+    let mut answers = Vec::with_capacity(read.data.len());
+    let mut data = Vec::with_capacity(read.data.len());
+    for r in read.data {
+        let p = r.data;
+        answers.push(PartitionAnswer {
             record_bytes: p.records.as_ref().map_or(0, |r| r.len()),
             error_code: p.error_code,
             high_watermark: p.high_watermark,
             last_stable_offset: p.last_stable_offset,
             log_start_offset: p.log_start_offset,
             diverging_epoch: p.diverging_epoch.is_some(),
-        })
+            quiet: r.quiet,
+        });
+        data.push((r.index, p));
+    }
+    let answer = sessions.update_and_generate(&context, &woken, answers, crate::handlers::now_ms());
+    let keys: Vec<&PartitionKey> = context
+        .partitions()
+        .iter()
+        .chain(&woken)
+        .map(|(key, _)| key)
         .collect();
-    let answer = sessions.update_and_generate(&context, &answers, crate::handlers::now_ms());
     let partitions = data
         .into_iter()
         .zip(answer.keep)
-        .filter_map(|((index, p), keep)| keep.then(|| (context.partitions()[index].0.clone(), p)))
+        .filter_map(|((index, p), keep)| keep.then(|| (keys[index].clone(), p)))
         .collect();
     Served {
         error_code: answer.error_code,
@@ -309,16 +343,18 @@ async fn serve(
 /// Kafka's `ReplicaManager.fetchMessages`: one read; answered at once with
 /// `min_bytes` or more, an error, a diverging epoch or no time to wait;
 /// otherwise parked in a [`DelayedFetch`], which compares offsets until it
-/// completes or `deadline` passes, and then read once more.
+/// completes (or, with a session `waker`, one of the session's quiet
+/// partitions changes) or `deadline` passes, and then read once more.
 async fn fetch_messages(
     reader: &Reader<'_>,
     targets: &[Target],
     min_bytes: usize,
     deadline: Instant,
-) -> Vec<(usize, PartitionData)> {
-    let first = reader.read_all(targets, Pass::First);
+    waker: Option<&SessionWaker>,
+) -> ReadResult {
+    let first = reader.read_all(targets, Pass::First, 0);
     if first.any_error || first.bytes >= min_bytes || Instant::now() >= deadline {
-        return first.data;
+        return first;
     }
     let statuses: Vec<FetchPartitionStatus> = targets
         .iter()
@@ -334,14 +370,17 @@ async fn fetch_messages(
             })
         })
         .collect();
-    if statuses.is_empty() {
-        return first.data;
+    if statuses.is_empty() && waker.is_none() {
+        return ReadResult {
+            positions: Vec::new(),
+            ..first
+        };
     }
     drop(first.data);
     DelayedFetch::new(statuses, reader.isolation, min_bytes)
-        .wait(deadline)
+        .wait(deadline, waker)
         .await;
-    reader.read_all(targets, Pass::Completion).data
+    reader.read_all(targets, Pass::Completion, 0)
 }
 
 type PartitionData = FetchPartitionData<FetchRecords>;
@@ -356,11 +395,23 @@ enum Pass {
     Completion,
 }
 
+/// One partition read.
+struct ReadPartition {
+    /// The target's index.
+    index: usize,
+    data: PartitionData,
+    /// The partition was quiet for the follower (see
+    /// [`crate::fetch_session`]): its handle and fetch state version
+    /// before the read.
+    quiet: Option<(Arc<Partition>, u64)>,
+}
+
 /// What one read of a request's targets found.
+#[derive(Default)]
 struct ReadResult {
-    /// Per target, its index and partition data.
-    data: Vec<(usize, PartitionData)>,
-    /// Record bytes found.
+    /// Per target, in order.
+    data: Vec<ReadPartition>,
+    /// Record bytes found, with those of earlier reads of the response.
     bytes: usize,
     /// Some partition failed or has a diverging epoch.
     any_error: bool,
@@ -377,12 +428,21 @@ struct Reader<'a> {
     follower: Option<FollowerId>,
 }
 
+/// What [`Reader::read_one`] found besides the partition data.
+struct ReadOne {
+    /// Where the read began and the leader epoch before it (`None` when
+    /// nothing was read: no room left, or a diverging epoch).
+    position: Option<(LogOffsetMetadata, i32)>,
+    /// Quiet for the follower at this fetch state version.
+    quiet: Option<u64>,
+}
+
 impl Reader<'_> {
-    /// Reads every target once.
-    fn read_all(&self, targets: &[Target], pass: Pass) -> ReadResult {
+    /// Reads every target once; `bytes` were read for the response before.
+    fn read_all(&self, targets: &[Target], pass: Pass, bytes: usize) -> ReadResult {
         let mut result = ReadResult {
             data: Vec::with_capacity(targets.len()),
-            bytes: 0,
+            bytes,
             any_error: false,
             positions: Vec::with_capacity(if pass == Pass::First {
                 targets.len()
@@ -407,6 +467,7 @@ impl Reader<'_> {
                 diverging_epoch: None,
             };
             let mut position = None;
+            let mut quiet = None;
             match &t.resolved {
                 Err(code) => {
                     data.error_code = *code;
@@ -414,7 +475,10 @@ impl Reader<'_> {
                 }
                 Ok(partition) => {
                     match self.read_one(t, partition, &mut data, &mut result.bytes, pass) {
-                        Ok(p) => position = p,
+                        Ok(one) => {
+                            position = one.position;
+                            quiet = one.quiet.map(|v| (partition.clone(), v));
+                        }
                         Err(code) => {
                             data.error_code = code;
                             result.any_error = true;
@@ -427,14 +491,16 @@ impl Reader<'_> {
             if pass == Pass::First {
                 result.positions.push(position);
             }
-            result.data.push((t.index, data));
+            result.data.push(ReadPartition {
+                index: t.index,
+                data,
+                quiet,
+            });
         }
         result
     }
 
-    /// Reads one partition into `data`; returns where the read began and
-    /// the leader epoch before it (`None` when nothing was read: no room
-    /// left in the response, or a diverging epoch).
+    /// Reads one partition into `data`.
     fn read_one(
         &self,
         t: &Target,
@@ -442,7 +508,10 @@ impl Reader<'_> {
         data: &mut PartitionData,
         total: &mut usize,
         pass: Pass,
-    ) -> Result<Option<(LogOffsetMetadata, i32)>, i16> {
+    ) -> Result<ReadOne, i16> {
+        // Taken first: a change during the read makes the session look
+        // again.
+        let version = partition.fetch_state_version();
         let leader_epoch = partition.leader_epoch();
         data.high_watermark = partition.high_watermark();
         data.last_stable_offset = data.high_watermark;
@@ -454,10 +523,13 @@ impl Reader<'_> {
             return Err(ResponseError::NotLeaderOrFollower.code());
         }
         partition.check_leader_epoch(t.current_leader_epoch)?;
-        if let Some(replica) = self.follower {
+        if self.follower.is_some() {
             if let Some(diverging) = diverging_epoch(t, partition)? {
                 data.diverging_epoch = Some(diverging);
-                return Ok(None);
+                return Ok(ReadOne {
+                    position: None,
+                    quiet: None,
+                });
             }
             if pass == Pass::First {
                 // Kafka's `Partition.fetchRecords` reads before it records
@@ -469,7 +541,7 @@ impl Reader<'_> {
                 {
                     return Err(ResponseError::OffsetOutOfRange.code());
                 }
-                self.record_follower_fetch(t, partition, replica)?;
+                self.record_follower_fetch(t.fetch_offset, t.log_start_offset, partition)?;
                 data.high_watermark = partition.high_watermark();
                 data.last_stable_offset = data.high_watermark;
             }
@@ -479,10 +551,13 @@ impl Reader<'_> {
             .min(self.max_bytes.saturating_sub(*total));
         let first = *total == 0;
         if limit == 0 && !first {
-            return Ok(Some((
-                LogOffsetMetadata::message_offset_only(t.fetch_offset),
-                leader_epoch,
-            )));
+            return Ok(ReadOne {
+                position: Some((
+                    LogOffsetMetadata::message_offset_only(t.fetch_offset),
+                    leader_epoch,
+                )),
+                quiet: None,
+            });
         }
         let read = if self.follower.is_some() {
             partition.read_to_log_end(t.fetch_offset, limit, first)
@@ -491,11 +566,24 @@ impl Reader<'_> {
         };
         match read {
             Ok(info) => {
-                if let Some(slice) = info.records {
-                    *total += slice.len();
-                    data.records = Some(FetchRecords::File(slice));
+                let mut quiet = None;
+                match info.records {
+                    Some(slice) if !slice.is_empty() => {
+                        *total += slice.len();
+                        data.records = Some(FetchRecords::File(slice));
+                    }
+                    _ => {
+                        if let Some((replica_id, _)) = self.follower {
+                            quiet = (t.fetch_offset == partition.log_end_offset()
+                                && partition.is_settled_isr_member(replica_id))
+                            .then_some(version);
+                        }
+                    }
                 }
-                Ok(Some((info.fetch_offset_metadata, leader_epoch)))
+                Ok(ReadOne {
+                    position: Some((info.fetch_offset_metadata, leader_epoch)),
+                    quiet,
+                })
             }
             Err(e) => {
                 if !matches!(e, StorageError::OffsetOutOfRange { .. }) {
@@ -506,19 +594,40 @@ impl Reader<'_> {
         }
     }
 
-    /// Records a follower's fetch on the leader and sends the ISR
-    /// expansion it allows to the controller.
+    /// Refreshes the follower's fetch state of quiet session partitions
+    /// (recorded as fetched now at their request's offset, which is still
+    /// the log end offset), without reading them.
+    fn refresh_quiet(&self, refresh: &[(Arc<Partition>, PartitionRequest)]) {
+        if self.follower.is_none() {
+            return;
+        }
+        for (partition, request) in refresh {
+            // A refusal (the follower left the replicas) is answered when
+            // the change that caused it wakes the partition.
+            let _ = self.record_follower_fetch(
+                request.fetch_offset,
+                request.log_start_offset,
+                partition,
+            );
+        }
+    }
+
+    /// Records a follower's fetch at `fetch_offset` on the leader and
+    /// sends the ISR expansion it allows to the controller.
     fn record_follower_fetch(
         &self,
-        t: &Target,
+        fetch_offset: i64,
+        log_start_offset: i64,
         partition: &Arc<Partition>,
-        (replica_id, broker_epoch): FollowerId,
     ) -> Result<(), i16> {
+        let Some((replica_id, broker_epoch)) = self.follower else {
+            return Ok(());
+        };
         let fetch = FollowerFetch {
             replica_id,
             broker_epoch,
-            fetch_offset: t.fetch_offset,
-            log_start_offset: t.log_start_offset,
+            fetch_offset,
+            log_start_offset,
             leader_end_offset: partition.log_end_offset(),
             now_ms: crate::handlers::now_ms(),
         };
@@ -669,9 +778,9 @@ mod tests {
         );
         let reader = follower_2_reader(&replica_manager);
         targets[0].fetch_offset = 100;
-        let result = reader.read_all(&targets, Pass::First);
+        let result = reader.read_all(&targets, Pass::First, 0);
         assert_eq!(
-            result.data[0].1.error_code,
+            result.data[0].data.error_code,
             ResponseError::OffsetOutOfRange.code()
         );
         assert_eq!(
@@ -703,7 +812,7 @@ mod tests {
         let small = batch("small");
         let min_bytes = 4 * small.len() + 1;
         let far = Instant::now() + Duration::from_secs(3600);
-        let fetch = fetch_messages(&reader, &targets, min_bytes, far);
+        let fetch = fetch_messages(&reader, &targets, min_bytes, far, None);
         tokio::pin!(fetch);
         assert!(futures::poll!(fetch.as_mut()).is_pending());
         assert_eq!(reads(), 16, "the first read");
@@ -720,8 +829,10 @@ mod tests {
         };
         assert_eq!(reads(), 32, "one read to answer");
         let returned: Vec<(i32, usize)> = data
+            .data
             .iter()
-            .filter_map(|(_, p)| Some((p.partition_index, p.records.as_ref()?.len())))
+            .map(|r| &r.data)
+            .filter_map(|p| Some((p.partition_index, p.records.as_ref()?.len())))
             .filter(|(_, len)| *len > 0)
             .collect();
         assert_eq!(
@@ -737,6 +848,15 @@ mod tests {
     /// `count` partitions led here with replicas 1 (this broker) and 2,
     /// both in the ISR, for follower 2's fetches.
     fn replicated(dir: &std::path::Path, count: i32) -> (Vec<Arc<Partition>>, Vec<Target>) {
+        replicated_with_isr(dir, count, &[1, 2])
+    }
+
+    /// [`replicated`] with the ISR `isr`.
+    fn replicated_with_isr(
+        dir: &std::path::Path,
+        count: i32,
+        isr: &[i32],
+    ) -> (Vec<Arc<Partition>>, Vec<Target>) {
         let (partitions, targets) = targets(dir, count);
         let alive = std::collections::BTreeMap::from([(1, 1), (2, 1)]);
         for partition in &partitions {
@@ -745,7 +865,7 @@ mod tests {
                     &crate::partition::Registration {
                         local_broker_id: 1,
                         replicas: &[1, 2],
-                        isr: &[1, 2],
+                        isr,
                         leader_epoch: 1,
                         partition_epoch: 1,
                         min_insync_replicas: 1,
@@ -805,7 +925,7 @@ mod tests {
     /// (partition index `i` is `partitions[i]`), waiting at most until
     /// `deadline`.
     async fn fetch_v17(
-        sessions: &FetchManager,
+        sessions: &Sessions,
         reader: &Reader<'_>,
         partitions: &[Arc<Partition>],
         request: &FetchRequest,
@@ -866,7 +986,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let replica_manager = replica_manager(dir.path());
         let (partitions, _) = replicated(dir.path(), 16);
-        let sessions = FetchManager::new(10);
+        let sessions = Sessions::new(10, 1_000);
         let reader = follower_2_reader(&replica_manager);
         let all: Vec<(i32, i64)> = (0..16).map(|p| (p, 0)).collect();
         let now = Instant::now;
@@ -921,23 +1041,40 @@ mod tests {
         assert!(answered(&served).is_empty());
     }
 
-    /// An incremental fetch with nothing new parks on every partition of
-    /// its session, as a full fetch does, and is answered by the one that
-    /// gets a record, with that partition only.
+    /// Past Kafka: once a read finds a session partition quiet (nothing to
+    /// send, follower 2 at the log end and in the ISR), idle incremental
+    /// fetches read no log at all; a parked one completes when a quiet
+    /// partition gets a record (as a parked fetch does for any partition
+    /// of its session), and reads and answers that partition only.
+    /// Deleting the quiet skip makes every idle fetch read all 32 logs.
     #[tokio::test]
-    async fn an_idle_incremental_fetch_parks_until_a_session_partition_changes() {
+    async fn an_idle_follower_session_reads_only_partitions_that_changed() {
         let dir = tempfile::tempdir().unwrap();
         let replica_manager = replica_manager(dir.path());
-        let (partitions, _) = replicated(dir.path(), 8);
-        let sessions = FetchManager::new(10);
+        let (partitions, _) = replicated(dir.path(), 32);
+        let reads = || partitions.iter().map(|p| p.reads()).sum::<usize>();
+        let sessions = Sessions::new(10, 1_000);
         let reader = follower_2_reader(&replica_manager);
-        let all: Vec<(i32, i64)> = (0..8).map(|p| (p, 0)).collect();
+        let all: Vec<(i32, i64)> = (0..32).map(|p| (p, 0)).collect();
         let full = fetch_request(2, (0, 0), &all, &[]);
         let served = fetch_v17(&sessions, &reader, &partitions, &full, Instant::now()).await;
         let id = served.session_id;
         assert_ne!(id, 0);
+        assert_eq!(reads(), 32, "the full fetch reads every partition");
 
-        let idle = fetch_request(2, (id, 1), &[], &[]);
+        for epoch in 1..=3 {
+            let idle = fetch_request(2, (id, epoch), &[], &[]);
+            let served = fetch_v17(&sessions, &reader, &partitions, &idle, Instant::now()).await;
+            assert_eq!((served.error_code, served.session_id), (0, id));
+            assert!(answered(&served).is_empty());
+        }
+        assert_eq!(
+            reads(),
+            32,
+            "idle incremental fetches read quiet partitions"
+        );
+
+        let idle = fetch_request(2, (id, 4), &[], &[]);
         let far = Instant::now() + Duration::from_secs(3600);
         let fetch = fetch_v17(&sessions, &reader, &partitions, &idle, far);
         tokio::pin!(fetch);
@@ -946,12 +1083,36 @@ mod tests {
             "nothing new: parked"
         );
         let record = batch("late");
-        partitions[6].append_records_as_leader(&record, 0).unwrap();
+        partitions[20].append_records_as_leader(&record, 0).unwrap();
         let Poll::Ready(served) = futures::poll!(fetch.as_mut()) else {
-            panic!("a record on a session partition did not answer the parked fetch");
+            panic!("a record on a quiet partition did not answer the parked fetch");
         };
         assert_eq!((served.error_code, served.session_id), (0, id));
-        assert_eq!(answered(&served), vec![(6, record.len())]);
+        assert_eq!(answered(&served), vec![(20, record.len())]);
+        assert_eq!(reads(), 33, "only the partition that changed was read");
+    }
+
+    /// A follower outside the ISR is never skipped: the leader must see its
+    /// fetches to let it join (Kafka's `maybeExpandIsr` on every fetch).
+    #[tokio::test]
+    async fn partitions_of_a_follower_outside_the_isr_are_read_every_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let replica_manager = replica_manager(dir.path());
+        let (partitions, _) = replicated_with_isr(dir.path(), 4, &[1]);
+        for p in &partitions {
+            p.append_records_as_leader(&batch("x"), 0).unwrap();
+        }
+        let reads = || partitions.iter().map(|p| p.reads()).sum::<usize>();
+        let sessions = Sessions::new(10, 1_000);
+        let reader = follower_2_reader(&replica_manager);
+        // At the log end already, but only the leader is in the ISR.
+        let all: Vec<(i32, i64)> = (0..4).map(|p| (p, 1)).collect();
+        let full = fetch_request(2, (0, 0), &all, &[]);
+        let served = fetch_v17(&sessions, &reader, &partitions, &full, Instant::now()).await;
+        let id = served.session_id;
+        let idle = fetch_request(2, (id, 1), &[], &[]);
+        fetch_v17(&sessions, &reader, &partitions, &idle, Instant::now()).await;
+        assert_eq!(reads(), 8, "partitions outside the ISR were skipped");
     }
 
     /// A consumer's `(0, 0)` full fetch is answered with session id 0 and
@@ -961,7 +1122,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let replica_manager = replica_manager(dir.path());
         let (partitions, _) = targets(dir.path(), 3);
-        let sessions = FetchManager::new(10);
+        let sessions = Sessions::new(10, 1_000);
         let reader = Reader {
             replica_manager: &replica_manager,
             max_bytes: 1 << 20,

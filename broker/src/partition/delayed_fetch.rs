@@ -50,6 +50,7 @@ use tokio::time::Instant;
 use weir_storage::{Log, LogOffsetMetadata};
 
 use super::{lock, Partition, PurgatoryGauge};
+use crate::fetch_session::SessionWaker;
 
 /// No offset known (Kafka's `LogOffsetMetadata.UNKNOWN_OFFSET_METADATA`).
 pub(super) const UNKNOWN_METADATA: LogOffsetMetadata = LogOffsetMetadata {
@@ -167,6 +168,7 @@ impl Partition {
         self.leader.store(false, Ordering::Release);
         self.replication_changed.notify_waiters();
         self.data_arrived.notify_waiters();
+        self.fetch_state_changed();
     }
 }
 
@@ -275,14 +277,15 @@ impl DelayedFetch {
         )
     }
 
-    /// Waits until [`DelayedFetch::try_complete`] holds or `deadline`
-    /// passes; returns false when it expired. Counted in
-    /// `weir_purgatory_size{operation="fetch"}` while it waits (Kafka's
-    /// `tryCompleteElseWatch`: the watches are set before the first check,
-    /// so a change after it wakes the fetch). Allocates one notifier
-    /// future per partition once; a wake-up re-arms the notifiers that
-    /// fired in place and takes no lock across an await.
-    pub async fn wait(&self, deadline: Instant) -> bool {
+    /// Waits until [`DelayedFetch::try_complete`] holds, `session` (a
+    /// follower fetch session's waker, see `crate::fetch_session`) reports
+    /// a quiet partition changed, or `deadline` passes; returns false when
+    /// it expired. Counted in `weir_purgatory_size{operation="fetch"}`
+    /// while it waits (Kafka's `tryCompleteElseWatch`: the watches are set
+    /// before the first check, so a change after it wakes the fetch).
+    /// Allocates one notifier future per partition once; a wake-up re-arms
+    /// the notifiers that fired in place and takes no lock across an await.
+    pub async fn wait(&self, deadline: Instant, session: Option<&SessionWaker>) -> bool {
         let mut watches: Vec<Pin<Box<Notified<'_>>>> = self
             .partitions
             .iter()
@@ -292,7 +295,12 @@ impl DelayedFetch {
                 notified
             })
             .collect();
-        if self.try_complete() {
+        let mut session_watch = session.map(|w| {
+            let mut notified = Box::pin(w.notified());
+            notified.as_mut().enable();
+            notified
+        });
+        if session.is_some_and(SessionWaker::any_woken) || self.try_complete() {
             return true;
         }
         let _parked = PurgatoryGauge::enter("fetch");
@@ -300,6 +308,11 @@ impl DelayedFetch {
         tokio::pin!(expiry);
         loop {
             let woken = std::future::poll_fn(|cx| {
+                if let Some(notified) = session_watch.as_mut() {
+                    if notified.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Wake::Session);
+                    }
+                }
                 let mut woken = false;
                 for (notified, status) in watches.iter_mut().zip(&self.partitions) {
                     if notified.as_mut().poll(cx).is_ready() {
@@ -310,22 +323,35 @@ impl DelayedFetch {
                     }
                 }
                 if woken {
-                    Poll::Ready(true)
+                    Poll::Ready(Wake::Partition)
                 } else if expiry.as_mut().poll(cx).is_ready() {
-                    Poll::Ready(false)
+                    Poll::Ready(Wake::Expired)
                 } else {
                     Poll::Pending
                 }
             })
             .await;
-            if !woken {
-                return false;
-            }
-            if self.try_complete() {
-                return true;
+            match woken {
+                Wake::Session => return true,
+                Wake::Expired => return false,
+                Wake::Partition => {
+                    if self.try_complete() {
+                        return true;
+                    }
+                }
             }
         }
     }
+}
+
+/// What woke a parked fetch.
+enum Wake {
+    /// A quiet partition of the fetch's session changed.
+    Session,
+    /// One of its partitions' `data_arrived`.
+    Partition,
+    /// `max_wait_ms` passed.
+    Expired,
 }
 
 #[cfg(test)]

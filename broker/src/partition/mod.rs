@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 #[cfg(test)]
 use std::sync::atomic::AtomicUsize;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -27,6 +27,7 @@ use weir_storage::{
     FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata, StorageError, TopicPartition,
 };
 
+use crate::fetch_session::{QuietPartition, QuietWatch};
 use crate::replication::leader::{
     AliveBrokerEpoch, FollowerFetch, FollowerFetchError, FollowerState, LeaderState,
 };
@@ -72,6 +73,14 @@ pub struct Partition {
     /// Woken by appends, high watermark rises, leadership changes and the
     /// partition's removal: parked fetches (`DelayedFetch`) check again.
     data_arrived: Notify,
+    /// Bumped by every change a follower's Fetch could see (see
+    /// [`Partition::fetch_state_changed`]).
+    fetch_state_version: AtomicU64,
+    /// Follower fetch sessions that skip this partition while it is quiet
+    /// (`crate::fetch_session`), woken once at its next change.
+    quiet_watches: Mutex<Vec<QuietWatch>>,
+    /// `quiet_watches` is not empty: a change takes its lock only then.
+    has_quiet_watches: AtomicBool,
     /// `weir_log_end_offset{topic, partition}`, registered once so appends
     /// allocate no labels.
     log_end_offset_gauge: metrics::Gauge,
@@ -116,6 +125,9 @@ impl Partition {
             high_watermark_metadata: Mutex::new(delayed_fetch::UNKNOWN_METADATA),
             durable_offset: watch::Sender::new(recovery),
             data_arrived: Notify::new(),
+            fetch_state_version: AtomicU64::new(0),
+            quiet_watches: Mutex::new(Vec::new()),
+            has_quiet_watches: AtomicBool::new(false),
             log_end_offset_gauge,
             flush_lock: Arc::new(tokio::sync::Mutex::new(())),
             #[cfg(test)]
@@ -226,7 +238,10 @@ impl Partition {
             });
         }
         log.maybe_increment_log_start_offset(offset, high_watermark)?;
-        Ok(log.log_start_offset())
+        let log_start_offset = log.log_start_offset();
+        drop(log);
+        self.fetch_state_changed();
+        Ok(log_start_offset)
     }
 
     /// Whether the topic's `cleanup.policy` includes `delete`; DeleteRecords
@@ -266,6 +281,9 @@ impl Partition {
             log.delete_old_segments(now_ms, high_watermark)?
         };
         let deleted = deletion.base_offsets.len();
+        if deleted > 0 {
+            self.fetch_state_changed();
+        }
         deletion.remove_files()?;
         Ok(deleted)
     }
@@ -368,6 +386,7 @@ impl Partition {
             return Ok((info, flush_due));
         }
         self.log_end_offset_gauge.set(log_end_offset as f64);
+        self.fetch_state_changed();
         // Parked fetches wake once per append: through the high watermark
         // when it rose (consumers see the records), else here (followers
         // fetch the new data).
@@ -503,6 +522,34 @@ impl Partition {
         self.data_arrived.notified()
     }
 
+    /// The version [`Partition::fetch_state_changed`] bumps: equal values
+    /// mean no change a follower's Fetch could see happened in between.
+    pub fn fetch_state_version(&self) -> u64 {
+        self.fetch_state_version.load(Ordering::SeqCst)
+    }
+
+    /// Records a change a follower's Fetch could see: the log end offset
+    /// (append, truncation), the high watermark, the log start offset,
+    /// leadership, leader epoch or ISR, removal. Bumps the version
+    /// follower fetch sessions compare, and wakes the sessions that skip
+    /// the partition as quiet (see `crate::fetch_session`).
+    pub(crate) fn fetch_state_changed(&self) {
+        // SeqCst with `watch_quiet`: either the watch sees the new version
+        // or this sees the watch.
+        self.fetch_state_version.fetch_add(1, Ordering::SeqCst);
+        if !self.has_quiet_watches.load(Ordering::SeqCst) {
+            return;
+        }
+        let watches = {
+            let mut watches = self.quiet_watches.lock().unwrap_or_else(|e| e.into_inner());
+            self.has_quiet_watches.store(false, Ordering::SeqCst);
+            std::mem::take(&mut *watches)
+        };
+        for watch in watches {
+            watch.wake();
+        }
+    }
+
     /// Leader epoch end offset for OffsetForLeaderEpoch (KIP-279):
     /// `(epoch, end_offset)`, `(-1, -1)` when unknown.
     pub fn end_offset_for_epoch(&self, leader_epoch: i32) -> (i32, i64) {
@@ -560,6 +607,21 @@ pub use replication::{
 /// Locks a log, recovering from a poisoned mutex: a panic in another thread
 /// while holding it cannot leave the log half-written because appends are
 /// all-or-nothing in storage.
+impl QuietPartition for Arc<Partition> {
+    fn fetch_state_version(&self) -> u64 {
+        Partition::fetch_state_version(self)
+    }
+
+    fn watch_quiet(&self, version: u64, watch: QuietWatch) -> bool {
+        {
+            let mut watches = self.quiet_watches.lock().unwrap_or_else(|e| e.into_inner());
+            watches.push(watch);
+            self.has_quiet_watches.store(true, Ordering::SeqCst);
+        }
+        self.fetch_state_version.load(Ordering::SeqCst) == version
+    }
+}
+
 fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
     log.lock().unwrap_or_else(|e| e.into_inner())
 }

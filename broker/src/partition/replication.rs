@@ -218,6 +218,7 @@ impl Partition {
             (end, new_leadership)
         };
         self.maybe_increment_high_watermark(log_end_offset, now_ms, None);
+        self.fetch_state_changed();
         self.replication_changed.notify_waiters();
         if new_leadership {
             // Fetches parked in an older leader epoch are answered.
@@ -244,6 +245,7 @@ impl Partition {
             state.leader.followers.clear();
             apply_registration(&mut state, r);
         }
+        self.fetch_state_changed();
         self.replication_changed.notify_waiters();
         self.data_arrived.notify_waiters();
     }
@@ -361,6 +363,7 @@ impl Partition {
                 IsrChangeOutcome::Stale => return,
             }
         }
+        self.fetch_state_changed();
         self.maybe_increment_high_watermark(self.log_end_offset(), now_ms, None);
         self.replication_changed.notify_waiters();
     }
@@ -394,6 +397,7 @@ impl Partition {
         };
         let raised = self.high_watermark.fetch_max(candidate, Ordering::AcqRel) < candidate;
         if raised {
+            self.fetch_state_changed();
             self.replication_changed.notify_waiters();
             self.data_arrived.notify_waiters();
         }
@@ -459,6 +463,7 @@ impl Partition {
             let info = log.append_as_follower_in_epoch(records, leader_epoch)?;
             (info, log.log_end_offset())
         };
+        self.fetch_state_changed();
         self.log_end_offset_gauge.set(log_end_offset as f64);
         Ok(Some(info))
     }
@@ -481,12 +486,18 @@ impl Partition {
             return Ok(());
         }
         let high_watermark = leader_high_watermark.min(log.log_end_offset());
-        self.high_watermark.store(high_watermark, Ordering::Release);
+        let old = self.high_watermark.swap(high_watermark, Ordering::AcqRel);
+        let mut changed = old != high_watermark;
         if leader_log_start_offset > log.log_start_offset() {
             log.maybe_increment_log_start_offset(
                 leader_log_start_offset.min(high_watermark),
                 high_watermark,
             )?;
+            changed = true;
+        }
+        drop(log);
+        if changed {
+            self.fetch_state_changed();
         }
         Ok(())
     }
@@ -530,6 +541,7 @@ impl Partition {
         self.forget_high_watermark_metadata();
         self.durable_offset.send_modify(|d| *d = (*d).min(end));
         self.log_end_offset_gauge.set(end as f64);
+        self.fetch_state_changed();
         tracing::info!(topic_partition = %self.topic_partition, offset = end, fully,
             "truncated the follower's log");
         Ok(Some(log.active_segment_base_offset()))
@@ -545,6 +557,7 @@ impl Partition {
             .max(log.log_start_offset());
         self.high_watermark.store(high_watermark, Ordering::Release);
         self.forget_high_watermark_metadata();
+        self.fetch_state_changed();
     }
 
     /// The offset this broker's leadership of the current leader epoch
@@ -579,6 +592,14 @@ impl Partition {
         let log = lock(&self.log);
         let end = log.log_end_offset();
         log.read(fetch_offset, max_bytes, end, min_one_batch)
+    }
+
+    /// Whether `broker` is in the committed ISR with no ISR change in
+    /// flight: a follower fetch session may then skip the partition while
+    /// it is quiet (`crate::fetch_session`).
+    pub fn is_settled_isr_member(&self, broker: i32) -> bool {
+        let state = self.replication_state();
+        state.leader.pending_isr.is_none() && state.leader.isr.contains(&broker)
     }
 
     /// Under-replicated (fewer ISR members than replicas) and under min ISR,

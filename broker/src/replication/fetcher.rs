@@ -76,7 +76,125 @@ struct FetchTarget {
     failed: bool,
 }
 
-type Targets = Arc<Mutex<BTreeMap<TopicPartition, FetchTarget>>>;
+/// A fetcher's partitions, shared with the manager, and a generation
+/// bumped by every change to them (the fetcher copies them into its
+/// [`FetchStates`] only when it moved).
+#[derive(Default)]
+struct TargetSet {
+    targets: BTreeMap<TopicPartition, FetchTarget>,
+    generation: u64,
+}
+
+type Targets = Arc<Mutex<TargetSet>>;
+
+/// The fetcher's own copy of its partitions with, per partition, the
+/// request it last computed and the partition's fetch state version then
+/// ([`Partition::fetch_state_version`]): a round recomputes (and syncs)
+/// only the partitions whose version moved, so an idle round over N
+/// partitions costs N atomic loads, no lock and no allocation.
+#[derive(Default)]
+struct FetchStates {
+    /// The [`TargetSet::generation`] copied; `None` before the first copy.
+    generation: Option<u64>,
+    entries: Vec<FetchEntry>,
+    /// Entry index by `(topic id, partition)`, as responses name them.
+    by_id: HashMap<(Uuid, i32), usize>,
+}
+
+/// One partition of [`FetchStates`].
+struct FetchEntry {
+    tp: TopicPartition,
+    target: FetchTarget,
+    /// Fetched in the last round.
+    ready: bool,
+    /// The fetch state version `request` was computed at (and the log
+    /// synced up to its fetch offset).
+    seen: Option<u64>,
+    request: PartitionRequest,
+}
+
+/// What one round fetches, from [`FetchStates::plan`].
+struct RoundPlan {
+    /// Entries fetched this round.
+    ready: Vec<usize>,
+    /// Ready entries whose fetch state moved since their request was
+    /// computed: to sync and recompute.
+    stale: Vec<usize>,
+    /// The ready set differs from the last round's (the session must be
+    /// told what to forget).
+    set_changed: bool,
+    /// When the next delayed partition is due, if any.
+    next_ready: Option<Instant>,
+}
+
+impl FetchStates {
+    /// Copies `set` if it changed since the last copy, keeping the computed
+    /// request of a partition whose log and leader epoch are the same.
+    fn refresh(&mut self, set: &TargetSet) -> bool {
+        if self.generation == Some(set.generation) {
+            return false;
+        }
+        let mut old: HashMap<(Uuid, i32), FetchEntry> = self
+            .entries
+            .drain(..)
+            .map(|e| ((e.target.topic_id, e.tp.partition), e))
+            .collect();
+        self.by_id.clear();
+        for (tp, target) in &set.targets {
+            let key = (target.topic_id, tp.partition);
+            let (seen, request) = match old.remove(&key) {
+                Some(e)
+                    if Arc::ptr_eq(&e.target.partition, &target.partition)
+                        && e.target.leader_epoch == target.leader_epoch =>
+                {
+                    (e.seen, e.request)
+                }
+                _ => (None, PartitionRequest::default()),
+            };
+            self.by_id.insert(key, self.entries.len());
+            self.entries.push(FetchEntry {
+                tp: tp.clone(),
+                target: target.clone(),
+                ready: false,
+                seen,
+                request,
+            });
+        }
+        self.generation = Some(set.generation);
+        true
+    }
+
+    /// The entries to fetch at `now` (not failed, not delayed), which of
+    /// them need a new request, and whether the set changed.
+    fn plan(&mut self, now: Instant, rebuilt: bool) -> RoundPlan {
+        let mut plan = RoundPlan {
+            ready: Vec::new(),
+            stale: Vec::new(),
+            set_changed: rebuilt,
+            next_ready: None,
+        };
+        for (i, e) in self.entries.iter_mut().enumerate() {
+            let ready = match e.target.delayed_until {
+                _ if e.target.failed => false,
+                Some(until) if until > now => {
+                    plan.next_ready = Some(plan.next_ready.map_or(until, |n| n.min(until)));
+                    false
+                }
+                _ => true,
+            };
+            plan.set_changed |= ready != e.ready;
+            e.ready = ready;
+            if !ready {
+                continue;
+            }
+            plan.ready.push(i);
+            if e.seen != Some(e.target.partition.fetch_state_version()) {
+                plan.stale.push(i);
+            }
+        }
+        plan
+    }
+}
 
 /// A running fetcher task and what it fetches.
 struct FetcherHandle {
@@ -181,8 +299,10 @@ impl ReplicaFetcherManager {
         });
         for (key, (address, targets)) in wanted {
             if let Some(handle) = fetchers.get(&key) {
-                let mut current = handle.targets.lock().unwrap_or_else(|e| e.into_inner());
-                let previous = std::mem::take(&mut *current);
+                let mut set = handle.targets.lock().unwrap_or_else(|e| e.into_inner());
+                set.generation += 1;
+                let previous = std::mem::take(&mut set.targets);
+                let current = &mut set.targets;
                 for (tp, mut target) in targets {
                     // Keep a backoff or failure within one leader epoch.
                     if let Some(old) = previous.get(&tp) {
@@ -195,13 +315,16 @@ impl ReplicaFetcherManager {
                     }
                     current.insert(tp, target);
                 }
-                drop(current);
+                drop(set);
                 handle.wake.notify_one();
                 continue;
             }
             let handle = FetcherHandle {
                 address: address.clone(),
-                targets: Arc::new(Mutex::new(targets)),
+                targets: Arc::new(Mutex::new(TargetSet {
+                    targets,
+                    generation: 0,
+                })),
                 wake: Arc::new(Notify::new()),
                 cancel: self.shutdown.child_token(),
             };
@@ -271,15 +394,20 @@ impl Fetcher {
     async fn run(self) {
         let mut client: Option<BrokerClient> = None;
         let mut session = FetchSessionHandler::default();
+        let mut states = FetchStates::default();
         let backoff = Duration::from_millis(self.config.replica_fetch_backoff_ms.max(0) as u64);
         loop {
             if self.cancel.is_cancelled() {
                 return;
             }
             let now = Instant::now();
-            let (ready, next_ready) = self.ready_targets(now);
-            if ready.is_empty() {
-                let wait = next_ready.unwrap_or(now + Duration::from_secs(3600));
+            let rebuilt = {
+                let set = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+                states.refresh(&set)
+            };
+            let plan = states.plan(now, rebuilt);
+            if plan.ready.is_empty() {
+                let wait = plan.next_ready.unwrap_or(now + Duration::from_secs(3600));
                 tokio::select! {
                     _ = self.cancel.cancelled() => return,
                     _ = self.wake.notified() => {}
@@ -309,17 +437,21 @@ impl Fetcher {
             // simulation seed 1182: a restarted follower joined the ISR on
             // them, became the only ISR member and lost an acknowledged
             // record to a power loss).
+            // Only a partition whose fetch state moved since its last
+            // request can hold records its request does not cover yet.
             let failed = self
-                .sync_appended(ready.iter().map(|(_, t)| t.partition.clone()).collect())
+                .sync_appended(
+                    plan.stale
+                        .iter()
+                        .map(|&i| states.entries[i].target.partition.clone())
+                        .collect(),
+                )
                 .await;
-            let ready: Vec<_> = ready
-                .into_iter()
-                .filter(|(tp, _)| !failed.contains(tp))
-                .collect();
-            if ready.is_empty() {
+            if !failed.is_empty() {
+                // Marked failed: the next round leaves them out.
                 continue;
             }
-            let request = self.fetch_request(&ready, &mut session);
+            let request = self.fetch_request(&mut states, &plan, &mut session);
             let response = tokio::select! {
                 _ = self.cancel.cancelled() => return,
                 r = connection.send(&request, REPLICA_FETCH_VERSION) => r,
@@ -357,18 +489,19 @@ impl Fetcher {
                     continue;
                 }
             };
-            let by_id: HashMap<(Uuid, i32), (TopicPartition, FetchTarget)> = ready
-                .into_iter()
-                .map(|(tp, t)| ((t.topic_id, tp.partition), (tp, t)))
-                .collect();
             let mut appended: Vec<Arc<Partition>> = Vec::new();
             let mut broken = false;
             'topics: for topic in response.responses {
                 for data in topic.partitions {
-                    let Some((tp, target)) = by_id.get(&(topic.topic_id, data.partition_index))
+                    let Some(entry) = states
+                        .by_id
+                        .get(&(topic.topic_id, data.partition_index))
+                        .map(|&i| &states.entries[i])
+                        .filter(|e| e.ready)
                     else {
                         continue;
                     };
+                    let (tp, target) = (&entry.tp, &entry.target);
                     match self.process_partition(connection, tp, target, data).await {
                         Ok(Some(partition)) => appended.push(partition),
                         Ok(None) => {}
@@ -398,61 +531,64 @@ impl Fetcher {
         }
     }
 
-    /// The partitions to fetch now, and when the next delayed one is due.
-    fn ready_targets(&self, now: Instant) -> (Vec<(TopicPartition, FetchTarget)>, Option<Instant>) {
-        let targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
-        let mut next = None::<Instant>;
-        let mut ready = Vec::new();
-        for (tp, t) in targets.iter() {
-            if t.failed {
-                continue;
-            }
-            match t.delayed_until {
-                Some(until) if until > now => {
-                    next = Some(next.map_or(until, |n| n.min(until)));
-                }
-                _ => ready.push((tp.clone(), t.clone())),
-            }
-        }
-        (ready, next)
-    }
-
+    /// Delays (`delayed_until`) or fails a partition in the shared set;
+    /// the fetcher's [`FetchStates`] takes it at the next round.
     fn mark(&self, tp: &TopicPartition, delayed_until: Option<Instant>, failed: bool) {
-        if let Some(t) = self
-            .targets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(tp)
-        {
+        let mut set = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = set.targets.get_mut(tp) {
             t.delayed_until = delayed_until;
             t.failed |= failed;
+            set.generation += 1;
         }
     }
 
-    /// The next Fetch for the partitions ready now: each one's fetch state
-    /// (fetch offset = log end offset, `LastFetchedEpoch` = the log's latest
-    /// epoch, log start offset, leader epoch), of which `session` keeps
-    /// only what the leader's session does not hold yet.
+    /// A partition's fetch state (fetch offset = log end offset,
+    /// `LastFetchedEpoch` = the log's latest epoch, log start offset,
+    /// leader epoch).
+    fn partition_request(&self, target: &FetchTarget) -> PartitionRequest {
+        let p = &target.partition;
+        PartitionRequest {
+            fetch_offset: p.log_end_offset(),
+            log_start_offset: p.log_start_offset(),
+            partition_max_bytes: self.config.replica_fetch_max_bytes,
+            current_leader_epoch: target.leader_epoch,
+            last_fetched_epoch: p.latest_epoch().unwrap_or(-1),
+        }
+    }
+
+    /// The next Fetch for `plan`: the stale entries' requests are
+    /// recomputed first; `session` then names every ready partition (a
+    /// full Fetch, or the ready set changed: what left it is forgotten)
+    /// or only the stale ones whose request changed.
     fn fetch_request(
         &self,
-        ready: &[(TopicPartition, FetchTarget)],
+        states: &mut FetchStates,
+        plan: &RoundPlan,
         session: &mut FetchSessionHandler,
     ) -> FetchRequest {
-        let next = ready
-            .iter()
-            .map(|(tp, target)| {
-                let p = &target.partition;
-                let request = PartitionRequest {
-                    fetch_offset: p.log_end_offset(),
-                    log_start_offset: p.log_start_offset(),
-                    partition_max_bytes: self.config.replica_fetch_max_bytes,
-                    current_leader_epoch: target.leader_epoch,
-                    last_fetched_epoch: p.latest_epoch().unwrap_or(-1),
-                };
-                ((target.topic_id, tp.partition), request)
-            })
-            .collect();
-        let data = session.build(next);
+        for &i in &plan.stale {
+            let e = &mut states.entries[i];
+            // Taken before the request: a later change is seen next round.
+            let version = e.target.partition.fetch_state_version();
+            e.request = self.partition_request(&e.target);
+            e.seen = Some(version);
+        }
+        let key = |e: &FetchEntry| ((e.target.topic_id, e.tp.partition), e.request);
+        let data = if plan.set_changed || session.next_is_full() {
+            session.build(
+                plan.ready
+                    .iter()
+                    .map(|&i| key(&states.entries[i]))
+                    .collect(),
+            )
+        } else {
+            session.build_changed(
+                plan.stale
+                    .iter()
+                    .map(|&i| key(&states.entries[i]))
+                    .collect(),
+            )
+        };
         replica_fetch_request(self.node_id, self.broker_epoch, &self.config, data)
     }
 
@@ -758,7 +894,7 @@ mod tests {
             leader_id: 2,
             client_id: "broker-1-fetcher-0".to_string(),
             address: "127.0.0.1:1".to_string(),
-            targets: Arc::new(Mutex::new(BTreeMap::new())),
+            targets: Arc::new(Mutex::new(TargetSet::default())),
             wake: Arc::new(Notify::new()),
             cancel: CancellationToken::new(),
         }
@@ -813,6 +949,25 @@ mod tests {
             .collect()
     }
 
+    /// One round's Fetch as `run` builds it (without the sync).
+    fn round(
+        fetcher: &Fetcher,
+        states: &mut FetchStates,
+        set: &TargetSet,
+        session: &mut FetchSessionHandler,
+    ) -> FetchRequest {
+        let rebuilt = states.refresh(set);
+        let plan = states.plan(Instant::now(), rebuilt);
+        fetcher.fetch_request(states, &plan, session)
+    }
+
+    fn target_set(ready: Vec<(TopicPartition, FetchTarget)>) -> TargetSet {
+        TargetSet {
+            targets: ready.into_iter().collect(),
+            generation: 0,
+        }
+    }
+
     /// KIP-227 on the follower: the first Fetch is full `(0, 0)`; once the
     /// leader answers a session, the next names only the partition whose
     /// log end moved and forgets the one no longer fetched, the one after
@@ -822,23 +977,24 @@ mod tests {
     fn after_the_full_fetch_a_follower_names_only_changed_partitions() {
         let dir = tempfile::tempdir().unwrap();
         let fetcher = fetcher(dir.path());
-        let mut ready = ready(dir.path(), 4);
+        let mut set = target_set(ready(dir.path(), 4));
+        let mut states = FetchStates::default();
         let mut session = FetchSessionHandler::default();
 
-        let first = fetcher.fetch_request(&ready, &mut session);
+        let first = round(&fetcher, &mut states, &set, &mut session);
         assert_eq!((first.session_id, first.session_epoch), (0, 0));
         assert_eq!(named(&first), vec![(0, 0), (1, 0), (2, 0), (3, 0)]);
         assert_eq!(first.replica_state.replica_id.0, 1);
         assert_eq!(first.replica_state.replica_epoch, 5);
         assert!(session.handle_response(0, 9));
 
-        ready[2]
-            .1
+        set.targets[&TopicPartition::new("followed", 2)]
             .partition
             .append_records_as_leader(&batch("x"), 0)
             .unwrap();
-        ready.remove(3);
-        let second = fetcher.fetch_request(&ready, &mut session);
+        set.targets.remove(&TopicPartition::new("followed", 3));
+        set.generation += 1;
+        let second = round(&fetcher, &mut states, &set, &mut session);
         assert_eq!((second.session_id, second.session_epoch), (9, 1));
         assert_eq!(
             named(&second),
@@ -848,14 +1004,62 @@ mod tests {
         assert_eq!(forgotten(&second), vec![(TOPIC_ID, vec![3])]);
         assert!(session.handle_response(0, 9));
 
-        let third = fetcher.fetch_request(&ready, &mut session);
+        let third = round(&fetcher, &mut states, &set, &mut session);
         assert_eq!((third.session_id, third.session_epoch), (9, 2));
         assert!(named(&third).is_empty(), "nothing changed");
         assert!(forgotten(&third).is_empty());
+        assert!(session.handle_response(0, 9));
+
+        // Partition 1 moves: only it is recomputed and named, without a
+        // change to the set.
+        set.targets[&TopicPartition::new("followed", 1)]
+            .partition
+            .append_records_as_leader(&batch("y"), 0)
+            .unwrap();
+        let rebuilt = states.refresh(&set);
+        let plan = states.plan(Instant::now(), rebuilt);
+        assert_eq!(
+            plan.stale,
+            vec![1],
+            "only the partition that moved is stale"
+        );
+        assert!(!plan.set_changed);
+        let fourth = fetcher.fetch_request(&mut states, &plan, &mut session);
+        assert_eq!(named(&fourth), vec![(1, 1)]);
 
         session.handle_error();
-        let fourth = fetcher.fetch_request(&ready, &mut session);
-        assert_eq!((fourth.session_id, fourth.session_epoch), (9, 0));
-        assert_eq!(named(&fourth), vec![(0, 0), (1, 0), (2, 1)]);
+        let fifth = round(&fetcher, &mut states, &set, &mut session);
+        assert_eq!((fifth.session_id, fifth.session_epoch), (9, 0));
+        assert_eq!(named(&fifth), vec![(0, 0), (1, 1), (2, 1)]);
+    }
+
+    /// A delayed partition leaves the Fetch (forgotten) and comes back,
+    /// named again, once its delay is over.
+    #[test]
+    fn a_delayed_partition_is_forgotten_and_named_again_when_due() {
+        let dir = tempfile::tempdir().unwrap();
+        let fetcher = fetcher(dir.path());
+        let mut set = target_set(ready(dir.path(), 2));
+        let mut states = FetchStates::default();
+        let mut session = FetchSessionHandler::default();
+        round(&fetcher, &mut states, &set, &mut session);
+        assert!(session.handle_response(0, 9));
+
+        let due = Instant::now() + Duration::from_secs(60);
+        set.targets
+            .get_mut(&TopicPartition::new("followed", 0))
+            .unwrap()
+            .delayed_until = Some(due);
+        set.generation += 1;
+        let delayed = round(&fetcher, &mut states, &set, &mut session);
+        assert!(named(&delayed).is_empty());
+        assert_eq!(forgotten(&delayed), vec![(TOPIC_ID, vec![0])]);
+        assert!(session.handle_response(0, 9));
+
+        let plan = states.plan(due, false);
+        assert!(plan.set_changed, "the delay is over");
+        let back = fetcher.fetch_request(&mut states, &plan, &mut session);
+        assert_eq!(named(&back), vec![(0, 0)]);
+        assert!(forgotten(&back).is_empty());
     }
 }

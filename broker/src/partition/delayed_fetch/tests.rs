@@ -288,7 +288,7 @@ async fn leadership_changes_and_removal_wake_and_complete_a_parked_fetch() {
     let far = tokio::time::Instant::now() + Duration::from_secs(3600);
 
     let fetch = parked(&partition, FetchIsolation::HighWatermark, 0);
-    let waiting = fetch.wait(far);
+    let waiting = fetch.wait(far, None);
     tokio::pin!(waiting);
     assert!(futures::poll!(waiting.as_mut()).is_pending());
     lead(&partition, EPOCH + 1);
@@ -298,7 +298,7 @@ async fn leadership_changes_and_removal_wake_and_complete_a_parked_fetch() {
     );
 
     let fetch = parked(&partition, FetchIsolation::HighWatermark, 0);
-    let waiting = fetch.wait(far);
+    let waiting = fetch.wait(far, None);
     tokio::pin!(waiting);
     assert!(futures::poll!(waiting.as_mut()).is_pending());
     partition.mark_removed();
@@ -322,7 +322,7 @@ async fn a_parked_fetch_expires_at_max_wait() {
     };
     let start = tokio::time::Instant::now();
     let deadline = start + Duration::from_millis(500);
-    let waiting = fetch.wait(deadline);
+    let waiting = fetch.wait(deadline, None);
     tokio::pin!(waiting);
     assert!(futures::poll!(waiting.as_mut()).is_pending());
     partition
