@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
+use uuid::Uuid;
 use weir_controller::{
     AlterPartitionData, AlterPartitionRequest, AlterPartitionResponse, AlterPartitionTopic,
     MetadataController,
@@ -115,13 +116,17 @@ pub fn outcomes(
     batch: &[IsrProposal],
     response: AlterPartitionResponse,
 ) -> Vec<(&IsrProposal, Option<IsrChangeOutcome>)> {
+    // By key: a batch after a restart holds tens of thousands of
+    // expansions (a linear search per answer was quadratic).
+    let by_key: std::collections::HashMap<(Uuid, i32), &IsrProposal> = batch
+        .iter()
+        .rev()
+        .map(|p| ((p.topic_id, p.topic_partition.partition), p))
+        .collect();
     let mut out = Vec::new();
     for (topic_id, partitions) in response.topics {
         for (index, result) in partitions {
-            let Some(proposal) = batch
-                .iter()
-                .find(|p| p.topic_id == topic_id && p.topic_partition.partition == index)
-            else {
+            let Some(&proposal) = by_key.get(&(topic_id, index)) else {
                 continue;
             };
             let outcome = match result {
@@ -192,6 +197,65 @@ fn group_by_topic(batch: &[IsrProposal]) -> Vec<AlterPartitionTopic> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Answers are matched to the batch's proposals by topic id and
+    /// partition, whatever their order; an answer for a partition the batch
+    /// does not hold is skipped.
+    #[test]
+    fn outcomes_pair_answers_with_their_proposals() {
+        let (t1, t2) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let proposal = |topic_id, topic: &str, partition| IsrProposal {
+            topic_partition: TopicPartition::new(topic, partition),
+            topic_id,
+            leader_epoch: 1,
+            partition_epoch: 1,
+            new_isr: vec![1, 2],
+            broker_epochs: vec![-1, -1],
+        };
+        let batch = [
+            proposal(t1, "a", 0),
+            proposal(t1, "a", 1),
+            proposal(t2, "b", 0),
+        ];
+        let committed = |partition_epoch| {
+            Ok(weir_controller::PartitionRegistration {
+                replicas: vec![1, 2],
+                isr: vec![1, 2],
+                leader: 1,
+                leader_epoch: 1,
+                partition_epoch,
+                leader_recovery_state: Default::default(),
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
+            })
+        };
+        let response = AlterPartitionResponse {
+            topics: vec![
+                (t2, vec![(0, committed(7))]),
+                (
+                    t1,
+                    vec![(1, committed(8)), (5, committed(9)), (0, committed(10))],
+                ),
+            ],
+        };
+        let paired: Vec<(String, i32, i32)> = outcomes(&batch, response)
+            .into_iter()
+            .map(|(p, outcome)| match outcome {
+                Some(IsrChangeOutcome::Committed {
+                    partition_epoch, ..
+                }) => (
+                    p.topic_partition.topic.clone(),
+                    p.topic_partition.partition,
+                    partition_epoch,
+                ),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            paired,
+            vec![("b".into(), 0, 7), ("a".into(), 1, 8), ("a".into(), 0, 10)]
+        );
+    }
 
     /// Kafka's `Partition.handleAlterPartitionError`, one row per error.
     #[test]
