@@ -10,8 +10,8 @@ use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
 use crate::placement::ReplicaPlacer;
 use crate::records::{
-    ConfigRecord, ConfigResourceType, LeaderRecoveryState, MetadataRecord, PartitionChangeRecord,
-    PartitionRecord, RemoveTopicRecord, TopicRecord,
+    ConfigRecord, ConfigResourceType, MetadataRecord, PartitionChangeRecord, PartitionRecord,
+    RemoveTopicRecord, TopicRecord,
 };
 
 /// One topic of a CreateTopics request, with broker defaults already resolved.
@@ -318,20 +318,14 @@ fn topic_records(
     }));
     for (partition_id, replicas) in placement.iter().enumerate() {
         let isr = usable_replicas(image, replicas);
-        records.push(MetadataRecord::Partition(PartitionRecord {
-            partition_id: partition_id as i32,
+        // Placement and manual assignments use unfenced brokers only, so
+        // the ISR has a first member: the leader.
+        records.push(MetadataRecord::Partition(PartitionRecord::new(
+            partition_id as i32,
             topic_id,
-            replicas: replicas.clone(),
-            // Placement and manual assignments use unfenced brokers only,
-            // so the ISR has a first member.
-            leader: isr.first().copied().unwrap_or(-1),
+            replicas.clone(),
             isr,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            leader_recovery_state: LeaderRecoveryState::Recovered,
-            eligible_leader_replicas: Vec::new(),
-            last_known_elr: Vec::new(),
-        }));
+        )));
     }
     for (name, value) in &topic.configs {
         records.push(MetadataRecord::Config(ConfigRecord {
