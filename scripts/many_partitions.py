@@ -167,7 +167,7 @@ def main():
                          "at most 10,000 / 2 records: one TopicRecord and one PartitionRecord each)")
     ap.add_argument("--with-broker", action="store_true",
                     help="also node 4, broker-only (an observer of the quorum)")
-    ap.add_argument("--idle-seconds", type=float, default=10.0)
+    ap.add_argument("--idle-seconds", type=float, default=30.0)
     ap.add_argument("--restart", type=int, nargs="*", default=None,
                     help="nodes restarted and timed (default: 3, and 4 with --with-broker)")
     ap.add_argument("--timeout", type=float, default=600.0)

@@ -175,6 +175,14 @@ pub struct QuietWatch {
 }
 
 impl QuietWatch {
+    /// A watch that wakes `waker` with `key`.
+    pub fn new(waker: &Arc<SessionWaker>, key: PartitionKey) -> Self {
+        QuietWatch {
+            waker: Arc::downgrade(waker),
+            key,
+        }
+    }
+
     /// Tells the session the partition changed; nothing when the session
     /// is gone.
     pub fn wake(self) {
@@ -185,7 +193,9 @@ impl QuietWatch {
 }
 
 /// The partitions of one session that changed since they were found quiet,
-/// and a notifier a parked Fetch of the session waits on.
+/// and a notifier a parked Fetch of the session waits on. A follower's
+/// fetcher keeps one too, to learn which of its partitions changed since
+/// it computed their requests (`replication::fetcher`).
 #[derive(Debug, Default)]
 pub struct SessionWaker {
     woken: Mutex<Vec<PartitionKey>>,
@@ -201,7 +211,8 @@ impl SessionWaker {
         self.notify.notify_waiters();
     }
 
-    fn take_woken(&self) -> Vec<PartitionKey> {
+    /// The keys woken since the last call (a key may repeat).
+    pub fn take_woken(&self) -> Vec<PartitionKey> {
         std::mem::take(&mut *self.woken.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
@@ -356,11 +367,7 @@ impl<H: QuietPartition> FetchSession<H> {
         if cached.quiet.is_some() {
             return;
         }
-        let watch = QuietWatch {
-            waker: Arc::downgrade(&self.waker),
-            key: key.clone(),
-        };
-        if !handle.watch_quiet(version, watch) {
+        if !handle.watch_quiet(version, QuietWatch::new(&self.waker, key.clone())) {
             return;
         }
         cached.quiet = Some(Quiet {

@@ -595,20 +595,24 @@ impl Reader<'_> {
     }
 
     /// Refreshes the follower's fetch state of quiet session partitions
-    /// (recorded as fetched now at their request's offset, which is still
-    /// the log end offset), without reading them.
+    /// (recorded as fetched now at the offsets of its last recorded Fetch,
+    /// which are still the log end: [`Partition::refresh_follower_fetch`]),
+    /// without reading them.
     fn refresh_quiet(&self, refresh: &[(Arc<Partition>, PartitionRequest)]) {
-        if self.follower.is_none() {
+        let Some((replica_id, broker_epoch)) = self.follower else {
+            return;
+        };
+        if refresh.is_empty() {
             return;
         }
-        for (partition, request) in refresh {
+        let now_ms = crate::handlers::now_ms();
+        for (partition, _) in refresh {
             // A refusal (the follower left the replicas) is answered when
             // the change that caused it wakes the partition.
-            let _ = self.record_follower_fetch(
-                request.fetch_offset,
-                request.log_start_offset,
-                partition,
-            );
+            if let Err(e) = partition.refresh_follower_fetch(replica_id, broker_epoch, now_ms) {
+                tracing::debug!(topic_partition = %partition.topic_partition(), error = %e,
+                    "follower fetch refused");
+            }
         }
     }
 

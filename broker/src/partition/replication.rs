@@ -274,6 +274,28 @@ impl Partition {
         Ok(proposal)
     }
 
+    /// [`LeaderState::refresh_follower_fetch`]: a follower's Fetch of a
+    /// partition its fetch session skips as quiet (nothing changed since
+    /// the follower fetched at this leader's log end; it is a committed ISR
+    /// member with no change in flight), recorded at `now_ms` without the
+    /// log, the high watermark or an ISR evaluation, none of which it can
+    /// move.
+    ///
+    /// # Errors
+    /// As [`Partition::record_follower_fetch`].
+    pub fn refresh_follower_fetch(
+        &self,
+        replica_id: i32,
+        broker_epoch: i64,
+        now_ms: i64,
+    ) -> Result<(), FollowerFetchError> {
+        let mut guard = self.replication_state();
+        let ReplicationState { leader, alive, .. } = &mut *guard;
+        leader.refresh_follower_fetch(replica_id, broker_epoch, now_ms, &|b: i32| {
+            alive.get(&b).copied()
+        })
+    }
+
     /// The ISR shrink to propose for followers not caught up within
     /// `replica.lag.time.max.ms` (Kafka's `Partition.maybeShrinkIsr`, run
     /// every half of it); `None` when this broker does not lead, a change is

@@ -55,7 +55,9 @@ use super::client::BrokerClient;
 use super::fetch_session::{FetchRequestData, FetchSessionHandler};
 use super::truncation::truncation_for_diverging_epoch;
 use crate::config::ReplicationConfig;
-use crate::fetch_session::PartitionRequest;
+use crate::fetch_session::{
+    PartitionKey, PartitionRequest, QuietPartition, QuietWatch, SessionWaker,
+};
 use crate::partition::Partition;
 use crate::replica_manager::ReplicaManager;
 
@@ -89,9 +91,11 @@ type Targets = Arc<Mutex<TargetSet>>;
 
 /// The fetcher's own copy of its partitions with, per partition, the
 /// request it last computed and the partition's fetch state version then
-/// ([`Partition::fetch_state_version`]): a round recomputes (and syncs)
-/// only the partitions whose version moved, so an idle round over N
-/// partitions costs N atomic loads, no lock and no allocation.
+/// ([`Partition::fetch_state_version`]). A computed partition holds a
+/// one-shot watch ([`QuietWatch`]) that its next change fires into
+/// `changed`: a round recomputes (and syncs) only those, so an idle round
+/// costs nothing per partition. Only a new copy of the set or the end of a
+/// delay walks every partition, comparing versions.
 #[derive(Default)]
 struct FetchStates {
     /// The [`TargetSet::generation`] copied; `None` before the first copy.
@@ -99,6 +103,14 @@ struct FetchStates {
     entries: Vec<FetchEntry>,
     /// Entry index by `(topic id, partition)`, as responses name them.
     by_id: HashMap<(Uuid, i32), usize>,
+    /// The entries fetched this round, in order.
+    ready: Vec<usize>,
+    /// When the next delayed entry is due, if any.
+    next_ready: Option<Instant>,
+    /// Entries whose request is to be recomputed (each `dirty`).
+    dirty: Vec<usize>,
+    /// Where the watches of computed entries report their next change.
+    changed: Arc<SessionWaker>,
 }
 
 /// One partition of [`FetchStates`].
@@ -107,29 +119,29 @@ struct FetchEntry {
     target: FetchTarget,
     /// Fetched in the last round.
     ready: bool,
+    /// In [`FetchStates::dirty`].
+    dirty: bool,
     /// The fetch state version `request` was computed at (and the log
     /// synced up to its fetch offset).
     seen: Option<u64>,
     request: PartitionRequest,
 }
 
-/// What one round fetches, from [`FetchStates::plan`].
+/// What one round fetches, from [`FetchStates::plan`] (the entries
+/// themselves are [`FetchStates::ready`]).
 struct RoundPlan {
-    /// Entries fetched this round.
-    ready: Vec<usize>,
     /// Ready entries whose fetch state moved since their request was
     /// computed: to sync and recompute.
     stale: Vec<usize>,
     /// The ready set differs from the last round's (the session must be
     /// told what to forget).
     set_changed: bool,
-    /// When the next delayed partition is due, if any.
-    next_ready: Option<Instant>,
 }
 
 impl FetchStates {
     /// Copies `set` if it changed since the last copy, keeping the computed
-    /// request of a partition whose log and leader epoch are the same.
+    /// request (and its watch) of a partition whose log and leader epoch
+    /// are the same.
     fn refresh(&mut self, set: &TargetSet) -> bool {
         if self.generation == Some(set.generation) {
             return false;
@@ -156,43 +168,93 @@ impl FetchStates {
                 tp: tp.clone(),
                 target: target.clone(),
                 ready: false,
+                dirty: false,
                 seen,
                 request,
             });
         }
+        self.dirty.clear();
         self.generation = Some(set.generation);
         true
     }
 
-    /// The entries to fetch at `now` (not failed, not delayed), which of
-    /// them need a new request, and whether the set changed.
+    /// The entries to fetch at `now` (not failed, not delayed; in
+    /// [`FetchStates::ready`]), which of them need a new request, and
+    /// whether the set changed.
     fn plan(&mut self, now: Instant, rebuilt: bool) -> RoundPlan {
-        let mut plan = RoundPlan {
-            ready: Vec::new(),
-            stale: Vec::new(),
-            set_changed: rebuilt,
-            next_ready: None,
-        };
-        for (i, e) in self.entries.iter_mut().enumerate() {
-            let ready = match e.target.delayed_until {
-                _ if e.target.failed => false,
-                Some(until) if until > now => {
-                    plan.next_ready = Some(plan.next_ready.map_or(until, |n| n.min(until)));
-                    false
+        let woken = self.changed.take_woken();
+        let walk = rebuilt || self.next_ready.is_some_and(|due| due <= now);
+        let mut set_changed = rebuilt;
+        if walk {
+            // Every change since an entry's request moved its version:
+            // the walk finds them all, the woken keys add nothing.
+            self.ready.clear();
+            self.next_ready = None;
+            for (i, e) in self.entries.iter_mut().enumerate() {
+                let ready = match e.target.delayed_until {
+                    _ if e.target.failed => false,
+                    Some(until) if until > now => {
+                        self.next_ready = Some(self.next_ready.map_or(until, |n| n.min(until)));
+                        false
+                    }
+                    _ => true,
+                };
+                set_changed |= ready != e.ready;
+                e.ready = ready;
+                if ready {
+                    self.ready.push(i);
                 }
-                _ => true,
-            };
-            plan.set_changed |= ready != e.ready;
-            e.ready = ready;
-            if !ready {
-                continue;
+                if !e.dirty && e.seen != Some(e.target.partition.fetch_state_version()) {
+                    e.dirty = true;
+                    self.dirty.push(i);
+                }
             }
-            plan.ready.push(i);
-            if e.seen != Some(e.target.partition.fetch_state_version()) {
-                plan.stale.push(i);
+        } else {
+            for key in woken {
+                if let Some(&i) = self.by_id.get(&(key.topic_id, key.partition)) {
+                    let e = &mut self.entries[i];
+                    if !e.dirty {
+                        e.dirty = true;
+                        self.dirty.push(i);
+                    }
+                }
             }
         }
-        plan
+        let entries = &self.entries;
+        let mut stale: Vec<usize> = self
+            .dirty
+            .iter()
+            .copied()
+            .filter(|&i| entries[i].ready)
+            .collect();
+        stale.sort_unstable();
+        RoundPlan { stale, set_changed }
+    }
+
+    /// Recomputes entry `i`'s request with `compute` at the partition's
+    /// current version, and watches the partition's next change. An entry
+    /// that changed meanwhile stays dirty (recomputed next round).
+    fn recompute(&mut self, i: usize, compute: impl FnOnce(&FetchTarget) -> PartitionRequest) {
+        let e = &mut self.entries[i];
+        // Taken before the request: a later change moves it again.
+        let version = e.target.partition.fetch_state_version();
+        e.request = compute(&e.target);
+        e.seen = Some(version);
+        let key = PartitionKey {
+            topic_id: e.target.topic_id,
+            topic: StrBytes::default(),
+            partition: e.tp.partition,
+        };
+        e.dirty = !e
+            .target
+            .partition
+            .watch_quiet(version, QuietWatch::new(&self.changed, key));
+    }
+
+    /// Drops the entries no longer dirty from the dirty list.
+    fn retain_dirty(&mut self) {
+        let entries = &self.entries;
+        self.dirty.retain(|&i| entries[i].dirty);
     }
 }
 
@@ -406,8 +468,8 @@ impl Fetcher {
                 states.refresh(&set)
             };
             let plan = states.plan(now, rebuilt);
-            if plan.ready.is_empty() {
-                let wait = plan.next_ready.unwrap_or(now + Duration::from_secs(3600));
+            if states.ready.is_empty() {
+                let wait = states.next_ready.unwrap_or(now + Duration::from_secs(3600));
                 tokio::select! {
                     _ = self.cancel.cancelled() => return,
                     _ = self.wake.notified() => {}
@@ -567,16 +629,14 @@ impl Fetcher {
         session: &mut FetchSessionHandler,
     ) -> FetchRequest {
         for &i in &plan.stale {
-            let e = &mut states.entries[i];
-            // Taken before the request: a later change is seen next round.
-            let version = e.target.partition.fetch_state_version();
-            e.request = self.partition_request(&e.target);
-            e.seen = Some(version);
+            states.recompute(i, |target| self.partition_request(target));
         }
+        states.retain_dirty();
         let key = |e: &FetchEntry| ((e.target.topic_id, e.tp.partition), e.request);
         let data = if plan.set_changed || session.next_is_full() {
             session.build(
-                plan.ready
+                states
+                    .ready
                     .iter()
                     .map(|&i| key(&states.entries[i]))
                     .collect(),
@@ -1031,6 +1091,38 @@ mod tests {
         let fifth = round(&fetcher, &mut states, &set, &mut session);
         assert_eq!((fifth.session_id, fifth.session_epoch), (9, 0));
         assert_eq!(named(&fifth), vec![(0, 0), (1, 1), (2, 1)]);
+    }
+
+    /// A partition that changes while its request is computed (between the
+    /// version read and the watch) stays stale: the next round recomputes
+    /// it although no watch fired for that change.
+    #[test]
+    fn a_change_while_a_request_is_computed_is_not_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let fetcher = fetcher(dir.path());
+        let set = target_set(ready(dir.path(), 2));
+        let mut states = FetchStates::default();
+        let rebuilt = states.refresh(&set);
+        let plan = states.plan(Instant::now(), rebuilt);
+        assert_eq!(plan.stale, vec![0, 1], "never computed");
+        states.recompute(0, |target| {
+            let request = fetcher.partition_request(target);
+            target
+                .partition
+                .append_records_as_leader(&batch("meanwhile"), 0)
+                .unwrap();
+            request
+        });
+        states.recompute(1, |target| fetcher.partition_request(target));
+        states.retain_dirty();
+        assert_eq!(states.entries[0].request.fetch_offset, 0);
+
+        let plan = states.plan(Instant::now(), false);
+        assert_eq!(plan.stale, vec![0], "the change during the computation");
+        states.recompute(0, |target| fetcher.partition_request(target));
+        states.retain_dirty();
+        assert_eq!(states.entries[0].request.fetch_offset, 1);
+        assert!(states.plan(Instant::now(), false).stale.is_empty());
     }
 
     /// A delayed partition leaves the Fetch (forgotten) and comes back,

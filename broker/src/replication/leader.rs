@@ -201,21 +201,64 @@ impl LeaderState {
         fetch: &FollowerFetch,
         alive: AliveBrokerEpoch<'_>,
     ) -> Result<(), FollowerFetchError> {
-        let follower = self.followers.get_mut(&fetch.replica_id).ok_or(
-            FollowerFetchError::UnknownReplica {
-                replica_id: fetch.replica_id,
-            },
-        )?;
-        if let Some(registered) = alive(fetch.replica_id) {
-            if fetch.broker_epoch != -1 && registered > fetch.broker_epoch {
+        self.fetching_follower(fetch.replica_id, fetch.broker_epoch, alive)?
+            .record_fetch(fetch);
+        Ok(())
+    }
+
+    /// Records a Fetch by `replica_id` at `now_ms` that repeats its last
+    /// recorded one (same fetch and log start offsets) while this leader's
+    /// log end is still the one that Fetch saw: what the fetch session
+    /// does for a partition it skips as quiet (see `crate::fetch_session`)
+    /// every `replica.lag.time.max.ms / 8`, without reading it. A follower
+    /// that was at the leader's end is caught up at `now_ms`.
+    ///
+    /// # Errors
+    /// As [`LeaderState::record_follower_fetch`].
+    pub fn refresh_follower_fetch(
+        &mut self,
+        replica_id: i32,
+        broker_epoch: i64,
+        now_ms: i64,
+        alive: AliveBrokerEpoch<'_>,
+    ) -> Result<(), FollowerFetchError> {
+        let follower = self.fetching_follower(replica_id, broker_epoch, alive)?;
+        let fetch = FollowerFetch {
+            replica_id,
+            broker_epoch,
+            fetch_offset: follower.log_end_offset,
+            log_start_offset: follower.log_start_offset,
+            leader_end_offset: follower.last_fetch_leader_log_end_offset,
+            now_ms,
+        };
+        follower.record_fetch(&fetch);
+        Ok(())
+    }
+
+    /// The state of `replica_id` for a Fetch carrying `broker_epoch`.
+    ///
+    /// # Errors
+    /// [`FollowerFetchError`] when the broker is not a replica or its
+    /// broker epoch is older than `alive(replica_id)`.
+    fn fetching_follower(
+        &mut self,
+        replica_id: i32,
+        broker_epoch: i64,
+        alive: AliveBrokerEpoch<'_>,
+    ) -> Result<&mut FollowerState, FollowerFetchError> {
+        let follower = self
+            .followers
+            .get_mut(&replica_id)
+            .ok_or(FollowerFetchError::UnknownReplica { replica_id })?;
+        if let Some(registered) = alive(replica_id) {
+            if broker_epoch != -1 && registered > broker_epoch {
                 return Err(FollowerFetchError::StaleBrokerEpoch {
-                    broker_epoch: fetch.broker_epoch,
+                    broker_epoch,
                     registered,
                 });
             }
         }
-        follower.record_fetch(fetch);
-        Ok(())
+        Ok(follower)
     }
 
     /// Kafka's `Partition.isReplicaIsrEligible` (KRaft): not fenced (nor
@@ -563,6 +606,39 @@ mod tests {
         // once the lag has passed.
         let silent = state(&[1, 2, 3], [Some(100), None]);
         assert_eq!(silent.isr_to_shrink(100, LAG + 1, LAG), Some(vec![1, 2]));
+    }
+
+    /// A refreshed Fetch (a quiet session partition) counts as a Fetch at
+    /// the follower's recorded offsets now: a follower that was at the
+    /// leader's end stays caught up past the lag, one that was behind is
+    /// caught up only as of the previous fetch whose end it reached.
+    #[test]
+    fn a_refreshed_fetch_repeats_the_last_one_now() {
+        let mut s = state(&[1, 2, 3], [Some(100), Some(90)]);
+        s.refresh_follower_fetch(2, 10, 1000 + LAG, &all_alive)
+            .unwrap();
+        s.refresh_follower_fetch(3, 10, 1000 + LAG, &all_alive)
+            .unwrap();
+        assert_eq!(s.followers[&2].last_caught_up_time_ms, 1000 + LAG);
+        assert_eq!(s.followers[&2].last_fetch_time_ms, 1000 + LAG);
+        assert_eq!(s.followers[&2].log_end_offset, 100);
+        assert_eq!(s.followers[&3].log_end_offset, 90);
+        assert_eq!(
+            s.isr_to_shrink(150, 1001 + LAG, LAG),
+            Some(vec![1, 2]),
+            "3 never reached the leader's end"
+        );
+        assert_eq!(
+            s.refresh_follower_fetch(2, 10, 0, &|_| Some(11)),
+            Err(FollowerFetchError::StaleBrokerEpoch {
+                broker_epoch: 10,
+                registered: 11
+            })
+        );
+        assert_eq!(
+            s.refresh_follower_fetch(4, 10, 0, &all_alive),
+            Err(FollowerFetchError::UnknownReplica { replica_id: 4 })
+        );
     }
 
     /// Kafka answers NOT_LEADER_OR_FOLLOWER to a Fetch from a broker that
