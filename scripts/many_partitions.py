@@ -8,9 +8,10 @@ factor 3 in topics of at most `--per-topic` (controllers refuse more than
 10,000 records per operation), and prints:
 
 - creation: the wall time of the CreateTopics requests (sent one after
-  another to node 1, each answered once node 1 created its logs);
+  another to node 1, each answered at commit, as Kafka's);
 - propagation: after the last CreateTopics answer, how long until each node's
-  Metadata (v4, all topics) lists every partition with a leader;
+  Metadata (v4, all topics) lists every partition with a leader, and until
+  each node's log directory holds the logs of all its replicas;
 - RSS of each node (VmRSS) and its idle CPU over `--idle-seconds`
   (/proc/<pid>/stat utime+stime), as % of one core;
 - restart to serving: node `--restart` (default 3, and node 4 with
@@ -95,9 +96,11 @@ def create_topics(host, port, names, partitions):
             raise RuntimeError(f"CreateTopics {name}: error code {err}")
 
 
-def led_partitions(host, port, prefix):
+def led_partitions(host, port, prefix, replicas_by_node=None):
     """Metadata v4 for all topics: how many partitions of topics named
-    `prefix*` have a leader (-1 when the node does not answer)."""
+    `prefix*` have a leader (-1 when the node does not answer). With
+    `replicas_by_node` (a dict), also counts there how many of those
+    partitions list each node as a replica."""
     body = struct.pack(">i?", -1, False)
     try:
         r = _roundtrip(port, _request(3, 4, 3, body), timeout=30.0, host=host)
@@ -128,6 +131,9 @@ def led_partitions(host, port, prefix):
         off += 4
         for _ in range(parts):
             (_perr, _index, leader, nrep) = unpack(">hiii", r, off)
+            if ours and replicas_by_node is not None:
+                for node in unpack(f">{nrep}i", r, off + 14):
+                    replicas_by_node[node] = replicas_by_node.get(node, 0) + 1
             off += 14 + 4 * nrep
             (nisr,) = unpack(">i", r, off)
             off += 4 + 4 * nisr
@@ -136,22 +142,39 @@ def led_partitions(host, port, prefix):
     return led
 
 
-def wait_all_listed(nodes, prefix, total, start, timeout):
-    """Polls every node until it lists `total` led partitions; returns
-    {node: seconds since `start`}."""
+def poll_nodes(nodes, ready, start, timeout, what):
+    """Polls `ready(node, value)` for every node of `nodes` (a dict) until
+    each has been ready once; returns {node: seconds since `start`}."""
     done = {}
     deadline = time.monotonic() + timeout
     while len(done) < len(nodes):
-        for node, (host, port) in nodes.items():
-            if node in done:
-                continue
-            if led_partitions(host, port, prefix) >= total:
+        for node, value in nodes.items():
+            if node not in done and ready(node, value):
                 done[node] = time.monotonic() - start
         if time.monotonic() > deadline:
             missing = sorted(set(nodes) - set(done))
-            raise RuntimeError(f"nodes {missing} do not list {total} partitions in {timeout} s")
+            raise RuntimeError(f"nodes {missing}: not {what} in {timeout} s")
         time.sleep(0.05)  # polling interval
     return done
+
+
+def wait_all_listed(nodes, prefix, total, start, timeout):
+    """Polls every node until it lists `total` led partitions; returns
+    {node: seconds since `start`}."""
+    return poll_nodes(nodes, lambda _node, addr: led_partitions(*addr, prefix) >= total,
+                      start, timeout, f"listing {total} partitions")
+
+
+def wait_all_hosted(node_dirs, prefix, expected, start, timeout):
+    """Polls every node's log directory until it holds a partition
+    directory for each of its `expected[node]` replicas of `prefix*`
+    topics (CreateTopics answers at commit; each node creates its logs
+    after); returns {node: seconds since `start`}."""
+    def hosted(node, node_dir):
+        with os.scandir(prop(node_dir, "log.dirs")) as entries:
+            count = sum(1 for e in entries if e.name.startswith(prefix) and e.is_dir())
+        return count >= expected.get(node, 0)
+    return poll_nodes(node_dirs, hosted, start, timeout, "holding their logs")
 
 
 def pid_of(node_dir):
@@ -206,6 +229,12 @@ def main():
         for node, secs in sorted(listed.items()):
             log(f"node {node} lists all {total:,} partitions {secs:.2f} s after the last "
                 f"CreateTopics answer")
+        expected = {}
+        led_partitions(host, port, prefix, expected)
+        hosted = wait_all_hosted(node_dirs, prefix, expected, created, args.timeout)
+        for node, secs in sorted(hosted.items()):
+            log(f"node {node} holds the logs of its {expected.get(node, 0):,} replicas "
+                f"{secs:.2f} s after the last CreateTopics answer")
         time.sleep(2)  # let background work that follows creation finish
         pids = {i: pid_of(d) for i, d in node_dirs.items()}
         cpu0 = {i: cpu_seconds(p) for i, p in pids.items()}

@@ -84,6 +84,7 @@ pub async fn handle_frame(
             return response;
         }
         RequestKind::ListOffsets(r) => {
+            handlers::list_offsets::wait_for_leadership(&ctx, &r).await;
             ResponseKind::ListOffsets(handlers::list_offsets::handle(&ctx, version, r))
         }
         RequestKind::CreateTopics(r) => {

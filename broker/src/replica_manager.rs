@@ -48,6 +48,10 @@ pub struct ReplicaManager {
     /// What [`ReplicaManager::checkpoint_high_watermarks`] wrote last; its
     /// lock also serialises the checkpoints.
     written_high_watermarks: Mutex<Option<WrittenHighWatermarks>>,
+    /// The `last_applied_offset` of the newest image whose application has
+    /// returned (`applied.offset` is set when one starts): what
+    /// [`ReplicaManager::wait_for_applied`] waits on.
+    applied_done: tokio::sync::watch::Sender<u64>,
 }
 
 /// The hosted partitions and their high watermarks, in the partition map's
@@ -81,6 +85,7 @@ impl ReplicaManager {
             isr_changes: std::sync::OnceLock::new(),
             checkpointed_high_watermarks: Mutex::new(HashMap::new()),
             written_high_watermarks: Mutex::new(None),
+            applied_done: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -332,7 +337,55 @@ impl ReplicaManager {
         if result.is_ok() {
             applied.image = Some(Arc::new(image.clone()));
         }
+        let offset = image.last_applied_offset;
+        self.applied_done.send_if_modified(|done| {
+            let newer = *done < offset;
+            *done = (*done).max(offset);
+            newer
+        });
         result
+    }
+
+    /// The image offset a request must wait for before it is served: `Some`
+    /// when `image` (this broker's newest) names this node the leader of
+    /// one of `partitions` (topic name, index) that is not led here yet
+    /// because the metadata follower has not applied `image`. A client that
+    /// produces to or fetches from a topic right after its CreateTopics
+    /// answer (or a leader change) is then served, not sent away, while the
+    /// logs are still being created ([`ReplicaManager::wait_for_applied`]).
+    /// CreateTopics answers at commit, as Kafka's controller does
+    /// (`ControllerApis` answers once the records are committed; the
+    /// broker's `ReplicaManager.applyDelta` creates the logs later); a
+    /// Kafka broker answers such a request NOT_LEADER_OR_FOLLOWER until
+    /// then, which clients retry after a metadata refresh.
+    ///
+    /// One atomic read when nothing is being applied. Synchronous, so that
+    /// no iterator over a request is held across the wait.
+    pub fn pending_leadership<'a>(
+        &self,
+        image: &MetadataImage,
+        partitions: impl IntoIterator<Item = (&'a str, i32)>,
+    ) -> Option<u64> {
+        let target = image.last_applied_offset;
+        if *self.applied_done.borrow() >= target {
+            return None;
+        }
+        let pending = partitions.into_iter().any(|(topic, index)| {
+            let led_in_image = image
+                .topic(topic)
+                .and_then(|t| t.partitions.get(&index))
+                .is_some_and(|p| p.leader == self.node_id);
+            led_in_image && !self.partition(topic, index).is_some_and(|p| p.is_leader())
+        });
+        pending.then_some(target)
+    }
+
+    /// Waits until an image at `offset` or later has been applied here, or
+    /// `max_wait` passed (the caller then answers what
+    /// [`ReplicaManager::leader_partition`] finds).
+    pub async fn wait_for_applied(&self, offset: u64, max_wait: std::time::Duration) {
+        let mut done = self.applied_done.subscribe();
+        let _ = tokio::time::timeout(max_wait, done.wait_for(|applied| *applied >= offset)).await;
     }
 
     /// How many times an image set a hosted partition's state (leader or
@@ -808,6 +861,49 @@ mod tests {
             written(&replicas),
             HashMap::from([(TopicPartition::new("u", 0), 0)])
         );
+    }
+
+    /// A request naming a partition that this broker's newest image makes
+    /// it lead waits until that image is applied here (CreateTopics answers
+    /// at commit, before the logs exist), and no longer; one naming only
+    /// partitions the image does not give this node never waits. On paused
+    /// time: a wait cut short by `max_wait` would show as elapsed time.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_for_a_partition_led_in_an_unapplied_image_waits_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let replicas = Arc::new(manager(dir.path()));
+        let mut image = image_with("t");
+        image.last_applied_offset = 1;
+        let image = Arc::new(image);
+        let max_wait = std::time::Duration::from_secs(3600);
+        let started = tokio::time::Instant::now();
+
+        assert_eq!(
+            replicas.pending_leadership(&image, [("unknown", 0), ("t", 1)]),
+            None,
+            "not led here"
+        );
+        assert_eq!(replicas.pending_leadership(&image, [("t", 0)]), Some(1));
+
+        let waiting = tokio::spawn({
+            let replicas = replicas.clone();
+            async move {
+                replicas.wait_for_applied(1, max_wait).await;
+                replicas.partition("t", 0).is_some_and(|p| p.is_leader())
+            }
+        });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!waiting.is_finished(), "waits while the image is pending");
+        replicas.apply_image(&image).unwrap();
+        assert!(
+            waiting.await.unwrap(),
+            "finds the partition led once applied"
+        );
+        assert_eq!(started.elapsed(), std::time::Duration::ZERO);
+
+        assert_eq!(replicas.pending_leadership(&image, [("t", 0)]), None);
     }
 
     /// A log whose topic is gone is deleted, but an image with no topic

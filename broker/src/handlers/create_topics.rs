@@ -1,6 +1,10 @@
 //! CreateTopics (key 19), v2-7: validated here (configs) and in the
 //! controller (names, partitions, replication factor), committed through the
-//! metadata quorum, then the logs are created before the response.
+//! metadata quorum, and answered once this node's image holds the topics,
+//! as Kafka's `ControllerApis.createTopics` answers at commit. The metadata
+//! follower (`server::follow_metadata`) creates the logs after; a Produce or
+//! Fetch that reaches this node's new partitions first waits for it
+//! ([`crate::replica_manager::ReplicaManager::pending_leadership`]).
 //!
 //! -1 partitions / replication factor mean the broker defaults
 //! (`num.partitions`, `default.replication.factor`, KIP-464). v5+ answers
@@ -12,14 +16,15 @@
 //! `timeout_ms` after arrival, so 0 or less answers every topic
 //! REQUEST_TIMED_OUT and creates nothing (checked against Kafka 4.1.2),
 //! unless the request names nothing but duplicates (not queued; they get
-//! INVALID_REQUEST). Weir otherwise answers once the topics are committed
-//! and their logs exist. A success carries a null error message, as Kafka's.
+//! INVALID_REQUEST). A success carries a null error message, as Kafka's.
 //!
 //! Out of file descriptors (issue 15): a request that would leave fewer
 //! than [`crate::descriptors::CREATION_HEADROOM`] free creates nothing and
-//! answers KAFKA_STORAGE_ERROR; a topic committed whose logs then could not
-//! be created here answers it too, never success (see
-//! [`crate::descriptors`]).
+//! answers KAFKA_STORAGE_ERROR (see [`crate::descriptors`]). A log that
+//! still cannot be created after the commit is logged by the metadata
+//! follower and its partition is not served here (Produce answers
+//! NOT_LEADER_OR_FOLLOWER), as a Kafka broker's partition whose log
+//! creation failed.
 
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
@@ -129,32 +134,7 @@ pub async fn handle(
         true => None,
         false => crate::descriptors::check_headroom_for_creation().err(),
     };
-    let started = std::time::Instant::now();
-    let outcomes = if creatable.is_empty() || refused.is_some() {
-        Vec::new()
-    } else {
-        ctx.controller
-            .create_topics(creatable, request.validate_only)
-            .await
-    };
-    let committed_ms = started.elapsed().as_secs_f64() * 1e3;
-    let mut logs_failed = refused;
-    if !request.validate_only && logs_failed.is_none() {
-        if let Err(e) = ctx
-            .replica_manager
-            .apply_image_off_runtime(ctx.metadata())
-            .await
-        {
-            tracing::error!(error = %e, "creating logs for new topics failed");
-            logs_failed = Some(crate::descriptors::log_creation_failed(&e));
-        }
-    }
-    tracing::debug!(
-        commit_ms = committed_ms,
-        total_ms = started.elapsed().as_secs_f64() * 1e3,
-        "CreateTopics committed and applied"
-    );
-    if let Some((code, message)) = logs_failed.clone().filter(|_| outcomes.is_empty()) {
+    if let Some((code, message)) = refused {
         for slot in slots {
             let mut result = CreatableTopicResult::default();
             result.name = request.topics[slot].name.clone();
@@ -167,17 +147,20 @@ pub async fn handle(
         response.topics = results.into_iter().flatten().collect();
         return response;
     }
+    let outcomes = if creatable.is_empty() {
+        Vec::new()
+    } else {
+        ctx.controller
+            .create_topics(creatable, request.validate_only)
+            .await
+    };
     for ((slot, outcome), explicit) in slots.into_iter().zip(outcomes).zip(configs_by_slot) {
         let mut result = CreatableTopicResult::default();
         result.name = request.topics[slot].name.clone();
         result.num_partitions = -1;
         result.replication_factor = -1;
-        match (outcome, &logs_failed) {
-            (Ok(_), Some((code, message))) => {
-                result.error_code = code.code();
-                result.error_message = Some(str_bytes(message.clone()));
-            }
-            (Ok(created), None) => {
+        match outcome {
+            Ok(created) => {
                 result.error_message = None;
                 result.topic_id = created.topic_id;
                 if version >= 5 {
@@ -200,7 +183,7 @@ pub async fn handle(
                     );
                 }
             }
-            (Err(e), _) => {
+            Err(e) => {
                 result.error_code = controller_error_code(&e);
                 result.error_message = Some(str_bytes(e.to_string()));
             }

@@ -118,6 +118,23 @@ pub async fn handle(
         crate::handlers::now_ms(),
     );
     let image = ctx.metadata();
+    let arrived = Instant::now();
+    let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let pending = ctx.replica_manager.pending_leadership(
+        &image,
+        request.topics.iter().flat_map(|t| {
+            let name = match uses_topic_ids {
+                true => image.topic_names_by_id.get(&t.topic_id).map(String::as_str),
+                false => Some(t.topic.0.as_str()),
+            };
+            t.partitions
+                .iter()
+                .filter_map(move |p| name.map(|name| (name, p.partition)))
+        }),
+    );
+    if let Some(offset) = pending {
+        ctx.replica_manager.wait_for_applied(offset, max_wait).await;
+    }
     let resolve = |key: &PartitionKey| -> Result<Arc<Partition>, i16> {
         let name = if uses_topic_ids {
             image
@@ -135,7 +152,7 @@ pub async fn handle(
     // Zero or negative limits still return the first batch (KIP-74).
     let max_bytes = request.max_bytes.min(ctx.config.fetch_max_bytes).max(0) as usize;
     let min_bytes = request.min_bytes.max(0) as usize;
-    let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let deadline = arrived + max_wait;
     let isolation = if follower.is_some() {
         FetchIsolation::LogEnd
     } else if read_committed {

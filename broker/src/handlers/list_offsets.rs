@@ -31,6 +31,7 @@
 //! chaos harness's `hw-regression` check (seed 1000).
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::list_offsets_response::{
@@ -55,6 +56,31 @@ pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
 /// Latest offset in tiered storage (v9+).
 pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
+
+/// Longest a ListOffsets waits for this node to apply an image that made
+/// it the leader of a partition it names (a topic created a moment ago):
+/// ListOffsets carries no timeout before v10, and this covers the creation
+/// of 10,000 logs. See [`crate::replica_manager::ReplicaManager::pending_leadership`].
+pub const MAX_LEADERSHIP_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits, at most [`MAX_LEADERSHIP_WAIT`], until this node has applied its
+/// newest image when that image makes it the leader of a partition
+/// `request` names that is not led here yet; [`handle`] then finds it.
+pub async fn wait_for_leadership(ctx: &BrokerContext, request: &ListOffsetsRequest) {
+    let partitions = request.topics.iter().flat_map(|t| {
+        t.partitions
+            .iter()
+            .map(move |p| (t.name.0.as_str(), p.partition_index))
+    });
+    let pending = ctx
+        .replica_manager
+        .pending_leadership(&ctx.metadata(), partitions);
+    if let Some(offset) = pending {
+        ctx.replica_manager
+            .wait_for_applied(offset, MAX_LEADERSHIP_WAIT)
+            .await;
+    }
+}
 
 /// Answers every requested partition.
 pub fn handle(

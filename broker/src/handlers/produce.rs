@@ -24,6 +24,7 @@
 //! of bytes already in memory). zstd needs v7+ (KIP-110).
 
 use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{
@@ -208,6 +209,18 @@ pub async fn handle(
         has_transactional_id: request.transactional_id.is_some(),
         now_ms: now_ms(),
     };
+    let pending = ctx.replica_manager.pending_leadership(
+        &ctx.metadata(),
+        request.topic_data.iter().flat_map(|t| {
+            t.partition_data
+                .iter()
+                .map(move |d| (t.name.0.as_str(), d.index))
+        }),
+    );
+    if let Some(offset) = pending {
+        let max_wait = Duration::from_millis(timeout_ms.max(0) as u64);
+        ctx.replica_manager.wait_for_applied(offset, max_wait).await;
+    }
     let mut response = ProduceResponse::default();
     // Per partition, in request order: where its answer goes and what is
     // left to do.
