@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Profiles the weir release binary with `perf record` under Kafka's ProducerPerformance
 (acks=1 and acks=all, 16 partitions) and ConsumerPerformance, the load generators of
-`scripts/bench` (issue 6, scope 5), and writes a flat profile of each scenario to
+`scripts/bench` (issue 6, scope 5), then a 3-node cluster of `scripts/bench replicated`
+under ProducerPerformance acks=all (RF=3, min.insync.replicas=2, 16 partitions; the
+defaults, where leader and followers fsync, and write.caching=true; all three processes
+recorded), and writes a flat profile of each scenario to
 bench/results/profile-<scenario>.txt: the split between kernel and Weir's own code, the
-hottest symbols, and the CPU split (broker / load generator / machine) of the run.
+hottest symbols, and the CPU split (broker(s) / load generator / machine) of the run.
 
 Usage: scripts/bench profile [--records N] [--out-dir DIR]
 (scripts/bench builds the release binary and resolves the Kafka classpath first; needs `perf`).
@@ -60,32 +63,53 @@ def main():
                 bench.create_topic(broker.port, topic, 16)
                 bench.wait_for_leaders(broker.port, topic, 16)
         for name, _, run in scenarios:
-            data = work / f"{name}.data"
-            stacks = ["--call-graph", "dwarf"] if args.keep else []
-            perf = subprocess.Popen(["perf", "record", "-F", "999", *stacks, "-o", str(data),
-                                     "-p", str(broker.proc.pid)], stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)
-            time.sleep(0.5)  # perf attaches before the load starts
-            result, split = bench.cpu_split([broker.proc.pid], gigabytes, run)
-            perf.send_signal(2)
-            perf.wait()
-            text = "\n".join([
-                f"# {name}: perf record -F 999 -p <weir> during {args.records} records of 1 KiB",
-                f"# weir {bench.sh(f'git -C {REPO} rev-parse --short HEAD')}, "
-                f"result {result}",
-                "# CPU split: " + ", ".join(f"{k}={v:.2f}" for k, v in split.items()),
-                "", "## by shared object", perf_report(data, "--sort", "dso"),
-                "", "## top symbols (self time, >= 0.5%)",
-                perf_report(data, "--sort", "dso,symbol", "--percent-limit", "0.5"), ""])
-            out = Path(args.out_dir) / f"profile-{name}.txt"
-            out.write_text(text)
-            bench.log(f"{name}: {result}; {split}; written to {out}")
-            if args.keep:
-                bench.log(f"perf data kept: {data}")
+            record(args, work, name, [broker.proc.pid], gigabytes, run)
     finally:
         broker.stop()
+    cluster = bench.Cluster("weir", args, work / "cluster")
+    try:
+        cluster.start()
+        first = cluster.nodes[0]
+        for variant, extra in (("defaults", {}), ("write-caching", {"write.caching": "true"})):
+            topic = f"rf3-{variant}"
+            configs = {"min.insync.replicas": str(bench.MIN_INSYNC_REPLICAS), **extra}
+            bench.create_topic(first.port, topic, bench.REPLICATED_PARTITIONS, configs,
+                               bench.REPLICAS, host=first.host)
+            bench.wait_for_leaders(first.port, topic, bench.REPLICATED_PARTITIONS,
+                                   host=first.host)
+            record(args, work, f"replicated-acksall-p16-{variant}", cluster.pids, gigabytes,
+                   lambda: bench.producer_perf(args, cluster.bootstrap, topic, n, "all"))
+    finally:
+        cluster.stop()
         if not args.keep:
             subprocess.run(["rm", "-rf", str(work)])
+
+
+def record(args, work, name, pids, gigabytes, run):
+    """Runs `run` under `perf record` of `pids` and writes profile-`name`.txt."""
+    data = work / f"{name}.data"
+    stacks = ["--call-graph", "dwarf"] if args.keep else []
+    perf = subprocess.Popen(["perf", "record", "-F", "999", *stacks, "-o", str(data),
+                             "-p", ",".join(map(str, pids))], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # perf attaches before the load starts
+    result, split = bench.cpu_split(pids, gigabytes, run)
+    perf.send_signal(2)
+    perf.wait()
+    who = "<weir>" if len(pids) == 1 else f"<the {len(pids)} weir nodes>"
+    text = "\n".join([
+        f"# {name}: perf record -F 999 -p {who} during {args.records} records of 1 KiB",
+        f"# weir {os.environ.get('WEIR_COMMIT') or bench.sh(f'git -C {REPO} rev-parse --short HEAD')}, "
+        f"result {result}",
+        "# CPU split: " + ", ".join(f"{k}={v:.2f}" for k, v in split.items()),
+        "", "## by shared object", perf_report(data, "--sort", "dso"),
+        "", "## top symbols (self time, >= 0.5%)",
+        perf_report(data, "--sort", "dso,symbol", "--percent-limit", "0.5"), ""])
+    out = Path(args.out_dir) / f"profile-{name}.txt"
+    out.write_text(text)
+    bench.log(f"{name}: {result}; {split}; written to {out}")
+    if args.keep:
+        bench.log(f"perf data kept: {data}")
 
 
 if __name__ == "__main__":
