@@ -1,10 +1,17 @@
 //! CreateTopics (key 19), v2-7: validated here (configs) and in the
 //! controller (names, partitions, replication factor), committed through the
 //! metadata quorum, and answered once this node's image holds the topics,
-//! as Kafka's `ControllerApis.createTopics` answers at commit. The metadata
-//! follower (`server::follow_metadata`) creates the logs after; a Produce or
-//! Fetch that reaches this node's new partitions first waits for it
+//! as Kafka's `ControllerApis.createTopics` answers at commit. This node's
+//! logs are created after the answer, by a task started at commit (other
+//! replicas: their metadata follower, `server::follow_metadata`); a Produce
+//! or Fetch that reaches this node's new partitions first waits for them
 //! ([`crate::replica_manager::ReplicaManager::pending_leadership`]).
+//! A CreateTopics first waits (within its `timeout_ms`) until this node has
+//! applied the images before it, so that back-to-back creations go at the
+//! pace of the log creation: at 100,000 partitions on a 2-core machine,
+//! 100 CreateTopics of 1,000 answered at commit in 3.9 s left every node
+//! creating 75,000 logs at once, the quorum missed heartbeats (20 terms)
+//! and two nodes listed the partitions 31-40 s after the last answer.
 //!
 //! -1 partitions / replication factor mean the broker defaults
 //! (`num.partitions`, `default.replication.factor`, KIP-464). v5+ answers
@@ -25,6 +32,8 @@
 //! follower and its partition is not served here (Produce answers
 //! NOT_LEADER_OR_FOLLOWER), as a Kafka broker's partition whose log
 //! creation failed.
+
+use std::time::Duration;
 
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
@@ -147,6 +156,14 @@ pub async fn handle(
         response.topics = results.into_iter().flatten().collect();
         return response;
     }
+    if !creatable.is_empty() && !request.validate_only {
+        // Backpressure: the logs of earlier creations first, so that
+        // creations one after another go at the pace of this node's log
+        // creation instead of piling up work on every replica.
+        let wait = Duration::from_millis(request.timeout_ms.max(0) as u64);
+        let earlier = ctx.metadata().last_applied_offset;
+        ctx.replica_manager.wait_for_applied(earlier, wait).await;
+    }
     let outcomes = if creatable.is_empty() {
         Vec::new()
     } else {
@@ -154,6 +171,19 @@ pub async fn handle(
             .create_topics(creatable, request.validate_only)
             .await
     };
+    if !request.validate_only && outcomes.iter().any(Result::is_ok) {
+        // The logs are created from now on, not once the metadata follower
+        // (which also updates the replica fetchers and the group
+        // coordinator per image) reaches this image: the next CreateTopics
+        // waits for them.
+        let replica_manager = ctx.replica_manager.clone();
+        let image = ctx.metadata();
+        tokio::spawn(async move {
+            if let Err(e) = replica_manager.apply_image_off_runtime(image).await {
+                tracing::error!(error = %e, "creating logs for new topics failed");
+            }
+        });
+    }
     for ((slot, outcome), explicit) in slots.into_iter().zip(outcomes).zip(configs_by_slot) {
         let mut result = CreatableTopicResult::default();
         result.name = request.topics[slot].name.clone();
