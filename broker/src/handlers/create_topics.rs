@@ -28,10 +28,10 @@
 //! Out of file descriptors (issue 15): a request that would leave fewer
 //! than [`crate::descriptors::CREATION_HEADROOM`] free creates nothing and
 //! answers KAFKA_STORAGE_ERROR (see [`crate::descriptors`]). A log that
-//! still cannot be created after the commit is logged by the metadata
-//! follower and its partition is not served here (Produce answers
-//! NOT_LEADER_OR_FOLLOWER), as a Kafka broker's partition whose log
-//! creation failed.
+//! still cannot be created after the commit is logged (error "creating
+//! logs for new topics failed") and its partition is not served here
+//! (Produce answers NOT_LEADER_OR_FOLLOWER), as a Kafka broker's partition
+//! whose log creation failed.
 
 use std::time::Duration;
 
