@@ -137,6 +137,43 @@ def wait_for_leaders(port, topic, partitions, timeout=60, host="127.0.0.1"):
         time.sleep(0.05)  # polling interval
 
 
+def wait_for_served(port, topic, partitions, timeout=60, host="127.0.0.1"):
+    """Polls ListOffsets (latest) until every partition of `topic` answers without an
+    error, so the leader holds its log and serves it: Weir answers CreateTopics at the
+    commit and creates the logs after it, Kafka's broker does the same after its
+    controller's answer, so "has a leader" alone does not mean "can be produced to"."""
+    deadline = time.monotonic() + timeout
+    while partitions_served(port, topic, partitions, host) < partitions:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: not every partition served in {timeout} s")
+        time.sleep(0.05)  # polling interval
+
+
+def partitions_served(port, topic, partitions, host="127.0.0.1"):
+    """ListOffsets v1 (latest offset) for partitions 0..`partitions` of `topic` on this
+    broker: how many answered without an error (-1 when the request failed)."""
+    body = struct.pack(">ii", -1, 1) + _str(topic) + struct.pack(">i", partitions)
+    body += b"".join(struct.pack(">iq", p, -1) for p in range(partitions))
+    try:
+        r = _roundtrip(port, _request(2, 1, 4, body), timeout=30.0, host=host)
+    except OSError:
+        return -1
+    off = 4  # correlation id (v1 has no throttle time)
+    served = 0
+    (topics,) = struct.unpack(">i", r[off:off + 4])
+    off += 4
+    for _ in range(topics):
+        (n,) = struct.unpack(">h", r[off:off + 2])
+        off += 2 + n
+        (count,) = struct.unpack(">i", r[off:off + 4])
+        off += 4
+        for _ in range(count):  # partition, error_code, timestamp, offset
+            (_p, err) = struct.unpack(">ih", r[off:off + 6])
+            off += 6 + 16
+            served += err == 0
+    return served
+
+
 def partitions_with_leader(port, topic, host="127.0.0.1"):
     """Metadata v4 for one topic: how many of its partitions have a leader (-1 on error)."""
     body = struct.pack(">i", 1) + _str(topic) + struct.pack("?", False)
@@ -637,6 +674,7 @@ def run_broker(kind, args, tmp, rnd):
                 create_topic(broker.port, topic, size)
             for topic, size in topics:
                 wait_for_leaders(broker.port, topic, size, timeout=600)
+                wait_for_served(broker.port, topic, size, timeout=600)
             res[f"create_{parts}_s"] = time.monotonic() - t0
             cpu0, t0 = cpu_seconds(pid), time.monotonic()
             time.sleep(args.idle_seconds * 2)  # the idle window measured
@@ -774,7 +812,8 @@ FIGURES = [
     ("rss_peak_mb", "broker peak RSS over the run (VmHWM)", "MiB", "lower", f"{PROC}/status"),
     *(fig for parts in (100, 1000, 10000) for fig in (
         (f"create_{parts}_s", f"create {parts:,} partitions (topics of <= 1,000) until every one "
-         "has a leader", "s", "lower", PROBE.replace("Metadata v4", "CreateTopics v4 + Metadata v4")),
+         "has a leader and answers ListOffsets", "s", "lower",
+         PROBE.replace("Metadata v4", "CreateTopics v4 + Metadata v4 + ListOffsets v1")),
         (f"idle_cpu_{parts}_pct", f"broker idle CPU with {parts:,} more partitions", "% of a core",
          "lower", f"{PROC}/stat"),
         (f"rss_{parts}_mb", f"broker RSS with {parts:,} more partitions (VmRSS)", "MiB", "lower",
