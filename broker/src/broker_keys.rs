@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use crate::config::{
     cleanup_policy_name, listeners_text, parse_bool, parse_cleanup_policy, parse_ip_counts,
     parse_number, parse_timestamp_type, timestamp_type_name, unlimited_or, BrokerConfig,
-    ConfigError, Listener,
+    ConfigError, Listener, SecurityProtocol,
 };
 use crate::config_bounds::{Bound, ConfigKeyDef, NumType, MIN_SEGMENT_BYTES};
 use crate::topic_config::ConfigType;
@@ -285,6 +285,42 @@ fn set_metrics_listener(c: &mut BrokerConfig, key: &str, value: &str) -> Result<
     Ok(())
 }
 
+/// True for a key a listener may override with
+/// `listener.name.<listener>.<key>` (Kafka's listener-prefixed configs):
+/// the `ssl.*` keys.
+pub fn is_listener_key(name: &str) -> bool {
+    name.starts_with("ssl.")
+}
+
+/// A key whose value is kept as written (read through
+/// `BrokerConfig::listener_value`) once `check` accepts it.
+fn one_of(key: &str, value: &str, allowed: &[&str]) -> Result<(), ConfigError> {
+    if allowed.iter().any(|a| a.eq_ignore_ascii_case(value.trim())) {
+        Ok(())
+    } else {
+        Err(invalid(
+            key,
+            value,
+            format!("expected one of {}", allowed.join(", ")),
+        ))
+    }
+}
+
+/// `ssl.keystore.type` / `ssl.truststore.type`: Kafka's store types.
+/// Weir reads PEM only; a JKS or PKCS12 store is refused when a TLS
+/// listener is built, naming the key.
+fn check_store_type(_: &mut BrokerConfig, key: &str, value: &str) -> Result<(), ConfigError> {
+    one_of(key, value, &["JKS", "PKCS12", "PEM"])
+}
+
+/// `ssl.enabled.protocols`: rustls speaks TLSv1.2 and TLSv1.3 only.
+fn check_tls_versions(_: &mut BrokerConfig, key: &str, value: &str) -> Result<(), ConfigError> {
+    for version in list(value) {
+        one_of(key, &version, &["TLSv1.2", "TLSv1.3"])?;
+    }
+    Ok(())
+}
+
 fn set_node_id(c: &mut BrokerConfig, key: &str, value: &str) -> Result<(), ConfigError> {
     c.node_id = parse_number(key, value)?;
     Ok(())
@@ -340,10 +376,6 @@ pub static BROKER_KEYS: &[BrokerKey] = {
                 Ok(())
             },
             get: |c| c.advertised_listeners.as_deref().map(listeners_text)),
-        custom!("listener.security.protocol.map", String,
-            "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-            "accepted and reported; only PLAINTEXT is served",
-            set: |_, _, _| Ok(()), get: |_| None),
         custom!("log.dirs", String, "./data",
             "partition logs, checkpoints, `meta.properties` and the metadata log (`__cluster_metadata-0`); only the first directory is used",
             set: set_log_dirs, get: get_log_dirs),
@@ -623,6 +655,82 @@ pub static BROKER_KEYS: &[BrokerKey] = {
         num!("replica.high.watermark.checkpoint.interval.ms", Long AtLeast(1), "5000",
             replication.high_watermark_checkpoint_interval_ms,
             "how often high watermarks are written to `replication-offset-checkpoint` (ms)"),
+        // ---- Security (SocketServerConfigs, BrokerSecurityConfigs,
+        // SslConfigs). The ssl.* keys may be set per listener as
+        // listener.name.<listener lower case>.<key>; their values are read
+        // where the listener is built (network::tls).
+        custom!("listener.security.protocol.map", String,
+            "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "`NAME:PROTOCOL,...`: each listener's security protocol (PLAINTEXT, SSL; SASL_PLAINTEXT and SASL_SSL are refused at start for now); unset, a controller listener not named after a protocol is PLAINTEXT",
+            set: |c, key, value| {
+                c.listener_security_protocol_map = Some(crate::config::parse_protocol_map(key, value)?);
+                Ok(())
+            },
+            get: |_| None),
+        custom!("security.inter.broker.protocol", String, "PLAINTEXT",
+            "the protocol of the inter-broker listener when `inter.broker.listener.name` is not set",
+            set: |c, key, value| {
+                c.security_inter_broker_protocol = SecurityProtocol::from_name(value)
+                    .ok_or_else(|| invalid(key, value, "not a security protocol"))?;
+                Ok(())
+            },
+            get: |c| Some(c.security_inter_broker_protocol.name().to_string())),
+        custom!("ssl.keystore.type", String, "JKS",
+            "the keystore's format; Weir reads `PEM` (a JKS or PKCS12 store is refused at start)",
+            set: check_store_type, get: |_| None),
+        custom!("ssl.keystore.location", String, null,
+            "PEM file holding the listener's private key (PKCS#8, PKCS#1 or SEC1) and its certificate chain",
+            set: |_, _, _| Ok(()), get: |_| None),
+        custom!("ssl.keystore.password", Password, null,
+            "the keystore's password (PEM: not used, as Kafka)",
+            set: |_, _, _| Ok(()), get: |_| None),
+        custom!("ssl.key.password", Password, null,
+            "the password of an encrypted private key (refused at start for now: use an unencrypted key)",
+            set: |_, _, _| Ok(()), get: |_| None),
+        custom!("ssl.keystore.key", Password, null,
+            "the private key in PEM, inline (instead of `ssl.keystore.location`)",
+            set: |_, _, _| Ok(()), get: |_| None),
+        custom!("ssl.keystore.certificate.chain", Password, null,
+            "the certificate chain in PEM, inline, with `ssl.keystore.key`",
+            set: |_, _, _| Ok(()), get: |_| None),
+        custom!("ssl.truststore.type", String, "JKS",
+            "the truststore's format; Weir reads `PEM`",
+            set: check_store_type, get: |_| None),
+        custom!("ssl.truststore.location", String, null,
+            "PEM file of the CA certificates client certificates are verified against",
+            set: |_, _, _| Ok(()), get: |_| None),
+        custom!("ssl.truststore.password", Password, null,
+            "the truststore's password (PEM: not used, as Kafka)",
+            set: |_, _, _| Ok(()), get: |_| None),
+        custom!("ssl.truststore.certificates", Password, null,
+            "the trusted certificates in PEM, inline (instead of `ssl.truststore.location`)",
+            set: |_, _, _| Ok(()), get: |_| None),
+        custom!("ssl.client.auth", String, "none",
+            "client certificates: `none`, `requested` (verified when sent) or `required` (mTLS)",
+            set: |_, key, value| one_of(key, value, &["none", "requested", "required"]),
+            get: |_| None),
+        custom!("ssl.enabled.protocols", List, "TLSv1.2,TLSv1.3",
+            "TLS versions the listener accepts (TLSv1.2, TLSv1.3)",
+            set: check_tls_versions, get: |_| None),
+        custom!("ssl.protocol", String, "TLSv1.3",
+            "accepted for Kafka's configurations; `ssl.enabled.protocols` decides",
+            set: |_, key, value| one_of(key, value, &["TLS", "TLSv1.2", "TLSv1.3"]),
+            get: |_| None),
+        custom!("ssl.cipher.suites", List, "",
+            "cipher suites by their IANA names (as the JDK's); empty: rustls's defaults",
+            set: |_, _, _| Ok(()), get: |_| None),
+        custom!("ssl.endpoint.identification.algorithm", String, "https",
+            "accepted for Kafka's configurations (clients verify the broker's host name)",
+            set: |_, _, _| Ok(()), get: |_| None),
+        custom!("ssl.principal.mapping.rules", String, "DEFAULT",
+            "accepted; the principal of a TLS client is not used yet (no authorizer)",
+            set: |_, _, _| Ok(()), get: |_| None),
+        custom!("ssl.keymanager.algorithm", String, "SunX509",
+            "accepted for Kafka's configurations (a JSSE setting)",
+            set: |_, _, _| Ok(()), get: |_| None),
+        custom!("ssl.trustmanager.algorithm", String, "PKIX",
+            "accepted for Kafka's configurations (a JSSE setting)",
+            set: |_, _, _| Ok(()), get: |_| None),
         custom!("inter.broker.listener.name", String, null,
             "the listener followers fetch through; unset, the first PLAINTEXT listener",
             set: |c, _, value| {

@@ -57,7 +57,8 @@ pub enum ConfigError {
 }
 
 /// One listener from `listeners` / `advertised.listeners`:
-/// `NAME://host:port`. Only PLAINTEXT is served for now.
+/// `NAME://host:port`; its security protocol is the one
+/// `listener.security.protocol.map` gives the name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listener {
     /// The listener name, e.g. `PLAINTEXT`.
@@ -103,6 +104,111 @@ impl Listener {
     }
 }
 
+/// A listener's security protocol, Kafka's `SecurityProtocol`: what
+/// `listener.security.protocol.map` maps a listener name to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    /// No encryption, no authentication.
+    Plaintext,
+    /// TLS (the principal comes from the client certificate, if any).
+    Ssl,
+    /// SASL authentication over plain TCP.
+    SaslPlaintext,
+    /// SASL authentication over TLS.
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// Every protocol, in Kafka's `SecurityProtocol` order.
+    pub const ALL: [SecurityProtocol; 4] = [
+        SecurityProtocol::Plaintext,
+        SecurityProtocol::Ssl,
+        SecurityProtocol::SaslPlaintext,
+        SecurityProtocol::SaslSsl,
+    ];
+
+    /// The protocol's name as Kafka spells it (`SASL_SSL`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    /// The protocol named `name` (case-insensitive, as Kafka's
+    /// `SecurityProtocol.forName`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(name.trim()))
+    }
+
+    /// Kafka's id of the protocol (`SecurityProtocol.id`), as written in a
+    /// broker registration's endpoints: 0 PLAINTEXT, 1 SSL, 2
+    /// SASL_PLAINTEXT, 3 SASL_SSL.
+    pub fn id(self) -> i16 {
+        match self {
+            SecurityProtocol::Plaintext => 0,
+            SecurityProtocol::Ssl => 1,
+            SecurityProtocol::SaslPlaintext => 2,
+            SecurityProtocol::SaslSsl => 3,
+        }
+    }
+
+    /// True for SSL and SASL_SSL: the connection is TLS.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+}
+
+impl std::fmt::Display for SecurityProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Kafka's default `listener.security.protocol.map`: each protocol's name
+/// maps to itself.
+pub const DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP: &str =
+    "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT";
+
+/// Parses `listener.security.protocol.map`: `NAME:PROTOCOL,...`, listener
+/// names upper-cased (Kafka's `ListenerName.normalised`).
+///
+/// # Errors
+/// [`ConfigError::InvalidValue`] naming `key` for an item without `:`, an
+/// unknown protocol or a listener named twice.
+pub fn parse_protocol_map(
+    key: &str,
+    value: &str,
+) -> Result<Vec<(String, SecurityProtocol)>, ConfigError> {
+    let invalid = |reason: String| ConfigError::InvalidValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason,
+    };
+    let mut out: Vec<(String, SecurityProtocol)> = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, protocol) = item
+            .split_once(':')
+            .ok_or_else(|| invalid(format!("'{item}' is not NAME:PROTOCOL")))?;
+        let name = name.trim().to_ascii_uppercase();
+        let protocol = SecurityProtocol::from_name(protocol)
+            .ok_or_else(|| invalid(format!("'{protocol}' is not a security protocol")))?;
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(invalid(format!("listener {name} is mapped twice")));
+        }
+        out.push((name, protocol));
+    }
+    Ok(out)
+}
+
+/// Prefix of a per-listener setting: `listener.name.<name>.<key>` with the
+/// listener name in lower case, as Kafka's `ListenerName.configPrefix`.
+pub const LISTENER_PREFIX: &str = "listener.name.";
+
 /// The broker's effective configuration.
 ///
 /// Each field documents its Kafka key, unit and default.
@@ -116,6 +222,13 @@ pub struct BrokerConfig {
     pub listeners: Vec<Listener>,
     /// `advertised.listeners`. Default: the listeners (with their bound ports).
     pub advertised_listeners: Option<Vec<Listener>>,
+    /// `listener.security.protocol.map` as set, listener names upper-cased;
+    /// `None` when not set (see [`BrokerConfig::security_protocol`] for the
+    /// effective map). Default: [`DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP`].
+    pub listener_security_protocol_map: Option<Vec<(String, SecurityProtocol)>>,
+    /// `security.inter.broker.protocol`: names the inter-broker listener
+    /// when `inter.broker.listener.name` is not set. Default: PLAINTEXT.
+    pub security_inter_broker_protocol: SecurityProtocol,
     /// `controller.quorum.voters` as written (`id@host:port,...`, KIP-595);
     /// validated when set, parsed by [`BrokerConfig::quorum_voters`].
     /// Default: empty (single node, one voter).
@@ -406,6 +519,8 @@ impl Default for BrokerConfig {
                 port: 9092,
             }],
             advertised_listeners: None,
+            listener_security_protocol_map: None,
+            security_inter_broker_protocol: SecurityProtocol::Plaintext,
             controller_quorum_voters: String::new(),
             controller_quorum_bootstrap_servers: Vec::new(),
             controller_listener_names: vec!["CONTROLLER".to_string()],
@@ -686,6 +801,25 @@ impl BrokerConfig {
                     .to_string(),
             });
         }
+        // Kafka's KafkaConfig.listenerSecurityProtocolMap: every listener
+        // needs a protocol.
+        let named = c
+            .listeners
+            .iter()
+            .chain(c.advertised_listeners.iter().flatten());
+        for l in named {
+            if c.security_protocol(&l.name).is_none() {
+                return Err(ConfigError::InvalidValue {
+                    key: "listener.security.protocol.map".into(),
+                    value: c
+                        .explicit
+                        .get("listener.security.protocol.map")
+                        .cloned()
+                        .unwrap_or_else(|| DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP.into()),
+                    reason: format!("No security protocol defined for listener {}", l.name),
+                });
+            }
+        }
         // Kafka's KafkaConfig: no connection at all is allowed only for
         // addresses that have an override.
         if c.max_connections_per_ip == 0 && c.max_connections_per_ip_overrides.is_empty() {
@@ -725,11 +859,55 @@ impl BrokerConfig {
     /// Applies one key through its row of
     /// [`crate::broker_keys::BROKER_KEYS`] (bound, then parser).
     fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        if let Some(rest) = key.strip_prefix(LISTENER_PREFIX) {
+            // listener.name.<name>.<key>: validated as <key>, which must be
+            // one a listener can override; resolved by `listener_value`.
+            let listener_key = rest
+                .split_once('.')
+                .map(|(_, k)| k)
+                .and_then(crate::broker_keys::broker_key)
+                .filter(|k| crate::broker_keys::is_listener_key(k.name))
+                .ok_or_else(|| ConfigError::UnknownKey {
+                    key: key.to_string(),
+                })?;
+            return listener_key.apply(self, value);
+        }
         crate::broker_keys::broker_key(key)
             .ok_or_else(|| ConfigError::UnknownKey {
                 key: key.to_string(),
             })?
             .apply(self, value)
+    }
+
+    /// The value of `key` for listener `listener`: its
+    /// `listener.name.<listener>.<key>` override, else `key` itself, as
+    /// written (trimmed); `None` when neither is set (the caller applies
+    /// the key's default). Kafka's `KafkaConfig.valuesWithPrefixOverride`.
+    pub fn listener_value(&self, listener: &str, key: &str) -> Option<&str> {
+        let prefixed = format!("{LISTENER_PREFIX}{}.{key}", listener.to_ascii_lowercase());
+        self.explicit
+            .get(&prefixed)
+            .or_else(|| self.explicit.get(key))
+            .map(|v| v.trim())
+    }
+
+    /// The security protocol of listener `name` by the effective
+    /// `listener.security.protocol.map` (Kafka's
+    /// `KafkaConfig.effectiveListenerSecurityProtocolMap`): the map as set,
+    /// else Kafka's default, where, when the map is not set, a controller
+    /// listener that is not named after a protocol is PLAINTEXT. `None`
+    /// for a listener the map does not name.
+    pub fn security_protocol(&self, name: &str) -> Option<SecurityProtocol> {
+        match &self.listener_security_protocol_map {
+            Some(map) => map
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, p)| *p),
+            None => SecurityProtocol::from_name(name).or_else(|| {
+                self.is_controller_listener(name)
+                    .then_some(SecurityProtocol::Plaintext)
+            }),
+        }
     }
 
     /// The partition log config derived from broker defaults (`log.*` keys);
@@ -1446,5 +1624,92 @@ mod tests {
             }
         );
         assert!(BrokerConfig::from_pairs(vec![("group.max.size".into(), "0".into())]).is_err());
+    }
+
+    fn config_of(pairs: &[(&str, &str)]) -> Result<BrokerConfig, ConfigError> {
+        BrokerConfig::from_pairs(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    /// Kafka's effective map: the default maps each protocol's name to
+    /// itself and, while the map is not set, a controller listener to
+    /// PLAINTEXT; a listener the map does not name is refused.
+    #[test]
+    fn listener_security_protocols_follow_kafkas_effective_map() {
+        let c = BrokerConfig::default();
+        assert_eq!(c.security_protocol("SSL"), Some(SecurityProtocol::Ssl));
+        assert_eq!(
+            c.security_protocol("sasl_ssl"),
+            Some(SecurityProtocol::SaslSsl)
+        );
+        assert_eq!(
+            c.security_protocol("CONTROLLER"),
+            Some(SecurityProtocol::Plaintext)
+        );
+        assert_eq!(c.security_protocol("INTERNAL"), None);
+        let err = config_of(&[("listeners", "INTERNAL://127.0.0.1:0")]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("No security protocol defined for listener INTERNAL"),
+            "{err}"
+        );
+        let c = config_of(&[
+            (
+                "listeners",
+                "INTERNAL://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+            ),
+            (
+                "listener.security.protocol.map",
+                "internal:ssl,CONTROLLER:PLAINTEXT",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(c.security_protocol("INTERNAL"), Some(SecurityProtocol::Ssl));
+        assert_eq!(
+            c.security_protocol("SSL"),
+            None,
+            "a set map replaces the default"
+        );
+        for bad in ["INTERNAL", "INTERNAL:TLS", "A:SSL,A:PLAINTEXT"] {
+            let err = config_of(&[("listener.security.protocol.map", bad)]).unwrap_err();
+            assert!(
+                err.to_string().contains("listener.security.protocol.map"),
+                "{err}"
+            );
+        }
+    }
+
+    /// `listener.name.<listener>.<key>` is validated as `<key>` and wins
+    /// over it for that listener only.
+    #[test]
+    fn listener_prefixed_keys_override_for_their_listener() {
+        let c = config_of(&[
+            ("ssl.client.auth", "requested"),
+            ("listener.name.ssl.ssl.client.auth", "required"),
+        ])
+        .unwrap();
+        assert_eq!(c.listener_value("SSL", "ssl.client.auth"), Some("required"));
+        assert_eq!(
+            c.listener_value("OTHER", "ssl.client.auth"),
+            Some("requested")
+        );
+        assert_eq!(c.listener_value("OTHER", "ssl.keystore.location"), None);
+        let err = config_of(&[("listener.name.ssl.ssl.client.auth", "maybe")]).unwrap_err();
+        assert!(err.to_string().contains("ssl.client.auth"), "{err}");
+        for unknown in [
+            "listener.name.ssl.ssl.bogus",
+            "listener.name.ssl.num.partitions",
+            "listener.name.ssl",
+        ] {
+            let err = config_of(&[(unknown, "1")]).unwrap_err();
+            assert!(
+                matches!(err, ConfigError::UnknownKey { .. }),
+                "{unknown}: {err}"
+            );
+        }
     }
 }

@@ -1,7 +1,6 @@
 //! Request dispatch: decodes a frame, routes it to its handler
 //! (`handlers/<api>.rs`) and encodes the response.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,6 +13,7 @@ use weir_protocol_compat::fetch::FetchChunk;
 use crate::context::BrokerContext;
 use crate::handlers;
 use crate::handlers::fetch::FetchRecords;
+use crate::network::ConnectionInfo;
 
 /// What a connection writes back for one request.
 pub enum Response {
@@ -36,7 +36,7 @@ pub enum Response {
 pub async fn handle_frame(
     ctx: Arc<BrokerContext>,
     frame: Bytes,
-    peer: SocketAddr,
+    info: Arc<ConnectionInfo>,
     append_order: Arc<handlers::produce::AppendOrder>,
 ) -> Response {
     let started = Instant::now();
@@ -52,9 +52,9 @@ pub async fn handle_frame(
         RequestKind::ApiVersions(r) => {
             ResponseKind::ApiVersions(handlers::api_versions::handle(version, r))
         }
-        RequestKind::Metadata(r) => {
-            ResponseKind::Metadata(handlers::metadata::handle(&ctx, version, r).await)
-        }
+        RequestKind::Metadata(r) => ResponseKind::Metadata(
+            handlers::metadata::handle(&ctx, &info.listener, version, r).await,
+        ),
         RequestKind::Produce(r) => {
             let acks = r.acks;
             // Kafka's KafkaApis: only the admin client id may append to
@@ -108,9 +108,9 @@ pub async fn handle_frame(
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(handlers::describe_configs::handle(&ctx, version, r))
         }
-        RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(handlers::describe_cluster::handle(&ctx, version, r))
-        }
+        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(
+            handlers::describe_cluster::handle(&ctx, &info.listener, version, r),
+        ),
         RequestKind::DescribeTopicPartitions(r) => ResponseKind::DescribeTopicPartitions(
             handlers::describe_topic_partitions::handle(&ctx, version, r),
         ),
@@ -121,12 +121,12 @@ pub async fn handle_frame(
             ResponseKind::InitProducerId(handlers::init_producer_id::handle(&ctx, version, r).await)
         }
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
-            handlers::find_coordinator::handle(&ctx, version, r).await,
+            handlers::find_coordinator::handle(&ctx, &info.listener, version, r).await,
         ),
         RequestKind::JoinGroup(r) => {
             let client_id = request.header.client_id.as_deref();
             ResponseKind::JoinGroup(
-                handlers::join_group::handle(&ctx, version, client_id, peer, r).await,
+                handlers::join_group::handle(&ctx, version, client_id, info.peer, r).await,
             )
         }
         RequestKind::SyncGroup(r) => {

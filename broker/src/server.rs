@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
@@ -17,9 +18,9 @@ use weir_controller::{
 };
 use weir_storage::LogManager;
 
-use crate::config::{BrokerConfig, Listener};
+use crate::config::{BrokerConfig, Listener, SecurityProtocol};
 use crate::context::BrokerContext;
-use crate::network::connection;
+use crate::network::{connection, ConnectionInfo};
 use crate::producer_ids::ProducerIdManager;
 use crate::replica_manager::ReplicaManager;
 
@@ -33,9 +34,6 @@ const MULTI_NODE_STARTUP_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// How long shutdown waits for open connections to finish, ms.
 const SHUTDOWN_GRACE_MS: u64 = 5_000;
-
-/// Security protocol id of PLAINTEXT in Kafka's `SecurityProtocol`.
-const PLAINTEXT: i16 = 0;
 
 /// The environment variable that turns on power-loss journaling (tests
 /// only): its value is the journal's path.
@@ -85,6 +83,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     if broker_only {
         check_broker_only(&config)?;
     }
+    let security = listener_security(&config, multi_node)?;
     // One node formats itself on first start; the nodes of a quorum must
     // share one cluster id, so they are formatted first (as KRaft).
     if multi_node
@@ -218,7 +217,12 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             host: l.host.clone(),
             port: local.port(),
         });
-        listeners.push((l.name.clone(), listener, local));
+        let (protocol, tls) = security
+            .iter()
+            .find(|(name, _, _)| *name == l.name)
+            .map(|(_, protocol, tls)| (*protocol, tls.clone()))
+            .context("a listener without a security protocol")?;
+        listeners.push((l.name.clone(), protocol, tls, listener, local));
     }
     let advertised = advertised_listeners(&config, &bound);
 
@@ -228,7 +232,10 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             name: l.name.clone(),
             host: l.host.clone(),
             port: l.port,
-            security_protocol: PLAINTEXT,
+            security_protocol: config
+                .security_protocol(&l.name)
+                .unwrap_or(SecurityProtocol::Plaintext)
+                .id(),
         })
         .collect();
     let broker_epoch = controller
@@ -446,10 +453,15 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     }
     let connections = TaskTracker::new();
     let limits = crate::network::NetworkLimits::new(&config);
-    for (name, listener, local) in listeners {
-        info!(listener = %name, address = %local, "listening");
+    for (name, protocol, tls, listener, local) in listeners {
+        info!(listener = %name, address = %local, security_protocol = %protocol, "listening");
         tracker.spawn(accept_loop(
             listener,
+            AcceptedOn {
+                name: name.into(),
+                protocol,
+                tls,
+            },
             ctx.clone(),
             limits.clone(),
             stop.clone(),
@@ -573,11 +585,78 @@ fn advertised_listeners(config: &BrokerConfig, bound: &[Listener]) -> Vec<Listen
         .collect()
 }
 
+/// The listener an accept loop serves.
+struct AcceptedOn {
+    name: Arc<str>,
+    protocol: SecurityProtocol,
+    /// The TLS acceptor of an SSL listener.
+    tls: Option<TlsAcceptor>,
+}
+
+/// Each listener's security protocol, with the TLS acceptor of an SSL
+/// listener built from its `ssl.*` keys (so a bad keystore stops the start,
+/// naming the key, before anything is bound).
+///
+/// # Errors
+/// A SASL listener (not served yet); a TLS controller or inter-broker
+/// listener in a cluster of several nodes (the quorum and replication
+/// clients speak plain TCP for now); a listener's TLS configuration error.
+fn listener_security(
+    config: &BrokerConfig,
+    multi_node: bool,
+) -> anyhow::Result<Vec<(String, SecurityProtocol, Option<TlsAcceptor>)>> {
+    let mut out = Vec::new();
+    for l in &config.listeners {
+        // BrokerConfig::from_pairs checked that every listener is mapped.
+        let protocol = config
+            .security_protocol(&l.name)
+            .with_context(|| format!("No security protocol defined for listener {}", l.name))?;
+        let tls = match protocol {
+            SecurityProtocol::Plaintext => None,
+            SecurityProtocol::Ssl => {
+                let server = crate::network::tls::server_config(config, &l.name)?;
+                Some(TlsAcceptor::from(server))
+            }
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => anyhow::bail!(
+                "listener {}: security protocol {protocol} is not served yet (PLAINTEXT and SSL are)",
+                l.name
+            ),
+        };
+        if protocol != SecurityProtocol::Plaintext && multi_node {
+            if config.is_controller_listener(&l.name) {
+                anyhow::bail!(
+                    "controller listener {}: the metadata quorum speaks PLAINTEXT only for now \
+                     (map it to PLAINTEXT in listener.security.protocol.map)",
+                    l.name
+                );
+            }
+            if config.replication.inter_broker_listener_name.as_deref() == Some(l.name.as_str()) {
+                anyhow::bail!(
+                    "inter.broker.listener.name={}: replication speaks PLAINTEXT only for now",
+                    l.name
+                );
+            }
+        }
+        out.push((l.name.clone(), protocol, tls));
+    }
+    let plaintext_client_listener = out.iter().any(|(name, protocol, _)| {
+        *protocol == SecurityProtocol::Plaintext && !config.is_controller_listener(name)
+    });
+    if multi_node && !plaintext_client_listener {
+        anyhow::bail!(
+            "replication between brokers speaks PLAINTEXT only for now: a node of a cluster \
+             needs a PLAINTEXT listener besides its controller listener"
+        );
+    }
+    Ok(out)
+}
+
 /// Accepts connections while `max.connections` allows (waiting for a slot
 /// first, as Kafka's `ConnectionQuotas.inc`), closing at once those over
 /// `max.connections.per.ip` (Kafka's "Rejected connection").
 async fn accept_loop(
     listener: TcpListener,
+    accepted_on: AcceptedOn,
     ctx: Arc<BrokerContext>,
     limits: Arc<crate::network::NetworkLimits>,
     shutdown: CancellationToken,
@@ -593,7 +672,13 @@ async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => match limits.quotas.register(slot, peer.ip()) {
                     Ok(slot) => {
-                        let run = connection::run(stream, peer, ctx.clone(), limits.clone(), shutdown.clone());
+                        let info = Arc::new(ConnectionInfo {
+                            peer,
+                            listener: accepted_on.name.clone(),
+                            security_protocol: accepted_on.protocol,
+                        });
+                        let tls = accepted_on.tls.clone();
+                        let run = connection::run(stream, tls, info, ctx.clone(), limits.clone(), shutdown.clone());
                         connections.spawn(async move {
                             run.await;
                             drop(slot);

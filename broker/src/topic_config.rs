@@ -29,6 +29,9 @@ pub enum ConfigType {
     Double = 6,
     /// Comma-separated list.
     List = 7,
+    /// A secret (`ssl.key.password`, ...): DescribeConfigs reports it as
+    /// sensitive with a null value, as Kafka's `ConfigHelper` does.
+    Password = 9,
 }
 
 /// DescribeConfigs `config_source` values (KIP-226).

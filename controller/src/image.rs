@@ -221,6 +221,15 @@ impl BrokerRegistration {
     pub fn is_active(&self) -> bool {
         !self.fenced && !self.in_controlled_shutdown
     }
+
+    /// The endpoint of listener `listener` (names compare without case, as
+    /// Kafka's `ListenerName.normalised`), `None` when the broker has no
+    /// such listener (Kafka's `BrokerRegistration.node(listenerName)`).
+    pub fn endpoint(&self, listener: &str) -> Option<&BrokerEndpoint> {
+        self.endpoints
+            .iter()
+            .find(|e| e.name.eq_ignore_ascii_case(listener))
+    }
 }
 
 impl MetadataImage {

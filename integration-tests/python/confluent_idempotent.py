@@ -1,6 +1,10 @@
 """Idempotent producer + assign() consumer round trip with confluent-kafka (librdkafka).
 
-Usage: confluent_idempotent.py BOOTSTRAP TOPIC COUNT PARTITIONS
+Usage: confluent_idempotent.py BOOTSTRAP TOPIC COUNT PARTITIONS [KEY=VALUE ...]
+
+Every KEY=VALUE is a librdkafka property given to the admin client, the
+producer and the consumer alike (for example security.protocol=SSL and
+ssl.ca.location=PATH for a TLS listener).
 
 Creates TOPIC with PARTITIONS partitions through the AdminClient, produces
 COUNT records with enable.idempotence=true, requires a successful delivery
@@ -26,9 +30,17 @@ def fail(message):
 
 
 def main():
+    if len(sys.argv) < 5:
+        fail("usage: confluent_idempotent.py BOOTSTRAP TOPIC COUNT PARTITIONS [KEY=VALUE ...]")
     bootstrap, topic, count, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    common = {"bootstrap.servers": bootstrap}
+    for option in sys.argv[5:]:
+        key, eq, value = option.partition("=")
+        if not eq:
+            fail(f"option {option} is not KEY=VALUE")
+        common[key] = value
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(dict(common))
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
     try:
         futures[topic].result(timeout=60)
@@ -40,7 +52,7 @@ def main():
         fail(f"topic {topic} has {got} partitions after creation, expected {partitions}")
 
     producer = Producer({
-        "bootstrap.servers": bootstrap,
+        **common,
         "enable.idempotence": True,
         "linger.ms": 5,
     })
@@ -76,7 +88,7 @@ def main():
     print(f"delivered {delivered}", flush=True)
 
     consumer = Consumer({
-        "bootstrap.servers": bootstrap,
+        **common,
         "group.id": "weir-itest-assign-only",
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",

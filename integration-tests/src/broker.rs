@@ -2,9 +2,11 @@
 //! and [`TestCluster`] (the brokers of one test).
 //!
 //! Each broker gets its own temporary directory holding `server.properties`,
-//! `log.dirs` (`data/`) and `weir.stderr.log`. Listeners bind
-//! `127.0.0.1:0`; the real port is read from the `weir started` line that the
-//! binary prints on stdout when it is ready (the contract of `weir`). The
+//! `log.dirs` (`data/`) and `weir.stderr.log`. Listeners (`PLAINTEXT` first,
+//! then those of [`TestBrokerBuilder::listener`]) bind `127.0.0.1:0`; the
+//! real ports are read from the `weir started` line that the binary prints
+//! on stdout when it is ready (the contract of `weir`), and a restart asks
+//! for the same ports again. The
 //! stderr log is printed only when the test fails (the broker is dropped
 //! while the thread panics), and then the directory is kept for inspection.
 
@@ -24,6 +26,7 @@ use crate::error::HarnessError;
 use crate::power_loss::{
     apply_power_loss, fail_fsync_trigger, fail_write_trigger, PowerLoss, PowerLossReport,
 };
+use crate::tls::TestPki;
 use crate::tmpfs::Tmpfs;
 
 /// How long a broker may take from spawn to its `weir started` line.
@@ -93,6 +96,8 @@ pub fn free_local_port() -> Result<u16, HarnessError> {
 #[derive(Debug, Clone)]
 pub struct TestBrokerBuilder {
     node_id: i32,
+    /// Listener names after `PLAINTEXT`, in `listeners` order.
+    listeners: Vec<String>,
     config: Vec<(String, String)>,
     overrides: Vec<(String, String)>,
     metrics: bool,
@@ -108,6 +113,7 @@ impl Default for TestBrokerBuilder {
     fn default() -> Self {
         Self {
             node_id: 1,
+            listeners: Vec::new(),
             config: Vec::new(),
             overrides: Vec::new(),
             metrics: false,
@@ -125,6 +131,34 @@ impl TestBrokerBuilder {
     /// Sets `node.id` (default 1).
     pub fn node_id(mut self, node_id: i32) -> Self {
         self.node_id = node_id;
+        self
+    }
+
+    /// Adds a listener `NAME://127.0.0.1:0` to `listeners`, after
+    /// `PLAINTEXT` (which stays first, so [`TestBroker::port`] is still the
+    /// PLAINTEXT port) and after the listeners added before. Its security
+    /// protocol comes from `listener.security.protocol.map`, whose Kafka
+    /// default maps `SSL` to SSL (see [`Self::ssl_listener`]). Its port is
+    /// [`TestBroker::listener_port`]. A name given twice, or `PLAINTEXT`,
+    /// is added once. An `override_config("listeners", ..)` replaces the
+    /// whole list, these listeners included.
+    pub fn listener(mut self, name: &str) -> Self {
+        let known = name.eq_ignore_ascii_case(PLAINTEXT)
+            || self.listeners.iter().any(|l| l.eq_ignore_ascii_case(name));
+        if !known {
+            self.listeners.push(name.to_owned());
+        }
+        self
+    }
+
+    /// Adds the listener `SSL` ([`Self::listener`]) and the keys of
+    /// [`TestPki::broker_config`] (`ssl.keystore.*` with the PKI's
+    /// `server.pem`, `ssl.truststore.*` with its `ca.pem`) to
+    /// `server.properties`. `ssl.client.auth` stays the broker's default
+    /// (`none`) unless the test sets it with [`Self::config`].
+    pub fn ssl_listener(mut self, pki: &TestPki) -> Self {
+        self = self.listener("SSL");
+        self.config.extend(pki.broker_config());
         self
     }
 
@@ -257,12 +291,13 @@ impl TestBrokerBuilder {
             metrics_addr,
             child: None,
             port: 0,
+            listener_ports: Vec::new(),
             cluster_id: String::new(),
         };
         if let Some(cluster_id) = broker.settings.format_cluster_id.clone() {
             broker.format(&cluster_id)?;
         }
-        broker.spawn(0)?;
+        broker.spawn(Ports::Any)?;
         Ok(broker)
     }
 }
@@ -288,14 +323,33 @@ pub struct TestBroker {
     metrics_addr: Option<SocketAddr>,
     child: Option<Child>,
     port: u16,
+    /// Every listener of the last `weir started` line, `(name, port)` in
+    /// its order.
+    listener_ports: Vec<(String, u16)>,
     cluster_id: String,
 }
+
+/// Which ports [`TestBroker::spawn`] writes into `listeners`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ports {
+    /// Port 0 for every listener (a first start, or a restart whose old
+    /// ports were taken).
+    Any,
+    /// The ports of the last `weir started` line, each listener its own
+    /// (0 for a listener that line did not have).
+    Previous,
+}
+
+/// The name of the listener that comes first and that [`TestBroker::port`]
+/// means.
+const PLAINTEXT: &str = "PLAINTEXT";
 
 impl std::fmt::Debug for TestBroker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TestBroker")
             .field("node_id", &self.settings.node_id)
             .field("port", &self.port)
+            .field("listeners", &self.listener_ports)
             .field("data_dir", &self.data_dir)
             .field("running", &self.child.is_some())
             .finish()
@@ -325,6 +379,40 @@ impl TestBroker {
     /// The PLAINTEXT listener's port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The port of listener `name` (ASCII case-insensitive, as in
+    /// `listeners`) from the last `weir started` line, or `None` when that
+    /// line did not list it.
+    pub fn listener_port(&self, name: &str) -> Option<u16> {
+        self.listener_ports
+            .iter()
+            .find(|(listener, _)| listener.eq_ignore_ascii_case(name))
+            .map(|&(_, port)| port)
+    }
+
+    /// Every listener of the last `weir started` line as `(name, port)`, in
+    /// its order.
+    pub fn listener_ports(&self) -> &[(String, u16)] {
+        &self.listener_ports
+    }
+
+    /// `127.0.0.1:<port>` of listener `name`, for `bootstrap.servers` of a
+    /// client of that listener (for example `bootstrap_for("SSL")`).
+    ///
+    /// # Panics
+    ///
+    /// When the broker has no such listener ([`Self::listener_port`] is
+    /// `None`): the test asked for a listener it did not configure.
+    #[track_caller]
+    pub fn bootstrap_for(&self, name: &str) -> String {
+        let port = self.listener_port(name).unwrap_or_else(|| {
+            panic!(
+                "weir node {} has no listener {name}: its listeners are {:?}",
+                self.settings.node_id, self.listener_ports
+            )
+        });
+        format!("127.0.0.1:{port}")
     }
 
     /// `node.id` of this broker.
@@ -519,13 +607,14 @@ impl TestBroker {
         }
     }
 
-    /// Starts a stopped broker again on the same `log.dirs`, on the same port
-    /// when it is still free and else on a new one (see [`Self::bootstrap`]).
+    /// Starts a stopped broker again on the same `log.dirs`, with every
+    /// listener on its old port when they are still free and else on new
+    /// ones (see [`Self::bootstrap`] and [`Self::listener_port`]).
     ///
     /// # Errors
     ///
-    /// As [`TestBrokerBuilder::start`]; the first failure on the old port is
-    /// retried once on port 0 and only the second failure is returned.
+    /// As [`TestBrokerBuilder::start`]; the first failure on the old ports
+    /// is retried once on port 0 and only the second failure is returned.
     pub fn start_again(&mut self) -> Result<(), HarnessError> {
         if self.child.is_some() {
             return Err(HarnessError::Io {
@@ -533,10 +622,9 @@ impl TestBroker {
                 source: std::io::Error::other("the broker is still running"),
             });
         }
-        let old_port = self.port;
-        match self.spawn(old_port) {
+        match self.spawn(Ports::Previous) {
             Ok(()) => Ok(()),
-            Err(HarnessError::ExitedBeforeReady { .. }) => self.spawn(0),
+            Err(HarnessError::ExitedBeforeReady { .. }) => self.spawn(Ports::Any),
             Err(other) => Err(other),
         }
     }
@@ -611,11 +699,20 @@ impl TestBroker {
         }
     }
 
-    fn write_config(&self, port: u16) -> Result<(), HarnessError> {
+    /// The `listeners` value for a start on `ports`.
+    fn listeners_value(&self, ports: Ports) -> String {
+        let previous = match ports {
+            Ports::Any => &[][..],
+            Ports::Previous => &self.listener_ports[..],
+        };
+        listeners_value(&self.settings.listeners, previous)
+    }
+
+    fn write_config(&self, ports: Ports) -> Result<(), HarnessError> {
         let mut text = String::new();
         text.push_str("# generated by weir-integration-tests\n");
         text.push_str(&format!("node.id={}\n", self.settings.node_id));
-        text.push_str(&format!("listeners=PLAINTEXT://127.0.0.1:{port}\n"));
+        text.push_str(&format!("listeners={}\n", self.listeners_value(ports)));
         text.push_str(&format!("log.dirs={}\n", self.data_dir.display()));
         match self.metrics_addr {
             Some(addr) => text.push_str(&format!("metrics.listener={addr}\n")),
@@ -630,7 +727,7 @@ impl TestBroker {
 
     /// Runs `weir format` with this broker's config and overrides.
     fn format(&self, cluster_id: &str) -> Result<(), HarnessError> {
-        self.write_config(0)?;
+        self.write_config(Ports::Any)?;
         let mut command = Command::new(&self.binary);
         command
             .arg("format")
@@ -656,8 +753,9 @@ impl TestBroker {
         Ok(())
     }
 
-    fn spawn(&mut self, port: u16) -> Result<(), HarnessError> {
-        self.write_config(port)?;
+    fn spawn(&mut self, ports: Ports) -> Result<(), HarnessError> {
+        self.write_config(ports)?;
+        let listeners = self.listeners_value(ports);
         let stderr = OpenOptions::new()
             .create(true)
             .append(true)
@@ -668,7 +766,7 @@ impl TestBroker {
             .map_err(|e| HarnessError::io("cloning the log file handle", e))?;
         let _ = writeln!(
             stdout_log,
-            "=== weir-integration-tests: starting {} on port {port} ===",
+            "=== weir-integration-tests: starting {} with listeners={listeners} ===",
             self.binary.display()
         );
         let mut command = Command::new(&self.binary);
@@ -750,6 +848,7 @@ impl TestBroker {
             Ok(line) => {
                 let ready = parse_ready_line(&line)?;
                 self.port = ready.port;
+                self.listener_ports = ready.listeners;
                 self.cluster_id = ready.cluster_id;
                 self.child = Some(child);
                 Ok(())
@@ -795,31 +894,63 @@ impl Drop for TestBroker {
     }
 }
 
+/// The `listeners` value: `PLAINTEXT` first, then `extra`, each on
+/// 127.0.0.1 and on its port in `previous` (matched by name, ASCII
+/// case-insensitive), else on port 0.
+fn listeners_value(extra: &[String], previous: &[(String, u16)]) -> String {
+    std::iter::once(PLAINTEXT)
+        .chain(extra.iter().map(String::as_str))
+        .map(|name| {
+            let port = previous
+                .iter()
+                .find(|(listener, _)| listener.eq_ignore_ascii_case(name))
+                .map_or(0, |&(_, port)| port);
+            format!("{name}://127.0.0.1:{port}")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The fields of the `weir started` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ReadyLine {
+    /// The first listener's port.
     port: u16,
+    /// Every listener, `(name, port)` in the line's order.
+    listeners: Vec<(String, u16)>,
     cluster_id: String,
 }
 
-/// Parses `weir started node.id=<id> cluster.id=<id> listeners=PLAINTEXT://127.0.0.1:<port>[,...]`.
+/// Parses `weir started node.id=<id> cluster.id=<id>
+/// listeners=<NAME>://<host>:<port>[,<NAME>://<host>:<port>...]` (the
+/// first listener is PLAINTEXT; every port is the bound one, never 0).
 fn parse_ready_line(line: &str) -> Result<ReadyLine, HarnessError> {
     let malformed = || HarnessError::MalformedReadyLine {
         line: line.to_owned(),
     };
     let mut cluster_id = None;
-    let mut port = None;
+    let mut listeners = Vec::new();
     for token in line.split_whitespace() {
         if let Some(id) = token.strip_prefix("cluster.id=") {
             cluster_id = Some(id.to_owned());
-        } else if let Some(listeners) = token.strip_prefix("listeners=") {
-            let first = listeners.split(',').next().ok_or_else(malformed)?;
-            let (_, port_text) = first.rsplit_once(':').ok_or_else(malformed)?;
-            port = Some(port_text.parse::<u16>().map_err(|_| malformed())?);
+        } else if let Some(list) = token.strip_prefix("listeners=") {
+            for listener in list.split(',') {
+                let (name, address) = listener.split_once("://").ok_or_else(malformed)?;
+                let (_, port_text) = address.rsplit_once(':').ok_or_else(malformed)?;
+                let port = port_text.parse::<u16>().map_err(|_| malformed())?;
+                if name.is_empty() || port == 0 {
+                    return Err(malformed());
+                }
+                listeners.push((name.to_owned(), port));
+            }
         }
     }
     Ok(ReadyLine {
-        port: port.filter(|p| *p != 0).ok_or_else(malformed)?,
+        port: listeners
+            .first()
+            .map(|&(_, port)| port)
+            .ok_or_else(malformed)?,
+        listeners,
         cluster_id: cluster_id.ok_or_else(malformed)?,
     })
 }
@@ -898,6 +1029,7 @@ mod tests {
             ready,
             ReadyLine {
                 port: 40123,
+                listeners: vec![("PLAINTEXT".into(), 40123)],
                 cluster_id: "abcDEF_123".into()
             }
         );
@@ -913,12 +1045,49 @@ mod tests {
     }
 
     #[test]
+    fn listeners_put_plaintext_first_and_keep_previous_ports_by_name() {
+        let extra = vec!["SSL".to_owned()];
+        assert_eq!(
+            listeners_value(&extra, &[]),
+            "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
+        );
+        let previous = vec![("ssl".to_owned(), 2001), ("PLAINTEXT".to_owned(), 2000)];
+        assert_eq!(
+            listeners_value(&extra, &previous),
+            "PLAINTEXT://127.0.0.1:2000,SSL://127.0.0.1:2001"
+        );
+        assert_eq!(
+            listeners_value(&[], &[("PLAINTEXT".to_owned(), 2000)]),
+            "PLAINTEXT://127.0.0.1:2000"
+        );
+    }
+
+    #[test]
+    fn ready_line_gives_every_listener_by_name() {
+        let ready = parse_ready_line(
+            "weir started node.id=1 cluster.id=x listeners=PLAINTEXT://127.0.0.1:41234,SSL://127.0.0.1:41235,CONTROLLER://[::1]:41236",
+        )
+        .unwrap();
+        assert_eq!(ready.port, 41234);
+        assert_eq!(
+            ready.listeners,
+            vec![
+                ("PLAINTEXT".into(), 41234),
+                ("SSL".into(), 41235),
+                ("CONTROLLER".into(), 41236)
+            ]
+        );
+    }
+
+    #[test]
     fn ready_line_without_port_is_rejected() {
         for line in [
             "weir started node.id=1 cluster.id=x",
             "weir started node.id=1 cluster.id=x listeners=PLAINTEXT://127.0.0.1:0",
             "weir started node.id=1 listeners=PLAINTEXT://127.0.0.1:5",
             "weir started node.id=1 cluster.id=x listeners=PLAINTEXT://127.0.0.1:notaport",
+            "weir started node.id=1 cluster.id=x listeners=PLAINTEXT://127.0.0.1:5,SSL://127.0.0.1:0",
+            "weir started node.id=1 cluster.id=x listeners=PLAINTEXT://127.0.0.1:5,127.0.0.1:6",
         ] {
             assert!(
                 matches!(

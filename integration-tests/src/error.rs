@@ -38,7 +38,7 @@ pub enum HarnessError {
         stderr_tail: String,
     },
     /// The `weir started` line did not have the documented shape
-    /// `weir started node.id=<id> cluster.id=<id> listeners=PLAINTEXT://127.0.0.1:<port>`.
+    /// `weir started node.id=<id> cluster.id=<id> listeners=PLAINTEXT://127.0.0.1:<port>[,<NAME>://<host>:<port>...]`.
     #[error("malformed ready line from weir: {line:?}")]
     MalformedReadyLine {
         /// The line as printed.

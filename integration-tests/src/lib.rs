@@ -12,7 +12,8 @@
 //! harness), the chaos harness of `scripts/chaos` ([`chaos`]), and power
 //! loss for a killed broker replayed from its sync journal
 //! ([`power_loss`]), and a wall clock the harness can move per broker
-//! through libfaketime ([`fake_clock`]). It
+//! through libfaketime ([`fake_clock`]), and test certificates for TLS
+//! listeners ([`tls`]). It
 //! depends on no Weir crate: the broker is a black box reached
 //! only over sockets, stdout/stderr and signals.
 
@@ -26,6 +27,7 @@ pub mod power_loss;
 pub mod raw;
 pub mod records;
 pub mod requests;
+pub mod tls;
 pub mod tmpfs;
 
 pub use broker::{weir_binary, TestBroker, TestBrokerBuilder, TestCluster};

@@ -45,3 +45,4 @@ mod replication;
 mod replication_matrix;
 mod replication_operators;
 mod retention;
+mod tls;

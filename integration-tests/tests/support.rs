@@ -473,11 +473,18 @@ pub fn list_offset(
         })
 }
 
+/// Runs kcat with `args` against `bootstrap` and returns what it left,
+/// whatever its exit status (for clients that must fail).
+#[track_caller]
+pub fn kcat_output(bootstrap: &str, args: &[&str], stdin: Option<Vec<u8>>) -> CommandOutput {
+    let command = clients::kcat_command(bootstrap, args).expect("kcat");
+    clients::run(command, stdin, CLIENT_TIMEOUT).expect("running kcat")
+}
+
 /// Runs kcat with `args` against `bootstrap`, requiring exit 0.
 #[track_caller]
 pub fn kcat(bootstrap: &str, args: &[&str], stdin: Option<Vec<u8>>) -> CommandOutput {
-    let command = clients::kcat_command(bootstrap, args).expect("kcat");
-    let output = clients::run(command, stdin, CLIENT_TIMEOUT).expect("running kcat");
+    let output = kcat_output(bootstrap, args, stdin);
     output.assert_success();
     output
 }
@@ -485,14 +492,25 @@ pub fn kcat(bootstrap: &str, args: &[&str], stdin: Option<Vec<u8>>) -> CommandOu
 /// `kcat -C` of one partition from `offset` to the end; returns the values.
 #[track_caller]
 pub fn kcat_consume(bootstrap: &str, topic: &str, partition: i32, offset: &str) -> Vec<String> {
+    kcat_consume_with(bootstrap, topic, partition, offset, &[])
+}
+
+/// [`kcat_consume`] with `extra` options such as
+/// `["-X", "security.protocol=ssl"]`.
+#[track_caller]
+pub fn kcat_consume_with(
+    bootstrap: &str,
+    topic: &str,
+    partition: i32,
+    offset: &str,
+    extra: &[&str],
+) -> Vec<String> {
     let partition = partition.to_string();
-    let output = kcat(
-        bootstrap,
-        &[
-            "-C", "-t", topic, "-p", &partition, "-o", offset, "-e", "-q", "-f", "%s\\n",
-        ],
-        None,
-    );
+    let mut args = vec![
+        "-C", "-t", topic, "-p", &partition, "-o", offset, "-e", "-q", "-f", "%s\\n",
+    ];
+    args.extend_from_slice(extra);
+    let output = kcat(bootstrap, &args, None);
     output.stdout_text().lines().map(str::to_owned).collect()
 }
 

@@ -63,6 +63,25 @@ impl FileSlice {
         Ok(Bytes::from(buf))
     }
 
+    /// Reads `len` bytes from `start` bytes into the region with `pread`
+    /// (TLS connections read a region in parts).
+    ///
+    /// # Errors
+    /// `InvalidInput` when the range leaves the region; the `pread` error;
+    /// `UnexpectedEof` if the file is now shorter than the range.
+    pub fn read_range(&self, start: usize, len: usize) -> std::io::Result<Bytes> {
+        if start.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "range outside the file region",
+            ));
+        }
+        let mut buf = vec![0u8; len];
+        self.file
+            .read_exact_at(&mut buf, self.position + start as u64)?;
+        Ok(Bytes::from(buf))
+    }
+
     /// Sends up to the rest of the region, starting `sent` bytes into it, to
     /// `socket` with `sendfile(2)`. Returns the number of bytes written, which
     /// may be less than asked (partial write) and is 0 once `sent >= len()`.

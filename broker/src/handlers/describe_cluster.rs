@@ -8,10 +8,13 @@ use super::authorized_operations::{authorized_operations, AclResourceType};
 use super::str_bytes;
 use crate::context::BrokerContext;
 
-/// Answers from the current image. v1 `endpoint_type` 1 (brokers) is the
-/// only endpoint type served; 2 (controllers) gets UNSUPPORTED_ENDPOINT_TYPE.
+/// Answers from the current image, each broker with its endpoint of
+/// `listener` (the request's listener; brokers without it are left out).
+/// v1 `endpoint_type` 1 (brokers) is the only endpoint type served; 2
+/// (controllers) gets UNSUPPORTED_ENDPOINT_TYPE.
 pub fn handle(
     ctx: &BrokerContext,
+    listener: &str,
     _version: i16,
     request: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
@@ -33,7 +36,7 @@ pub fn handle(
         if b.fenced && !request.include_fenced_brokers {
             continue;
         }
-        if let Some(ep) = b.endpoints.first() {
+        if let Some(ep) = b.endpoint(listener) {
             let mut broker = DescribeClusterBroker::default();
             broker.broker_id = BrokerId(b.broker_id);
             broker.host = str_bytes(ep.host.clone());

@@ -216,21 +216,27 @@ pub fn broker_config_entries(
             } else {
                 ConfigSource::DefaultConfig
             };
-            let Some(value) = k.value(c) else {
-                let mut e = entry(
-                    k.name,
-                    String::new(),
-                    source,
-                    true,
-                    k.config_type,
-                    k.doc,
-                    Vec::new(),
-                );
+            // Kafka's ConfigHelper: a password is sensitive and never sent.
+            let sensitive = k.config_type == ConfigType::Password;
+            let value = k.value(c).filter(|_| !sensitive);
+            let synonyms = value
+                .iter()
+                .map(|v| synonym(k.name, v.clone(), source))
+                .collect();
+            let mut e = entry(
+                k.name,
+                value.clone().unwrap_or_default(),
+                source,
+                true,
+                k.config_type,
+                k.doc,
+                synonyms,
+            );
+            if value.is_none() {
                 e.value = None;
-                return e;
-            };
-            let synonyms = vec![synonym(k.name, value.clone(), source)];
-            entry(k.name, value, source, true, k.config_type, k.doc, synonyms)
+            }
+            e.is_sensitive = sensitive;
+            e
         })
         .collect()
 }
@@ -274,6 +280,25 @@ mod tests {
             value(&rows, "message.timestamp.after.max.ms").as_deref(),
             Some("3600000")
         );
+    }
+
+    /// A PASSWORD key (Kafka's ConfigHelper) is described as sensitive,
+    /// with a null value and no synonym, set or not.
+    #[test]
+    fn a_password_key_is_sensitive_and_never_sent() {
+        let set = BrokerConfig::from_pairs(vec![(
+            "ssl.keystore.password".to_string(),
+            "hunter2".to_string(),
+        )])
+        .unwrap();
+        for config in [BrokerConfig::default(), set] {
+            let filter = ["ssl.keystore.password".to_string()];
+            let rows = broker_config_entries(&config, Some(&filter));
+            assert_eq!(rows.len(), 1);
+            assert!(rows[0].is_sensitive);
+            assert_eq!(rows[0].value, None);
+            assert!(rows[0].synonyms.is_empty());
+        }
     }
 
     /// Every row of `BROKER_KEYS` is described with the row's type and doc,

@@ -27,8 +27,12 @@ const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// Answers a FindCoordinator request.
+///
+/// Coordinators are given by their endpoint of `listener`, the listener the
+/// request arrived on.
 pub async fn handle(
     ctx: &BrokerContext,
+    listener: &str,
     version: i16,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
@@ -56,7 +60,7 @@ pub async fn handle(
     let image = ctx.metadata();
     let mut coordinators: Vec<Coordinator> = keys
         .into_iter()
-        .map(|key| coordinator(ctx, &image, key, request.key_type, partitions))
+        .map(|key| coordinator(ctx, &image, listener, key, request.key_type, partitions))
         .collect();
     let mut response = FindCoordinatorResponse::default();
     if version >= 4 {
@@ -72,15 +76,20 @@ pub async fn handle(
     response
 }
 
-/// The advertised host and port of broker `node_id`: its registration in
-/// the metadata image (the endpoint Metadata lists) unless it is fenced;
-/// for this broker, else its first advertised listener.
-fn endpoint(ctx: &BrokerContext, image: &MetadataImage, node_id: i32) -> Option<(String, i32)> {
+/// The advertised host and port of broker `node_id` on `listener`: its
+/// registration in the metadata image (the endpoint Metadata lists) unless
+/// it is fenced; for this broker, else its advertised listener of that name.
+fn endpoint(
+    ctx: &BrokerContext,
+    image: &MetadataImage,
+    listener: &str,
+    node_id: i32,
+) -> Option<(String, i32)> {
     if let Some(ep) = image
         .brokers
         .get(&node_id)
         .filter(|b| !b.fenced || node_id == ctx.node_id)
-        .and_then(|b| b.endpoints.first())
+        .and_then(|b| b.endpoint(listener))
     {
         return Some((ep.host.clone(), i32::from(ep.port)));
     }
@@ -88,7 +97,8 @@ fn endpoint(ctx: &BrokerContext, image: &MetadataImage, node_id: i32) -> Option<
         return None;
     }
     ctx.advertised_listeners
-        .first()
+        .iter()
+        .find(|l| l.name.eq_ignore_ascii_case(listener))
         .map(|l| (l.host.clone(), i32::from(l.port)))
 }
 
@@ -105,6 +115,7 @@ fn group_coordinator_id(image: &MetadataImage, group_id: &str, partitions: i32) 
 fn coordinator(
     ctx: &BrokerContext,
     image: &MetadataImage,
+    listener: &str,
     key: String,
     key_type: i8,
     partitions: Option<i32>,
@@ -117,7 +128,7 @@ fn coordinator(
         KEY_TYPE_GROUP => {
             let found = partitions
                 .and_then(|n| group_coordinator_id(image, &key, n))
-                .and_then(|id| Some((id, endpoint(ctx, image, id)?)));
+                .and_then(|id| Some((id, endpoint(ctx, image, listener, id)?)));
             match found {
                 Some((id, (host, port))) => {
                     c.key = str_bytes(key);

@@ -31,8 +31,13 @@ use crate::context::BrokerContext;
 use crate::error::controller_error_code;
 
 /// Answers a Metadata request, creating missing topics when allowed.
+///
+/// Brokers are listed with their endpoint of `listener`, the listener the
+/// request arrived on; a broker without that listener is left out (Kafka's
+/// `KRaftMetadataCache.getAliveBrokerNodes(listenerName)`).
 pub async fn handle(
     ctx: &BrokerContext,
+    listener: &str,
     version: i16,
     request: MetadataRequest,
 ) -> MetadataResponse {
@@ -102,7 +107,7 @@ pub async fn handle(
     }
 
     let mut response = MetadataResponse::default();
-    response.brokers = brokers(&image);
+    response.brokers = brokers(&image, listener);
     response.cluster_id = Some(str_bytes(image.cluster_id.clone()));
     response.controller_id = BrokerId(image.controller_id.unwrap_or(-1));
     // v8-10 only; later versions have no such field (KIP-700).
@@ -169,13 +174,13 @@ pub async fn handle(
     response
 }
 
-fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
+fn brokers(image: &MetadataImage, listener: &str) -> Vec<MetadataResponseBroker> {
     image
         .brokers
         .values()
         .filter(|b| !b.fenced)
         .filter_map(|b| {
-            let ep = b.endpoints.first()?;
+            let ep = b.endpoint(listener)?;
             let mut broker = MetadataResponseBroker::default();
             broker.node_id = BrokerId(b.broker_id);
             broker.host = str_bytes(ep.host.clone());

@@ -59,17 +59,19 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::stream::{FuturesOrdered, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, Interest, WriteHalf};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 use weir_protocol_compat::fetch::FetchChunk;
 use weir_protocol_compat::frame::{decode_frame, SIZE_PREFIX_BYTES};
 
 use super::memory_pool::{wait_until, Lease, MemoryPool};
-use super::{NetworkLimits, CONNECTION_REQUEST_BYTES};
+use super::{ConnectionInfo, NetworkLimits, CONNECTION_REQUEST_BYTES};
 use crate::context::BrokerContext;
 use crate::dispatch::{self, Response};
 use crate::handlers::fetch::FetchRecords;
@@ -247,30 +249,91 @@ fn next_read_bytes(buf: &BytesMut) -> usize {
     }
 }
 
+/// How long a connection may idle: `connections.max.idle.ms`, where -1
+/// (never, as Kafka) is a timer 30 years out (timer arithmetic must not
+/// overflow).
+fn idle_timeout(ctx: &BrokerContext) -> Duration {
+    u64::try_from(ctx.config.connections_max_idle_ms).map_or(NEVER_IDLE, Duration::from_millis)
+}
+
 /// Serves one accepted connection until the client closes it, it idles past
 /// `connections.max.idle.ms`, a protocol error closes it, or `shutdown` is
-/// cancelled.
+/// cancelled. With `tls` (an SSL listener) the TLS handshake comes first,
+/// bounded by `connections.max.idle.ms`; a failed handshake closes the
+/// connection with a logged reason, as Kafka's "Failed authentication with
+/// <peer> (SSL handshake failed)".
 pub async fn run(
     stream: TcpStream,
-    peer: SocketAddr,
+    tls: Option<TlsAcceptor>,
+    info: Arc<ConnectionInfo>,
     ctx: Arc<BrokerContext>,
     limits: Arc<NetworkLimits>,
     shutdown: CancellationToken,
 ) {
+    let peer = info.peer;
     if let Err(e) = stream.set_nodelay(true) {
         debug!(%peer, error = %e, "set_nodelay failed");
     }
     metrics::gauge!("weir_connections").increment(1.0);
     metrics::counter!("weir_connections_accepted_total").increment(1);
-    let (mut reader, writer) = stream.into_split();
+    match tls {
+        None => {
+            let (reader, writer) = stream.into_split();
+            serve(
+                reader,
+                ConnectionWriter::Plain(writer),
+                info,
+                ctx,
+                limits,
+                shutdown,
+            )
+            .await;
+        }
+        Some(acceptor) => {
+            let handshake = tokio::select! {
+                _ = shutdown.cancelled() => None,
+                done = tokio::time::timeout(idle_timeout(&ctx), acceptor.accept(stream)) => Some(done),
+            };
+            match handshake {
+                None => {}
+                Some(Ok(Ok(stream))) => {
+                    let (reader, writer) = tokio::io::split(stream);
+                    let writer = ConnectionWriter::Tls(Box::new(writer));
+                    serve(reader, writer, info, ctx, limits, shutdown).await;
+                }
+                Some(Ok(Err(e))) => {
+                    info!(%peer, listener = %info.listener, error = %e,
+                        "Failed authentication with {peer} (SSL handshake failed)");
+                    metrics::counter!("weir_connections_closed_total", "reason" => "tls_handshake")
+                        .increment(1);
+                }
+                Some(Err(_)) => {
+                    info!(%peer, listener = %info.listener,
+                        "closing connection: no TLS handshake within connections.max.idle.ms");
+                    metrics::counter!("weir_connections_closed_total", "reason" => "tls_handshake")
+                        .increment(1);
+                }
+            }
+        }
+    }
+    metrics::gauge!("weir_connections").decrement(1.0);
+}
+
+/// Serves the requests of a connection (after its TLS handshake, if any).
+async fn serve(
+    mut reader: impl AsyncRead + Unpin,
+    writer: ConnectionWriter,
+    info: Arc<ConnectionInfo>,
+    ctx: Arc<BrokerContext>,
+    limits: Arc<NetworkLimits>,
+    shutdown: CancellationToken,
+) {
+    let peer = info.peer;
     let (tx, rx) = mpsc::channel::<(Response, ResponseBytes)>(MAX_IN_FLIGHT_REQUESTS);
     let writer_task = tokio::spawn(write_loop(writer, rx, peer));
 
     let max_frame = ctx.config.socket_request_max_bytes;
-    // connections.max.idle.ms -1: idle connections are never closed (Kafka);
-    // a timer 30 years out stands for never (timer arithmetic must not overflow).
-    let idle =
-        u64::try_from(ctx.config.connections_max_idle_ms).map_or(NEVER_IDLE, Duration::from_millis);
+    let idle = idle_timeout(&ctx);
     let own_requests = MemoryPool::new(CONNECTION_REQUEST_BYTES);
     let unsent = MemoryPool::new(limits.response_bytes_per_connection);
     let mut buf = BytesMut::new();
@@ -308,7 +371,7 @@ pub async fn run(
                     pending.push_back(dispatch::handle_frame(
                         ctx.clone(),
                         frame.freeze(),
-                        peer,
+                        info.clone(),
                         append_order.clone(),
                     ));
                 }
@@ -319,7 +382,6 @@ pub async fn run(
                         .increment(1);
                     drop(tx);
                     let _ = writer_task.await;
-                    metrics::gauge!("weir_connections").decrement(1.0);
                     return;
                 }
             }
@@ -433,13 +495,78 @@ pub async fn run(
         writer_task.abort();
     }
     let _ = writer_task.await;
-    metrics::gauge!("weir_connections").decrement(1.0);
+}
+
+/// The write side of a connection. Plain TCP sends record regions with
+/// `sendfile`; TLS reads them into memory and encrypts them in user space
+/// (Kafka's `SslTransportLayer.transferFrom` does the same; kernel TLS,
+/// which would keep `sendfile`, is not used yet).
+enum ConnectionWriter {
+    Plain(OwnedWriteHalf),
+    Tls(Box<WriteHalf<TlsStream<TcpStream>>>),
+}
+
+impl ConnectionWriter {
+    async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            ConnectionWriter::Plain(w) => w.write_all(bytes).await,
+            ConnectionWriter::Tls(w) => w.write_all(bytes).await,
+        }
+    }
+
+    /// Pushes out what TLS buffered (nothing to do on plain TCP).
+    async fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            ConnectionWriter::Plain(_) => Ok(()),
+            ConnectionWriter::Tls(w) => w.flush().await,
+        }
+    }
+
+    async fn shutdown(&mut self) -> std::io::Result<()> {
+        match self {
+            ConnectionWriter::Plain(w) => w.shutdown().await,
+            ConnectionWriter::Tls(w) => w.shutdown().await,
+        }
+    }
+}
+
+/// Bytes of a record region read into memory at a time on a TLS
+/// connection (each read is one `pread` on a blocking thread, so a read
+/// that misses the page cache stalls no runtime worker).
+const TLS_RECORD_READ_BYTES: usize = 256 * 1024;
+
+impl FetchSink for ConnectionWriter {
+    async fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+        match self {
+            ConnectionWriter::Plain(w) => AsyncWriteExt::write_vectored(w, bufs).await,
+            ConnectionWriter::Tls(w) => AsyncWriteExt::write_vectored(w, bufs).await,
+        }
+    }
+
+    async fn send_file(&mut self, slice: &FileSlice) -> std::io::Result<()> {
+        match self {
+            ConnectionWriter::Plain(w) => send_file_region(w.as_ref(), slice).await,
+            ConnectionWriter::Tls(w) => {
+                let mut start = 0;
+                while start < slice.len() {
+                    let len = TLS_RECORD_READ_BYTES.min(slice.len() - start);
+                    let region = slice.clone();
+                    let bytes = tokio::task::spawn_blocking(move || region.read_range(start, len))
+                        .await
+                        .map_err(std::io::Error::other)??;
+                    w.write_all(&bytes).await?;
+                    start += len;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Writes responses in order until the channel closes or a write fails;
 /// each response's bytes are counted until it is written.
 async fn write_loop(
-    mut writer: OwnedWriteHalf,
+    mut writer: ConnectionWriter,
     mut rx: mpsc::Receiver<(Response, ResponseBytes)>,
     peer: SocketAddr,
 ) {
@@ -458,6 +585,10 @@ async fn write_loop(
                 let _ = writer.shutdown().await;
                 return;
             }
+        };
+        let result = match result {
+            Ok(()) => writer.flush().await,
+            Err(e) => Err(e),
         };
         if let Err(e) = result {
             debug!(%peer, error = %e, "write failed; closing");
@@ -480,16 +611,6 @@ trait FetchSink {
 
     /// Sends the whole region with `sendfile(2)`.
     async fn send_file(&mut self, slice: &FileSlice) -> std::io::Result<()>;
-}
-
-impl FetchSink for OwnedWriteHalf {
-    async fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
-        AsyncWriteExt::write_vectored(self, bufs).await
-    }
-
-    async fn send_file(&mut self, slice: &FileSlice) -> std::io::Result<()> {
-        send_file_region(self.as_ref(), slice).await
-    }
 }
 
 /// Writes a Fetch response: the protocol bytes between two record regions

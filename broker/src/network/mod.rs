@@ -5,7 +5,9 @@
 pub mod connection;
 pub mod memory_pool;
 pub mod quotas;
+pub mod tls;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
@@ -19,6 +21,19 @@ use quotas::ConnectionQuotas;
 /// one at a time is never muted by others' large ones. Weir's; Kafka reads
 /// the 4-byte size of every request outside its pool.
 pub const CONNECTION_REQUEST_BYTES: i64 = 16 * 1024;
+
+/// Where a connection came from: its peer and the listener that accepted
+/// it (whose endpoints Metadata, DescribeCluster and FindCoordinator
+/// answer with, as Kafka answers with the request's listener).
+#[derive(Clone, Debug)]
+pub struct ConnectionInfo {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// The listener's name as written in `listeners` (e.g. `SSL`).
+    pub listener: Arc<str>,
+    /// The listener's security protocol.
+    pub security_protocol: crate::config::SecurityProtocol,
+}
 
 /// What bounds the memory and the number of connections of all listeners
 /// together; built once from the configuration.

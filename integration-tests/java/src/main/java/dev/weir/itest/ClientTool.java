@@ -49,11 +49,14 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * success it prints machine-readable lines on stdout.
  *
  * <pre>
- * produce-consume BOOTSTRAP TOPIC COUNT VALUE_BYTES
+ * produce-consume BOOTSTRAP TOPIC COUNT VALUE_BYTES [KEY=VALUE ...]
  *     Producer with default settings (acks=all, idempotence on) sends COUNT
  *     records with keys, two headers and explicit timestamps; a consumer with
  *     assign() reads every partition back and compares key, value, headers
  *     and timestamp of each record. Prints "produced N" and "consumed N".
+ *     Every KEY=VALUE is a client property given to the producer and the
+ *     consumer alike (for example security.protocol=SSL,
+ *     ssl.truststore.type=PEM, ssl.truststore.location=PATH).
  * consume-from BOOTSTRAP TOPIC PARTITION OFFSET
  *     assign() + seek(OFFSET), reads until the end offset and prints
  *     "record OFFSET VALUE" for every delivered record, then "consumed N".
@@ -79,8 +82,11 @@ public final class ClientTool {
         }
         switch (args[0]) {
             case "produce-consume" -> {
-                requireArgs(args, 5);
-                produceConsume(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
+                if (args.length < 5) {
+                    fail("produce-consume BOOTSTRAP TOPIC COUNT VALUE_BYTES [KEY=VALUE ...]");
+                }
+                produceConsume(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
+                        GroupTool.options(args, 5));
             }
             case "consume-from" -> {
                 requireArgs(args, 5);
@@ -153,12 +159,13 @@ public final class ClientTool {
         return BASE_TIMESTAMP_MS + index;
     }
 
-    private static void produceConsume(String bootstrap, String topic, int count, int valueBytes)
-            throws Exception {
+    private static void produceConsume(String bootstrap, String topic, int count, int valueBytes,
+            Map<String, String> clientProperties) throws Exception {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.putAll(clientProperties);
         List<Future<RecordMetadata>> acks = new ArrayList<>(count);
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
             for (int i = 0; i < count; i++) {
@@ -173,6 +180,7 @@ public final class ClientTool {
         System.out.println("produced " + count);
 
         Properties c = consumerProperties(bootstrap);
+        c.putAll(clientProperties);
         BitSet seen = new BitSet(count);
         int consumed = 0;
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(c)) {

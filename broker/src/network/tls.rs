@@ -1,0 +1,612 @@
+//! TLS for listeners whose security protocol is SSL (issue 19): the rustls
+//! server configuration a listener's `ssl.*` keys describe, read as Kafka
+//! reads them (`listener.name.<listener>.ssl.*` first, then `ssl.*`;
+//! Kafka's `SslFactory` / `DefaultSslEngineFactory`).
+//!
+//! What Kafka users' configurations map to:
+//! - keystore: `ssl.keystore.type=PEM` with `ssl.keystore.location` (one
+//!   PEM file holding the private key and the certificate chain) or inline
+//!   `ssl.keystore.key` + `ssl.keystore.certificate.chain` (KIP-651). JKS
+//!   and PKCS12 stores, and encrypted keys (`ssl.key.password`), are
+//!   refused with an error naming the key;
+//! - truststore (verifies client certificates): `ssl.truststore.type=PEM`
+//!   with `ssl.truststore.location` or inline `ssl.truststore.certificates`;
+//! - `ssl.client.auth`: `none`, `requested` (a certificate, when sent, must
+//!   verify), `required` (mTLS: no certificate, no connection);
+//! - `ssl.enabled.protocols` (TLSv1.2, TLSv1.3) and `ssl.cipher.suites` by
+//!   IANA name, as the JDK names them (`TLS_AES_128_GCM_SHA256`,
+//!   `TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256`).
+//!
+//! Errors name the key, never a secret's value. This module builds
+//! configurations only; the handshake runs in `network::connection`.
+
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::config::BrokerConfig;
+
+/// Why a listener's TLS configuration cannot be built; the message names
+/// the key to change.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsConfigError {
+    /// A key is missing, has a value Weir does not serve, or its PEM does
+    /// not hold what it must.
+    #[error("listener {listener}: {key}: {reason}")]
+    Invalid {
+        /// The listener.
+        listener: String,
+        /// The key (as written without the listener prefix).
+        key: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A file named by a key cannot be read.
+    #[error("listener {listener}: {key}: cannot read {path}: {source}")]
+    Io {
+        /// The listener.
+        listener: String,
+        /// The key naming the file.
+        key: &'static str,
+        /// The file.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// rustls refused the combination (for example a key that does not
+    /// match the certificate, or no cipher suite left for a protocol).
+    #[error("listener {listener}: {reason}")]
+    Rustls {
+        /// The listener.
+        listener: String,
+        /// rustls's words.
+        reason: String,
+    },
+}
+
+/// `ssl.client.auth` (Kafka's `SslClientAuth`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// No client certificate is asked for.
+    None,
+    /// A client certificate is asked for and verified when sent.
+    Requested,
+    /// A verified client certificate is required (mTLS).
+    Required,
+}
+
+/// The rustls server configuration of listener `listener` from its
+/// `ssl.*` keys (see the module doc).
+///
+/// # Errors
+/// [`TlsConfigError`] naming the key that is missing or wrong.
+pub fn server_config(
+    config: &BrokerConfig,
+    listener: &str,
+) -> Result<Arc<ServerConfig>, TlsConfigError> {
+    let keys = ListenerKeys { config, listener };
+    let provider = Arc::new(provider(&keys)?);
+    let versions = protocol_versions(&keys)?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| keys.rustls(e))?;
+    let builder = match client_auth(&keys)? {
+        ClientAuth::None => builder.with_no_client_auth(),
+        auth => {
+            let mut roots = RootCertStore::empty();
+            for cert in trusted_certificates(&keys)? {
+                roots
+                    .add(cert)
+                    .map_err(|e| keys.invalid("ssl.truststore.location", e.to_string()))?;
+            }
+            let verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+            let verifier = if auth == ClientAuth::Requested {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            builder.with_client_cert_verifier(verifier.build().map_err(|e| keys.rustls(e))?)
+        }
+    };
+    let (chain, key) = key_and_chain(&keys)?;
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| keys.rustls(e))?;
+    // No TLS 1.3 session tickets right after the handshake (rustls sends
+    // two by default): kafka-python closes a connection that turns
+    // readable while it has no request in flight, so every connection but
+    // its first failed. The JDK, under Kafka, sends its ticket only after
+    // the first response. Resumption still works through the session cache.
+    config.send_tls13_tickets = 0;
+    Ok(Arc::new(config))
+}
+
+/// One listener's view of the `ssl.*` keys.
+struct ListenerKeys<'a> {
+    config: &'a BrokerConfig,
+    listener: &'a str,
+}
+
+impl ListenerKeys<'_> {
+    /// The key's value for this listener, `None` when unset or empty.
+    fn get(&self, key: &str) -> Option<&str> {
+        self.config
+            .listener_value(self.listener, key)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The key's value, or its default.
+    fn get_or<'b>(&'b self, key: &str, default: &'b str) -> &'b str {
+        self.get(key).unwrap_or(default)
+    }
+
+    fn invalid(&self, key: &'static str, reason: impl Into<String>) -> TlsConfigError {
+        TlsConfigError::Invalid {
+            listener: self.listener.to_string(),
+            key,
+            reason: reason.into(),
+        }
+    }
+
+    fn rustls(&self, e: impl std::fmt::Display) -> TlsConfigError {
+        TlsConfigError::Rustls {
+            listener: self.listener.to_string(),
+            reason: e.to_string(),
+        }
+    }
+
+    /// The PEM text of a file key, or of its inline twin.
+    fn pem(
+        &self,
+        file_key: &'static str,
+        inline_key: &'static str,
+    ) -> Result<Option<Vec<u8>>, TlsConfigError> {
+        if let Some(inline) = self.get(inline_key) {
+            return Ok(Some(inline.as_bytes().to_vec()));
+        }
+        let Some(path) = self.get(file_key) else {
+            return Ok(None);
+        };
+        std::fs::read(path)
+            .map(Some)
+            .map_err(|source| TlsConfigError::Io {
+                listener: self.listener.to_string(),
+                key: file_key,
+                path: path.to_string(),
+                source,
+            })
+    }
+
+    /// Refuses a store type other than PEM for a store that is given.
+    fn require_pem(&self, type_key: &'static str) -> Result<(), TlsConfigError> {
+        let store_type = self.get_or(type_key, "JKS");
+        if store_type.eq_ignore_ascii_case("PEM") {
+            Ok(())
+        } else {
+            Err(self.invalid(
+                type_key,
+                format!("{store_type} stores are not read by Weir: convert the store to PEM and set {type_key}=PEM"),
+            ))
+        }
+    }
+}
+
+fn client_auth(keys: &ListenerKeys<'_>) -> Result<ClientAuth, TlsConfigError> {
+    match keys
+        .get_or("ssl.client.auth", "none")
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "none" => Ok(ClientAuth::None),
+        "requested" => Ok(ClientAuth::Requested),
+        "required" => Ok(ClientAuth::Required),
+        other => Err(keys.invalid(
+            "ssl.client.auth",
+            format!("'{other}' is not none, requested or required"),
+        )),
+    }
+}
+
+fn protocol_versions(
+    keys: &ListenerKeys<'_>,
+) -> Result<Vec<&'static SupportedProtocolVersion>, TlsConfigError> {
+    let mut versions = Vec::new();
+    for name in keys
+        .get_or("ssl.enabled.protocols", "TLSv1.2,TLSv1.3")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        versions.push(match name {
+            "TLSv1.3" => &rustls::version::TLS13,
+            "TLSv1.2" => &rustls::version::TLS12,
+            other => {
+                return Err(keys.invalid(
+                    "ssl.enabled.protocols",
+                    format!("{other} is not served (TLSv1.2, TLSv1.3)"),
+                ))
+            }
+        });
+    }
+    if versions.is_empty() {
+        return Err(keys.invalid("ssl.enabled.protocols", "no protocol enabled"));
+    }
+    Ok(versions)
+}
+
+/// The name of a rustls cipher suite as the JDK and Kafka's
+/// `ssl.cipher.suites` spell it (IANA): rustls calls the TLS 1.3 suites
+/// `TLS13_*`.
+pub fn iana_suite_name(suite: rustls::CipherSuite) -> String {
+    let name = format!("{suite:?}");
+    match name.strip_prefix("TLS13_") {
+        Some(rest) => format!("TLS_{rest}"),
+        None => name,
+    }
+}
+
+/// The ring provider, cut to `ssl.cipher.suites` when set.
+fn provider(keys: &ListenerKeys<'_>) -> Result<CryptoProvider, TlsConfigError> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    let Some(wanted) = keys.get("ssl.cipher.suites") else {
+        return Ok(provider);
+    };
+    let wanted: Vec<&str> = wanted
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    for name in &wanted {
+        if !provider
+            .cipher_suites
+            .iter()
+            .any(|s| iana_suite_name(s.suite()) == *name)
+        {
+            return Err(keys.invalid(
+                "ssl.cipher.suites",
+                format!("{name} is not a cipher suite Weir serves"),
+            ));
+        }
+    }
+    provider
+        .cipher_suites
+        .retain(|s| wanted.contains(&iana_suite_name(s.suite()).as_str()));
+    Ok(provider)
+}
+
+fn key_and_chain(
+    keys: &ListenerKeys<'_>,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsConfigError> {
+    let (key_pem, key_key, chain_pem, chain_key) = if keys.get("ssl.keystore.key").is_some() {
+        let chain = keys.get("ssl.keystore.certificate.chain").ok_or_else(|| {
+            keys.invalid(
+                "ssl.keystore.certificate.chain",
+                "must be set with ssl.keystore.key",
+            )
+        })?;
+        let key = keys.get("ssl.keystore.key").unwrap_or_default();
+        (
+            key.as_bytes().to_vec(),
+            "ssl.keystore.key",
+            chain.as_bytes().to_vec(),
+            "ssl.keystore.certificate.chain",
+        )
+    } else {
+        let pem = keys.pem("ssl.keystore.location", "ssl.keystore.key")?.ok_or_else(|| {
+            keys.invalid(
+                "ssl.keystore.location",
+                "an SSL listener needs a keystore (or ssl.keystore.key and ssl.keystore.certificate.chain)",
+            )
+        })?;
+        (
+            pem.clone(),
+            "ssl.keystore.location",
+            pem,
+            "ssl.keystore.location",
+        )
+    };
+    keys.require_pem("ssl.keystore.type")?;
+    if keys.get("ssl.key.password").is_some() {
+        return Err(keys.invalid(
+            "ssl.key.password",
+            "encrypted private keys are not read yet: give the key unencrypted (PKCS#8 'PRIVATE KEY')",
+        ));
+    }
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&chain_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| keys.invalid(chain_key, format!("bad PEM: {e}")))?;
+    if chain.is_empty() {
+        return Err(keys.invalid(chain_key, "holds no certificate"));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+        keys.invalid(
+            key_key,
+            format!("holds no unencrypted private key ({e}); an encrypted key is not read yet"),
+        )
+    })?;
+    Ok((chain, key))
+}
+
+fn trusted_certificates(
+    keys: &ListenerKeys<'_>,
+) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
+    let pem = keys
+        .pem("ssl.truststore.location", "ssl.truststore.certificates")?
+        .ok_or_else(|| {
+            keys.invalid(
+                "ssl.truststore.location",
+                "ssl.client.auth asks for client certificates but no truststore is given",
+            )
+        })?;
+    keys.require_pem("ssl.truststore.type")?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| keys.invalid("ssl.truststore.location", format!("bad PEM: {e}")))?;
+    if certs.is_empty() {
+        return Err(keys.invalid("ssl.truststore.location", "holds no certificate"));
+    }
+    Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+    /// A CA, a server certificate for 127.0.0.1 and a client certificate,
+    /// written as PEM files into a temp dir.
+    struct Pki {
+        dir: tempfile::TempDir,
+        ca: CertificateDer<'static>,
+        client_chain: Vec<CertificateDer<'static>>,
+        client_key: PrivateKeyDer<'static>,
+    }
+
+    impl Pki {
+        fn new() -> Pki {
+            let dir = tempfile::tempdir().unwrap();
+            let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+            let server_key = KeyPair::generate().unwrap();
+            let server = CertificateParams::new(vec!["127.0.0.1".to_string()])
+                .unwrap()
+                .signed_by(&server_key, &ca)
+                .unwrap();
+            let client_key = KeyPair::generate().unwrap();
+            let client = CertificateParams::new(Vec::<String>::new())
+                .unwrap()
+                .signed_by(&client_key, &ca)
+                .unwrap();
+            std::fs::write(
+                dir.path().join("server.pem"),
+                format!("{}{}", server_key.serialize_pem(), server.pem()),
+            )
+            .unwrap();
+            std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+            Pki {
+                ca: ca.der().clone(),
+                client_chain: vec![client.der().clone()],
+                client_key: PrivateKeyDer::from_pem_slice(client_key.serialize_pem().as_bytes())
+                    .unwrap(),
+                dir,
+            }
+        }
+
+        fn path(&self, name: &str) -> String {
+            self.dir.path().join(name).display().to_string()
+        }
+
+        /// A configuration with an SSL listener and `extra` keys.
+        fn config(&self, extra: &[(&str, &str)]) -> BrokerConfig {
+            let mut pairs = vec![
+                (
+                    "listeners".to_string(),
+                    "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0".to_string(),
+                ),
+                ("ssl.keystore.type".to_string(), "PEM".to_string()),
+                ("ssl.keystore.location".to_string(), self.path("server.pem")),
+                ("ssl.truststore.type".to_string(), "PEM".to_string()),
+                ("ssl.truststore.location".to_string(), self.path("ca.pem")),
+            ];
+            for (k, v) in extra {
+                pairs.retain(|(key, _)| key != k);
+                pairs.push((k.to_string(), v.to_string()));
+            }
+            BrokerConfig::from_pairs(pairs).unwrap()
+        }
+
+        /// A client trusting the CA, with the client certificate or not.
+        fn connector(&self, with_certificate: bool) -> TlsConnector {
+            let mut roots = RootCertStore::empty();
+            roots.add(self.ca.clone()).unwrap();
+            let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots);
+            let config = if with_certificate {
+                builder
+                    .with_client_auth_cert(self.client_chain.clone(), self.client_key.clone_key())
+                    .unwrap()
+            } else {
+                builder.with_no_client_auth()
+            };
+            TlsConnector::from(Arc::new(config))
+        }
+    }
+
+    /// Runs one TLS exchange: the client sends "ping", the server answers
+    /// "pong". Returns whether the client read "pong".
+    async fn exchange(server: Arc<ServerConfig>, client: TlsConnector) -> bool {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let acceptor = TlsAcceptor::from(server);
+        let served = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut tls = acceptor.accept(tcp).await.ok()?;
+            let mut ping = [0u8; 4];
+            tls.read_exact(&mut ping).await.ok()?;
+            tls.write_all(b"pong").await.ok()?;
+            tls.flush().await.ok()
+        });
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let read = async {
+            let mut tls = client.connect(name, tcp).await.ok()?;
+            tls.write_all(b"ping").await.ok()?;
+            let mut pong = [0u8; 4];
+            tls.read_exact(&mut pong).await.ok()?;
+            Some(pong == *b"pong")
+        }
+        .await;
+        let _ = served.await;
+        read == Some(true)
+    }
+
+    #[tokio::test]
+    async fn a_pem_keystore_serves_tls_and_client_auth_is_enforced_as_configured() {
+        let pki = Pki::new();
+        let none = server_config(&pki.config(&[]), "SSL").unwrap();
+        assert_eq!(
+            none.send_tls13_tickets, 0,
+            "no tickets before the first request"
+        );
+        assert!(
+            exchange(none.clone(), pki.connector(false)).await,
+            "no client auth"
+        );
+        let required =
+            server_config(&pki.config(&[("ssl.client.auth", "required")]), "SSL").unwrap();
+        assert!(
+            !exchange(required.clone(), pki.connector(false)).await,
+            "required: a client without a certificate is refused"
+        );
+        assert!(
+            exchange(required, pki.connector(true)).await,
+            "required: mTLS"
+        );
+        let requested =
+            server_config(&pki.config(&[("ssl.client.auth", "requested")]), "SSL").unwrap();
+        assert!(
+            exchange(requested.clone(), pki.connector(false)).await,
+            "requested, none sent"
+        );
+        assert!(
+            exchange(requested, pki.connector(true)).await,
+            "requested, sent"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_listener_prefixed_key_overrides_the_plain_one() {
+        let pki = Pki::new();
+        let config = pki.config(&[
+            ("ssl.client.auth", "none"),
+            ("listener.name.ssl.ssl.client.auth", "required"),
+        ]);
+        let server = server_config(&config, "SSL").unwrap();
+        assert!(!exchange(server, pki.connector(false)).await);
+        let other = server_config(&config, "OTHER").unwrap();
+        assert!(
+            exchange(other, pki.connector(false)).await,
+            "another listener: the plain key"
+        );
+    }
+
+    #[test]
+    fn inline_pem_keys_serve_as_the_keystore_file() {
+        let pki = Pki::new();
+        let pem = std::fs::read_to_string(pki.path("server.pem")).unwrap();
+        let (key, chain) = pem.split_at(pem.find("-----BEGIN CERTIFICATE").unwrap());
+        let config = pki.config(&[
+            ("ssl.keystore.location", ""),
+            ("ssl.keystore.key", key),
+            ("ssl.keystore.certificate.chain", chain),
+        ]);
+        server_config(&config, "SSL").unwrap();
+    }
+
+    /// Each refusal names the key to change and never prints a secret.
+    #[test]
+    fn bad_tls_settings_are_refused_naming_the_key() {
+        let pki = Pki::new();
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[("ssl.keystore.type", "JKS")], "ssl.keystore.type"),
+            (&[("ssl.keystore.location", "")], "ssl.keystore.location"),
+            (
+                &[("ssl.keystore.location", "/nonexistent/server.pem")],
+                "ssl.keystore.location",
+            ),
+            (&[("ssl.key.password", "hunter2")], "ssl.key.password"),
+            (
+                &[
+                    ("ssl.client.auth", "required"),
+                    ("ssl.truststore.location", ""),
+                ],
+                "ssl.truststore.location",
+            ),
+            (
+                &[
+                    ("ssl.client.auth", "required"),
+                    ("ssl.truststore.type", "PKCS12"),
+                ],
+                "ssl.truststore.type",
+            ),
+            (
+                &[("ssl.cipher.suites", "TLS_RSA_WITH_RC4_128_MD5")],
+                "ssl.cipher.suites",
+            ),
+            (
+                &[("ssl.keystore.location", "/dev/null")],
+                "ssl.keystore.location",
+            ),
+        ];
+        for (extra, key) in cases {
+            let err = server_config(&pki.config(extra), "SSL")
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{extra:?}: {err}");
+            assert!(!err.contains("hunter2"), "{extra:?}: a secret in {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn cipher_suites_and_protocols_restrict_the_handshake() {
+        let pki = Pki::new();
+        let tls12_only = pki.config(&[
+            ("ssl.enabled.protocols", "TLSv1.2"),
+            (
+                "ssl.cipher.suites",
+                "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+            ),
+        ]);
+        let server = server_config(&tls12_only, "SSL").unwrap();
+        let suites: Vec<String> = server
+            .crypto_provider()
+            .cipher_suites
+            .iter()
+            .map(|s| iana_suite_name(s.suite()))
+            .collect();
+        assert_eq!(suites, ["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"]);
+        assert!(
+            exchange(server, pki.connector(false)).await,
+            "TLS 1.2 with the one suite"
+        );
+        let tls13 = pki.config(&[("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256")]);
+        let server = server_config(&tls13, "SSL").unwrap();
+        assert!(
+            exchange(server, pki.connector(false)).await,
+            "TLS 1.3 by its JDK name"
+        );
+    }
+}

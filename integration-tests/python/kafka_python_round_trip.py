@@ -1,0 +1,86 @@
+"""kafka-python round trip: admin-created topic, acks=all producer, assign() consumer.
+
+Usage: kafka_python_round_trip.py BOOTSTRAP TOPIC COUNT PARTITIONS [KEY=VALUE ...]
+
+Every KEY=VALUE is a keyword argument (a string) given to KafkaAdminClient,
+KafkaProducer and KafkaConsumer alike, for example security_protocol=SSL,
+ssl_cafile=PATH, ssl_certfile=PATH and ssl_keyfile=PATH for a TLS listener
+(ssl_check_hostname stays at its default, true).
+
+Creates TOPIC with PARTITIONS partitions, produces COUNT records with
+acks=all (every send acknowledged), then reads every partition from the
+beginning with assign() (no group) up to its end offset and compares the
+multiset of (key, value) pairs. Prints "delivered N" and "consumed N";
+exits non-zero with a message on any failure or mismatch.
+"""
+
+import collections
+import sys
+import time
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+DEADLINE_S = 180
+
+
+def fail(message):
+    print(f"FAIL: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def main():
+    if len(sys.argv) < 5:
+        fail("usage: kafka_python_round_trip.py BOOTSTRAP TOPIC COUNT PARTITIONS [KEY=VALUE ...]")
+    bootstrap, topic, count, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    common = {"bootstrap_servers": bootstrap, "request_timeout_ms": 30000}
+    for option in sys.argv[5:]:
+        key, eq, value = option.partition("=")
+        if not eq:
+            fail(f"option {option} is not KEY=VALUE")
+        common[key] = value
+
+    admin = KafkaAdminClient(**common)
+    admin.create_topics([NewTopic(topic, partitions, 1)])
+    admin.close()
+
+    producer = KafkaProducer(acks="all", linger_ms=5, **common)
+    expected = collections.Counter()
+    futures = []
+    for i in range(count):
+        key = f"key-{i}".encode()
+        value = f"value-{i}-{'x' * (i % 50)}".encode()
+        expected[(key, value)] += 1
+        futures.append(producer.send(topic, key=key, value=value))
+    producer.flush(timeout=DEADLINE_S)
+    for future in futures:
+        future.get(timeout=DEADLINE_S)
+    producer.close(timeout=30)
+    print(f"delivered {len(futures)}", flush=True)
+
+    consumer = KafkaConsumer(enable_auto_commit=False, **common)
+    assigned = [TopicPartition(topic, p) for p in range(partitions)]
+    consumer.assign(assigned)
+    consumer.seek_to_beginning(*assigned)
+    end = consumer.end_offsets(assigned)
+    if sum(end.values()) != count:
+        fail(f"end offsets {end} add up to {sum(end.values())}, expected {count}")
+    got = collections.Counter()
+    deadline = time.monotonic() + DEADLINE_S
+    while any(consumer.position(tp) < end[tp] for tp in assigned):
+        if time.monotonic() > deadline:
+            positions = {tp.partition: consumer.position(tp) for tp in assigned}
+            fail(f"timed out at positions {positions}, end offsets {end}")
+        for records in consumer.poll(timeout_ms=500).values():
+            for record in records:
+                got[(record.key, record.value)] += 1
+    consumer.close()
+    if got != expected:
+        missing = expected - got
+        extra = got - expected
+        fail(f"multiset differs: {sum(missing.values())} missing, {sum(extra.values())} unexpected")
+    print(f"consumed {sum(got.values())}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
