@@ -287,9 +287,11 @@ fn set_metrics_listener(c: &mut BrokerConfig, key: &str, value: &str) -> Result<
 
 /// True for a key a listener may override with
 /// `listener.name.<listener>.<key>` (Kafka's listener-prefixed configs):
-/// the `ssl.*` keys.
+/// the `ssl.*` keys and `sasl.enabled.mechanisms` (the JAAS entries,
+/// `listener.name.<listener>.<mechanism>.sasl.jaas.config`, are read by
+/// `BrokerConfig::set` itself).
 pub fn is_listener_key(name: &str) -> bool {
-    name.starts_with("ssl.")
+    name.starts_with("ssl.") || name == "sasl.enabled.mechanisms"
 }
 
 /// A key whose value is kept as written (read through
@@ -731,6 +733,33 @@ pub static BROKER_KEYS: &[BrokerKey] = {
         custom!("ssl.trustmanager.algorithm", String, "PKIX",
             "accepted for Kafka's configurations (a JSSE setting)",
             set: |_, _, _| Ok(()), get: |_| None),
+        custom!("sasl.enabled.mechanisms", List, "GSSAPI",
+            "SASL mechanisms a SASL listener offers; Weir serves PLAIN (users from `listener.name.<listener>.plain.sasl.jaas.config`)",
+            set: |_, key, value| {
+                for m in list(value) {
+                    if !m.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                        return Err(invalid(key, value, format!("'{m}' is not a mechanism name")));
+                    }
+                }
+                Ok(())
+            },
+            get: |_| None),
+        custom!("sasl.mechanism.inter.broker.protocol", String, "GSSAPI",
+            "accepted for Kafka's configurations (replication speaks PLAINTEXT for now)",
+            set: |_, _, _| Ok(()), get: |_| None),
+        custom!("sasl.jaas.config", Password, null,
+            "accepted for Kafka's configurations (the inter-broker client's; a SASL listener reads `listener.name.<listener>.<mechanism>.sasl.jaas.config`)",
+            set: |_, _, _| Ok(()), get: |_| None),
+        // Kafka defines no validator for these two; a receive size under 1
+        // byte would refuse every request, so Weir wants at least 1.
+        num!("connections.max.reauth.ms", Long Any, "0", connections_max_reauth_ms,
+            "SASL session lifetime (KIP-368, ms); re-authentication is not served yet, so only 0 is accepted on a SASL listener"),
+        num!("connection.failed.authentication.delay.ms", Int AtLeast(0), "100",
+            connection_failed_authentication_delay_ms,
+            "how long the answer to a failed SASL authentication is held before the connection closes (ms)"),
+        num!("sasl.server.max.receive.size", Int AtLeast(1), "524288",
+            sasl_server_max_receive_size,
+            "largest request read before SASL authentication completes (bytes)"),
         custom!("inter.broker.listener.name", String, null,
             "the listener followers fetch through; unset, the first PLAINTEXT listener",
             set: |c, _, value| {

@@ -229,6 +229,15 @@ pub struct BrokerConfig {
     /// `security.inter.broker.protocol`: names the inter-broker listener
     /// when `inter.broker.listener.name` is not set. Default: PLAINTEXT.
     pub security_inter_broker_protocol: SecurityProtocol,
+    /// `connections.max.reauth.ms`: SASL session lifetime (KIP-368), ms; 0
+    /// disables re-authentication. Only 0 is served. Default: 0.
+    pub connections_max_reauth_ms: i64,
+    /// `connection.failed.authentication.delay.ms`: how long the answer to
+    /// a failed SASL authentication is held, ms. Default: 100.
+    pub connection_failed_authentication_delay_ms: i32,
+    /// `sasl.server.max.receive.size`: largest request read before SASL
+    /// authentication completes, bytes. Default: 524288.
+    pub sasl_server_max_receive_size: i32,
     /// `controller.quorum.voters` as written (`id@host:port,...`, KIP-595);
     /// validated when set, parsed by [`BrokerConfig::quorum_voters`].
     /// Default: empty (single node, one voter).
@@ -521,6 +530,9 @@ impl Default for BrokerConfig {
             advertised_listeners: None,
             listener_security_protocol_map: None,
             security_inter_broker_protocol: SecurityProtocol::Plaintext,
+            connections_max_reauth_ms: 0,
+            connection_failed_authentication_delay_ms: 100,
+            sasl_server_max_receive_size: 524_288,
             controller_quorum_voters: String::new(),
             controller_quorum_bootstrap_servers: Vec::new(),
             controller_listener_names: vec!["CONTROLLER".to_string()],
@@ -860,6 +872,20 @@ impl BrokerConfig {
     /// [`crate::broker_keys::BROKER_KEYS`] (bound, then parser).
     fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         if let Some(rest) = key.strip_prefix(LISTENER_PREFIX) {
+            // listener.name.<name>.<mechanism>.sasl.jaas.config: a JAAS
+            // entry (its value holds passwords: never in an error).
+            if rest
+                .split_once('.')
+                .is_some_and(|(_, k)| k.ends_with(".sasl.jaas.config"))
+            {
+                return crate::network::sasl::check_jaas(value).map_err(|reason| {
+                    ConfigError::InvalidValue {
+                        key: key.to_string(),
+                        value: "[hidden]".to_string(),
+                        reason,
+                    }
+                });
+            }
             // listener.name.<name>.<key>: validated as <key>, which must be
             // one a listener can override; resolved by `listener_value`.
             let listener_key = rest
@@ -955,14 +981,26 @@ impl BrokerConfig {
 }
 
 /// Parses Java-properties-style text: `key=value` or `key: value`,
-/// `#`/`!` comments, blank lines. Line continuations are not supported.
+/// `#`/`!` comments, blank lines, and `java.util.Properties` line
+/// continuations (a line ending in an odd number of backslashes goes on in
+/// the next, whose leading blanks are dropped; JAAS entries are written
+/// so). Other backslash escapes are kept as written.
 fn parse_properties(text: &str, path: &str) -> Result<Vec<(String, String)>, ConfigError> {
     let mut out = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
+    let mut lines = text.lines().enumerate();
+    while let Some((i, raw)) = lines.next() {
+        let mut line = raw.trim().to_string();
         if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
             continue;
         }
+        while line.chars().rev().take_while(|c| *c == '\\').count() % 2 == 1 {
+            line.pop();
+            match lines.next() {
+                Some((_, next)) => line.push_str(next.trim_start()),
+                None => break,
+            }
+        }
+        let line = line.as_str();
         let idx = line.find(['=', ':']).ok_or(ConfigError::Syntax {
             path: path.to_string(),
             line: i + 1,
@@ -978,6 +1016,20 @@ fn parse_properties(text: &str, path: &str) -> Result<Vec<(String, String)>, Con
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trailing_backslash_continues_the_value_as_java_properties() {
+        let text = "a=one \\\n    two \\\n\tthree\n# c \\\nb=x\\\\\nc=y\n";
+        let pairs = parse_properties(text, "test").unwrap();
+        assert_eq!(
+            pairs,
+            [
+                ("a".to_string(), "one two three".to_string()),
+                ("b".to_string(), "x\\\\".to_string()),
+                ("c".to_string(), "y".to_string()),
+            ]
+        );
+    }
 
     #[test]
     fn defaults_match_kafka_and_readme() {
@@ -1434,6 +1486,13 @@ mod tests {
             ("socket.receive.buffer.bytes", &["-1"], &[INT_TOO_BIG]),
             ("num.network.threads", &["1"], &["0"]),
             ("connections.max.idle.ms", &["0", "-1"], &["-2"]),
+            ("connections.max.reauth.ms", &["0", "-1"], &[LONG_TOO_BIG]),
+            (
+                "connection.failed.authentication.delay.ms",
+                &["0"],
+                &["-1", INT_TOO_BIG],
+            ),
+            ("sasl.server.max.receive.size", &["1"], &["0", INT_TOO_BIG]),
             ("offsets.topic.num.partitions", &["1"], &["0"]),
             (
                 "offsets.topic.replication.factor",

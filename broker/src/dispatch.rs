@@ -159,6 +159,15 @@ pub async fn handle_frame(
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(handlers::describe_quorum::handle(&ctx, version, r).await)
         }
+        // On a SASL listener these are served before authentication
+        // (network::sasl); here they come after it, or on a listener
+        // without SASL: ILLEGAL_SASL_STATE, as Kafka's KafkaApis.
+        body @ (RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_)) => {
+            match crate::network::sasl::illegal_state(&body) {
+                Some(response) => response,
+                None => return Response::Close("unreachable SASL state".into()),
+            }
+        }
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(handlers::elect_leaders::handle(&ctx, version, r).await)
         }
@@ -212,7 +221,7 @@ fn encode(
 /// the KIP-511 v0 response; other unsupported versions get an error response
 /// where one can be encoded; everything else closes the connection with a
 /// logged reason (as Kafka does).
-fn decode_failure(frame: &[u8], error: DecodeError) -> Response {
+pub(crate) fn decode_failure(frame: &[u8], error: DecodeError) -> Response {
     match &error {
         DecodeError::UnsupportedVersion {
             api_key: ApiKey::ApiVersions,
@@ -255,6 +264,8 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::AlterConfigs => "AlterConfigs",
         ApiKey::CreatePartitions => "CreatePartitions",
         ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::SaslAuthenticate => "SaslAuthenticate",
         ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         ApiKey::InitProducerId => "InitProducerId",

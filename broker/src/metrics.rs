@@ -137,6 +137,8 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
         ResponseKind::AlterConfigs(r) => r.responses.iter().map(|t| t.error_code).collect(),
         ResponseKind::CreatePartitions(r) => r.results.iter().map(|t| t.error_code).collect(),
         ResponseKind::DescribeCluster(r) => vec![r.error_code],
+        ResponseKind::SaslHandshake(r) => vec![r.error_code],
+        ResponseKind::SaslAuthenticate(r) => vec![r.error_code],
         ResponseKind::DescribeTopicPartitions(r) => r.topics.iter().map(|t| t.error_code).collect(),
         ResponseKind::ElectLeaders(r) => std::iter::once(r.error_code)
             .chain(

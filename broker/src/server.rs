@@ -20,6 +20,7 @@ use weir_storage::LogManager;
 
 use crate::config::{BrokerConfig, Listener, SecurityProtocol};
 use crate::context::BrokerContext;
+use crate::network::sasl::SaslListener;
 use crate::network::{connection, ConnectionInfo};
 use crate::producer_ids::ProducerIdManager;
 use crate::replica_manager::ReplicaManager;
@@ -217,12 +218,12 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             host: l.host.clone(),
             port: local.port(),
         });
-        let (protocol, tls) = security
+        let accepted_on = security
             .iter()
-            .find(|(name, _, _)| *name == l.name)
-            .map(|(_, protocol, tls)| (*protocol, tls.clone()))
+            .find(|a| *a.name == *l.name)
+            .cloned()
             .context("a listener without a security protocol")?;
-        listeners.push((l.name.clone(), protocol, tls, listener, local));
+        listeners.push((accepted_on, listener, local));
     }
     let advertised = advertised_listeners(&config, &bound);
 
@@ -453,15 +454,12 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     }
     let connections = TaskTracker::new();
     let limits = crate::network::NetworkLimits::new(&config);
-    for (name, protocol, tls, listener, local) in listeners {
-        info!(listener = %name, address = %local, security_protocol = %protocol, "listening");
+    for (accepted_on, listener, local) in listeners {
+        info!(listener = %accepted_on.name, address = %local,
+            security_protocol = %accepted_on.protocol, "listening");
         tracker.spawn(accept_loop(
             listener,
-            AcceptedOn {
-                name: name.into(),
-                protocol,
-                tls,
-            },
+            accepted_on,
             ctx.clone(),
             limits.clone(),
             stop.clone(),
@@ -586,41 +584,43 @@ fn advertised_listeners(config: &BrokerConfig, bound: &[Listener]) -> Vec<Listen
 }
 
 /// The listener an accept loop serves.
+#[derive(Clone)]
 struct AcceptedOn {
     name: Arc<str>,
     protocol: SecurityProtocol,
-    /// The TLS acceptor of an SSL listener.
+    /// The TLS acceptor of an SSL or SASL_SSL listener.
     tls: Option<TlsAcceptor>,
+    /// The SASL settings of a SASL_PLAINTEXT or SASL_SSL listener.
+    sasl: Option<Arc<SaslListener>>,
 }
 
-/// Each listener's security protocol, with the TLS acceptor of an SSL
-/// listener built from its `ssl.*` keys (so a bad keystore stops the start,
-/// naming the key, before anything is bound).
+/// Each listener's security protocol, with the TLS acceptor of an SSL or
+/// SASL_SSL listener built from its `ssl.*` keys and the SASL settings of a
+/// SASL listener (so a bad keystore or JAAS entry stops the start, naming
+/// the key, before anything is bound).
 ///
 /// # Errors
-/// A SASL listener (not served yet); a TLS controller or inter-broker
-/// listener in a cluster of several nodes (the quorum and replication
-/// clients speak plain TCP for now); a listener's TLS configuration error.
-fn listener_security(
-    config: &BrokerConfig,
-    multi_node: bool,
-) -> anyhow::Result<Vec<(String, SecurityProtocol, Option<TlsAcceptor>)>> {
+/// A TLS or SASL controller or inter-broker listener in a cluster of
+/// several nodes (the quorum and replication clients speak plain TCP for
+/// now); a listener's TLS or SASL configuration error.
+fn listener_security(config: &BrokerConfig, multi_node: bool) -> anyhow::Result<Vec<AcceptedOn>> {
     let mut out = Vec::new();
     for l in &config.listeners {
         // BrokerConfig::from_pairs checked that every listener is mapped.
         let protocol = config
             .security_protocol(&l.name)
             .with_context(|| format!("No security protocol defined for listener {}", l.name))?;
-        let tls = match protocol {
-            SecurityProtocol::Plaintext => None,
-            SecurityProtocol::Ssl => {
-                let server = crate::network::tls::server_config(config, &l.name)?;
-                Some(TlsAcceptor::from(server))
+        let tls = if protocol.uses_tls() {
+            let server = crate::network::tls::server_config(config, &l.name)?;
+            Some(TlsAcceptor::from(server))
+        } else {
+            None
+        };
+        let sasl = match protocol {
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
+                Some(Arc::new(SaslListener::from_config(config, &l.name)?))
             }
-            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => anyhow::bail!(
-                "listener {}: security protocol {protocol} is not served yet (PLAINTEXT and SSL are)",
-                l.name
-            ),
+            SecurityProtocol::Plaintext | SecurityProtocol::Ssl => None,
         };
         if protocol != SecurityProtocol::Plaintext && multi_node {
             if config.is_controller_listener(&l.name) {
@@ -637,10 +637,15 @@ fn listener_security(
                 );
             }
         }
-        out.push((l.name.clone(), protocol, tls));
+        out.push(AcceptedOn {
+            name: l.name.as_str().into(),
+            protocol,
+            tls,
+            sasl,
+        });
     }
-    let plaintext_client_listener = out.iter().any(|(name, protocol, _)| {
-        *protocol == SecurityProtocol::Plaintext && !config.is_controller_listener(name)
+    let plaintext_client_listener = out.iter().any(|a| {
+        a.protocol == SecurityProtocol::Plaintext && !config.is_controller_listener(&a.name)
     });
     if multi_node && !plaintext_client_listener {
         anyhow::bail!(
@@ -676,9 +681,11 @@ async fn accept_loop(
                             peer,
                             listener: accepted_on.name.clone(),
                             security_protocol: accepted_on.protocol,
+                            principal: crate::network::ANONYMOUS.into(),
                         });
                         let tls = accepted_on.tls.clone();
-                        let run = connection::run(stream, tls, info, ctx.clone(), limits.clone(), shutdown.clone());
+                        let sasl = accepted_on.sasl.clone();
+                        let run = connection::run(stream, tls, sasl, info, ctx.clone(), limits.clone(), shutdown.clone());
                         connections.spawn(async move {
                             run.await;
                             drop(slot);

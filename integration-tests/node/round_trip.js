@@ -8,6 +8,12 @@
 //   ssl.ca=PATH     PEM file of the CA(s) that sign the broker certificate
 //   ssl.cert=PATH   PEM client certificate (mutual TLS)
 //   ssl.key=PATH    PEM private key of the client certificate
+// Any sasl.* option turns SASL on (`sasl` of the Kafka client config: a
+// SaslHandshake, then SaslAuthenticate); all three are then required:
+//   sasl.mechanism=plain   the mechanism (KafkaJS spells it in lower case)
+//   sasl.username=NAME
+//   sasl.password=SECRET
+// With both, SASL runs inside TLS (a SASL_SSL listener).
 //
 // Creates TOPIC with PARTITIONS partitions, sends COUNT records
 // (key-N/value-N) with acks=-1 in batches of 500, then reads the topic
@@ -32,7 +38,14 @@ if (!partitionsText) {
 }
 const count = Number(countText);
 const partitions = Number(partitionsText);
-const options = { "ssl.ca": null, "ssl.cert": null, "ssl.key": null };
+const options = {
+  "ssl.ca": null,
+  "ssl.cert": null,
+  "ssl.key": null,
+  "sasl.mechanism": null,
+  "sasl.username": null,
+  "sasl.password": null,
+};
 for (const arg of rest) {
   const at = arg.indexOf("=");
   const key = arg.slice(0, at);
@@ -43,7 +56,8 @@ for (const arg of rest) {
 }
 
 let ssl = false;
-if (Object.keys(options).some((key) => options[key] !== null)) {
+const given = (prefix) => Object.keys(options).filter((key) => key.startsWith(prefix) && options[key] !== null);
+if (given("ssl.").length > 0) {
   ssl = { rejectUnauthorized: true };
   if (options["ssl.ca"] !== null) {
     ssl.ca = [fs.readFileSync(options["ssl.ca"], "utf-8")];
@@ -56,6 +70,19 @@ if (Object.keys(options).some((key) => options[key] !== null)) {
   }
 }
 
+let sasl;
+if (given("sasl.").length > 0) {
+  const missing = ["sasl.mechanism", "sasl.username", "sasl.password"].filter((key) => options[key] === null);
+  if (missing.length > 0) {
+    fail(`SASL needs ${missing.join(", ")} too`);
+  }
+  sasl = {
+    mechanism: options["sasl.mechanism"],
+    username: options["sasl.username"],
+    password: options["sasl.password"],
+  };
+}
+
 const logCreator = () => ({ namespace, level, log }) => {
   const name = { [logLevel.ERROR]: "ERROR", [logLevel.WARN]: "WARN", [logLevel.INFO]: "INFO", [logLevel.DEBUG]: "DEBUG" }[level];
   const { message, ...extra } = log;
@@ -66,6 +93,7 @@ const kafka = new Kafka({
   clientId: "weir-itest-kafkajs",
   brokers: [bootstrap],
   ssl,
+  sasl,
   logLevel: logLevel.INFO,
   logCreator,
   retry: { retries: 8 },

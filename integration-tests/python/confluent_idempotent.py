@@ -4,7 +4,9 @@ Usage: confluent_idempotent.py BOOTSTRAP TOPIC COUNT PARTITIONS [KEY=VALUE ...]
 
 Every KEY=VALUE is a librdkafka property given to the admin client, the
 producer and the consumer alike (for example security.protocol=SSL and
-ssl.ca.location=PATH for a TLS listener).
+ssl.ca.location=PATH for a TLS listener, plus sasl.mechanism=PLAIN,
+sasl.username and sasl.password with security.protocol=SASL_SSL). A value
+is split from its key at the first "=" only.
 
 Creates TOPIC with PARTITIONS partitions through the AdminClient, produces
 COUNT records with enable.idempotence=true, requires a successful delivery

@@ -5,7 +5,10 @@ Usage: kafka_python_round_trip.py BOOTSTRAP TOPIC COUNT PARTITIONS [KEY=VALUE ..
 Every KEY=VALUE is a keyword argument (a string) given to KafkaAdminClient,
 KafkaProducer and KafkaConsumer alike, for example security_protocol=SSL,
 ssl_cafile=PATH, ssl_certfile=PATH and ssl_keyfile=PATH for a TLS listener
-(ssl_check_hostname stays at its default, true).
+(ssl_check_hostname stays at its default, true), or
+security_protocol=SASL_PLAINTEXT, sasl_mechanism=PLAIN,
+sasl_plain_username=NAME and sasl_plain_password=SECRET for a SASL
+listener. A value is split from its key at the first "=" only.
 
 Creates TOPIC with PARTITIONS partitions, produces COUNT records with
 acks=all (every send acknowledged), then reads every partition from the

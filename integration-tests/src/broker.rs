@@ -138,7 +138,9 @@ impl TestBrokerBuilder {
     /// `PLAINTEXT` (which stays first, so [`TestBroker::port`] is still the
     /// PLAINTEXT port) and after the listeners added before. Its security
     /// protocol comes from `listener.security.protocol.map`, whose Kafka
-    /// default maps `SSL` to SSL (see [`Self::ssl_listener`]). Its port is
+    /// default maps `SSL`, `SASL_PLAINTEXT` and `SASL_SSL` to themselves
+    /// (see [`Self::ssl_listener`], [`Self::sasl_plaintext_listener`] and
+    /// [`Self::sasl_ssl_listener`]). Its port is
     /// [`TestBroker::listener_port`]. A name given twice, or `PLAINTEXT`,
     /// is added once. An `override_config("listeners", ..)` replaces the
     /// whole list, these listeners included.
@@ -160,6 +162,62 @@ impl TestBrokerBuilder {
         self = self.listener("SSL");
         self.config.extend(pki.broker_config());
         self
+    }
+
+    /// Adds the listener `SASL_PLAINTEXT` ([`Self::listener`]; Kafka's
+    /// default `listener.security.protocol.map` maps it to SASL_PLAINTEXT)
+    /// with SASL/PLAIN, as Kafka spells it in `server.properties`:
+    ///
+    /// ```text
+    /// sasl.enabled.mechanisms=PLAIN
+    /// listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";
+    /// ```
+    ///
+    /// `users` are `(username, password)` pairs the listener accepts
+    /// besides [`crate::sasl::ADMIN`], the broker's own identity (see
+    /// [`crate::sasl::plain_jaas_config`]). Its port is
+    /// `listener_port("SASL_PLAINTEXT")`.
+    pub fn sasl_plaintext_listener(self, users: &[(&str, &str)]) -> Self {
+        self.sasl_plain_listener("SASL_PLAINTEXT", users)
+    }
+
+    /// Adds the listener `SASL_SSL` (SASL/PLAIN over TLS): the JAAS entry
+    /// `listener.name.sasl_ssl.plain.sasl.jaas.config` as
+    /// [`Self::sasl_plaintext_listener`] writes it, and the keys of
+    /// [`TestPki::broker_config`] (server certificate `server.pem`,
+    /// truststore `ca.pem`), as [`Self::ssl_listener`] writes them.
+    /// `ssl.client.auth` stays the broker's default (`none`): a SASL_SSL
+    /// client proves who it is with its password. Its port is
+    /// `listener_port("SASL_SSL")`.
+    pub fn sasl_ssl_listener(mut self, pki: &TestPki, users: &[(&str, &str)]) -> Self {
+        for (key, value) in pki.broker_config() {
+            self.set_config(&key, &value);
+        }
+        self.sasl_plain_listener("SASL_SSL", users)
+    }
+
+    /// Adds listener `name` with PLAIN as its only SASL mechanism and a
+    /// JAAS entry for `users`.
+    fn sasl_plain_listener(mut self, name: &str, users: &[(&str, &str)]) -> Self {
+        self = self.listener(name);
+        self.set_config("sasl.enabled.mechanisms", "PLAIN");
+        self.set_config(
+            &format!(
+                "listener.name.{}.plain.sasl.jaas.config",
+                name.to_ascii_lowercase()
+            ),
+            &crate::sasl::plain_jaas_config(users),
+        );
+        self
+    }
+
+    /// Sets `key` in `server.properties` to `value`, replacing the value an
+    /// earlier call gave it (so listeners that share a key write it once).
+    fn set_config(&mut self, key: &str, value: &str) {
+        match self.config.iter_mut().find(|(k, _)| k == key) {
+            Some(entry) => entry.1 = value.to_owned(),
+            None => self.config.push((key.to_owned(), value.to_owned())),
+        }
     }
 
     /// Adds `key=value` to the generated `server.properties` file.
@@ -1042,6 +1100,38 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ready.port, 1000);
+    }
+
+    #[test]
+    fn sasl_listeners_write_kafkas_keys_once_per_listener() {
+        let pki_dir = tempfile::tempdir().unwrap();
+        let pki = TestPki::write_to(pki_dir.path()).unwrap();
+        let builder = TestBrokerBuilder::default()
+            .sasl_plaintext_listener(&[crate::sasl::ALICE])
+            .sasl_ssl_listener(&pki, &[("bob", "bob-secret")]);
+        assert_eq!(builder.listeners, ["SASL_PLAINTEXT", "SASL_SSL"]);
+        let value = |key: &str| {
+            let values: Vec<&str> = builder
+                .config
+                .iter()
+                .filter(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+                .collect();
+            assert_eq!(values.len(), 1, "{key} written once: {:?}", builder.config);
+            values[0].to_owned()
+        };
+        assert_eq!(value("sasl.enabled.mechanisms"), "PLAIN");
+        assert_eq!(
+            value("listener.name.sasl_plaintext.plain.sasl.jaas.config"),
+            crate::sasl::plain_jaas_config(&[crate::sasl::ALICE])
+        );
+        assert_eq!(
+            value("listener.name.sasl_ssl.plain.sasl.jaas.config"),
+            crate::sasl::plain_jaas_config(&[("bob", "bob-secret")])
+        );
+        for (key, expected) in pki.broker_config() {
+            assert_eq!(value(&key), expected);
+        }
     }
 
     #[test]

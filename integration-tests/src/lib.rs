@@ -12,8 +12,9 @@
 //! harness), the chaos harness of `scripts/chaos` ([`chaos`]), and power
 //! loss for a killed broker replayed from its sync journal
 //! ([`power_loss`]), and a wall clock the harness can move per broker
-//! through libfaketime ([`fake_clock`]), and test certificates for TLS
-//! listeners ([`tls`]). It
+//! through libfaketime ([`fake_clock`]), test certificates for TLS
+//! listeners ([`tls`]) and the users and PLAIN messages of SASL listeners
+//! ([`sasl`]). It
 //! depends on no Weir crate: the broker is a black box reached
 //! only over sockets, stdout/stderr and signals.
 
@@ -27,6 +28,7 @@ pub mod power_loss;
 pub mod raw;
 pub mod records;
 pub mod requests;
+pub mod sasl;
 pub mod tls;
 pub mod tmpfs;
 

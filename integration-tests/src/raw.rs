@@ -311,6 +311,44 @@ impl RawClient {
             .map_err(|e| HarnessError::io("writing a request", e))
     }
 
+    /// Reads until the broker closes the connection and returns every byte
+    /// that came before the close: empty when the broker closed without
+    /// answering. An end of stream and a reset (`ECONNRESET`, which a
+    /// close with unread request bytes in the broker's buffer sends) both
+    /// count as closed. For requests that must close the connection
+    /// (Kafka's SASL authenticator closes after a refusal), after their
+    /// answer, if any, was read.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Io`] when the connection is still open after the
+    /// read timeout (`WouldBlock`/`TimedOut`, see
+    /// [`Self::set_read_timeout`]) or another read fails.
+    pub fn read_until_closed(&mut self) -> Result<Bytes, HarnessError> {
+        let mut received = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return Ok(Bytes::from(received)),
+                Ok(n) => received.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    return Ok(Bytes::from(received))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(HarnessError::io(
+                        format!(
+                            "waiting for the broker to close the connection \
+                             ({} bytes received)",
+                            received.len()
+                        ),
+                        e,
+                    ))
+                }
+            }
+        }
+    }
+
     /// Reads one response frame and returns it without the size prefix.
     ///
     /// # Errors

@@ -49,7 +49,7 @@ use kafka_protocol::messages::{
     HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
     LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
     OffsetDeleteRequest, OffsetFetchRequest, OffsetFetchResponse, OffsetForLeaderEpochRequest,
-    ProduceRequest, SyncGroupRequest, TopicName,
+    ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Message, Request, StrBytes};
 use kafka_protocol::records::Compression;
@@ -73,6 +73,9 @@ const INVALID_GROUP_ID: i16 = 24;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 const INVALID_PARTITIONS: i16 = 37;
 const GROUP_ID_NOT_FOUND: i16 = 69;
+/// SaslHandshake / SaslAuthenticate on a listener without SASL (Kafka's
+/// `KafkaApis`).
+const ILLEGAL_SASL_STATE: i16 = 34;
 const ELECTION_NOT_NEEDED: i16 = 84;
 
 fn name(s: &str) -> TopicName {
@@ -507,6 +510,25 @@ fn every_advertised_api_version_is_answered_by_its_handler() {
                             .flat_map(|t| &t.partitions)
                             .any(|p| p.error_code == UNKNOWN_TOPIC_OR_PARTITION)
                 },
+            ),
+            // On this PLAINTEXT listener; tests/sasl.rs drives both on a
+            // SASL listener.
+            ApiKey::SaslHandshake => probe(
+                c,
+                v,
+                "ILLEGAL_SASL_STATE on a listener without SASL",
+                |_| {
+                    SaslHandshakeRequest::default()
+                        .with_mechanism(StrBytes::from_static_str("PLAIN"))
+                },
+                |_, r| r.error_code == ILLEGAL_SASL_STATE,
+            ),
+            ApiKey::SaslAuthenticate => probe(
+                c,
+                v,
+                "ILLEGAL_SASL_STATE on a listener without SASL",
+                |_| SaslAuthenticateRequest::default(),
+                |_, r| r.error_code == ILLEGAL_SASL_STATE,
             ),
             ApiKey::DescribeCluster => probe(
                 c,

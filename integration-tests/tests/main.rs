@@ -45,4 +45,5 @@ mod replication;
 mod replication_matrix;
 mod replication_operators;
 mod retention;
+mod sasl;
 mod tls;

@@ -1,10 +1,13 @@
 //! Helpers shared by the test modules: starting a broker, version
 //! negotiation against the broker's ApiVersions table, and the few raw
 //! requests most tests need (Metadata with auto-creation, Produce, Fetch,
-//! ListOffsets) plus kcat produce/consume.
+//! ListOffsets) plus kcat produce/consume, and the client runs of the
+//! listener tests (`tls`, `sasl`): kcat through a named listener and the
+//! round-trip scripts and Java harness with security options.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -523,6 +526,176 @@ pub fn kcat_produce(bootstrap: &str, topic: &str, lines: &[String], extra: &[&st
     let mut stdin = lines.join("\n").into_bytes();
     stdin.push(b'\n');
     kcat(bootstrap, &args, Some(stdin));
+}
+
+/// `options` as the `&str`s the kcat helpers take.
+pub fn strs(options: &[String]) -> Vec<&str> {
+    options.iter().map(String::as_str).collect()
+}
+
+/// `count` distinct lines of varied length, each starting with `prefix`.
+pub fn lines(prefix: &str, count: usize) -> Vec<String> {
+    (0..count)
+        .map(|i| format!("{prefix} line {i:04} {}", "payload ".repeat(i % 7)))
+        .collect()
+}
+
+/// Requires that the broker process is still running.
+#[track_caller]
+pub fn assert_running(broker: &mut TestBroker) {
+    let exited = broker
+        .wait_for_exit(Duration::ZERO)
+        .expect("the broker was started");
+    assert!(exited.is_none(), "weir exited with {exited:?}");
+}
+
+/// Produces `count` [`lines`] to `topic` with kcat through the listener
+/// named `listener` with `options` (such as `-X security.protocol=ssl`)
+/// and reads them back there; requires the same records, in order, and
+/// returns them.
+#[track_caller]
+pub fn kcat_round_trip(
+    broker: &TestBroker,
+    listener: &str,
+    topic: &str,
+    options: &[String],
+    count: usize,
+) -> Vec<String> {
+    let bootstrap = broker.bootstrap_for(listener);
+    let options = strs(options);
+    let produced = lines(topic, count);
+    kcat_produce(&bootstrap, topic, &produced, &options);
+    let consumed = kcat_consume_with(&bootstrap, topic, 0, "beginning", &options);
+    assert_eq!(
+        consumed.len(),
+        produced.len(),
+        "{topic}: record count over {listener}"
+    );
+    assert!(
+        consumed == produced,
+        "{topic}: records read over {listener} differ"
+    );
+    produced
+}
+
+/// `kcat -L` (5 s metadata timeout) through the listener named `listener`
+/// with `options`, whatever its exit status.
+#[track_caller]
+pub fn kcat_list(broker: &TestBroker, listener: &str, options: &[String]) -> CommandOutput {
+    let mut args = vec!["-L", "-m", "5"];
+    args.extend(strs(options));
+    kcat_output(&broker.bootstrap_for(listener), &args, None)
+}
+
+/// Requires that `kcat -L` through `listener` with `options` succeeds and
+/// lists the broker at that listener's port.
+#[track_caller]
+pub fn assert_kcat_listed(broker: &TestBroker, listener: &str, options: &[String]) {
+    let output = kcat_list(broker, listener, options);
+    output.assert_success();
+    let port = broker
+        .listener_port(listener)
+        .unwrap_or_else(|| panic!("{listener} port"));
+    let listing = output.stdout_text();
+    assert!(
+        listing.contains(&format!("broker {} at 127.0.0.1:{port}", broker.node_id())),
+        "kcat -L over {listener} lists the broker at its {listener} port {port}:\n{listing}"
+    );
+}
+
+/// Requires that `kcat -L` through `listener` with `options` got no
+/// metadata: a non-zero exit, no broker listed, and kcat's stderr
+/// (lowercased) accepted by `reported`, which looks in librdkafka's log
+/// for `reason`. `who` names the refused client in failure messages.
+#[track_caller]
+pub fn assert_kcat_refused(
+    broker: &TestBroker,
+    listener: &str,
+    options: &[String],
+    who: &str,
+    reason: &str,
+    reported: impl FnOnce(&str) -> bool,
+) {
+    let output = kcat_list(broker, listener, options);
+    let stdout = output.stdout_text();
+    let failure = format!(
+        "{who}: {}\nexit {}\n--- stdout ---\n{stdout}\n--- stderr ---\n{}",
+        output.command, output.status, output.stderr
+    );
+    assert!(!output.status.success(), "kcat -L must fail for {failure}");
+    assert!(
+        !stdout.contains(&format!("broker {} at", broker.node_id())),
+        "no metadata for {failure}"
+    );
+    assert!(
+        reported(&output.stderr.to_ascii_lowercase()),
+        "librdkafka reports {reason} for {failure}"
+    );
+}
+
+/// Requires that `output` succeeded and that its stdout has each of
+/// `expected` as a whole line.
+#[track_caller]
+fn assert_printed(output: &CommandOutput, expected: &[String]) {
+    output.assert_success();
+    let stdout = output.stdout_text();
+    for line in expected {
+        assert!(stdout.lines().any(|l| l == line), "{stdout}");
+    }
+}
+
+/// Runs `command`, the round-trip client script `script`
+/// (`confluent_idempotent.py`, `kafka_python_round_trip.py` or
+/// `round_trip.js`), as `<bootstrap> <topic> <records> 3 <options>...`:
+/// the script creates a 3-partition topic, writes `records` records and
+/// reads them back. Requires exit 0 and its `delivered <records>` and
+/// `consumed <records>` lines.
+#[track_caller]
+pub fn script_round_trip(
+    mut command: Command,
+    script: &str,
+    bootstrap: String,
+    topic: &str,
+    records: usize,
+    options: &[String],
+) {
+    command
+        .arg(bootstrap)
+        .arg(topic)
+        .arg(records.to_string())
+        .arg("3")
+        .args(options);
+    let output = clients::run(command, None, CLIENT_TIMEOUT).expect(script);
+    assert_printed(
+        &output,
+        &[
+            format!("delivered {records}"),
+            format!("consumed {records}"),
+        ],
+    );
+}
+
+/// The Java client harness's `produce-consume` through `bootstrap` with the
+/// client `properties` (`key=value`, split at the first `=`): `records`
+/// records of 512 bytes with keys, headers and timestamps to `topic`,
+/// compared field by field when read back. Requires exit 0 and its
+/// `produced <records>` and `consumed <records>` lines.
+#[track_caller]
+pub fn java_produce_consume(bootstrap: String, topic: &str, records: usize, properties: &[String]) {
+    let mut java = clients::java_client_tool().expect("Java client harness");
+    java.args([
+        "produce-consume".to_owned(),
+        bootstrap,
+        topic.to_owned(),
+        records.to_string(),
+        "512".to_owned(),
+    ])
+    .args(properties);
+    let output = clients::run(java, None, CLIENT_TIMEOUT * 2).expect("java produce-consume");
+    assert_printed(
+        &output,
+        &[format!("produced {records}"), format!("consumed {records}")],
+    );
 }
 
 /// Runs Kafka's `kafka-topics` (TopicCommand, Java Admin client) with `args`

@@ -17,11 +17,11 @@ use std::time::Duration;
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader};
 use kafka_protocol::protocol::{Encodable, StrBytes};
-use weir_integration_tests::clients::{self, CommandOutput};
+use weir_integration_tests::clients;
 use weir_integration_tests::tls::{ClientIdentity, TestPki};
 use weir_integration_tests::TestBroker;
 
-use crate::support::{self, CLIENT_TIMEOUT};
+use crate::support;
 
 /// The name of the TLS listener (Kafka's default
 /// `listener.security.protocol.map` maps it to SSL).
@@ -67,93 +67,21 @@ fn kcat_ssl(pki: &TestPki, client: Option<&ClientIdentity>) -> Vec<String> {
     options
 }
 
-fn strs(options: &[String]) -> Vec<&str> {
-    options.iter().map(String::as_str).collect()
-}
-
-/// `count` distinct lines of varied length.
-fn lines(prefix: &str, count: usize) -> Vec<String> {
-    (0..count)
-        .map(|i| format!("{prefix} line {i:04} {}", "payload ".repeat(i % 7)))
-        .collect()
-}
-
-/// Produces `count` lines to `topic` through the SSL listener with
-/// `options` and reads them back there; returns the lines.
-#[track_caller]
-fn kcat_round_trip(
-    broker: &TestBroker,
-    topic: &str,
-    options: &[String],
-    count: usize,
-) -> Vec<String> {
-    let bootstrap = broker.bootstrap_for(SSL);
-    let options = strs(options);
-    let produced = lines(topic, count);
-    support::kcat_produce(&bootstrap, topic, &produced, &options);
-    let consumed = support::kcat_consume_with(&bootstrap, topic, 0, "beginning", &options);
-    assert_eq!(
-        consumed.len(),
-        produced.len(),
-        "{topic}: record count over SSL"
-    );
-    assert!(
-        consumed == produced,
-        "{topic}: records read over SSL differ"
-    );
-    produced
-}
-
-/// `kcat -L` through the SSL listener with `options`.
-fn kcat_list(broker: &TestBroker, options: &[String]) -> CommandOutput {
-    let mut args = vec!["-L", "-m", "5"];
-    args.extend(strs(options));
-    support::kcat_output(&broker.bootstrap_for(SSL), &args, None)
-}
-
-/// Requires that `kcat -L` with `options` got no metadata because the TLS
-/// handshake was refused: a non-zero exit, no broker listed, and
-/// librdkafka's log naming the SSL failure.
+/// Requires that `kcat -L` on the SSL listener with `options` got no
+/// metadata because the TLS handshake was refused: a non-zero exit, no
+/// broker listed, and librdkafka's log naming the SSL failure.
 #[track_caller]
 fn assert_refused(broker: &TestBroker, options: &[String], who: &str) {
-    let output = kcat_list(broker, options);
-    let stdout = output.stdout_text();
-    let failure = format!(
-        "{who}: {}\nexit {}\n--- stdout ---\n{stdout}\n--- stderr ---\n{}",
-        output.command, output.status, output.stderr
+    support::assert_kcat_refused(
+        broker,
+        SSL,
+        options,
+        who,
+        "an SSL handshake failure or alert",
+        |stderr| {
+            stderr.contains("ssl") && (stderr.contains("handshake") || stderr.contains("alert"))
+        },
     );
-    assert!(!output.status.success(), "kcat -L must fail for {failure}");
-    assert!(
-        !stdout.contains(&format!("broker {} at", broker.node_id())),
-        "no metadata for {failure}"
-    );
-    let stderr = output.stderr.to_ascii_lowercase();
-    assert!(
-        stderr.contains("ssl") && (stderr.contains("handshake") || stderr.contains("alert")),
-        "librdkafka reports an SSL handshake failure or alert for {failure}"
-    );
-}
-
-/// Requires that `kcat -L` with `options` lists the broker at its SSL port.
-#[track_caller]
-fn assert_listed_over_ssl(broker: &TestBroker, options: &[String]) {
-    let output = kcat_list(broker, options);
-    output.assert_success();
-    let port = broker.listener_port(SSL).expect("SSL port");
-    let listing = output.stdout_text();
-    assert!(
-        listing.contains(&format!("broker {} at 127.0.0.1:{port}", broker.node_id())),
-        "kcat -L over SSL lists the broker at its SSL port {port}:\n{listing}"
-    );
-}
-
-/// Requires that the broker process is still running.
-#[track_caller]
-fn assert_running(broker: &mut TestBroker) {
-    let exited = broker
-        .wait_for_exit(Duration::ZERO)
-        .expect("the broker was started");
-    assert!(exited.is_none(), "weir exited with {exited:?}");
 }
 
 /// kcat over SSL with only the CA (`ssl.client.auth` at its default,
@@ -164,7 +92,7 @@ fn assert_running(broker: &mut TestBroker) {
 fn kcat_round_trips_over_ssl_without_a_client_certificate() {
     let pki = TestPki::new().expect("test PKI");
     let broker = start_ssl_broker(&pki, &[]);
-    let produced = kcat_round_trip(&broker, "tls-kcat", &kcat_ssl(&pki, None), 1_000);
+    let produced = support::kcat_round_trip(&broker, SSL, "tls-kcat", &kcat_ssl(&pki, None), 1_000);
     let plain = support::kcat_consume(&broker.bootstrap(), "tls-kcat", 0, "beginning");
     assert!(plain == produced, "PLAINTEXT reads what SSL wrote");
 }
@@ -175,8 +103,9 @@ fn kcat_round_trips_over_ssl_without_a_client_certificate() {
 fn kcat_round_trips_with_a_trusted_client_certificate_when_client_auth_is_required() {
     let pki = TestPki::new().expect("test PKI");
     let broker = start_ssl_broker(&pki, &[("ssl.client.auth", "required")]);
-    kcat_round_trip(
+    support::kcat_round_trip(
         &broker,
+        SSL,
         "tls-kcat-mtls",
         &kcat_ssl(&pki, Some(&pki.client())),
         1_000,
@@ -202,10 +131,10 @@ fn required_client_auth_refuses_missing_untrusted_and_expired_certificates() {
         &kcat_ssl(&pki, Some(&pki.expired_client())),
         "an expired certificate",
     );
-    assert_running(&mut broker);
+    support::assert_running(&mut broker);
     let good = kcat_ssl(&pki, Some(&pki.client()));
-    assert_listed_over_ssl(&broker, &good);
-    kcat_round_trip(&broker, "tls-after-refusals", &good, 100);
+    support::assert_kcat_listed(&broker, SSL, &good);
+    support::kcat_round_trip(&broker, SSL, "tls-after-refusals", &good, 100);
 }
 
 /// `ssl.client.auth=requested`: a client without a certificate and one with
@@ -215,9 +144,16 @@ fn required_client_auth_refuses_missing_untrusted_and_expired_certificates() {
 fn requested_client_auth_serves_clients_with_or_without_a_certificate_but_not_a_bad_one() {
     let pki = TestPki::new().expect("test PKI");
     let mut broker = start_ssl_broker(&pki, &[("ssl.client.auth", "requested")]);
-    kcat_round_trip(&broker, "tls-requested-none", &kcat_ssl(&pki, None), 100);
-    kcat_round_trip(
+    support::kcat_round_trip(
         &broker,
+        SSL,
+        "tls-requested-none",
+        &kcat_ssl(&pki, None),
+        100,
+    );
+    support::kcat_round_trip(
+        &broker,
+        SSL,
         "tls-requested-cert",
         &kcat_ssl(&pki, Some(&pki.client())),
         100,
@@ -227,7 +163,7 @@ fn requested_client_auth_serves_clients_with_or_without_a_certificate_but_not_a_
         &kcat_ssl(&pki, Some(&pki.rogue_client())),
         "a certificate signed by the rogue CA",
     );
-    assert_running(&mut broker);
+    support::assert_running(&mut broker);
 }
 
 /// `listener.name.ssl.ssl.client.auth=required` overrides the broker-wide
@@ -245,7 +181,7 @@ fn the_per_listener_client_auth_overrides_the_broker_wide_setting() {
         ],
     );
     assert_refused(&broker, &kcat_ssl(&pki, None), "no client certificate");
-    assert_listed_over_ssl(&broker, &kcat_ssl(&pki, Some(&pki.client())));
+    support::assert_kcat_listed(&broker, SSL, &kcat_ssl(&pki, Some(&pki.client())));
 }
 
 /// Metadata asked on the SSL listener names the broker's SSL endpoint and
@@ -258,7 +194,7 @@ fn metadata_over_ssl_lists_the_ssl_port_and_over_plaintext_the_plaintext_port() 
     let broker = start_ssl_broker(&pki, &[]);
     let ssl_port = broker.listener_port(SSL).expect("SSL port");
     let plain_port = broker.port();
-    let output = kcat_list(&broker, &kcat_ssl(&pki, None));
+    let output = support::kcat_list(&broker, SSL, &kcat_ssl(&pki, None));
     output.assert_success();
     let listing = output.stdout_text();
     assert!(
@@ -329,7 +265,7 @@ fn a_plaintext_request_to_the_ssl_port_gets_no_kafka_answer_and_is_closed() {
         "only a TLS alert record (content type 21) may come back: {answer:02x?}"
     );
 
-    assert_running(&mut broker);
+    support::assert_running(&mut broker);
     let mut client = support::connect(&broker);
     support::api_versions(&mut client);
 }
@@ -348,12 +284,12 @@ fn every_listener_keeps_its_port_across_a_restart() {
         "the ready line lists both listeners"
     );
     let options = kcat_ssl(&pki, None);
-    let produced = lines("tls-restart", 50);
+    let produced = support::lines("tls-restart", 50);
     support::kcat_produce(
         &broker.bootstrap_for(SSL),
         "tls-restart",
         &produced,
-        &strs(&options),
+        &support::strs(&options),
     );
     broker.restart().expect("restarting weir");
     assert_eq!(broker.listener_ports(), before, "ports after the restart");
@@ -362,7 +298,7 @@ fn every_listener_keeps_its_port_across_a_restart() {
         "tls-restart",
         0,
         "beginning",
-        &strs(&options),
+        &support::strs(&options),
     );
     assert!(
         consumed == produced,
@@ -380,21 +316,19 @@ fn confluent_kafka_round_trips_over_mutual_tls() {
     let pki = TestPki::new().expect("test PKI");
     let broker = start_ssl_broker(&pki, &[("ssl.client.auth", "required")]);
     let client = pki.client();
-    let mut command = clients::python_script("confluent_idempotent.py").expect("venv");
-    command
-        .arg(broker.bootstrap_for(SSL))
-        .arg("tls-confluent")
-        .arg("2000")
-        .arg("3")
-        .arg("security.protocol=SSL")
-        .arg(format!("ssl.ca.location={}", pki.ca().display()))
-        .arg(format!("ssl.certificate.location={}", client.crt.display()))
-        .arg(format!("ssl.key.location={}", client.key.display()));
-    let output = clients::run(command, None, CLIENT_TIMEOUT).expect("confluent_idempotent.py");
-    output.assert_success();
-    let stdout = output.stdout_text();
-    assert!(stdout.lines().any(|l| l == "delivered 2000"), "{stdout}");
-    assert!(stdout.lines().any(|l| l == "consumed 2000"), "{stdout}");
+    support::script_round_trip(
+        clients::python_script("confluent_idempotent.py").expect("venv"),
+        "confluent_idempotent.py",
+        broker.bootstrap_for(SSL),
+        "tls-confluent",
+        2000,
+        &[
+            "security.protocol=SSL".to_owned(),
+            format!("ssl.ca.location={}", pki.ca().display()),
+            format!("ssl.certificate.location={}", client.crt.display()),
+            format!("ssl.key.location={}", client.key.display()),
+        ],
+    );
 }
 
 /// kafka-python (Python's ssl module) with mutual TLS
@@ -415,21 +349,19 @@ fn kafka_python_round_trips_over_mutual_tls() {
     let pki = TestPki::new().expect("test PKI");
     let broker = start_ssl_broker(&pki, &[("ssl.client.auth", "required")]);
     let client = pki.client();
-    let mut command = clients::python_script("kafka_python_round_trip.py").expect("venv");
-    command
-        .arg(broker.bootstrap_for(SSL))
-        .arg("tls-kafka-python")
-        .arg("2000")
-        .arg("3")
-        .arg("security_protocol=SSL")
-        .arg(format!("ssl_cafile={}", pki.ca().display()))
-        .arg(format!("ssl_certfile={}", client.crt.display()))
-        .arg(format!("ssl_keyfile={}", client.key.display()));
-    let output = clients::run(command, None, CLIENT_TIMEOUT).expect("kafka_python_round_trip.py");
-    output.assert_success();
-    let stdout = output.stdout_text();
-    assert!(stdout.lines().any(|l| l == "delivered 2000"), "{stdout}");
-    assert!(stdout.lines().any(|l| l == "consumed 2000"), "{stdout}");
+    support::script_round_trip(
+        clients::python_script("kafka_python_round_trip.py").expect("venv"),
+        "kafka_python_round_trip.py",
+        broker.bootstrap_for(SSL),
+        "tls-kafka-python",
+        2000,
+        &[
+            "security_protocol=SSL".to_owned(),
+            format!("ssl_cafile={}", pki.ca().display()),
+            format!("ssl_certfile={}", client.crt.display()),
+            format!("ssl_keyfile={}", client.key.display()),
+        ],
+    );
 }
 
 /// The Java client with PEM stores (KIP-651) and mutual TLS
@@ -443,24 +375,18 @@ fn kafka_python_round_trips_over_mutual_tls() {
 fn java_client_round_trips_over_mutual_tls_with_pem_stores() {
     let pki = TestPki::new().expect("test PKI");
     let broker = start_ssl_broker(&pki, &[("ssl.client.auth", "required")]);
-    let mut java = clients::java_client_tool().expect("Java client harness");
-    java.args([
-        "produce-consume".to_owned(),
+    support::java_produce_consume(
         broker.bootstrap_for(SSL),
-        "tls-java".to_owned(),
-        "5000".to_owned(),
-        "512".to_owned(),
-        "security.protocol=SSL".to_owned(),
-        "ssl.truststore.type=PEM".to_owned(),
-        format!("ssl.truststore.location={}", pki.ca().display()),
-        "ssl.keystore.type=PEM".to_owned(),
-        format!("ssl.keystore.location={}", pki.client().pem.display()),
-    ]);
-    let output = clients::run(java, None, CLIENT_TIMEOUT * 2).expect("java produce-consume");
-    output.assert_success();
-    let stdout = output.stdout_text();
-    assert!(stdout.lines().any(|l| l == "produced 5000"), "{stdout}");
-    assert!(stdout.lines().any(|l| l == "consumed 5000"), "{stdout}");
+        "tls-java",
+        5000,
+        &[
+            "security.protocol=SSL".to_owned(),
+            "ssl.truststore.type=PEM".to_owned(),
+            format!("ssl.truststore.location={}", pki.ca().display()),
+            "ssl.keystore.type=PEM".to_owned(),
+            format!("ssl.keystore.location={}", pki.client().pem.display()),
+        ],
+    );
 }
 
 /// KafkaJS (Node's tls) with mutual TLS (`ssl.client.auth=required`):
@@ -473,18 +399,16 @@ fn kafkajs_round_trips_over_mutual_tls() {
     let pki = TestPki::new().expect("test PKI");
     let broker = start_ssl_broker(&pki, &[("ssl.client.auth", "required")]);
     let client = pki.client();
-    let mut command = clients::node_script("round_trip.js").expect("KafkaJS");
-    command
-        .arg(broker.bootstrap_for(SSL))
-        .arg("tls-kafkajs")
-        .arg("2000")
-        .arg("3")
-        .arg(format!("ssl.ca={}", pki.ca().display()))
-        .arg(format!("ssl.cert={}", client.crt.display()))
-        .arg(format!("ssl.key={}", client.key.display()));
-    let output = clients::run(command, None, CLIENT_TIMEOUT).expect("round_trip.js");
-    output.assert_success();
-    let stdout = output.stdout_text();
-    assert!(stdout.lines().any(|l| l == "delivered 2000"), "{stdout}");
-    assert!(stdout.lines().any(|l| l == "consumed 2000"), "{stdout}");
+    support::script_round_trip(
+        clients::node_script("round_trip.js").expect("KafkaJS"),
+        "round_trip.js",
+        broker.bootstrap_for(SSL),
+        "tls-kafkajs",
+        2000,
+        &[
+            format!("ssl.ca={}", pki.ca().display()),
+            format!("ssl.cert={}", client.crt.display()),
+            format!("ssl.key={}", client.key.display()),
+        ],
+    );
 }

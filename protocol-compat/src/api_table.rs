@@ -74,6 +74,10 @@ pub static SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::SyncGroup, 0, 5),
     api(ApiKey::DescribeGroups, 0, 5),
     api(ApiKey::ListGroups, 0, 5),
+    // KIP-43: after v0 the client sends raw SASL tokens, after v1 it sends
+    // SaslAuthenticate. Kafka 4 still serves v0, and librdkafka (up to 2.x)
+    // takes a range without v0 to mean "no SASL handshake at all".
+    api(ApiKey::SaslHandshake, 0, 1),
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),
@@ -82,6 +86,8 @@ pub static SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::DescribeConfigs, 1, 4),
     api(ApiKey::AlterConfigs, 0, 2),
+    // KIP-152.
+    api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::ElectLeaders, 0, 2),

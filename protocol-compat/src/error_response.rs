@@ -55,7 +55,8 @@ use kafka_protocol::messages::{
     DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
     HeartbeatResponse, IncrementalAlterConfigsResponse, JoinGroupResponse, LeaveGroupResponse,
     ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteResponse,
-    OffsetFetchRequest, OffsetFetchResponse, SyncGroupResponse,
+    OffsetFetchRequest, OffsetFetchResponse, SaslAuthenticateResponse, SaslHandshakeResponse,
+    SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -106,6 +107,16 @@ pub fn error_response(
             offset_for_leader_epoch(request, error_code).into()
         }
         RequestKind::DescribeConfigs(request) => describe_configs(request, error_code).into(),
+        RequestKind::SaslHandshake(_) => {
+            let mut response = SaslHandshakeResponse::default();
+            response.error_code = error_code;
+            response.into()
+        }
+        RequestKind::SaslAuthenticate(_) => {
+            let mut response = SaslAuthenticateResponse::default();
+            response.error_code = error_code;
+            response.into()
+        }
         RequestKind::DescribeCluster(_) => {
             let mut response = DescribeClusterResponse::default();
             response.error_code = error_code;
@@ -402,6 +413,8 @@ pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
         RequestKind::DescribeConfigs(_) => ApiKey::DescribeConfigs,
         RequestKind::DescribeCluster(_) => ApiKey::DescribeCluster,
+        RequestKind::SaslHandshake(_) => ApiKey::SaslHandshake,
+        RequestKind::SaslAuthenticate(_) => ApiKey::SaslAuthenticate,
         RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
         RequestKind::DescribeTopicPartitions(_) => ApiKey::DescribeTopicPartitions,
         RequestKind::OffsetCommit(_) => ApiKey::OffsetCommit,
@@ -787,6 +800,8 @@ mod tests {
             ResponseKind::Fetch(r) if v >= 7 => Some(r.error_code),
             ResponseKind::InitProducerId(r) => Some(r.error_code),
             ResponseKind::DescribeCluster(r) => Some(r.error_code),
+            ResponseKind::SaslHandshake(r) => Some(r.error_code),
+            ResponseKind::SaslAuthenticate(r) => Some(r.error_code),
             ResponseKind::DescribeQuorum(r) => Some(r.error_code),
             ResponseKind::OffsetFetch(r) if (2..8).contains(&v) => Some(r.error_code),
             ResponseKind::FindCoordinator(r) if v < 4 => Some(r.error_code),

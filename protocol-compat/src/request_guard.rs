@@ -225,6 +225,9 @@ fn first_flexible_version(api_key: ApiKey) -> Option<i16> {
         ApiKey::ListOffsets => 6,
         ApiKey::Metadata => 9,
         ApiKey::ApiVersions => 3,
+        // SaslHandshake has no flexible version.
+        ApiKey::SaslHandshake => i16::MAX,
+        ApiKey::SaslAuthenticate => 2,
         ApiKey::CreateTopics => 5,
         ApiKey::DeleteTopics => 4,
         ApiKey::DeleteRecords => 2,
@@ -475,6 +478,12 @@ pub(crate) fn check_request_body(
             if v >= 3 {
                 c.int8()?; // include_documentation
             }
+        }
+        ApiKey::SaslHandshake => {
+            c.string()?; // mechanism
+        }
+        ApiKey::SaslAuthenticate => {
+            c.bytes()?; // auth_bytes
         }
         ApiKey::DescribeCluster => {
             c.int8()?; // include_cluster_authorized_operations

@@ -215,6 +215,16 @@ pub(crate) fn populated_request(api_key: ApiKey, v: i16) -> RequestKind {
             request.into()
         }
         ApiKey::DescribeCluster => DescribeClusterRequest::default().into(),
+        ApiKey::SaslHandshake => {
+            let mut request = SaslHandshakeRequest::default();
+            request.mechanism = StrBytes::from_static_str("PLAIN");
+            request.into()
+        }
+        ApiKey::SaslAuthenticate => {
+            let mut request = SaslAuthenticateRequest::default();
+            request.auth_bytes = Bytes::from_static(b"\0alice\0secret");
+            request.into()
+        }
         ApiKey::OffsetCommit => {
             let mut request = OffsetCommitRequest::default();
             request.group_id = GroupId(StrBytes::from_static_str("group"));

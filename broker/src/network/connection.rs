@@ -59,7 +59,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::stream::{FuturesOrdered, StreamExt};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, Interest, WriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, WriteHalf};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
@@ -71,6 +71,7 @@ use weir_protocol_compat::fetch::FetchChunk;
 use weir_protocol_compat::frame::{decode_frame, SIZE_PREFIX_BYTES};
 
 use super::memory_pool::{wait_until, Lease, MemoryPool};
+use super::sasl::SaslListener;
 use super::{ConnectionInfo, NetworkLimits, CONNECTION_REQUEST_BYTES};
 use crate::context::BrokerContext;
 use crate::dispatch::{self, Response};
@@ -258,13 +259,16 @@ fn idle_timeout(ctx: &BrokerContext) -> Duration {
 
 /// Serves one accepted connection until the client closes it, it idles past
 /// `connections.max.idle.ms`, a protocol error closes it, or `shutdown` is
-/// cancelled. With `tls` (an SSL listener) the TLS handshake comes first,
-/// bounded by `connections.max.idle.ms`; a failed handshake closes the
-/// connection with a logged reason, as Kafka's "Failed authentication with
-/// <peer> (SSL handshake failed)".
+/// cancelled. With `tls` (an SSL or SASL_SSL listener) the TLS handshake
+/// comes first, bounded by `connections.max.idle.ms`; a failed handshake
+/// closes the connection with a logged reason, as Kafka's "Failed
+/// authentication with <peer> (SSL handshake failed)". With `sasl` (a
+/// SASL_PLAINTEXT or SASL_SSL listener) the SASL exchange comes next
+/// (`network::sasl::authenticate`) and gives the connection its principal.
 pub async fn run(
     stream: TcpStream,
     tls: Option<TlsAcceptor>,
+    sasl: Option<Arc<SaslListener>>,
     info: Arc<ConnectionInfo>,
     ctx: Arc<BrokerContext>,
     limits: Arc<NetworkLimits>,
@@ -276,18 +280,15 @@ pub async fn run(
     }
     metrics::gauge!("weir_connections").increment(1.0);
     metrics::counter!("weir_connections_accepted_total").increment(1);
+    let sasl = sasl.as_deref();
     match tls {
         None => {
-            let (reader, writer) = stream.into_split();
-            serve(
-                reader,
-                ConnectionWriter::Plain(writer),
-                info,
-                ctx,
-                limits,
-                shutdown,
-            )
-            .await;
+            let mut stream = stream;
+            if let Some(info) = authenticated(&mut stream, sasl, info, &ctx, &shutdown).await {
+                let (reader, writer) = stream.into_split();
+                let writer = ConnectionWriter::Plain(writer);
+                serve(reader, writer, info, ctx, limits, shutdown).await;
+            }
         }
         Some(acceptor) => {
             let handshake = tokio::select! {
@@ -296,10 +297,14 @@ pub async fn run(
             };
             match handshake {
                 None => {}
-                Some(Ok(Ok(stream))) => {
-                    let (reader, writer) = tokio::io::split(stream);
-                    let writer = ConnectionWriter::Tls(Box::new(writer));
-                    serve(reader, writer, info, ctx, limits, shutdown).await;
+                Some(Ok(Ok(mut stream))) => {
+                    if let Some(info) =
+                        authenticated(&mut stream, sasl, info, &ctx, &shutdown).await
+                    {
+                        let (reader, writer) = tokio::io::split(stream);
+                        let writer = ConnectionWriter::Tls(Box::new(writer));
+                        serve(reader, writer, info, ctx, limits, shutdown).await;
+                    }
                 }
                 Some(Ok(Err(e))) => {
                     info!(%peer, listener = %info.listener, error = %e,
@@ -319,7 +324,41 @@ pub async fn run(
     metrics::gauge!("weir_connections").decrement(1.0);
 }
 
-/// Serves the requests of a connection (after its TLS handshake, if any).
+/// The connection's `info` with the principal its SASL exchange gave it
+/// (`info` itself without `sasl`); `None` when the connection must close
+/// (the reason is logged).
+async fn authenticated<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    sasl: Option<&SaslListener>,
+    info: Arc<ConnectionInfo>,
+    ctx: &BrokerContext,
+    shutdown: &CancellationToken,
+) -> Option<Arc<ConnectionInfo>> {
+    let Some(sasl) = sasl else {
+        return Some(info);
+    };
+    let peer = info.peer;
+    let outcome = tokio::select! {
+        _ = shutdown.cancelled() => Err("broker shutting down".to_string()),
+        outcome = super::sasl::authenticate(stream, sasl, peer, idle_timeout(ctx)) => outcome,
+    };
+    match outcome {
+        Ok(principal) => {
+            debug!(%peer, listener = %info.listener, %principal, "authenticated");
+            let mut info = (*info).clone();
+            info.principal = principal.into();
+            Some(Arc::new(info))
+        }
+        Err(reason) => {
+            info!(%peer, listener = %info.listener, %reason, "closing connection before authentication");
+            metrics::counter!("weir_connections_closed_total", "reason" => "sasl").increment(1);
+            None
+        }
+    }
+}
+
+/// Serves the requests of a connection (after its TLS handshake and SASL
+/// exchange, if any).
 async fn serve(
     mut reader: impl AsyncRead + Unpin,
     writer: ConnectionWriter,

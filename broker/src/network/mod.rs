@@ -5,6 +5,7 @@
 pub mod connection;
 pub mod memory_pool;
 pub mod quotas;
+pub mod sasl;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -33,7 +34,14 @@ pub struct ConnectionInfo {
     pub listener: Arc<str>,
     /// The listener's security protocol.
     pub security_protocol: crate::config::SecurityProtocol,
+    /// Who the client is (Kafka's `KafkaPrincipal`): `User:<name>` after
+    /// SASL, else `User:ANONYMOUS` (a TLS client certificate's name is
+    /// not taken yet).
+    pub principal: Arc<str>,
 }
+
+/// Kafka's principal of an unauthenticated client.
+pub const ANONYMOUS: &str = "User:ANONYMOUS";
 
 /// What bounds the memory and the number of connections of all listeners
 /// together; built once from the configuration.

@@ -1,0 +1,834 @@
+//! SASL authentication on SASL_PLAINTEXT and SASL_SSL listeners (issue 19;
+//! Kafka's `SaslServerAuthenticator`: the KIP-43 handshake and KIP-152's
+//! SaslAuthenticate), before a connection serves any other request.
+//!
+//! The exchange, as Kafka's server runs it:
+//! - ApiVersions may come first (any number of times) and is answered;
+//! - SaslHandshake (v0-1) names the mechanism: one of `sasl.enabled.mechanisms`
+//!   gets error 0 and the enabled list, another UNSUPPORTED_SASL_MECHANISM
+//!   (33) with the list, and the connection closes;
+//! - after a v0 handshake the client's token comes bare (size-prefixed)
+//!   and a success is answered with an empty one, a failure closes;
+//! - after v1, SaslAuthenticate (v0-2) carries the mechanism's tokens: success gets
+//!   error 0 (`session_lifetime_ms` 0: no re-authentication, KIP-368 is not
+//!   served), a failure SASL_AUTHENTICATION_FAILED (58) with Kafka's
+//!   message, sent after `connection.failed.authentication.delay.ms`, and
+//!   the connection closes;
+//! - any other request before authentication closes the connection
+//!   without an answer (Kafka's `IllegalSaslStateException`).
+//!
+//! Requests are read one at a time with exact reads (nothing past the
+//! current request is taken from the socket), each at most
+//! `sasl.server.max.receive.size` bytes, each read bounded by
+//! `connections.max.idle.ms`.
+//!
+//! Mechanisms: PLAIN (RFC 4616; Kafka's `PlainSaslServer`), with the users
+//! of the listener's JAAS entry (`listener.name.<listener>.plain.sasl.jaas.config`,
+//! `user_<name>="<password>"` options, as Kafka's
+//! `PlainServerCallbackHandler`). Passwords are compared in constant time
+//! and never logged.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    RequestKind, ResponseKind, SaslAuthenticateResponse, SaslHandshakeResponse,
+};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tracing::info;
+use weir_protocol_compat::codec;
+
+use crate::config::BrokerConfig;
+
+/// Kafka's UNSUPPORTED_SASL_MECHANISM.
+pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+/// Kafka's ILLEGAL_SASL_STATE.
+pub const ILLEGAL_SASL_STATE: i16 = 34;
+/// Kafka's SASL_AUTHENTICATION_FAILED.
+pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
+
+/// The mechanisms Weir serves.
+pub const SERVED_MECHANISMS: &[&str] = &["PLAIN"];
+
+/// Kafka's PLAIN login module, the one a PLAIN JAAS entry must name.
+const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
+
+/// Why a listener's SASL configuration cannot be used; names the key.
+#[derive(Debug, thiserror::Error)]
+#[error("listener {listener}: {key}: {reason}")]
+pub struct SaslConfigError {
+    /// The listener.
+    pub listener: String,
+    /// The key to change.
+    pub key: String,
+    /// What is wrong (never a secret).
+    pub reason: String,
+}
+
+/// One login module of a JAAS configuration (`sasl.jaas.config`):
+/// `<class> <flag> key="value" ... ;`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JaasEntry {
+    /// The login module's class name.
+    pub login_module: String,
+    /// `required`, `requisite`, `sufficient` or `optional`.
+    pub flag: String,
+    /// The options, in order of their names.
+    pub options: BTreeMap<String, String>,
+}
+
+/// Parses a `sasl.jaas.config` value: login modules, each
+/// `<class> <flag> (<name>=<value>)* ;`, a value bare or double-quoted
+/// (backslash escapes the next character), as Kafka's `JaasConfig`
+/// tokenizer reads it.
+///
+/// # Errors
+/// A description of the first malformed part; it never quotes an option's
+/// value (they hold passwords).
+pub fn parse_jaas(text: &str) -> Result<Vec<JaasEntry>, String> {
+    let mut chars = text.chars().peekable();
+    let mut entries = Vec::new();
+    let skip_space = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+    };
+    let word = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
+        let mut out = String::new();
+        while let Some(&c) = chars.peek() {
+            if c.is_whitespace() || c == ';' || c == '=' || c == '"' {
+                break;
+            }
+            out.push(c);
+            chars.next();
+        }
+        out
+    };
+    loop {
+        skip_space(&mut chars);
+        if chars.peek().is_none() {
+            break;
+        }
+        let login_module = word(&mut chars);
+        if login_module.is_empty() {
+            return Err("expected a login module class".into());
+        }
+        skip_space(&mut chars);
+        let flag = word(&mut chars).to_ascii_lowercase();
+        if !["required", "requisite", "sufficient", "optional"].contains(&flag.as_str()) {
+            return Err(format!(
+                "login module {login_module}: expected a control flag (required, requisite, sufficient or optional)"
+            ));
+        }
+        let mut options = BTreeMap::new();
+        loop {
+            skip_space(&mut chars);
+            match chars.peek() {
+                Some(';') => {
+                    chars.next();
+                    break;
+                }
+                None => {
+                    return Err(format!(
+                        "login module {login_module}: expected ';' at the end"
+                    ))
+                }
+                _ => {}
+            }
+            let name = word(&mut chars);
+            skip_space(&mut chars);
+            if name.is_empty() || chars.next() != Some('=') {
+                return Err(format!("login module {login_module}: expected name=value"));
+            }
+            skip_space(&mut chars);
+            let value = if chars.peek() == Some(&'"') {
+                chars.next();
+                let mut value = String::new();
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c) => value.push(c),
+                            None => {
+                                return Err(format!("option {name}: unterminated quoted value"))
+                            }
+                        },
+                        Some(c) => value.push(c),
+                        None => return Err(format!("option {name}: unterminated quoted value")),
+                    }
+                }
+                value
+            } else {
+                word(&mut chars)
+            };
+            options.insert(name, value);
+        }
+        entries.push(JaasEntry {
+            login_module,
+            flag,
+            options,
+        });
+    }
+    Ok(entries)
+}
+
+/// What a SASL listener accepts, built once at start from its keys.
+#[derive(Debug)]
+pub struct SaslListener {
+    /// `sasl.enabled.mechanisms` (upper case).
+    mechanisms: Vec<String>,
+    /// PLAIN's users and passwords, when PLAIN is enabled.
+    plain_users: BTreeMap<String, String>,
+    /// `connection.failed.authentication.delay.ms`.
+    failed_delay: Duration,
+    /// `sasl.server.max.receive.size`, bytes.
+    max_receive: usize,
+}
+
+impl SaslListener {
+    /// The SASL settings of listener `listener`.
+    ///
+    /// # Errors
+    /// A mechanism Weir does not serve, an enabled PLAIN without a JAAS
+    /// entry of the PLAIN login module, or `connections.max.reauth.ms` set
+    /// (re-authentication is not served); the error names the key.
+    pub fn from_config(config: &BrokerConfig, listener: &str) -> Result<Self, SaslConfigError> {
+        let error = |key: &str, reason: String| SaslConfigError {
+            listener: listener.to_string(),
+            key: key.to_string(),
+            reason,
+        };
+        let mechanisms: Vec<String> = config
+            .listener_value(listener, "sasl.enabled.mechanisms")
+            .unwrap_or("GSSAPI")
+            .split(',')
+            .map(|m| m.trim().to_ascii_uppercase())
+            .filter(|m| !m.is_empty())
+            .collect();
+        if mechanisms.is_empty() {
+            return Err(error(
+                "sasl.enabled.mechanisms",
+                "no mechanism enabled".into(),
+            ));
+        }
+        if let Some(m) = mechanisms
+            .iter()
+            .find(|m| !SERVED_MECHANISMS.contains(&m.as_str()))
+        {
+            return Err(error(
+                "sasl.enabled.mechanisms",
+                format!(
+                    "{m} is not served (served: {})",
+                    SERVED_MECHANISMS.join(", ")
+                ),
+            ));
+        }
+        if config.connections_max_reauth_ms > 0 {
+            return Err(error(
+                "connections.max.reauth.ms",
+                "re-authentication (KIP-368) is not served yet: leave it 0".into(),
+            ));
+        }
+        let mut plain_users = BTreeMap::new();
+        if mechanisms.iter().any(|m| m == "PLAIN") {
+            let key = jaas_key(listener, "PLAIN");
+            let text = config.explicit.get(&key).ok_or_else(|| {
+                error(
+                    &key,
+                    "PLAIN is enabled but the listener has no JAAS entry".into(),
+                )
+            })?;
+            let entry = single_entry(text).map_err(|reason| error(&key, reason))?;
+            if entry.login_module != PLAIN_LOGIN_MODULE {
+                return Err(error(&key, format!("expected {PLAIN_LOGIN_MODULE}")));
+            }
+            for (name, password) in &entry.options {
+                if let Some(user) = name.strip_prefix("user_") {
+                    plain_users.insert(user.to_string(), password.clone());
+                }
+            }
+        }
+        Ok(SaslListener {
+            mechanisms,
+            plain_users,
+            failed_delay: Duration::from_millis(
+                u64::try_from(config.connection_failed_authentication_delay_ms).unwrap_or(0),
+            ),
+            max_receive: usize::try_from(config.sasl_server_max_receive_size).unwrap_or(0),
+        })
+    }
+
+    /// Checks PLAIN's client message `authzid \0 authcid \0 passwd`
+    /// (RFC 4616) and returns the user name, or Kafka's
+    /// `PlainSaslServer` message for a refusal.
+    pub fn check_plain(&self, message: &[u8]) -> Result<String, &'static str> {
+        let text =
+            std::str::from_utf8(message).map_err(|_| "Invalid SASL/PLAIN response: not UTF-8")?;
+        let tokens: Vec<&str> = text.split('\0').collect();
+        let [authzid, username, password] = tokens[..] else {
+            return Err("Invalid SASL/PLAIN response: expected 3 tokens");
+        };
+        if username.is_empty() {
+            return Err("Authentication failed: username not specified");
+        }
+        if password.is_empty() {
+            return Err("Authentication failed: password not specified");
+        }
+        let known = self
+            .plain_users
+            .get(username)
+            .is_some_and(|expected| constant_time_eq(expected.as_bytes(), password.as_bytes()));
+        if !known {
+            return Err("Authentication failed: Invalid username or password");
+        }
+        if !authzid.is_empty() && authzid != username {
+            return Err(
+                "Authentication failed: Client requested an authorization id that is different from username",
+            );
+        }
+        Ok(username.to_string())
+    }
+}
+
+/// The key of listener `listener`'s JAAS entry for `mechanism`:
+/// `listener.name.<listener>.<mechanism>.sasl.jaas.config`, lower case.
+pub fn jaas_key(listener: &str, mechanism: &str) -> String {
+    format!(
+        "{}{}.{}.sasl.jaas.config",
+        crate::config::LISTENER_PREFIX,
+        listener.to_ascii_lowercase(),
+        mechanism.to_ascii_lowercase()
+    )
+}
+
+/// The one login module of a listener's JAAS entry (Kafka's
+/// `JaasContext`: "should be 1 module").
+fn single_entry(text: &str) -> Result<JaasEntry, String> {
+    let mut entries = parse_jaas(text)?;
+    match entries.len() {
+        1 => Ok(entries.remove(0)),
+        n => Err(format!(
+            "JAAS config contains {n} login modules, should be 1 module"
+        )),
+    }
+}
+
+/// Checks a `listener.name.<l>.<mechanism>.sasl.jaas.config` value when the
+/// configuration is read.
+///
+/// # Errors
+/// The parse error, without the value.
+pub fn check_jaas(text: &str) -> Result<(), String> {
+    single_entry(text).map(drop)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Runs the SASL exchange on `stream` until the client is authenticated
+/// (returns its principal, `User:<name>`) or the connection must close
+/// (returns the logged reason).
+pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    sasl: &SaslListener,
+    peer: SocketAddr,
+    idle: Duration,
+) -> Result<String, String> {
+    let mut mechanism: Option<String> = None;
+    // The handshake was v0: the tokens that follow are bare.
+    let mut raw_tokens = false;
+    loop {
+        let frame = tokio::time::timeout(idle, read_request(stream, sasl.max_receive))
+            .await
+            .map_err(|_| "no SASL request within connections.max.idle.ms".to_string())??;
+        if mechanism.is_some() && raw_tokens {
+            // After a SaslHandshake v0 the token comes bare (size-prefixed,
+            // no request header) and so does the answer; a failure closes
+            // the connection without one (Kafka's pre-KIP-152 exchange).
+            return match sasl.check_plain(&frame) {
+                Ok(user) => {
+                    write(stream, &0i32.to_be_bytes()).await?;
+                    Ok(format!("User:{user}"))
+                }
+                Err(message) => {
+                    info!(%peer, "Failed authentication with {peer} ({message})");
+                    metrics::counter!("weir_sasl_authentication_failures_total").increment(1);
+                    Err("SASL authentication failed".into())
+                }
+            };
+        }
+        let request = match codec::decode_request(frame.clone()) {
+            Ok(request) => request,
+            Err(e) => {
+                // ApiVersions of an unknown version gets its KIP-511 answer.
+                return match crate::dispatch::decode_failure(&frame, e) {
+                    crate::dispatch::Response::Frame(bytes) => {
+                        write(stream, &bytes).await?;
+                        continue;
+                    }
+                    _ => Err("undecodable request before authentication".into()),
+                };
+            }
+        };
+        let (api_key, version) = (request.api_key, request.api_version);
+        let correlation_id = request.header.correlation_id;
+        let respond = |body: ResponseKind| {
+            codec::encode_response(api_key, version, correlation_id, &body)
+                .map_err(|e| format!("cannot encode {api_key:?}: {e}"))
+        };
+        match request.body {
+            RequestKind::ApiVersions(r) => {
+                let body =
+                    ResponseKind::ApiVersions(crate::handlers::api_versions::handle(version, r));
+                write(stream, &respond(body)?).await?;
+            }
+            RequestKind::SaslHandshake(r) if mechanism.is_none() => {
+                let wanted = r.mechanism.to_ascii_uppercase();
+                let mut response = SaslHandshakeResponse::default();
+                response.mechanisms = sasl
+                    .mechanisms
+                    .iter()
+                    .map(|m| crate::handlers::str_bytes(m.clone()))
+                    .collect();
+                let enabled = sasl.mechanisms.contains(&wanted);
+                if !enabled {
+                    response.error_code = UNSUPPORTED_SASL_MECHANISM;
+                }
+                write(stream, &respond(ResponseKind::SaslHandshake(response))?).await?;
+                if !enabled {
+                    return Err(format!(
+                        "unsupported SASL mechanism {}",
+                        r.mechanism.as_str()
+                    ));
+                }
+                mechanism = Some(wanted);
+                raw_tokens = version == 0;
+            }
+            RequestKind::SaslAuthenticate(r) if mechanism.is_some() => {
+                let outcome = sasl.check_plain(&r.auth_bytes);
+                let mut response = SaslAuthenticateResponse::default();
+                match outcome {
+                    Ok(user) => {
+                        write(stream, &respond(ResponseKind::SaslAuthenticate(response))?).await?;
+                        return Ok(format!("User:{user}"));
+                    }
+                    Err(message) => {
+                        info!(%peer, mechanism = mechanism.as_deref().unwrap_or(""),
+                            "Failed authentication with {peer} ({message})");
+                        metrics::counter!("weir_sasl_authentication_failures_total").increment(1);
+                        response.error_code = SASL_AUTHENTICATION_FAILED;
+                        response.error_message = Some(crate::handlers::str_bytes(message));
+                        // Kafka delays the answer to a failed authentication
+                        // (connection.failed.authentication.delay.ms) to slow
+                        // password guessing.
+                        tokio::time::sleep(sasl.failed_delay).await;
+                        write(stream, &respond(ResponseKind::SaslAuthenticate(response))?).await?;
+                        return Err("SASL authentication failed".into());
+                    }
+                }
+            }
+            body => {
+                // Kafka's SaslServerAuthenticator: before the handshake such
+                // a request closes the connection; after it, it is answered
+                // ILLEGAL_SASL_STATE first.
+                if mechanism.is_some() {
+                    if let Some(answer) = weir_protocol_compat::error_response::error_response(
+                        &body,
+                        version,
+                        ILLEGAL_SASL_STATE,
+                    ) {
+                        write(stream, &respond(answer)?).await?;
+                    }
+                }
+                return Err(format!(
+                    "unexpected {api_key:?} request during SASL authentication"
+                ));
+            }
+        }
+    }
+}
+
+/// Reads one size-prefixed request, exactly (nothing after it).
+async fn read_request<S: AsyncRead + Unpin>(stream: &mut S, max: usize) -> Result<Bytes, String> {
+    let size = stream
+        .read_i32()
+        .await
+        .map_err(|e| format!("read failed: {e}"))?;
+    let size = usize::try_from(size).map_err(|_| format!("invalid request size {size}"))?;
+    if size > max {
+        return Err(format!(
+            "request of {size} bytes during SASL authentication exceeds sasl.server.max.receive.size ({max})"
+        ));
+    }
+    let mut frame = BytesMut::zeroed(size);
+    stream
+        .read_exact(&mut frame)
+        .await
+        .map_err(|e| format!("read failed: {e}"))?;
+    Ok(frame.freeze())
+}
+
+async fn write<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> Result<(), String> {
+    stream
+        .write_all(bytes)
+        .await
+        .map_err(|e| format!("write failed: {e}"))?;
+    stream
+        .flush()
+        .await
+        .map_err(|e| format!("write failed: {e}"))
+}
+
+/// The answer to a SaslHandshake or SaslAuthenticate that arrives after
+/// authentication, or on a listener without SASL: ILLEGAL_SASL_STATE, as
+/// Kafka's `KafkaApis` (re-authentication is not served).
+pub fn illegal_state(body: &RequestKind) -> Option<ResponseKind> {
+    match body {
+        RequestKind::SaslHandshake(_) => {
+            let mut response = SaslHandshakeResponse::default();
+            response.error_code = ILLEGAL_SASL_STATE;
+            Some(ResponseKind::SaslHandshake(response))
+        }
+        RequestKind::SaslAuthenticate(_) => {
+            let mut response = SaslAuthenticateResponse::default();
+            response.error_code = ILLEGAL_SASL_STATE;
+            response.error_message = Some(crate::handlers::str_bytes(
+                "SaslAuthenticate request received after successful authentication",
+            ));
+            Some(ResponseKind::SaslAuthenticate(response))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::{
+        ApiKey, ApiVersionsRequest, MetadataRequest, RequestHeader, SaslAuthenticateRequest,
+        SaslHandshakeRequest,
+    };
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+    const JAAS: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required
+        username="admin" password="admin-secret"
+        user_admin="admin-secret" user_alice="alice \"quoted\" secret";"#;
+
+    fn listener(extra: &[(&str, &str)]) -> Result<SaslListener, SaslConfigError> {
+        let mut pairs = vec![
+            ("listeners", "SASL_PLAINTEXT://127.0.0.1:0"),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+            ("listener.name.sasl_plaintext.plain.sasl.jaas.config", JAAS),
+        ];
+        for (k, v) in extra {
+            pairs.retain(|(key, _)| key != k);
+            pairs.push((k, v));
+        }
+        let config = BrokerConfig::from_pairs(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+        .unwrap();
+        SaslListener::from_config(&config, "SASL_PLAINTEXT")
+    }
+
+    #[test]
+    fn jaas_entries_parse_as_kafkas_tokenizer_reads_them() {
+        let entries = parse_jaas(JAAS).unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].login_module, PLAIN_LOGIN_MODULE);
+        assert_eq!(entries[0].flag, "required");
+        assert_eq!(entries[0].options["user_alice"], r#"alice "quoted" secret"#);
+        assert_eq!(entries[0].options["username"], "admin");
+        let bare = parse_jaas("a.B optional k=v; c.D Required;").unwrap();
+        assert_eq!(bare.len(), 2);
+        assert_eq!(bare[0].options["k"], "v");
+        assert_eq!(bare[1].flag, "required");
+        for bad in [
+            "a.B required k=\"v\"",
+            "a.B always;",
+            "a.B required k;",
+            "a.B required k=\"v;",
+        ] {
+            let err = parse_jaas(bad).unwrap_err();
+            assert!(!err.contains("v\""), "{bad}: {err} quotes a value");
+        }
+    }
+
+    #[test]
+    fn plain_checks_users_of_the_jaas_entry_with_kafkas_messages() {
+        let sasl = listener(&[]).unwrap();
+        assert_eq!(sasl.check_plain(b"\0admin\0admin-secret").unwrap(), "admin");
+        assert_eq!(
+            sasl.check_plain(b"alice\0alice\0alice \"quoted\" secret")
+                .unwrap(),
+            "alice"
+        );
+        let refused = [
+            (&b"\0admin\0wrong"[..], "Authentication failed: Invalid username or password"),
+            (b"\0mallory\0admin-secret", "Authentication failed: Invalid username or password"),
+            (b"\0\0x", "Authentication failed: username not specified"),
+            (b"\0admin\0", "Authentication failed: password not specified"),
+            (b"admin-secret", "Invalid SASL/PLAIN response: expected 3 tokens"),
+            (
+                b"bob\0admin\0admin-secret",
+                "Authentication failed: Client requested an authorization id that is different from username",
+            ),
+        ];
+        for (message, expected) in refused {
+            assert_eq!(sasl.check_plain(message), Err(expected), "{message:?}");
+        }
+    }
+
+    #[test]
+    fn sasl_settings_that_cannot_be_served_are_refused_naming_the_key() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[("sasl.enabled.mechanisms", "GSSAPI")],
+                "sasl.enabled.mechanisms",
+            ),
+            (
+                &[("sasl.enabled.mechanisms", "PLAIN,OAUTHBEARER")],
+                "sasl.enabled.mechanisms",
+            ),
+            (
+                &[("connections.max.reauth.ms", "60000")],
+                "connections.max.reauth.ms",
+            ),
+            (
+                &[(
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+                    "a.B required;",
+                )],
+                "plain.sasl.jaas.config",
+            ),
+        ];
+        for (extra, key) in cases {
+            let err = listener(extra).unwrap_err().to_string();
+            assert!(err.contains(key), "{extra:?}: {err}");
+        }
+        let config = BrokerConfig::from_pairs(vec![
+            ("listeners".into(), "SASL_PLAINTEXT://127.0.0.1:0".into()),
+            ("sasl.enabled.mechanisms".into(), "PLAIN".into()),
+        ])
+        .unwrap();
+        let err = SaslListener::from_config(&config, "SASL_PLAINTEXT").unwrap_err();
+        assert!(err.to_string().contains("no JAAS entry"), "{err}");
+        let err = BrokerConfig::from_pairs(vec![(
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config".into(),
+            "a.B required password=\"hunter2\"".into(),
+        )])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("[hidden]") && !err.contains("hunter2"),
+            "{err}"
+        );
+    }
+
+    /// Encodes a request frame (size prefix included).
+    fn frame<R: Encodable>(
+        api_key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        body: &R,
+    ) -> Vec<u8> {
+        let mut header = RequestHeader::default();
+        header.request_api_key = api_key as i16;
+        header.request_api_version = version;
+        header.correlation_id = correlation_id;
+        let mut buf = BytesMut::new();
+        header
+            .encode(&mut buf, api_key.request_header_version(version))
+            .unwrap();
+        body.encode(&mut buf, version).unwrap();
+        let mut out = (buf.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(&buf);
+        out
+    }
+
+    /// Reads one response frame's body (after the v0 response header).
+    async fn response<S: AsyncRead + Unpin>(client: &mut S) -> Option<Bytes> {
+        let size = client.read_i32().await.ok()?;
+        let mut body = vec![0u8; size as usize];
+        client.read_exact(&mut body).await.ok()?;
+        Some(Bytes::from(body).split_off(4))
+    }
+
+    /// Runs `authenticate` against what `client` does; returns its outcome.
+    async fn exchange<F, Fut>(client: F) -> Result<String, String>
+    where
+        F: FnOnce(tokio::io::DuplexStream) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let sasl = listener(&[("connection.failed.authentication.delay.ms", "0")]).unwrap();
+        let (server, client_side) = tokio::io::duplex(64 * 1024);
+        let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        // The server's end is dropped once it returns, as the connection
+        // closes, so a client waiting for an answer sees the end.
+        let server = async move {
+            let mut server = server;
+            authenticate(&mut server, &sasl, peer, Duration::from_secs(5)).await
+        };
+        let (outcome, ()) = tokio::join!(server, client(client_side));
+        outcome
+    }
+
+    fn handshake(mechanism: &'static str) -> Vec<u8> {
+        let mut request = SaslHandshakeRequest::default();
+        request.mechanism = StrBytes::from_static_str(mechanism);
+        frame(ApiKey::SaslHandshake, 1, 2, &request)
+    }
+
+    fn plain(message: &'static [u8], version: i16) -> Vec<u8> {
+        let mut request = SaslAuthenticateRequest::default();
+        request.auth_bytes = Bytes::from_static(message);
+        frame(ApiKey::SaslAuthenticate, version, 3, &request)
+    }
+
+    #[tokio::test]
+    async fn api_versions_then_plain_authenticates_the_user() {
+        let outcome = exchange(|mut client| async move {
+            client
+                .write_all(&frame(
+                    ApiKey::ApiVersions,
+                    3,
+                    1,
+                    &ApiVersionsRequest::default(),
+                ))
+                .await
+                .unwrap();
+            response(&mut client).await.expect("ApiVersions answered");
+            client.write_all(&handshake("PLAIN")).await.unwrap();
+            let mut body = response(&mut client).await.unwrap();
+            let answer = SaslHandshakeResponse::decode(&mut body, 1).unwrap();
+            assert_eq!(answer.error_code, 0);
+            assert_eq!(answer.mechanisms, [StrBytes::from_static_str("PLAIN")]);
+            client
+                .write_all(&plain(b"\0alice\0alice \"quoted\" secret", 2))
+                .await
+                .unwrap();
+            let mut body = response(&mut client).await.unwrap();
+            // v2 is flexible: a tagged-field section follows the header.
+            let _tags = body.split_to(1);
+            let answer = SaslAuthenticateResponse::decode(&mut body, 2).unwrap();
+            assert_eq!(answer.error_code, 0);
+        })
+        .await;
+        assert_eq!(outcome.unwrap(), "User:alice");
+    }
+
+    #[tokio::test]
+    async fn after_a_v0_handshake_the_plain_token_comes_bare() {
+        let outcome = exchange(|mut client| async move {
+            let mut request = SaslHandshakeRequest::default();
+            request.mechanism = StrBytes::from_static_str("PLAIN");
+            client
+                .write_all(&frame(ApiKey::SaslHandshake, 0, 2, &request))
+                .await
+                .unwrap();
+            let mut body = response(&mut client).await.unwrap();
+            assert_eq!(
+                SaslHandshakeResponse::decode(&mut body, 0)
+                    .unwrap()
+                    .error_code,
+                0
+            );
+            let token = b"\0admin\0admin-secret";
+            client
+                .write_all(&(token.len() as i32).to_be_bytes())
+                .await
+                .unwrap();
+            client.write_all(token).await.unwrap();
+            assert_eq!(client.read_i32().await.unwrap(), 0, "an empty token back");
+        })
+        .await;
+        assert_eq!(outcome.unwrap(), "User:admin");
+    }
+
+    #[tokio::test]
+    async fn a_wrong_password_is_answered_58_and_closes() {
+        let outcome = exchange(|mut client| async move {
+            client.write_all(&handshake("PLAIN")).await.unwrap();
+            response(&mut client).await.unwrap();
+            client
+                .write_all(&plain(b"\0alice\0guess", 1))
+                .await
+                .unwrap();
+            let mut body = response(&mut client).await.unwrap();
+            let answer = SaslAuthenticateResponse::decode(&mut body, 1).unwrap();
+            assert_eq!(answer.error_code, SASL_AUTHENTICATION_FAILED);
+            assert_eq!(
+                answer.error_message.as_deref(),
+                Some("Authentication failed: Invalid username or password")
+            );
+        })
+        .await;
+        assert!(outcome.is_err());
+    }
+
+    #[tokio::test]
+    async fn an_unsupported_mechanism_gets_33_with_the_enabled_list_and_closes() {
+        let outcome = exchange(|mut client| async move {
+            client.write_all(&handshake("SCRAM-SHA-256")).await.unwrap();
+            let mut body = response(&mut client).await.unwrap();
+            let answer = SaslHandshakeResponse::decode(&mut body, 1).unwrap();
+            assert_eq!(answer.error_code, UNSUPPORTED_SASL_MECHANISM);
+            assert_eq!(answer.mechanisms, [StrBytes::from_static_str("PLAIN")]);
+        })
+        .await;
+        assert!(outcome.unwrap_err().contains("SCRAM-SHA-256"));
+    }
+
+    #[tokio::test]
+    async fn another_request_after_the_handshake_is_answered_34_and_closes() {
+        let outcome = exchange(|mut client| async move {
+            client.write_all(&handshake("PLAIN")).await.unwrap();
+            response(&mut client).await.unwrap();
+            client
+                .write_all(&frame(ApiKey::Metadata, 4, 5, &MetadataRequest::default()))
+                .await
+                .unwrap();
+            let mut body = response(&mut client).await.expect("an error answer");
+            let answer = kafka_protocol::messages::MetadataResponse::decode(&mut body, 4).unwrap();
+            assert!(answer.brokers.is_empty());
+            assert!(response(&mut client).await.is_none(), "then closed");
+        })
+        .await;
+        assert!(outcome.is_err());
+    }
+
+    #[tokio::test]
+    async fn other_requests_before_authentication_close_without_an_answer() {
+        for first in [
+            frame(ApiKey::Metadata, 12, 1, &MetadataRequest::default()),
+            plain(b"\0alice\0x", 1),
+        ] {
+            let outcome = exchange(|mut client| async move {
+                client.write_all(&first).await.unwrap();
+                assert!(response(&mut client).await.is_none(), "no answer");
+            })
+            .await;
+            assert!(outcome.unwrap_err().contains("during SASL authentication"));
+        }
+        let oversized = exchange(|mut client| async move {
+            client
+                .write_all(&(1_000_000i32).to_be_bytes())
+                .await
+                .unwrap();
+            assert!(response(&mut client).await.is_none());
+        })
+        .await;
+        assert!(oversized
+            .unwrap_err()
+            .contains("sasl.server.max.receive.size"));
+    }
+}
