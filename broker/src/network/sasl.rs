@@ -19,8 +19,8 @@
 //!
 //! Requests are read one at a time with exact reads (nothing past the
 //! current request is taken from the socket), each at most
-//! `sasl.server.max.receive.size` bytes, each read bounded by
-//! `connections.max.idle.ms`.
+//! `sasl.server.max.receive.size` bytes held as they arrive (not reserved
+//! from the size prefix), each read bounded by `connections.max.idle.ms`.
 //!
 //! Mechanisms: PLAIN (RFC 4616; Kafka's `PlainSaslServer`), with the users
 //! of the listener's JAAS entry (`listener.name.<listener>.plain.sasl.jaas.config`,
@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::{
     RequestKind, ResponseKind, SaslAuthenticateResponse, SaslHandshakeResponse,
 };
@@ -466,12 +466,19 @@ async fn read_request<S: AsyncRead + Unpin>(stream: &mut S, max: usize) -> Resul
             "request of {size} bytes during SASL authentication exceeds sasl.server.max.receive.size ({max})"
         ));
     }
-    let mut frame = BytesMut::zeroed(size);
-    stream
-        .read_exact(&mut frame)
+    // The buffer grows with the bytes that arrive, never from the size
+    // prefix alone: a client that sends only prefixes must not make each
+    // of its connections hold `sasl.server.max.receive.size` bytes.
+    let mut frame = Vec::new();
+    let read = (&mut *stream)
+        .take(size as u64)
+        .read_to_end(&mut frame)
         .await
         .map_err(|e| format!("read failed: {e}"))?;
-    Ok(frame.freeze())
+    if read < size {
+        return Err("client closed during a request".into());
+    }
+    Ok(Bytes::from(frame))
 }
 
 async fn write<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> Result<(), String> {
@@ -510,6 +517,7 @@ pub fn illegal_state(body: &RequestKind) -> Option<ResponseKind> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
     use kafka_protocol::messages::{
         ApiKey, ApiVersionsRequest, MetadataRequest, RequestHeader, SaslAuthenticateRequest,
         SaslHandshakeRequest,
@@ -804,6 +812,20 @@ mod tests {
         })
         .await;
         assert!(outcome.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_request_cut_short_closes_the_connection() {
+        let outcome = exchange(|mut client| async move {
+            let request = handshake("PLAIN");
+            client
+                .write_all(&request[..request.len() - 1])
+                .await
+                .unwrap();
+            client.shutdown().await.unwrap();
+        })
+        .await;
+        assert_eq!(outcome.unwrap_err(), "client closed during a request");
     }
 
     #[tokio::test]
