@@ -493,6 +493,12 @@ fn a_follower_cut_off_from_the_leader_leaves_the_isr_and_rejoins_after_healing()
                     .override_config("listeners", &listeners)
                     .override_config("advertised.listeners", &advertised)
                     .override_config("inter.broker.listener.name", "REPLICATION")
+                    // A listener not named after a protocol needs its entry,
+                    // as in Kafka.
+                    .override_config(
+                        "listener.security.protocol.map",
+                        "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    )
                     .override_config("controller.quorum.voters", &voters)
                     .override_config("replica.lag.time.max.ms", "3000");
                 for (key, value) in FAST_SESSIONS {
