@@ -21,35 +21,18 @@
 
 const readline = require("readline");
 const { Kafka, logLevel } = require("kafkajs");
-
-function fail(message) {
-  process.stderr.write(`FAIL: ${message}\n`);
-  process.exit(2);
-}
+const { fail, parseOptions, stderrLogCreator } = require("./harness");
 
 const [bootstrap, topic, group, ...rest] = process.argv.slice(2);
 if (!group) {
   fail("usage: group_consumer.js BOOTSTRAP TOPIC GROUP [KEY=VALUE ...]");
 }
-const options = { "session.timeout.ms": "10000", "stop.after": null };
-for (const arg of rest) {
-  const at = arg.indexOf("=");
-  const key = arg.slice(0, at);
-  if (at < 0 || !(key in options)) {
-    fail(`unknown option ${arg}`);
-  }
-  options[key] = arg.slice(at + 1);
-}
+const options = parseOptions(rest, { "session.timeout.ms": "10000", "stop.after": null });
 
 let errorLines = 0;
-const logCreator = () => ({ namespace, level, log }) => {
-  const name = { [logLevel.ERROR]: "ERROR", [logLevel.WARN]: "WARN", [logLevel.INFO]: "INFO", [logLevel.DEBUG]: "DEBUG" }[level];
-  const { message, ...extra } = log;
-  process.stderr.write(`[${name}] ${namespace}: ${message} ${JSON.stringify(extra)}\n`);
-  if (level === logLevel.ERROR) {
-    errorLines += 1;
-  }
-};
+const logCreator = stderrLogCreator(() => {
+  errorLines += 1;
+});
 
 const kafka = new Kafka({
   clientId: "weir-itest-kafkajs",

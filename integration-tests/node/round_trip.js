@@ -24,13 +24,9 @@
 
 const fs = require("fs");
 const { Kafka, logLevel } = require("kafkajs");
+const { fail, parseOptions, stderrLogCreator } = require("./harness");
 
 const DEADLINE_MS = 180000;
-
-function fail(message) {
-  process.stderr.write(`FAIL: ${message}\n`);
-  process.exit(2);
-}
 
 const [bootstrap, topic, countText, partitionsText, ...rest] = process.argv.slice(2);
 if (!partitionsText) {
@@ -38,22 +34,14 @@ if (!partitionsText) {
 }
 const count = Number(countText);
 const partitions = Number(partitionsText);
-const options = {
+const options = parseOptions(rest, {
   "ssl.ca": null,
   "ssl.cert": null,
   "ssl.key": null,
   "sasl.mechanism": null,
   "sasl.username": null,
   "sasl.password": null,
-};
-for (const arg of rest) {
-  const at = arg.indexOf("=");
-  const key = arg.slice(0, at);
-  if (at < 0 || !(key in options)) {
-    fail(`unknown option ${arg}`);
-  }
-  options[key] = arg.slice(at + 1);
-}
+});
 
 let ssl = false;
 const given = (prefix) => Object.keys(options).filter((key) => key.startsWith(prefix) && options[key] !== null);
@@ -83,19 +71,13 @@ if (given("sasl.").length > 0) {
   };
 }
 
-const logCreator = () => ({ namespace, level, log }) => {
-  const name = { [logLevel.ERROR]: "ERROR", [logLevel.WARN]: "WARN", [logLevel.INFO]: "INFO", [logLevel.DEBUG]: "DEBUG" }[level];
-  const { message, ...extra } = log;
-  process.stderr.write(`[${name}] ${namespace}: ${message} ${JSON.stringify(extra)}\n`);
-};
-
 const kafka = new Kafka({
   clientId: "weir-itest-kafkajs",
   brokers: [bootstrap],
   ssl,
   sasl,
   logLevel: logLevel.INFO,
-  logCreator,
+  logCreator: stderrLogCreator(),
   retry: { retries: 8 },
 });
 

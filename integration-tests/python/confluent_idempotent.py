@@ -17,30 +17,17 @@ compares the multiset of (key, value) pairs. Prints "delivered N" and
 """
 
 import collections
-import sys
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-DEADLINE_S = 180
-
-
-def fail(message):
-    print(f"FAIL: {message}", file=sys.stderr, flush=True)
-    sys.exit(2)
+from round_trip import DEADLINE_S, check_consumed, expected_records, fail, parse_args, record
 
 
 def main():
-    if len(sys.argv) < 5:
-        fail("usage: confluent_idempotent.py BOOTSTRAP TOPIC COUNT PARTITIONS [KEY=VALUE ...]")
-    bootstrap, topic, count, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    common = {"bootstrap.servers": bootstrap}
-    for option in sys.argv[5:]:
-        key, eq, value = option.partition("=")
-        if not eq:
-            fail(f"option {option} is not KEY=VALUE")
-        common[key] = value
+    bootstrap, topic, count, partitions, options = parse_args("confluent_idempotent.py")
+    common = {"bootstrap.servers": bootstrap, **options}
 
     admin = AdminClient(dict(common))
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
@@ -58,7 +45,7 @@ def main():
         "enable.idempotence": True,
         "linger.ms": 5,
     })
-    expected = collections.Counter()
+    expected = expected_records(count)
     errors = []
     delivered = 0
 
@@ -70,9 +57,7 @@ def main():
             delivered += 1
 
     for i in range(count):
-        key = f"key-{i}".encode()
-        value = f"value-{i}-{'x' * (i % 50)}".encode()
-        expected[(key, value)] += 1
+        key, value = record(i)
         while True:
             try:
                 producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
@@ -115,11 +100,7 @@ def main():
             got[(msg.key(), msg.value())] += 1
             position[msg.partition()] = msg.offset() + 1
     consumer.close()
-    if got != expected:
-        missing = expected - got
-        extra = got - expected
-        fail(f"multiset differs: {sum(missing.values())} missing, {sum(extra.values())} unexpected")
-    print(f"consumed {sum(got.values())}", flush=True)
+    check_consumed(expected, got)
 
 
 if __name__ == "__main__":

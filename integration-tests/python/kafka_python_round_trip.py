@@ -18,42 +18,27 @@ exits non-zero with a message on any failure or mismatch.
 """
 
 import collections
-import sys
 import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-DEADLINE_S = 180
-
-
-def fail(message):
-    print(f"FAIL: {message}", file=sys.stderr, flush=True)
-    sys.exit(2)
+from round_trip import DEADLINE_S, check_consumed, expected_records, fail, parse_args, record
 
 
 def main():
-    if len(sys.argv) < 5:
-        fail("usage: kafka_python_round_trip.py BOOTSTRAP TOPIC COUNT PARTITIONS [KEY=VALUE ...]")
-    bootstrap, topic, count, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    common = {"bootstrap_servers": bootstrap, "request_timeout_ms": 30000}
-    for option in sys.argv[5:]:
-        key, eq, value = option.partition("=")
-        if not eq:
-            fail(f"option {option} is not KEY=VALUE")
-        common[key] = value
+    bootstrap, topic, count, partitions, options = parse_args("kafka_python_round_trip.py")
+    common = {"bootstrap_servers": bootstrap, "request_timeout_ms": 30000, **options}
 
     admin = KafkaAdminClient(**common)
     admin.create_topics([NewTopic(topic, partitions, 1)])
     admin.close()
 
     producer = KafkaProducer(acks="all", linger_ms=5, **common)
-    expected = collections.Counter()
+    expected = expected_records(count)
     futures = []
     for i in range(count):
-        key = f"key-{i}".encode()
-        value = f"value-{i}-{'x' * (i % 50)}".encode()
-        expected[(key, value)] += 1
+        key, value = record(i)
         futures.append(producer.send(topic, key=key, value=value))
     producer.flush(timeout=DEADLINE_S)
     for future in futures:
@@ -74,15 +59,11 @@ def main():
         if time.monotonic() > deadline:
             positions = {tp.partition: consumer.position(tp) for tp in assigned}
             fail(f"timed out at positions {positions}, end offsets {end}")
-        for records in consumer.poll(timeout_ms=500).values():
-            for record in records:
-                got[(record.key, record.value)] += 1
+        for messages in consumer.poll(timeout_ms=500).values():
+            for message in messages:
+                got[(message.key, message.value)] += 1
     consumer.close()
-    if got != expected:
-        missing = expected - got
-        extra = got - expected
-        fail(f"multiset differs: {sum(missing.values())} missing, {sum(extra.values())} unexpected")
-    print(f"consumed {sum(got.values())}", flush=True)
+    check_consumed(expected, got)
 
 
 if __name__ == "__main__":

@@ -27,13 +27,12 @@ use kafka_protocol::messages::{
     TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use weir_integration_tests::clients;
 use weir_integration_tests::records;
 use weir_integration_tests::sasl::{self, ALICE};
 use weir_integration_tests::tls::TestPki;
 use weir_integration_tests::{RawClient, TestBroker};
 
-use crate::support::{self, error_code};
+use crate::support::{self, error_code, RoundTripScript};
 
 /// The listener of SASL over plain TCP (Kafka's default
 /// `listener.security.protocol.map` maps the name to SASL_PLAINTEXT).
@@ -524,8 +523,7 @@ fn kcat_round_trips_1000_lines_over_sasl_ssl_as_alice() {
 fn confluent_kafka_round_trips_over_sasl_ssl() {
     let (pki, broker) = start_sasl_broker();
     support::script_round_trip(
-        clients::python_script("confluent_idempotent.py").expect("venv"),
-        "confluent_idempotent.py",
+        RoundTripScript::Confluent,
         broker.bootstrap_for(SASL_SSL),
         "sasl-confluent",
         2000,
@@ -547,8 +545,7 @@ fn confluent_kafka_round_trips_over_sasl_ssl() {
 fn kafka_python_round_trips_over_sasl_plaintext() {
     let (_pki, broker) = start_sasl_broker();
     support::script_round_trip(
-        clients::python_script("kafka_python_round_trip.py").expect("venv"),
-        "kafka_python_round_trip.py",
+        RoundTripScript::KafkaPython,
         broker.bootstrap_for(SASL_PLAINTEXT),
         "sasl-kafka-python",
         2000,
@@ -597,8 +594,7 @@ fn java_client_round_trips_over_sasl_ssl() {
 fn kafkajs_round_trips_over_sasl_plaintext() {
     let (_pki, broker) = start_sasl_broker();
     support::script_round_trip(
-        clients::node_script("round_trip.js").expect("KafkaJS"),
-        "round_trip.js",
+        RoundTripScript::KafkaJs,
         broker.bootstrap_for(SASL_PLAINTEXT),
         "sasl-kafkajs",
         2000,

@@ -644,28 +644,62 @@ fn assert_printed(output: &CommandOutput, expected: &[String]) {
     }
 }
 
-/// Runs `command`, the round-trip client script `script`
-/// (`confluent_idempotent.py`, `kafka_python_round_trip.py` or
-/// `round_trip.js`), as `<bootstrap> <topic> <records> 3 <options>...`:
-/// the script creates a 3-partition topic, writes `records` records and
-/// reads them back. Requires exit 0 and its `delivered <records>` and
-/// `consumed <records>` lines.
+/// A round-trip client program: each creates a topic, writes records and
+/// reads them back, with client options given as `KEY=VALUE` arguments.
+#[derive(Clone, Copy, Debug)]
+pub enum RoundTripScript {
+    /// `python/confluent_idempotent.py`: confluent-kafka (librdkafka),
+    /// idempotent producer, assign() consumer; librdkafka property names.
+    Confluent,
+    /// `python/kafka_python_round_trip.py`: kafka-python, acks=all,
+    /// assign() consumer; kafka-python keyword argument names.
+    KafkaPython,
+    /// `node/round_trip.js`: KafkaJS, acks=-1, group consumer; its own
+    /// `ssl.*` and `sasl.*` option names.
+    KafkaJs,
+}
+
+impl RoundTripScript {
+    fn file(self) -> &'static str {
+        match self {
+            RoundTripScript::Confluent => "confluent_idempotent.py",
+            RoundTripScript::KafkaPython => "kafka_python_round_trip.py",
+            RoundTripScript::KafkaJs => "round_trip.js",
+        }
+    }
+
+    fn command(self) -> Command {
+        match self {
+            RoundTripScript::Confluent | RoundTripScript::KafkaPython => {
+                clients::python_script(self.file()).expect("the venv")
+            }
+            RoundTripScript::KafkaJs => clients::node_script(self.file()).expect("KafkaJS"),
+        }
+    }
+}
+
+/// Runs the round-trip client `script` as
+/// `<bootstrap> <topic> <records> 3 <options>...`: the script creates a
+/// 3-partition topic, writes `records` records and reads them back.
+/// Requires exit 0 and its `delivered <records>` and `consumed <records>`
+/// lines.
 #[track_caller]
 pub fn script_round_trip(
-    mut command: Command,
-    script: &str,
+    script: RoundTripScript,
     bootstrap: String,
     topic: &str,
     records: usize,
     options: &[String],
 ) {
+    let mut command = script.command();
     command
         .arg(bootstrap)
         .arg(topic)
         .arg(records.to_string())
         .arg("3")
         .args(options);
-    let output = clients::run(command, None, CLIENT_TIMEOUT).expect(script);
+    let output = clients::run(command, None, CLIENT_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{}: {e}", script.file()));
     assert_printed(
         &output,
         &[

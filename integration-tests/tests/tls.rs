@@ -17,11 +17,10 @@ use std::time::Duration;
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader};
 use kafka_protocol::protocol::{Encodable, StrBytes};
-use weir_integration_tests::clients;
 use weir_integration_tests::tls::{ClientIdentity, TestPki};
 use weir_integration_tests::TestBroker;
 
-use crate::support;
+use crate::support::{self, RoundTripScript};
 
 /// The name of the TLS listener (Kafka's default
 /// `listener.security.protocol.map` maps it to SSL).
@@ -317,8 +316,7 @@ fn confluent_kafka_round_trips_over_mutual_tls() {
     let broker = start_ssl_broker(&pki, &[("ssl.client.auth", "required")]);
     let client = pki.client();
     support::script_round_trip(
-        clients::python_script("confluent_idempotent.py").expect("venv"),
-        "confluent_idempotent.py",
+        RoundTripScript::Confluent,
         broker.bootstrap_for(SSL),
         "tls-confluent",
         2000,
@@ -350,8 +348,7 @@ fn kafka_python_round_trips_over_mutual_tls() {
     let broker = start_ssl_broker(&pki, &[("ssl.client.auth", "required")]);
     let client = pki.client();
     support::script_round_trip(
-        clients::python_script("kafka_python_round_trip.py").expect("venv"),
-        "kafka_python_round_trip.py",
+        RoundTripScript::KafkaPython,
         broker.bootstrap_for(SSL),
         "tls-kafka-python",
         2000,
@@ -400,8 +397,7 @@ fn kafkajs_round_trips_over_mutual_tls() {
     let broker = start_ssl_broker(&pki, &[("ssl.client.auth", "required")]);
     let client = pki.client();
     support::script_round_trip(
-        clients::node_script("round_trip.js").expect("KafkaJS"),
-        "round_trip.js",
+        RoundTripScript::KafkaJs,
         broker.bootstrap_for(SSL),
         "tls-kafkajs",
         2000,

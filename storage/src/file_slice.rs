@@ -52,15 +52,13 @@ impl FileSlice {
         self.position
     }
 
-    /// Reads the region into memory with `pread` (tests, TLS connections).
+    /// Reads the whole region into memory with `pread`.
     ///
     /// # Errors
     /// The `pread` error; `UnexpectedEof` if the file is now shorter than the
     /// region.
     pub fn read_to_bytes(&self) -> std::io::Result<Bytes> {
-        let mut buf = vec![0u8; self.len];
-        self.file.read_exact_at(&mut buf, self.position)?;
-        Ok(Bytes::from(buf))
+        self.read_range(0, self.len)
     }
 
     /// Reads `len` bytes from `start` bytes into the region with `pread`

@@ -625,9 +625,11 @@ async fn write_loop(
                 return;
             }
         };
+        // TLS: records are pushed out once no further response is queued,
+        // so pipelined responses share TLS records and socket writes.
         let result = match result {
-            Ok(()) => writer.flush().await,
-            Err(e) => Err(e),
+            Ok(()) if rx.is_empty() => writer.flush().await,
+            other => other,
         };
         if let Err(e) = result {
             debug!(%peer, error = %e, "write failed; closing");
