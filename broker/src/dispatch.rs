@@ -159,6 +159,15 @@ pub async fn handle_frame(
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(handlers::describe_quorum::handle(&ctx, version, r).await)
         }
+        RequestKind::DescribeClientQuotas(r) => {
+            ResponseKind::DescribeClientQuotas(handlers::describe_client_quotas::handle(&r))
+        }
+        RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
+            handlers::user_scram_credentials::describe(&ctx.metadata(), &r),
+        ),
+        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+            handlers::user_scram_credentials::alter(&ctx, r).await,
+        ),
         // On a SASL listener these are served before authentication
         // (network::sasl); here they come after it, or on a listener
         // without SASL: ILLEGAL_SASL_STATE, as Kafka's KafkaApis.
@@ -281,6 +290,9 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::DescribeQuorum => "DescribeQuorum",
+        ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
+        ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
+        ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         ApiKey::ElectLeaders => "ElectLeaders",
         _ => "Other",
     }

@@ -64,6 +64,14 @@ pub fn controller_error_code(error: &ControllerError) -> i16 {
         ControllerError::NotController { .. }
         | ControllerError::EpochNewerThanController { .. } => ResponseError::NotController.code(),
         ControllerError::Timeout { .. } => ResponseError::RequestTimedOut.code(),
+        ControllerError::UnacceptableCredential { .. } => {
+            ResponseError::UnacceptableCredential.code()
+        }
+        ControllerError::DuplicateResource { .. } => ResponseError::DuplicateResource.code(),
+        ControllerError::ResourceNotFound { .. } => ResponseError::ResourceNotFound.code(),
+        ControllerError::UnsupportedSaslMechanism { .. } => {
+            ResponseError::UnsupportedSaslMechanism.code()
+        }
         ControllerError::ProducerIdsExhausted { .. }
         | ControllerError::InvalidNodeId { .. }
         | ControllerError::Storage { .. }
@@ -278,6 +286,19 @@ mod tests {
             ),
             (ControllerError::InvalidRequest { reason: "r".into() }, 42),
             (ControllerError::PolicyViolation { reason: "r".into() }, 44),
+            (
+                ControllerError::UnsupportedSaslMechanism { reason: "r".into() },
+                33,
+            ),
+            (ControllerError::ResourceNotFound { reason: "r".into() }, 91),
+            (
+                ControllerError::DuplicateResource { reason: "r".into() },
+                92,
+            ),
+            (
+                ControllerError::UnacceptableCredential { reason: "r".into() },
+                93,
+            ),
             (ControllerError::UnknownTopic { name: "t".into() }, 3),
             (
                 ControllerError::UnknownPartition {

@@ -51,6 +51,14 @@ enum Command {
         /// with the same cluster id and node id.
         #[arg(long)]
         ignore_formatted: bool,
+        /// A SCRAM user the new cluster starts with, as `kafka-storage
+        /// format --add-scram`: `SCRAM-SHA-256=[name=alice,password=secret]`
+        /// (also `iterations=`, `salt=` base64, `saltedpassword=` base64).
+        /// May be repeated. Every controller of the cluster should be
+        /// formatted with the same users: the active controller's are the
+        /// ones written.
+        #[arg(long = "add-scram", short = 'S', value_name = "CREDENTIAL")]
+        add_scram: Vec<String>,
     },
     /// Print a new random cluster id (a Kafka UUID: 16 random bytes,
     /// base64url, 22 characters), as `kafka-storage random-uuid`.
@@ -68,7 +76,8 @@ fn main() -> ExitCode {
         Some(Command::Format {
             cluster_id,
             ignore_formatted,
-        }) => return format(&cli, cluster_id, *ignore_formatted),
+            add_scram,
+        }) => return format(&cli, cluster_id, *ignore_formatted, add_scram),
         None => {}
     }
     tracing_subscriber::fmt()
@@ -130,8 +139,9 @@ async fn wait_for_signal() {
     }
 }
 
-/// `weir format`: formats the first of `log.dirs` (the only one used).
-fn format(cli: &Cli, cluster_id: &str, ignore_formatted: bool) -> ExitCode {
+/// `weir format`: formats the first of `log.dirs` (the only one used),
+/// writing the bootstrap records of `add_scram` first.
+fn format(cli: &Cli, cluster_id: &str, ignore_formatted: bool, add_scram: &[String]) -> ExitCode {
     let config = match BrokerConfig::load(cli.config.as_deref(), &cli.overrides) {
         Ok(c) => c,
         Err(e) => {
@@ -147,6 +157,25 @@ fn format(cli: &Cli, cluster_id: &str, ignore_formatted: bool) -> ExitCode {
         return ExitCode::from(2);
     }
     let log_dir = config.log_dir();
+    let mut bootstrap = Vec::new();
+    for spec in add_scram {
+        match weir_broker::bootstrap::parse_add_scram(spec) {
+            Ok(record) => bootstrap.push(record),
+            Err(e) => {
+                eprintln!("weir: --add-scram: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    // The bootstrap file goes in before meta.properties marks the
+    // directory formatted; a formatted directory keeps what it has.
+    let formatted = matches!(weir_storage::read_meta_properties(&log_dir), Ok(Some(_)));
+    if !bootstrap.is_empty() && !formatted {
+        if let Err(e) = weir_broker::bootstrap::write(&log_dir, &bootstrap) {
+            eprintln!("weir: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     match weir_storage::format_log_dir(&log_dir, config.node_id, cluster_id, ignore_formatted) {
         Ok(weir_storage::FormatOutcome::Formatted) => {
             println!(

@@ -147,6 +147,13 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
                     .flat_map(|t| t.partition_result.iter().map(|p| p.error_code)),
             )
             .collect(),
+        ResponseKind::DescribeClientQuotas(r) => vec![r.error_code],
+        ResponseKind::DescribeUserScramCredentials(r) => std::iter::once(r.error_code)
+            .chain(r.results.iter().map(|u| u.error_code))
+            .collect(),
+        ResponseKind::AlterUserScramCredentials(r) => {
+            r.results.iter().map(|u| u.error_code).collect()
+        }
         ResponseKind::DescribeQuorum(r) => std::iter::once(r.error_code)
             .chain(
                 r.topics

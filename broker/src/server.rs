@@ -148,6 +148,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         static_config: StaticConfig {
             min_insync_replicas: config.min_insync_replicas,
         },
+        bootstrap_records: crate::bootstrap::read(&log_dir)?,
         ..QuorumOptions::default()
     };
     let controller: MetadataController = if broker_only {

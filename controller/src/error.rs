@@ -213,6 +213,34 @@ pub enum ControllerError {
         /// The underlying error, rendered.
         reason: String,
     },
+    /// `UNACCEPTABLE_CREDENTIAL` (93): a SCRAM credential Kafka refuses
+    /// (empty user name, iterations out of range); Kafka's message.
+    #[error("{reason}")]
+    UnacceptableCredential {
+        /// Kafka's message.
+        reason: String,
+    },
+    /// `DUPLICATE_RESOURCE` (92): a user altered twice in one request;
+    /// Kafka's message.
+    #[error("{reason}")]
+    DuplicateResource {
+        /// Kafka's message.
+        reason: String,
+    },
+    /// `RESOURCE_NOT_FOUND` (91): a SCRAM credential to delete does not
+    /// exist; Kafka's message.
+    #[error("{reason}")]
+    ResourceNotFound {
+        /// Kafka's message.
+        reason: String,
+    },
+    /// `UNSUPPORTED_SASL_MECHANISM` (33): not a SCRAM mechanism; Kafka's
+    /// message.
+    #[error("{reason}")]
+    UnsupportedSaslMechanism {
+        /// Kafka's message.
+        reason: String,
+    },
     /// `REQUEST_TIMED_OUT` (7): a bounded wait ran out.
     #[error("timed out after {waited_ms} ms waiting for {operation}")]
     Timeout {

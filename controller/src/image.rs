@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::records::{
     BrokerEndpoint, ConfigResourceType, LeaderRecoveryState, MetadataRecord, PartitionChangeRecord,
-    ELIGIBLE_LEADER_REPLICAS_VERSION,
+    ScramCredential, ScramMechanism, ELIGIBLE_LEADER_REPLICAS_VERSION,
 };
 
 /// A topic id (KIP-516): a random, never-zero UUID.
@@ -71,6 +71,16 @@ pub enum ReplayError {
         /// The broker epoch named by the record.
         epoch: i64,
     },
+    /// A `RemoveUserScramCredentialRecord` names a credential that does not
+    /// exist (Kafka's `ScramControlManager.replay`: "Unable to find
+    /// credential to delete").
+    #[error("RemoveUserScramCredentialRecord: no {mechanism} credential of user {name}")]
+    UnknownScramCredential {
+        /// The user name.
+        name: String,
+        /// The mechanism.
+        mechanism: &'static str,
+    },
     /// A `ProducerIdsRecord` would move the next producer id backwards.
     #[error("ProducerIdsRecord moves next producer id back from {current} to {requested}")]
     ProducerIdsBackwards {
@@ -102,6 +112,11 @@ pub struct MetadataImage {
     pub features: BTreeMap<String, i16>,
     /// The first producer id not yet handed out (Kafka's `ProducerIdsImage`).
     pub next_producer_id: i64,
+    /// SCRAM credentials (Kafka's `ScramImage`): user name to its
+    /// credential per mechanism; a user has at least one. Absent in
+    /// snapshots written before SCRAM was served.
+    #[serde(default)]
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
     /// Raft log index of the last entry applied to this image (0 before any).
     pub last_applied_offset: u64,
 }
@@ -428,6 +443,23 @@ impl MetadataImage {
                 if r.in_controlled_shutdown {
                     broker.in_controlled_shutdown = true;
                 }
+            }
+            MetadataRecord::UserScramCredential(r) => {
+                self.scram_credentials
+                    .entry(r.name.clone())
+                    .or_default()
+                    .insert(r.mechanism, r.credential.clone());
+            }
+            MetadataRecord::RemoveUserScramCredential(r) => {
+                let user = self.scram_credentials.get_mut(&r.name);
+                if user.and_then(|u| u.remove(&r.mechanism)).is_none() {
+                    return Err(ReplayError::UnknownScramCredential {
+                        name: r.name.clone(),
+                        mechanism: r.mechanism.name(),
+                    });
+                }
+                self.scram_credentials
+                    .retain(|_, by_mechanism| !by_mechanism.is_empty());
             }
             MetadataRecord::FeatureLevel(r) => {
                 if r.feature_level == 0 {

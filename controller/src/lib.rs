@@ -39,9 +39,9 @@ pub use control::{
     validate_topic_name, AlterPartitionData, AlterPartitionRequest, AlterPartitionResponse,
     AlterPartitionResult, AlterPartitionTopic, BrokerHeartbeat, BrokerRegistrationRequest,
     ControllerResult, CreatableTopic, CreatedTopic, ElectionOutcome, ElectionType,
-    HeartbeatProgress, HeartbeatReply, NewPartitions, StaticConfig, TopicElections, TopicRef,
-    CLUSTER_METADATA_TOPIC_NAME, MAX_RECORDS_PER_USER_OP, MAX_TOPIC_NAME_LENGTH,
-    PRODUCER_ID_BLOCK_SIZE,
+    HeartbeatProgress, HeartbeatReply, NewPartitions, ScramAlterResult, ScramDeletion,
+    ScramUpsertion, StaticConfig, TopicElections, TopicRef, CLUSTER_METADATA_TOPIC_NAME,
+    MAX_RECORDS_PER_USER_OP, MAX_TOPIC_NAME_LENGTH, PRODUCER_ID_BLOCK_SIZE,
 };
 pub use determinism::DeterministicScope;
 pub use error::ControllerError;

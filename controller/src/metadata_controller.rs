@@ -312,6 +312,40 @@ impl MetadataController {
         self.execute_one(command, done).await
     }
 
+    /// Deletes and sets SCRAM credentials (AlterUserScramCredentials,
+    /// KIP-554) as
+    /// [`control::alter_scram_credentials`](crate::control::alter_scram_credentials):
+    /// one result per user named, the accepted alterations committed as one
+    /// batch; returns once this node's image has applied them. A commit
+    /// failure turns every user's result into that error.
+    pub async fn alter_scram_credentials(
+        &self,
+        deletions: Vec<crate::control::ScramDeletion>,
+        upsertions: Vec<crate::control::ScramUpsertion>,
+    ) -> Vec<crate::control::ScramAlterResult> {
+        let mut users: Vec<String> = deletions
+            .iter()
+            .map(|d| d.name.clone())
+            .chain(upsertions.iter().map(|u| u.name.clone()))
+            .collect();
+        users.sort();
+        users.dedup();
+        let command = ControllerCommand::AlterScramCredentials {
+            deletions,
+            upsertions,
+        };
+        match self
+            .execute_one(command, |r| match r {
+                CommandResponse::AlteredScramCredentials(results) => Ok(results),
+                other => Err(other),
+            })
+            .await
+        {
+            Ok(results) => results,
+            Err(e) => users.into_iter().map(|u| (u, Err(e.clone()))).collect(),
+        }
+    }
+
     /// Elects partition leaders on request (ElectLeaders, KIP-183 and
     /// KIP-460) on the active controller, as
     /// [`control::elect_leaders_on_request`](crate::control::elect_leaders_on_request):

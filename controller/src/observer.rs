@@ -372,6 +372,7 @@ fn image_part(
         broker_configs: image.broker_configs.clone(),
         features: image.features.clone(),
         next_producer_id: image.next_producer_id,
+        scram_credentials: image.scram_credentials.clone(),
         last_applied_offset: image.last_applied_offset,
     };
     let start = after.map_or(Bound::Unbounded, Bound::Excluded);
@@ -744,7 +745,7 @@ impl ObserverInner {
         match next_image(&current, pending, response) {
             Next::Unchanged | Next::MoreParts => true,
             Next::Image(image) => {
-                self.offer(image);
+                self.offer(*image);
                 true
             }
             Next::NeedImage => false,
@@ -786,7 +787,7 @@ pub(crate) enum Next {
     /// Nothing newer (or older than what it has: a lagging voter).
     Unchanged,
     /// Publish this image.
-    Image(MetadataImage),
+    Image(Box<MetadataImage>),
     /// The entries did not replay or left a gap, or a part of an image
     /// does not continue the parts held: ask for the whole image.
     NeedImage,
@@ -844,7 +845,7 @@ pub(crate) fn next_image(
             *pending = Some(image);
             return Next::MoreParts;
         }
-        return Next::Image(image);
+        return Next::Image(Box::new(image));
     }
     if response.offset < current.last_applied_offset {
         return Next::Unchanged;
@@ -877,7 +878,7 @@ pub(crate) fn next_image(
     if next == *current {
         return Next::Unchanged;
     }
-    Next::Image(next)
+    Next::Image(Box::new(next))
 }
 
 /// The client in `slot` when it talks to `target`, else a new one.
@@ -1120,7 +1121,7 @@ mod tests {
             assert!(answered.batches.len() <= 2, "{answered:?}");
             assert_eq!(answered.offset, answered.batches.last().unwrap().0);
             match next_image(&observer, &mut None, answered) {
-                Next::Image(next) => observer = next,
+                Next::Image(next) => observer = *next,
                 other => panic!("{other:?}"),
             }
             answers += 1;
@@ -1166,7 +1167,7 @@ mod tests {
             parts += 1;
             match next_image(&observer, &mut pending, answered) {
                 Next::MoreParts => assert!(pending.is_some()),
-                Next::Image(whole) => break whole,
+                Next::Image(whole) => break *whole,
                 other => panic!("{other:?}"),
             }
         };
@@ -1284,7 +1285,7 @@ mod tests {
             let response = answer(&voter_image, &recent, &request(after));
             assert!(response.image.is_none(), "records, not the image");
             match next_image(&mine, &mut None, response) {
-                Next::Image(image) => assert_eq!(image, *voter_image, "after {after}"),
+                Next::Image(image) => assert_eq!(*image, *voter_image, "after {after}"),
                 other => panic!("after {after}: {other:?}"),
             }
         }

@@ -118,6 +118,11 @@ pub struct QuorumOptions {
     /// This node's static configuration that controller decisions fall
     /// back on (`min.insync.replicas`). Default: Kafka's defaults.
     pub static_config: StaticConfig,
+    /// Records a new cluster starts with (Kafka's `bootstrap.checkpoint`,
+    /// written by `kafka-storage format --add-scram`): committed with the
+    /// first broker registration of a metadata log that holds nothing yet,
+    /// never again. Default: none.
+    pub bootstrap_records: Vec<crate::records::MetadataRecord>,
 }
 
 impl Default for QuorumOptions {
@@ -134,6 +139,7 @@ impl Default for QuorumOptions {
             broker_session_timeout: Duration::from_millis(9000),
             leader_imbalance_check_interval: Some(Duration::from_secs(300)),
             static_config: StaticConfig::default(),
+            bootstrap_records: Vec::new(),
         }
     }
 }
@@ -193,6 +199,10 @@ pub(crate) enum ControllerCommand {
         partitions: Option<Vec<(String, Vec<i32>)>>,
     },
     AlterPartition(AlterPartitionRequest),
+    AlterScramCredentials {
+        deletions: Vec<control::ScramDeletion>,
+        upsertions: Vec<control::ScramUpsertion>,
+    },
 }
 
 /// The active controller's answer to a [`ControllerCommand`].
@@ -208,6 +218,7 @@ pub(crate) enum CommandResponse {
     Heartbeat(HeartbeatReply),
     Elections(Vec<TopicElections>),
     AlteredPartitions(AlterPartitionResponse),
+    AlteredScramCredentials(Vec<control::ScramAlterResult>),
 }
 
 /// A command's response plus the metadata log offset the caller's image
@@ -970,12 +981,17 @@ impl Inner {
             ControllerCommand::RegisterBroker(request) => self
                 .run(|image| {
                     self.touch_session(request.broker_id);
-                    let r = control::register_broker(
+                    let new_cluster = control::is_new_cluster(image);
+                    let mut r = control::register_broker(
                         image,
                         &self.options.static_config,
                         request,
                         self.multi_voter,
                     );
+                    if new_cluster {
+                        r.records
+                            .extend(self.options.bootstrap_records.iter().cloned());
+                    }
                     Ok(r.map(CommandResponse::BrokerEpoch))
                 })
                 .await
@@ -1053,6 +1069,16 @@ impl Inner {
                 .run(|image| {
                     let r = control::create_partitions(image, &topics, validate_only, placer);
                     Ok(r.map(CommandResponse::CreatedPartitions))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::AlterScramCredentials {
+                deletions,
+                upsertions,
+            } => self
+                .run(|image| {
+                    let r = control::alter_scram_credentials(image, &deletions, &upsertions);
+                    Ok(r.map(CommandResponse::AlteredScramCredentials))
                 })
                 .await
                 .map(outcome),

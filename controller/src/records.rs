@@ -41,6 +41,111 @@ pub enum MetadataRecord {
     /// `BrokerRegistrationChangeRecord` (api key 17): a broker entered
     /// controlled shutdown.
     BrokerRegistrationChange(BrokerRegistrationChangeRecord),
+    /// `UserScramCredentialRecord` (api key 11): a user's SCRAM credential
+    /// for one mechanism was set (KIP-554).
+    UserScramCredential(UserScramCredentialRecord),
+    /// `RemoveUserScramCredentialRecord` (api key 22): a user's SCRAM
+    /// credential for one mechanism was deleted (KIP-554).
+    RemoveUserScramCredential(RemoveUserScramCredentialRecord),
+}
+
+/// A SCRAM mechanism (KIP-84), with Kafka's type ids (`ScramMechanism` in
+/// `org.apache.kafka.clients.admin`): 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ScramMechanism {
+    /// `SCRAM-SHA-256` (RFC 7677), type 1.
+    ScramSha256,
+    /// `SCRAM-SHA-512`, type 2.
+    ScramSha512,
+}
+
+impl ScramMechanism {
+    /// Both mechanisms, in type order.
+    pub const ALL: [ScramMechanism; 2] = [ScramMechanism::ScramSha256, ScramMechanism::ScramSha512];
+
+    /// The fewest PBKDF2 iterations a credential may have (Kafka's
+    /// `ScramMechanism.minIterations`: 4096 for both).
+    pub const MIN_ITERATIONS: i32 = 4096;
+
+    /// The most iterations Kafka's controller accepts
+    /// (`ScramControlManager.MAX_ITERATIONS`).
+    pub const MAX_ITERATIONS: i32 = 16384;
+
+    /// The SASL mechanism name, e.g. `SCRAM-SHA-256`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScramMechanism::ScramSha256 => "SCRAM-SHA-256",
+            ScramMechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+
+    /// The mechanism named `name` (exact, upper case), if it is one.
+    pub fn from_name(name: &str) -> Option<ScramMechanism> {
+        ScramMechanism::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Kafka's type id (the `Mechanism` field of the records and of
+    /// Describe/AlterUserScramCredentials).
+    pub fn type_id(self) -> i8 {
+        match self {
+            ScramMechanism::ScramSha256 => 1,
+            ScramMechanism::ScramSha512 => 2,
+        }
+    }
+
+    /// The mechanism of a type id; `None` for 0 (Kafka's `UNKNOWN`) and
+    /// any other value.
+    pub fn from_type_id(id: i8) -> Option<ScramMechanism> {
+        ScramMechanism::ALL.into_iter().find(|m| m.type_id() == id)
+    }
+}
+
+/// What the broker keeps of a SCRAM credential (RFC 5802 section 3): never
+/// the password, only what verifies a client proof and signs the server's
+/// answer. `Debug` hides every field but the iterations.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramCredential {
+    /// The random salt.
+    pub salt: Vec<u8>,
+    /// `H(HMAC(SaltedPassword, "Client Key"))`.
+    pub stored_key: Vec<u8>,
+    /// `HMAC(SaltedPassword, "Server Key")`.
+    pub server_key: Vec<u8>,
+    /// PBKDF2 iterations of the salted password.
+    pub iterations: i32,
+}
+
+impl std::fmt::Debug for ScramCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScramCredential")
+            .field("salt", &"[hidden]")
+            .field("stored_key", &"[hidden]")
+            .field("server_key", &"[hidden]")
+            .field("iterations", &self.iterations)
+            .finish()
+    }
+}
+
+/// `UserScramCredentialRecord`: user `name`'s credential for `mechanism`
+/// (replaces any earlier one for the same user and mechanism).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserScramCredentialRecord {
+    /// The user name (the principal is `User:<name>`).
+    pub name: String,
+    /// The mechanism.
+    pub mechanism: ScramMechanism,
+    /// The credential.
+    pub credential: ScramCredential,
+}
+
+/// `RemoveUserScramCredentialRecord`: user `name`'s credential for
+/// `mechanism` is deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveUserScramCredentialRecord {
+    /// The user name.
+    pub name: String,
+    /// The mechanism.
+    pub mechanism: ScramMechanism,
 }
 
 /// A listener a broker can be reached on (`BrokerEndpoint` in `RegisterBrokerRecord`).

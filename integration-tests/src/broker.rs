@@ -98,10 +98,14 @@ pub struct TestBrokerBuilder {
     node_id: i32,
     /// Listener names after `PLAINTEXT`, in `listeners` order.
     listeners: Vec<String>,
+    /// `sasl.enabled.mechanisms` of the SASL listeners.
+    sasl_mechanisms: String,
     config: Vec<(String, String)>,
     overrides: Vec<(String, String)>,
     metrics: bool,
     format_cluster_id: Option<String>,
+    /// `--add-scram` values of that `weir format`.
+    format_add_scram: Vec<String>,
     open_files_limit: Option<u64>,
     network_namespace: Option<String>,
     sync_journal: bool,
@@ -114,10 +118,12 @@ impl Default for TestBrokerBuilder {
         Self {
             node_id: 1,
             listeners: Vec::new(),
+            sasl_mechanisms: "PLAIN".to_owned(),
             config: Vec::new(),
             overrides: Vec::new(),
             metrics: false,
             format_cluster_id: None,
+            format_add_scram: Vec::new(),
             open_files_limit: None,
             network_namespace: None,
             sync_journal: false,
@@ -196,11 +202,31 @@ impl TestBrokerBuilder {
         self.sasl_plain_listener("SASL_SSL", users)
     }
 
-    /// Adds listener `name` with PLAIN as its only SASL mechanism and a
-    /// JAAS entry for `users`.
+    /// Sets `sasl.enabled.mechanisms` of the SASL listeners to
+    /// `mechanisms` joined with `,` (default `PLAIN`, in whichever order
+    /// this and the SASL listeners are added), for example `["PLAIN",
+    /// "SCRAM-SHA-256", "SCRAM-SHA-512"]` (KIP-84: SCRAM users are the
+    /// metadata log's, added with `kafka-configs`). PLAIN's JAAS entry is
+    /// written whatever the list.
+    pub fn sasl_mechanisms(mut self, mechanisms: &[&str]) -> Self {
+        self.sasl_mechanisms = mechanisms.join(",");
+        if self
+            .config
+            .iter()
+            .any(|(k, _)| k == "sasl.enabled.mechanisms")
+        {
+            let value = self.sasl_mechanisms.clone();
+            self.set_config("sasl.enabled.mechanisms", &value);
+        }
+        self
+    }
+
+    /// Adds listener `name` with [`Self::sasl_mechanisms`] (PLAIN unless
+    /// set) and a PLAIN JAAS entry for `users`.
     fn sasl_plain_listener(mut self, name: &str, users: &[(&str, &str)]) -> Self {
         self = self.listener(name);
-        self.set_config("sasl.enabled.mechanisms", "PLAIN");
+        let mechanisms = self.sasl_mechanisms.clone();
+        self.set_config("sasl.enabled.mechanisms", &mechanisms);
         self.set_config(
             &format!(
                 "listener.name.{}.plain.sasl.jaas.config",
@@ -246,6 +272,15 @@ impl TestBrokerBuilder {
     /// formatted, so a single node formats itself.
     pub fn format_cluster_id(mut self, cluster_id: &str) -> Self {
         self.format_cluster_id = Some(cluster_id.to_owned());
+        self
+    }
+
+    /// Adds `--add-scram <credential>` to the `weir format` of
+    /// [`Self::format_cluster_id`] (as `kafka-storage format --add-scram`,
+    /// e.g. `SCRAM-SHA-512=[name=alice,password=alice-secret]`): a SCRAM
+    /// user the new cluster starts with. Repeatable.
+    pub fn format_add_scram(mut self, credential: &str) -> Self {
+        self.format_add_scram.push(credential.to_owned());
         self
     }
 
@@ -792,6 +827,9 @@ impl TestBroker {
             .arg("--config")
             .arg(&self.config_path)
             .arg(format!("--cluster-id={cluster_id}"));
+        for credential in &self.settings.format_add_scram {
+            command.arg("--add-scram").arg(credential);
+        }
         for (key, value) in &self.settings.overrides {
             command.arg("--override").arg(format!("{key}={value}"));
         }
@@ -1131,6 +1169,26 @@ mod tests {
         );
         for (key, expected) in pki.broker_config() {
             assert_eq!(value(&key), expected);
+        }
+    }
+
+    #[test]
+    fn sasl_mechanisms_apply_before_or_after_the_listeners() {
+        let scram = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+        let before = TestBrokerBuilder::default()
+            .sasl_mechanisms(&scram)
+            .sasl_plaintext_listener(&[]);
+        let after = TestBrokerBuilder::default()
+            .sasl_plaintext_listener(&[])
+            .sasl_mechanisms(&scram);
+        for builder in [before, after] {
+            let values: Vec<&str> = builder
+                .config
+                .iter()
+                .filter(|(k, _)| k == "sasl.enabled.mechanisms")
+                .map(|(_, v)| v.as_str())
+                .collect();
+            assert_eq!(values, ["PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"]);
         }
     }
 

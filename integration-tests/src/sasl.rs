@@ -1,12 +1,15 @@
-//! SASL/PLAIN for the SASL listener tests (issue 19): the users a test
-//! broker knows, the JAAS values that declare them as Kafka spells them,
-//! and the PLAIN message a raw client sends (RFC 4616).
+//! SASL for the SASL listener tests (issue 19): the users a test broker
+//! knows, the JAAS values that declare them as Kafka spells them (PLAIN's
+//! `PlainLoginModule`, SCRAM's `ScramLoginModule`, KIP-84), and the PLAIN
+//! message a raw client sends (RFC 4616).
 //!
 //! The broker side is configured exactly as Kafka is
-//! (`sasl.enabled.mechanisms=PLAIN` and
+//! (`sasl.enabled.mechanisms=PLAIN[,SCRAM-SHA-256,SCRAM-SHA-512]` and
 //! `listener.name.<listener>.plain.sasl.jaas.config`, see
-//! [`crate::TestBrokerBuilder::sasl_plaintext_listener`]); nothing here
-//! depends on the broker.
+//! [`crate::TestBrokerBuilder::sasl_plaintext_listener`] and
+//! [`crate::TestBrokerBuilder::sasl_mechanisms`]); SCRAM users live in the
+//! metadata log, added with `kafka-configs`. Nothing here depends on the
+//! broker.
 
 use bytes::Bytes;
 
@@ -20,6 +23,9 @@ pub const ALICE: (&str, &str) = ("alice", "alice-secret");
 
 /// The login module of Kafka's PLAIN mechanism.
 const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
+
+/// The login module of Kafka's SCRAM mechanisms (KIP-84).
+const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
 
 /// The broker's JAAS value for PLAIN with `users` as `(username,
 /// password)`, as Kafka's `PlainLoginModule` reads it:
@@ -78,6 +84,30 @@ pub fn plain_client_jaas_config(user: &str, password: &str) -> String {
     )
 }
 
+/// The broker's JAAS value for a SCRAM mechanism,
+/// `org.apache.kafka.common.security.scram.ScramLoginModule required;`
+/// (Kafka's `listener.name.<listener>.scram-sha-512.sasl.jaas.config`
+/// without inter-broker credentials: the users are the metadata log's).
+pub fn scram_jaas_config() -> String {
+    format!("{SCRAM_LOGIN_MODULE} required;")
+}
+
+/// A client's JAAS value for SCRAM-SHA-256 or SCRAM-SHA-512
+/// (`sasl.jaas.config` of the Java client and Kafka's CLI tools):
+/// `org.apache.kafka.common.security.scram.ScramLoginModule required
+/// username="<user>" password="<password>";`.
+///
+/// # Panics
+///
+/// As [`plain_jaas_config`].
+pub fn scram_client_jaas_config(user: &str, password: &str) -> String {
+    format!(
+        "{SCRAM_LOGIN_MODULE} required username={} password={};",
+        quoted(user),
+        quoted(password)
+    )
+}
+
 /// The PLAIN message of RFC 4616 section 2, what a client sends as
 /// `auth_bytes` of SaslAuthenticate: `authzid NUL authcid NUL passwd`
 /// (UTF-8; `authzid` empty when the client acts as itself).
@@ -125,6 +155,19 @@ mod tests {
         assert_eq!(
             plain_client_jaas_config("alice", "alice-secret"),
             "org.apache.kafka.common.security.plain.PlainLoginModule required \
+             username=\"alice\" password=\"alice-secret\";"
+        );
+    }
+
+    #[test]
+    fn the_scram_jaas_values_name_kafkas_scram_login_module() {
+        assert_eq!(
+            scram_jaas_config(),
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        );
+        assert_eq!(
+            scram_client_jaas_config("alice", "alice-secret"),
+            "org.apache.kafka.common.security.scram.ScramLoginModule required \
              username=\"alice\" password=\"alice-secret\";"
         );
     }

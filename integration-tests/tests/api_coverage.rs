@@ -15,17 +15,20 @@ use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::time::Duration;
 
+use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialDeletion;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_client_quotas_request::ComponentData as QuotaComponent;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_quorum_request::{
     PartitionData as QuorumPartition, TopicData as QuorumTopic,
 };
 use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+use kafka_protocol::messages::describe_user_scram_credentials_request::UserName as ScramUserName;
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_commit_request::{
@@ -40,6 +43,7 @@ use kafka_protocol::messages::offset_fetch_request::{
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
+use kafka_protocol::messages::DescribeClientQuotasRequest;
 use kafka_protocol::messages::{
     alter_configs_request, incremental_alter_configs_request, AlterConfigsRequest, ApiKey,
     ApiVersionsResponse, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
@@ -50,6 +54,9 @@ use kafka_protocol::messages::{
     LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
     OffsetDeleteRequest, OffsetFetchRequest, OffsetFetchResponse, OffsetForLeaderEpochRequest,
     ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest, TopicName,
+};
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
 };
 use kafka_protocol::protocol::{Message, Request, StrBytes};
 use kafka_protocol::records::Compression;
@@ -76,6 +83,8 @@ const GROUP_ID_NOT_FOUND: i16 = 69;
 /// SaslHandshake / SaslAuthenticate on a listener without SASL (Kafka's
 /// `KafkaApis`).
 const ILLEGAL_SASL_STATE: i16 = 34;
+/// Kafka's RESOURCE_NOT_FOUND.
+const RESOURCE_NOT_FOUND: i16 = 91;
 const ELECTION_NOT_NEEDED: i16 = 84;
 
 fn name(s: &str) -> TopicName {
@@ -529,6 +538,44 @@ fn every_advertised_api_version_is_answered_by_its_handler() {
                 "ILLEGAL_SASL_STATE on a listener without SASL",
                 |_| SaslAuthenticateRequest::default(),
                 |_, r| r.error_code == ILLEGAL_SASL_STATE,
+            ),
+            ApiKey::DescribeClientQuotas => probe(
+                c,
+                v,
+                "an empty list (no quota is set)",
+                |_| {
+                    DescribeClientQuotasRequest::default().with_components(vec![
+                        QuotaComponent::default()
+                            .with_entity_type(StrBytes::from_static_str("user"))
+                            .with_match_type(0)
+                            .with_match(Some(StrBytes::from_static_str("alice"))),
+                    ])
+                },
+                |_, r| r.error_code == 0 && r.entries.as_ref().is_some_and(Vec::is_empty),
+            ),
+            ApiKey::DescribeUserScramCredentials => probe(
+                c,
+                v,
+                "RESOURCE_NOT_FOUND for a user without credentials",
+                |_| {
+                    DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+                        ScramUserName::default().with_name(StrBytes::from_static_str("nobody")),
+                    ]))
+                },
+                |_, r| r.results.len() == 1 && r.results[0].error_code == RESOURCE_NOT_FOUND,
+            ),
+            ApiKey::AlterUserScramCredentials => probe(
+                c,
+                v,
+                "RESOURCE_NOT_FOUND for deleting a credential that does not exist",
+                |_| {
+                    AlterUserScramCredentialsRequest::default().with_deletions(vec![
+                        ScramCredentialDeletion::default()
+                            .with_name(StrBytes::from_static_str("nobody"))
+                            .with_mechanism(1),
+                    ])
+                },
+                |_, r| r.results.len() == 1 && r.results[0].error_code == RESOURCE_NOT_FOUND,
             ),
             ApiKey::DescribeCluster => probe(
                 c,

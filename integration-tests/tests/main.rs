@@ -46,4 +46,5 @@ mod replication_matrix;
 mod replication_operators;
 mod retention;
 mod sasl;
+mod scram;
 mod tls;

@@ -742,6 +742,15 @@ pub fn kafka_topics(bootstrap: &str, args: &[&str]) -> CommandOutput {
     clients::run(command, None, CLIENT_TIMEOUT).expect("kafka-topics")
 }
 
+/// Runs Kafka's `kafka-configs` (`kafka.admin.ConfigCommand`, Java Admin
+/// client) with `args` against `bootstrap`, whatever its exit status.
+#[track_caller]
+pub fn kafka_configs(bootstrap: &str, args: &[&str]) -> CommandOutput {
+    let mut command = clients::kafka_tool("kafka.admin.ConfigCommand").expect("Kafka tools");
+    command.arg("--bootstrap-server").arg(bootstrap).args(args);
+    clients::run(command, None, CLIENT_TIMEOUT).expect("kafka-configs")
+}
+
 /// The bytes of every `.log` segment of `topic`-`partition` under the log
 /// directory `data_dir`, concatenated in offset order (segment file names
 /// are base offsets), so replicas that rolled at different offsets still

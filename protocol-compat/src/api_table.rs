@@ -93,6 +93,11 @@ pub static SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::ElectLeaders, 0, 2),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::OffsetDelete, 0, 0),
+    // KIP-546.
+    api(ApiKey::DescribeClientQuotas, 0, 1),
+    // KIP-554.
+    api(ApiKey::DescribeUserScramCredentials, 0, 0),
+    api(ApiKey::AlterUserScramCredentials, 0, 0),
     api(ApiKey::DescribeQuorum, 0, 2),
     api(ApiKey::DescribeCluster, 0, 1),
     api(ApiKey::DescribeTopicPartitions, 0, 0),

@@ -10,6 +10,7 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as LegacyAlterConfigsResourceResponse;
+use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
@@ -21,6 +22,7 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic;
+use kafka_protocol::messages::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult;
 use kafka_protocol::messages::elect_leaders_response::{
     PartitionResult as ElectionPartitionResult, ReplicaElectionResult,
 };
@@ -50,6 +52,10 @@ use kafka_protocol::messages::{
     ListOffsetsResponse, MetadataRequest, MetadataResponse, OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse, RequestKind, ResponseKind,
     TopicName,
+};
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsResponse, DescribeClientQuotasResponse,
+    DescribeUserScramCredentialsResponse,
 };
 use kafka_protocol::messages::{
     DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -135,6 +141,51 @@ pub fn error_response(
                     topic.name = Some(t.name.clone());
                     topic.error_code = error_code;
                     topic
+                })
+                .collect();
+            response.into()
+        }
+        // Kafka's DescribeClientQuotasRequest.getErrorResponse: a
+        // top-level error, no entries.
+        RequestKind::DescribeClientQuotas(_) => {
+            let mut response = DescribeClientQuotasResponse::default();
+            response.error_code = error_code;
+            response.into()
+        }
+        // Kafka's DescribeUserScramCredentialsRequest.getErrorResponse: a
+        // top-level error and one result with it per user named.
+        RequestKind::DescribeUserScramCredentials(request) => {
+            let mut response = DescribeUserScramCredentialsResponse::default();
+            response.error_code = error_code;
+            response.results = request
+                .users
+                .iter()
+                .flatten()
+                .map(|_| {
+                    let mut result = DescribeUserScramCredentialsResult::default();
+                    result.error_code = error_code;
+                    result
+                })
+                .collect();
+            response.into()
+        }
+        // Kafka's AlterUserScramCredentialsRequest.getErrorResponse: the
+        // error for each user named, in name order.
+        RequestKind::AlterUserScramCredentials(request) => {
+            let users: std::collections::BTreeSet<&StrBytes> = request
+                .deletions
+                .iter()
+                .map(|d| &d.name)
+                .chain(request.upsertions.iter().map(|u| &u.name))
+                .collect();
+            let mut response = AlterUserScramCredentialsResponse::default();
+            response.results = users
+                .into_iter()
+                .map(|user| {
+                    let mut result = AlterUserScramCredentialsResult::default();
+                    result.user = user.clone();
+                    result.error_code = error_code;
+                    result
                 })
                 .collect();
             response.into()
@@ -416,6 +467,9 @@ pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::SaslHandshake(_) => ApiKey::SaslHandshake,
         RequestKind::SaslAuthenticate(_) => ApiKey::SaslAuthenticate,
         RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
+        RequestKind::DescribeClientQuotas(_) => ApiKey::DescribeClientQuotas,
+        RequestKind::DescribeUserScramCredentials(_) => ApiKey::DescribeUserScramCredentials,
+        RequestKind::AlterUserScramCredentials(_) => ApiKey::AlterUserScramCredentials,
         RequestKind::DescribeTopicPartitions(_) => ApiKey::DescribeTopicPartitions,
         RequestKind::OffsetCommit(_) => ApiKey::OffsetCommit,
         RequestKind::OffsetFetch(_) => ApiKey::OffsetFetch,
@@ -750,6 +804,12 @@ mod tests {
                 .iter()
                 .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
                 .collect(),
+            ResponseKind::DescribeUserScramCredentials(r) => {
+                r.results.iter().map(|u| u.error_code).collect()
+            }
+            ResponseKind::AlterUserScramCredentials(r) => {
+                r.results.iter().map(|u| u.error_code).collect()
+            }
             _ => Vec::new(),
         }
     }
@@ -790,6 +850,14 @@ mod tests {
                 .flatten()
                 .map(|t| t.partitions.len())
                 .sum(),
+            RequestKind::DescribeUserScramCredentials(r) => r.users.as_ref().map_or(0, Vec::len),
+            RequestKind::AlterUserScramCredentials(r) => r
+                .deletions
+                .iter()
+                .map(|d| &d.name)
+                .chain(r.upsertions.iter().map(|u| &u.name))
+                .collect::<std::collections::BTreeSet<_>>()
+                .len(),
             _ => 0,
         }
     }
@@ -803,6 +871,8 @@ mod tests {
             ResponseKind::SaslHandshake(r) => Some(r.error_code),
             ResponseKind::SaslAuthenticate(r) => Some(r.error_code),
             ResponseKind::DescribeQuorum(r) => Some(r.error_code),
+            ResponseKind::DescribeUserScramCredentials(r) => Some(r.error_code),
+            ResponseKind::DescribeClientQuotas(r) => Some(r.error_code),
             ResponseKind::OffsetFetch(r) if (2..8).contains(&v) => Some(r.error_code),
             ResponseKind::FindCoordinator(r) if v < 4 => Some(r.error_code),
             ResponseKind::JoinGroup(r) => Some(r.error_code),

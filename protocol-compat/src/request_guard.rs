@@ -250,6 +250,9 @@ fn first_flexible_version(api_key: ApiKey) -> Option<i16> {
         ApiKey::CreatePartitions => 2,
         // OffsetDelete has no flexible version.
         ApiKey::OffsetDelete => i16::MAX,
+        ApiKey::DescribeClientQuotas => 1,
+        ApiKey::DescribeUserScramCredentials => 0,
+        ApiKey::AlterUserScramCredentials => 0,
         ApiKey::DescribeQuorum => 0,
         ApiKey::ElectLeaders => 2,
         ApiKey::DescribeTopicPartitions => 0,
@@ -694,6 +697,36 @@ pub(crate) fn check_request_body(
                 c.array(4, Cursor::int32)?; // partitions
                 c.tagged_fields()
             })?;
+        }
+        ApiKey::DescribeClientQuotas => {
+            c.array_nullable(false, 3, |c| {
+                c.string()?; // entity_type
+                c.int8()?; // match_type
+                c.string_nullable(true)?; // match
+                c.tagged_fields()
+            })?; // components
+            c.int8()?; // strict
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            c.array(2, |c| {
+                c.string()?; // name
+                c.tagged_fields()
+            })?; // users (nullable)
+        }
+        ApiKey::AlterUserScramCredentials => {
+            c.array_nullable(false, 3, |c| {
+                c.string()?; // name
+                c.int8()?; // mechanism
+                c.tagged_fields()
+            })?; // deletions
+            c.array_nullable(false, 9, |c| {
+                c.string()?; // name
+                c.int8()?; // mechanism
+                c.int32()?; // iterations
+                c.bytes()?; // salt
+                c.bytes()?; // salted_password
+                c.tagged_fields()
+            })?; // upsertions
         }
         ApiKey::DescribeQuorum => {
             c.array(2, |c| {

@@ -549,6 +549,59 @@ pub(crate) fn populated_request(api_key: ApiKey, v: i16) -> RequestKind {
             request.unknown_tagged_fields = tagged(flex);
             request.into()
         }
+        ApiKey::DescribeClientQuotas => {
+            let mut request = DescribeClientQuotasRequest::default();
+            request.components = [("user", 0, Some("alice")), ("client-id", 2, None)]
+                .into_iter()
+                .map(|(entity_type, match_type, name)| {
+                    let mut c = describe_client_quotas_request::ComponentData::default();
+                    c.entity_type = StrBytes::from_static_str(entity_type);
+                    c.match_type = match_type;
+                    c._match = name.map(StrBytes::from_static_str);
+                    c.unknown_tagged_fields = tagged(flex);
+                    c
+                })
+                .collect();
+            request.strict = true;
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            let mut request = DescribeUserScramCredentialsRequest::default();
+            request.users = Some(
+                ["alice", "bob"]
+                    .into_iter()
+                    .map(|user| {
+                        let mut u = describe_user_scram_credentials_request::UserName::default();
+                        u.name = StrBytes::from_static_str(user);
+                        u.unknown_tagged_fields = tagged(flex);
+                        u
+                    })
+                    .collect(),
+            );
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::AlterUserScramCredentials => {
+            let mut request = AlterUserScramCredentialsRequest::default();
+            let mut deletion =
+                alter_user_scram_credentials_request::ScramCredentialDeletion::default();
+            deletion.name = StrBytes::from_static_str("alice");
+            deletion.mechanism = 1;
+            deletion.unknown_tagged_fields = tagged(flex);
+            request.deletions = vec![deletion];
+            let mut upsertion =
+                alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+            upsertion.name = StrBytes::from_static_str("bob");
+            upsertion.mechanism = 2;
+            upsertion.iterations = 8192;
+            upsertion.salt = Bytes::from_static(b"salt-salt-salt");
+            upsertion.salted_password = Bytes::from(vec![7u8; 64]);
+            upsertion.unknown_tagged_fields = tagged(flex);
+            request.upsertions = vec![upsertion];
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
         ApiKey::DescribeQuorum => {
             let mut request = DescribeQuorumRequest::default();
             let mut topic = describe_quorum_request::TopicData::default();

@@ -52,8 +52,8 @@ pub use log::{
     LogOffsetMetadata, PendingFlush, SegmentPosition, TimestampType,
 };
 pub use log_manager::{
-    format_log_dir, is_kafka_uuid, random_kafka_uuid, read_meta_properties, FormatOutcome,
-    LogManager, MetaProperties,
+    format_log_dir, is_kafka_uuid, random_kafka_uuid, read_bootstrap, read_meta_properties,
+    write_bootstrap, FormatOutcome, LogManager, MetaProperties, BOOTSTRAP_FILE,
 };
 pub use producer_state::ProducerStateManager;
 

@@ -232,6 +232,36 @@ pub fn format_log_dir(
     Ok(FormatOutcome::Formatted)
 }
 
+/// The file of the records a new cluster starts with, in the log
+/// directory (Kafka's `bootstrap.checkpoint`, written by `kafka-storage
+/// format --add-scram`); its content belongs to the metadata quorum.
+pub const BOOTSTRAP_FILE: &str = "bootstrap.json";
+
+/// Writes `contents` as the log directory's [`BOOTSTRAP_FILE`], atomically
+/// and durably (creating the directory), before the directory is formatted.
+///
+/// # Errors
+/// The I/O error, naming the file.
+pub fn write_bootstrap(log_dir: &Path, contents: &[u8]) -> Result<(), StorageError> {
+    let fs = RealFileSystem::shared();
+    fs.create_dir_all(log_dir)
+        .map_err(|e| StorageError::io("create_dir", log_dir, e))?;
+    checkpoint::write_atomically(&*fs, &log_dir.join(BOOTSTRAP_FILE), contents)
+}
+
+/// The log directory's [`BOOTSTRAP_FILE`], `None` when there is none.
+///
+/// # Errors
+/// The I/O error of reading an existing file, naming it.
+pub fn read_bootstrap(log_dir: &Path) -> Result<Option<Vec<u8>>, StorageError> {
+    let path = log_dir.join(BOOTSTRAP_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StorageError::io("read", &path, e)),
+    }
+}
+
 /// Parses a partition directory name `<topic>-<partition>` (topic names use
 /// Kafka's legal characters `[a-zA-Z0-9._-]`).
 fn parse_partition_dir(name: &str) -> Option<TopicPartition> {

@@ -338,9 +338,14 @@ async fn authenticated<S: AsyncRead + AsyncWrite + Unpin>(
         return Some(info);
     };
     let peer = info.peer;
+    let credentials = |user: &str, mechanism| {
+        let image = ctx.metadata();
+        image.scram_credentials.get(user)?.get(&mechanism).cloned()
+    };
+    let exchange = super::sasl::authenticate(stream, sasl, &credentials, peer, idle_timeout(ctx));
     let outcome = tokio::select! {
         _ = shutdown.cancelled() => Err("broker shutting down".to_string()),
-        outcome = super::sasl::authenticate(stream, sasl, peer, idle_timeout(ctx)) => outcome,
+        outcome = exchange => outcome,
     };
     match outcome {
         Ok(principal) => {

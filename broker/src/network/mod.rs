@@ -6,6 +6,7 @@ pub mod connection;
 pub mod memory_pool;
 pub mod quotas;
 pub mod sasl;
+pub mod scram;
 pub mod tls;
 
 use std::net::SocketAddr;

@@ -25,8 +25,12 @@
 //! Mechanisms: PLAIN (RFC 4616; Kafka's `PlainSaslServer`), with the users
 //! of the listener's JAAS entry (`listener.name.<listener>.plain.sasl.jaas.config`,
 //! `user_<name>="<password>"` options, as Kafka's
-//! `PlainServerCallbackHandler`). Passwords are compared in constant time
-//! and never logged.
+//! `PlainServerCallbackHandler`); SCRAM-SHA-256 and SCRAM-SHA-512
+//! (`network::scram`, KIP-84) with the credentials of the metadata log
+//! (`UserScramCredentialRecord`, set with AlterUserScramCredentials or
+//! `weir format --add-scram`), looked up when a client authenticates, so
+//! a credential change applies to the next authentication. Passwords are
+//! compared in constant time and never logged.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -40,6 +44,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::info;
 use weir_protocol_compat::codec;
 
+use weir_controller::{ScramCredential, ScramMechanism};
+
+use super::scram::{ScramError, ScramServer, ScramStep};
 use crate::config::BrokerConfig;
 
 /// Kafka's UNSUPPORTED_SASL_MECHANISM.
@@ -50,10 +57,13 @@ pub const ILLEGAL_SASL_STATE: i16 = 34;
 pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
 
 /// The mechanisms Weir serves.
-pub const SERVED_MECHANISMS: &[&str] = &["PLAIN"];
+pub const SERVED_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
 /// Kafka's PLAIN login module, the one a PLAIN JAAS entry must name.
 const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
+
+/// Kafka's SCRAM login module, the one a SCRAM JAAS entry must name.
+const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
 
 /// Why a listener's SASL configuration cannot be used; names the key.
 #[derive(Debug, thiserror::Error)]
@@ -250,6 +260,19 @@ impl SaslListener {
                 }
             }
         }
+        // A SCRAM mechanism's JAAS entry (Kafka needs one per enabled
+        // mechanism, usually `ScramLoginModule required;`) is optional here:
+        // the users are the metadata log's; one that is given must name
+        // Kafka's SCRAM login module.
+        for mechanism in mechanisms.iter().filter(|m| m.starts_with("SCRAM-")) {
+            let key = jaas_key(listener, mechanism);
+            if let Some(text) = config.explicit.get(&key) {
+                let entry = single_entry(text).map_err(|reason| error(&key, reason))?;
+                if entry.login_module != SCRAM_LOGIN_MODULE {
+                    return Err(error(&key, format!("expected {SCRAM_LOGIN_MODULE}")));
+                }
+            }
+        }
         Ok(SaslListener {
             mechanisms,
             plain_users,
@@ -324,44 +347,123 @@ pub fn check_jaas(text: &str) -> Result<(), String> {
     single_entry(text).map(drop)
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Whether `a` and `b` are equal, in time that does not depend on where
+/// they differ.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Looks a user's SCRAM credential for a mechanism up (the broker's
+/// metadata image).
+pub type ScramCredentials<'a> =
+    &'a (dyn Fn(&str, ScramMechanism) -> Option<ScramCredential> + Sync);
+
+/// One connection's exchange for the mechanism its handshake chose.
+enum Exchange {
+    Plain,
+    Scram(ScramServer),
+}
+
+/// What one client token leads to.
+enum Step {
+    /// Send this token and wait for the next one.
+    Challenge(Vec<u8>),
+    /// Authenticated as `user`; send `token` (empty for PLAIN).
+    Authenticated { user: String, token: Vec<u8> },
+    /// Refused: `logged` goes to the broker's log, `told` to the client.
+    Failed { logged: String, told: String },
+}
+
+impl Exchange {
+    /// The exchange of an enabled mechanism (upper case).
+    fn new(mechanism: &str) -> Exchange {
+        match ScramMechanism::from_name(mechanism) {
+            Some(m) => Exchange::Scram(ScramServer::new(m)),
+            None => Exchange::Plain,
+        }
+    }
+
+    fn step(
+        &mut self,
+        sasl: &SaslListener,
+        token: &[u8],
+        credentials: ScramCredentials<'_>,
+    ) -> Step {
+        match self {
+            Exchange::Plain => match sasl.check_plain(token) {
+                Ok(user) => Step::Authenticated {
+                    user,
+                    token: Vec::new(),
+                },
+                Err(message) => Step::Failed {
+                    logged: message.into(),
+                    told: message.into(),
+                },
+            },
+            Exchange::Scram(server) => {
+                let mechanism = server.mechanism();
+                match server.step(token, |user| credentials(user, mechanism)) {
+                    Ok(ScramStep::Challenge(challenge)) => Step::Challenge(challenge),
+                    Ok(ScramStep::Authenticated { user, server_final }) => Step::Authenticated {
+                        user,
+                        token: server_final,
+                    },
+                    // Kafka's SaslServerAuthenticator tells the client only
+                    // this for a SaslException.
+                    Err(ScramError::Invalid(reason)) => Step::Failed {
+                        logged: reason,
+                        told: format!(
+                            "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
+                            mechanism.name()
+                        ),
+                    },
+                    Err(ScramError::Visible(message)) => Step::Failed {
+                        logged: message.into(),
+                        told: message.into(),
+                    },
+                }
+            }
+        }
+    }
+}
+
 /// Runs the SASL exchange on `stream` until the client is authenticated
 /// (returns its principal, `User:<name>`) or the connection must close
-/// (returns the logged reason).
+/// (returns the logged reason). SCRAM credentials come from `credentials`.
 pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     sasl: &SaslListener,
+    credentials: ScramCredentials<'_>,
     peer: SocketAddr,
     idle: Duration,
 ) -> Result<String, String> {
-    let mut mechanism: Option<String> = None;
+    let mut exchange: Option<(String, Exchange)> = None;
     // The handshake was v0: the tokens that follow are bare.
     let mut raw_tokens = false;
     loop {
         let frame = tokio::time::timeout(idle, read_request(stream, sasl.max_receive))
             .await
             .map_err(|_| "no SASL request within connections.max.idle.ms".to_string())??;
-        if mechanism.is_some() && raw_tokens {
-            // After a SaslHandshake v0 the token comes bare (size-prefixed,
-            // no request header) and so does the answer; a failure closes
+        if let (Some((mechanism, state)), true) = (exchange.as_mut(), raw_tokens) {
+            // After a SaslHandshake v0 the tokens come bare (size-prefixed,
+            // no request header) and so do the answers; a failure closes
             // the connection without one (Kafka's pre-KIP-152 exchange).
-            return match sasl.check_plain(&frame) {
-                Ok(user) => {
-                    write(stream, &0i32.to_be_bytes()).await?;
-                    Ok(format!("User:{user}"))
+            match state.step(sasl, &frame, credentials) {
+                Step::Challenge(token) => write(stream, &size_prefixed(&token)).await?,
+                Step::Authenticated { user, token } => {
+                    write(stream, &size_prefixed(&token)).await?;
+                    return Ok(format!("User:{user}"));
                 }
-                Err(message) => {
-                    info!(%peer, "Failed authentication with {peer} ({message})");
+                Step::Failed { logged, .. } => {
+                    info!(%peer, %mechanism, "Failed authentication with {peer} ({logged})");
                     metrics::counter!("weir_sasl_authentication_failures_total").increment(1);
-                    Err("SASL authentication failed".into())
+                    return Err("SASL authentication failed".into());
                 }
-            };
+            }
+            continue;
         }
         let request = match codec::decode_request(frame.clone()) {
             Ok(request) => request,
@@ -388,7 +490,7 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                     ResponseKind::ApiVersions(crate::handlers::api_versions::handle(version, r));
                 write(stream, &respond(body)?).await?;
             }
-            RequestKind::SaslHandshake(r) if mechanism.is_none() => {
+            RequestKind::SaslHandshake(r) if exchange.is_none() => {
                 let wanted = r.mechanism.to_ascii_uppercase();
                 let mut response = SaslHandshakeResponse::default();
                 response.mechanisms = sasl
@@ -407,23 +509,29 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                         r.mechanism.as_str()
                     ));
                 }
-                mechanism = Some(wanted);
+                exchange = Some((wanted.clone(), Exchange::new(&wanted)));
                 raw_tokens = version == 0;
             }
-            RequestKind::SaslAuthenticate(r) if mechanism.is_some() => {
-                let outcome = sasl.check_plain(&r.auth_bytes);
+            RequestKind::SaslAuthenticate(r) if exchange.is_some() => {
+                let Some((mechanism, state)) = exchange.as_mut() else {
+                    unreachable!("guarded");
+                };
                 let mut response = SaslAuthenticateResponse::default();
-                match outcome {
-                    Ok(user) => {
+                match state.step(sasl, &r.auth_bytes, credentials) {
+                    Step::Challenge(token) => {
+                        response.auth_bytes = token.into();
+                        write(stream, &respond(ResponseKind::SaslAuthenticate(response))?).await?;
+                    }
+                    Step::Authenticated { user, token } => {
+                        response.auth_bytes = token.into();
                         write(stream, &respond(ResponseKind::SaslAuthenticate(response))?).await?;
                         return Ok(format!("User:{user}"));
                     }
-                    Err(message) => {
-                        info!(%peer, mechanism = mechanism.as_deref().unwrap_or(""),
-                            "Failed authentication with {peer} ({message})");
+                    Step::Failed { logged, told } => {
+                        info!(%peer, %mechanism, "Failed authentication with {peer} ({logged})");
                         metrics::counter!("weir_sasl_authentication_failures_total").increment(1);
                         response.error_code = SASL_AUTHENTICATION_FAILED;
-                        response.error_message = Some(crate::handlers::str_bytes(message));
+                        response.error_message = Some(crate::handlers::str_bytes(told));
                         // Kafka delays the answer to a failed authentication
                         // (connection.failed.authentication.delay.ms) to slow
                         // password guessing.
@@ -437,7 +545,7 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                 // Kafka's SaslServerAuthenticator: before the handshake such
                 // a request closes the connection; after it, it is answered
                 // ILLEGAL_SASL_STATE first.
-                if mechanism.is_some() {
+                if exchange.is_some() {
                     if let Some(answer) = weir_protocol_compat::error_response::error_response(
                         &body,
                         version,
@@ -452,6 +560,15 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
     }
+}
+
+/// `token` with its 4-byte big-endian size in front (a bare token of the
+/// v0 exchange).
+fn size_prefixed(token: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + token.len());
+    out.extend_from_slice(&(token.len() as i32).to_be_bytes());
+    out.extend_from_slice(token);
+    out
 }
 
 /// Reads one size-prefixed request, exactly (nothing after it).
@@ -684,7 +801,14 @@ mod tests {
         // closes, so a client waiting for an answer sees the end.
         let server = async move {
             let mut server = server;
-            authenticate(&mut server, &sasl, peer, Duration::from_secs(5)).await
+            authenticate(
+                &mut server,
+                &sasl,
+                &|_, _| None,
+                peer,
+                Duration::from_secs(5),
+            )
+            .await
         };
         let (outcome, ()) = tokio::join!(server, client(client_side));
         outcome

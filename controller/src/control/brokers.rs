@@ -32,6 +32,13 @@ pub struct BrokerRegistrationRequest {
     pub previous_broker_epoch: i64,
 }
 
+/// Whether `image` is a new cluster's: no broker, topic or feature yet
+/// (the first broker registration writes the new cluster's feature levels,
+/// and the quorum adds its bootstrap records to that batch).
+pub fn is_new_cluster(image: &MetadataImage) -> bool {
+    image.brokers.is_empty() && image.topics.is_empty() && image.features.is_empty()
+}
+
 /// Computes the registration of a broker (Kafka's
 /// `ClusterControlManager.registerBroker`) and returns its new broker epoch.
 ///
@@ -70,9 +77,7 @@ pub fn register_broker(
         .unwrap_or(i64::MAX - 1)
         .saturating_add(1);
     let mut records = Vec::new();
-    let new_cluster =
-        image.brokers.is_empty() && image.topics.is_empty() && image.features.is_empty();
-    if new_cluster {
+    if is_new_cluster(image) {
         records.push(MetadataRecord::FeatureLevel(FeatureLevelRecord {
             name: ELIGIBLE_LEADER_REPLICAS_VERSION.to_string(),
             feature_level: 1,

@@ -34,6 +34,7 @@ mod brokers;
 mod elections;
 mod partition_change;
 mod producer_ids;
+mod scram;
 mod topics;
 
 pub use alter_partition::*;
@@ -41,6 +42,7 @@ pub use brokers::*;
 pub use elections::*;
 pub use partition_change::*;
 pub use producer_ids::*;
+pub use scram::*;
 pub use topics::*;
 
 #[cfg(test)]

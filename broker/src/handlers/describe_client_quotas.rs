@@ -1,0 +1,121 @@
+//! DescribeClientQuotas (key 48), v0-1 (KIP-546): the client quotas that
+//! match a filter, as `kafka-configs --describe --entity-type
+//! users|clients` asks them (it asks before it describes SCRAM users).
+//!
+//! Quotas are not stored yet (issue 19), so a valid filter matches no
+//! entity and the answer is an empty list, which is what Kafka answers
+//! when no quota is set. A filter Kafka refuses gets INVALID_REQUEST as in
+//! Kafka's `ClientQuotaCache.describeClientQuotas`: a match type other
+//! than 0 (exact, with a name), 1 (default, without one) or 2 (any), an
+//! entity type other than `user`, `client-id` and `ip`, an entity type
+//! named twice, or `ip` together with `user` or `client-id`.
+
+use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
+use kafka_protocol::ResponseError;
+
+use super::str_bytes;
+
+/// Kafka's entity types (`ClientQuotaEntity.USER`, `CLIENT_ID`, `IP`).
+const ENTITY_TYPES: [&str; 3] = ["user", "client-id", "ip"];
+
+/// Answers the filter: no quota matches (none are stored), or
+/// INVALID_REQUEST for a filter Kafka refuses.
+pub fn handle(request: &DescribeClientQuotasRequest) -> DescribeClientQuotasResponse {
+    let mut response = DescribeClientQuotasResponse::default();
+    match check_filter(request) {
+        Ok(()) => response.entries = Some(Vec::new()),
+        Err(message) => {
+            response.error_code = ResponseError::InvalidRequest.code();
+            response.error_message = Some(str_bytes(message));
+        }
+    }
+    response
+}
+
+fn check_filter(request: &DescribeClientQuotasRequest) -> Result<(), String> {
+    let mut seen: Vec<&str> = Vec::new();
+    for component in &request.components {
+        let entity_type = component.entity_type.as_str();
+        if entity_type.is_empty() {
+            return Err("Unexpected empty filter component entity type".into());
+        }
+        if !ENTITY_TYPES.contains(&entity_type) {
+            return Err(format!("Custom entity type {entity_type} not supported"));
+        }
+        if seen.contains(&entity_type) {
+            return Err(format!(
+                "Duplicate {entity_type} filter component entity type"
+            ));
+        }
+        seen.push(entity_type);
+        match (component.match_type, &component._match) {
+            (0, Some(_)) | (1, None) | (2, None) => {}
+            (0..=2, _) => {
+                return Err(format!(
+                    "Invalid match for match type {} of entity type {entity_type}",
+                    component.match_type
+                ))
+            }
+            (other, _) => return Err(format!("Invalid match type {other}")),
+        }
+    }
+    if seen.contains(&"ip") && seen.len() > 1 {
+        return Err(
+            "Invalid entity filter component combination, IP filter component should \
+                    not be used with user or clientId filter component."
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+    use kafka_protocol::protocol::StrBytes;
+
+    fn component(
+        entity_type: &'static str,
+        match_type: i8,
+        name: Option<&'static str>,
+    ) -> ComponentData {
+        let mut c = ComponentData::default();
+        c.entity_type = StrBytes::from_static_str(entity_type);
+        c.match_type = match_type;
+        c._match = name.map(StrBytes::from_static_str);
+        c
+    }
+
+    fn answer(components: Vec<ComponentData>) -> DescribeClientQuotasResponse {
+        let mut request = DescribeClientQuotasRequest::default();
+        request.components = components;
+        handle(&request)
+    }
+
+    #[test]
+    fn valid_filters_match_nothing_and_bad_ones_are_invalid_requests() {
+        for ok in [
+            vec![],
+            vec![component("user", 0, Some("alice"))],
+            vec![component("user", 1, None), component("client-id", 2, None)],
+            vec![component("ip", 0, Some("127.0.0.1"))],
+        ] {
+            let r = answer(ok);
+            assert_eq!((r.error_code, r.entries), (0, Some(Vec::new())));
+        }
+        for bad in [
+            vec![component("group", 2, None)],
+            vec![component("", 2, None)],
+            vec![component("user", 0, None)],
+            vec![component("user", 1, Some("alice"))],
+            vec![component("user", 7, None)],
+            vec![component("user", 2, None), component("user", 2, None)],
+            vec![component("ip", 2, None), component("user", 2, None)],
+        ] {
+            let r = answer(bad);
+            assert_eq!(r.error_code, 42, "{r:?}");
+            assert!(r.entries.is_none());
+        }
+    }
+}
