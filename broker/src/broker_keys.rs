@@ -687,7 +687,7 @@ pub static BROKER_KEYS: &[BrokerKey] = {
             "the keystore's password (PEM: not used, as Kafka)",
             set: |_, _, _| Ok(()), get: |_| None),
         custom!("ssl.key.password", Password, null,
-            "the password of an encrypted private key (refused at start for now: use an unencrypted key)",
+            "the password of the keystore's encrypted PKCS#8 private key (`ENCRYPTED PRIVATE KEY`, PBES2 with AES)",
             set: |_, _, _| Ok(()), get: |_| None),
         custom!("ssl.keystore.key", Password, null,
             "the private key in PEM, inline (instead of `ssl.keystore.location`)",

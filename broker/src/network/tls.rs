@@ -6,9 +6,10 @@
 //! What Kafka users' configurations map to:
 //! - keystore: `ssl.keystore.type=PEM` with `ssl.keystore.location` (one
 //!   PEM file holding the private key and the certificate chain) or inline
-//!   `ssl.keystore.key` + `ssl.keystore.certificate.chain` (KIP-651). JKS
-//!   and PKCS12 stores, and encrypted keys (`ssl.key.password`), are
-//!   refused with an error naming the key;
+//!   `ssl.keystore.key` + `ssl.keystore.certificate.chain` (KIP-651); an
+//!   encrypted PKCS#8 key (`ENCRYPTED PRIVATE KEY`, PBES2 with AES) is
+//!   decrypted with `ssl.key.password`. JKS and PKCS12 stores are refused
+//!   with an error naming the key;
 //! - truststore (verifies client certificates): `ssl.truststore.type=PEM`
 //!   with `ssl.truststore.location` or inline `ssl.truststore.certificates`;
 //! - `ssl.client.auth`: `none`, `requested` (a certificate, when sent, must
@@ -312,25 +313,56 @@ fn key_and_chain(
         )
     };
     keys.require_pem("ssl.keystore.type")?;
-    if keys.get("ssl.key.password").is_some() {
-        return Err(keys.invalid(
-            "ssl.key.password",
-            "encrypted private keys are not read yet: give the key unencrypted (PKCS#8 'PRIVATE KEY')",
-        ));
-    }
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&chain_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| keys.invalid(chain_key, format!("bad PEM: {e}")))?;
     if chain.is_empty() {
         return Err(keys.invalid(chain_key, "holds no certificate"));
     }
-    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
-        keys.invalid(
-            key_key,
-            format!("holds no unencrypted private key ({e}); an encrypted key is not read yet"),
-        )
-    })?;
+    let key = match (encrypted_key_der(&key_pem), keys.get("ssl.key.password")) {
+        (Some(der), Some(password)) => decrypt_key(&der, password)
+            .map_err(|reason| keys.invalid("ssl.key.password", reason))?,
+        (Some(_), None) => {
+            return Err(keys.invalid(
+                "ssl.key.password",
+                format!("{key_key} holds an encrypted private key: its password is needed"),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(keys.invalid(
+                "ssl.key.password",
+                format!("is set but {key_key} holds no encrypted private key"),
+            ))
+        }
+        (None, None) => PrivateKeyDer::from_pem_slice(&key_pem)
+            .map_err(|e| keys.invalid(key_key, format!("holds no private key ({e})")))?,
+    };
     Ok((chain, key))
+}
+
+/// The DER of the first `ENCRYPTED PRIVATE KEY` block of `pem`, if any.
+fn encrypted_key_der(pem: &[u8]) -> Option<Vec<u8>> {
+    const BEGIN: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----";
+    const END: &str = "-----END ENCRYPTED PRIVATE KEY-----";
+    let text = std::str::from_utf8(pem).ok()?;
+    let start = text.find(BEGIN)?;
+    let end = start + text[start..].find(END)? + END.len();
+    pkcs8::der::pem::decode_vec(&text.as_bytes()[start..end])
+        .ok()
+        .map(|(_, der)| der)
+}
+
+/// Decrypts an encrypted PKCS#8 key (PBES2: PBKDF2 with AES-CBC, what
+/// `openssl pkcs8 -topk8 -v2 aes-256-cbc` and Kafka's PEM keystores use,
+/// KIP-651) with `password`. The error never holds the password.
+fn decrypt_key(der: &[u8], password: &str) -> Result<PrivateKeyDer<'static>, String> {
+    let encrypted = pkcs8::EncryptedPrivateKeyInfo::try_from(der)
+        .map_err(|e| format!("the encrypted private key is malformed ({e})"))?;
+    let document = encrypted.decrypt(password).map_err(|_| {
+        "cannot decrypt the private key with this password (or its cipher is not PBES2 with AES)"
+            .to_string()
+    })?;
+    Ok(PrivateKeyDer::Pkcs8(document.as_bytes().to_vec().into()))
 }
 
 fn trusted_certificates(
@@ -534,6 +566,51 @@ mod tests {
             ("ssl.keystore.certificate.chain", chain),
         ]);
         server_config(&config, "SSL").unwrap();
+    }
+
+    /// An encrypted PKCS#8 key (PBES2: PBKDF2-SHA256, AES-256-CBC, as
+    /// `openssl pkcs8 -topk8 -v2 aes-256-cbc` writes it) is read with
+    /// `ssl.key.password`; without it, or with a wrong one, the listener is
+    /// refused naming `ssl.key.password` and never printing the password.
+    #[tokio::test]
+    async fn an_encrypted_pem_key_is_read_with_ssl_key_password() {
+        use pkcs8::der::pem::LineEnding;
+        use pkcs8::pkcs5::pbes2;
+        let pki = Pki::new();
+        let pem = std::fs::read_to_string(pki.path("server.pem")).unwrap();
+        let (key, chain) = pem.split_at(pem.find("-----BEGIN CERTIFICATE").unwrap());
+        let (_, der) = pkcs8::der::pem::decode_vec(key.trim().as_bytes()).unwrap();
+        let params =
+            pbes2::Parameters::pbkdf2_sha256_aes256cbc(2048, b"0123456789abcdef", &[7u8; 16])
+                .unwrap();
+        let encrypted = pkcs8::PrivateKeyInfo::try_from(der.as_slice())
+            .unwrap()
+            .encrypt_with_params(params, "s3cret-key-pw")
+            .unwrap()
+            .to_pem("ENCRYPTED PRIVATE KEY", LineEnding::LF)
+            .unwrap();
+        assert!(encrypted.contains("BEGIN ENCRYPTED PRIVATE KEY"));
+        std::fs::write(
+            pki.path("server-enc.pem"),
+            format!("{}{chain}", &*encrypted),
+        )
+        .unwrap();
+        let keystore = pki.path("server-enc.pem");
+        let with = |password: Option<&str>| {
+            let mut extra = vec![("ssl.keystore.location", keystore.as_str())];
+            extra.extend(password.map(|p| ("ssl.key.password", p)));
+            server_config(&pki.config(&extra), "SSL")
+        };
+        let server = with(Some("s3cret-key-pw")).unwrap();
+        assert!(exchange(server, pki.connector(false)).await);
+        for password in [None, Some("wrong-pw")] {
+            let err = with(password).unwrap_err().to_string();
+            assert!(err.contains("ssl.key.password"), "{password:?}: {err}");
+            assert!(
+                !err.contains("wrong-pw") && !err.contains("s3cret"),
+                "{err}"
+            );
+        }
     }
 
     /// Each refusal names the key to change and never prints a secret.
