@@ -663,7 +663,7 @@ pub static BROKER_KEYS: &[BrokerKey] = {
         // where the listener is built (network::tls).
         custom!("listener.security.protocol.map", String,
             "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-            "`NAME:PROTOCOL,...`: each listener's security protocol (PLAINTEXT, SSL; SASL_PLAINTEXT and SASL_SSL are refused at start for now); unset, a controller listener not named after a protocol is PLAINTEXT",
+            "`NAME:PROTOCOL,...`: each listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); unset, a controller listener not named after a protocol is PLAINTEXT",
             set: |c, key, value| {
                 c.listener_security_protocol_map = Some(crate::config::parse_protocol_map(key, value)?);
                 Ok(())
@@ -725,7 +725,7 @@ pub static BROKER_KEYS: &[BrokerKey] = {
             "accepted for Kafka's configurations (clients verify the broker's host name)",
             set: |_, _, _| Ok(()), get: |_| None),
         custom!("ssl.principal.mapping.rules", String, "DEFAULT",
-            "accepted; the principal of a TLS client is not used yet (no authorizer)",
+            "how an SSL client's certificate subject (RFC 2253) names its principal: `DEFAULT` and `RULE:pattern/replacement/[LU]`, comma-separated; a client no rule applies to is refused",
             set: |_, _, _| Ok(()), get: |_| None),
         custom!("ssl.keymanager.algorithm", String, "SunX509",
             "accepted for Kafka's configurations (a JSSE setting)",
@@ -734,7 +734,7 @@ pub static BROKER_KEYS: &[BrokerKey] = {
             "accepted for Kafka's configurations (a JSSE setting)",
             set: |_, _, _| Ok(()), get: |_| None),
         custom!("sasl.enabled.mechanisms", List, "GSSAPI",
-            "SASL mechanisms a SASL listener offers; Weir serves PLAIN (users from `listener.name.<listener>.plain.sasl.jaas.config`)",
+            "SASL mechanisms a SASL listener offers; Weir serves PLAIN (users from `listener.name.<listener>.plain.sasl.jaas.config`), SCRAM-SHA-256 and SCRAM-SHA-512 (users in the metadata log)",
             set: |_, key, value| {
                 for m in list(value) {
                     if !m.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {

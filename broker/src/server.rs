@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
@@ -589,8 +588,8 @@ fn advertised_listeners(config: &BrokerConfig, bound: &[Listener]) -> Vec<Listen
 struct AcceptedOn {
     name: Arc<str>,
     protocol: SecurityProtocol,
-    /// The TLS acceptor of an SSL or SASL_SSL listener.
-    tls: Option<TlsAcceptor>,
+    /// The TLS side of an SSL or SASL_SSL listener.
+    tls: Option<crate::network::tls::TlsListener>,
     /// The SASL settings of a SASL_PLAINTEXT or SASL_SSL listener.
     sasl: Option<Arc<SaslListener>>,
 }
@@ -612,8 +611,7 @@ fn listener_security(config: &BrokerConfig, multi_node: bool) -> anyhow::Result<
             .security_protocol(&l.name)
             .with_context(|| format!("No security protocol defined for listener {}", l.name))?;
         let tls = if protocol.uses_tls() {
-            let server = crate::network::tls::server_config(config, &l.name)?;
-            Some(TlsAcceptor::from(server))
+            Some(crate::network::tls::listener(config, &l.name)?)
         } else {
             None
         };

@@ -111,6 +111,46 @@ fn kcat_round_trips_with_a_trusted_client_certificate_when_client_auth_is_requir
     );
 }
 
+/// `ssl.principal.mapping.rules` (KIP-371) name the principal of a client
+/// certificate from its RFC 2253 subject (`CN=client-1,OU=test,O=weir`):
+/// with a rule that matches it, kcat with the certificate lists the broker;
+/// with rules none of which matches, the connection closes after the
+/// handshake (Kafka's "Failed to map name ... based on SSL principal
+/// mapping rules"), and the broker keeps serving.
+#[test]
+fn ssl_principal_mapping_rules_apply_to_the_certificate_subject() {
+    let pki = TestPki::new().expect("test PKI");
+    let client = kcat_ssl(&pki, Some(&pki.client()));
+    let matching = start_ssl_broker(
+        &pki,
+        &[
+            ("ssl.client.auth", "required"),
+            (
+                "ssl.principal.mapping.rules",
+                "RULE:^CN=(.*?),OU=test,O=weir$/$1/L,RULE:^CN=other$/x/",
+            ),
+        ],
+    );
+    support::assert_kcat_listed(&matching, SSL, &client);
+
+    let mut unmatched = start_ssl_broker(
+        &pki,
+        &[
+            ("ssl.client.auth", "required"),
+            ("ssl.principal.mapping.rules", "RULE:^CN=other,.*$/$1/"),
+        ],
+    );
+    support::assert_kcat_refused(
+        &unmatched,
+        SSL,
+        &client,
+        "a certificate no mapping rule applies to",
+        "the connection closed after the handshake",
+        |stderr| stderr.contains("disconnect") || stderr.contains("transport failure"),
+    );
+    support::assert_running(&mut unmatched);
+}
+
 /// `ssl.client.auth=required`: no client certificate, a certificate from
 /// an untrusted CA (same names as the trusted one) and an expired
 /// certificate of the trusted CA are each refused at the handshake; the

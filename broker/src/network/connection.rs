@@ -64,7 +64,6 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 use weir_protocol_compat::fetch::FetchChunk;
@@ -267,7 +266,7 @@ fn idle_timeout(ctx: &BrokerContext) -> Duration {
 /// (`network::sasl::authenticate`) and gives the connection its principal.
 pub async fn run(
     stream: TcpStream,
-    tls: Option<TlsAcceptor>,
+    tls: Option<super::tls::TlsListener>,
     sasl: Option<Arc<SaslListener>>,
     info: Arc<ConnectionInfo>,
     ctx: Arc<BrokerContext>,
@@ -290,22 +289,28 @@ pub async fn run(
                 serve(reader, writer, info, ctx, limits, shutdown).await;
             }
         }
-        Some(acceptor) => {
+        Some(tls) => {
             let handshake = tokio::select! {
                 _ = shutdown.cancelled() => None,
-                done = tokio::time::timeout(idle_timeout(&ctx), acceptor.accept(stream)) => Some(done),
+                done = tokio::time::timeout(idle_timeout(&ctx), tls.acceptor.accept(stream)) => Some(done),
             };
             match handshake {
                 None => {}
-                Some(Ok(Ok(mut stream))) => {
-                    if let Some(info) =
-                        authenticated(&mut stream, sasl, info, &ctx, &shutdown).await
-                    {
-                        let (reader, writer) = tokio::io::split(stream);
-                        let writer = ConnectionWriter::Tls(Box::new(writer));
-                        serve(reader, writer, info, ctx, limits, shutdown).await;
+                Some(Ok(Ok(mut stream))) => match certificate_principal(&stream, &tls, info) {
+                    None => {
+                        metrics::counter!("weir_connections_closed_total", "reason" => "ssl_principal")
+                                .increment(1);
                     }
-                }
+                    Some(info) => {
+                        if let Some(info) =
+                            authenticated(&mut stream, sasl, info, &ctx, &shutdown).await
+                        {
+                            let (reader, writer) = tokio::io::split(stream);
+                            let writer = ConnectionWriter::Tls(Box::new(writer));
+                            serve(reader, writer, info, ctx, limits, shutdown).await;
+                        }
+                    }
+                },
                 Some(Ok(Err(e))) => {
                     info!(%peer, listener = %info.listener, error = %e,
                         "Failed authentication with {peer} (SSL handshake failed)");
@@ -322,6 +327,47 @@ pub async fn run(
         }
     }
     metrics::gauge!("weir_connections").decrement(1.0);
+}
+
+/// On an SSL listener, `info` with the principal of the client's
+/// certificate (its subject mapped by `ssl.principal.mapping.rules`;
+/// `User:ANONYMOUS` without a certificate), as Kafka's
+/// `DefaultKafkaPrincipalBuilder`; `info` itself on SASL_SSL, where SASL
+/// names the principal. `None` (logged) when the certificate does not
+/// parse or no rule applies: the connection closes, as Kafka fails it.
+fn certificate_principal(
+    stream: &TlsStream<TcpStream>,
+    tls: &super::tls::TlsListener,
+    info: Arc<ConnectionInfo>,
+) -> Option<Arc<ConnectionInfo>> {
+    if info.security_protocol != crate::config::SecurityProtocol::Ssl {
+        return Some(info);
+    }
+    let Some(certificate) = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(<[_]>::first)
+    else {
+        return Some(info);
+    };
+    let mapped = super::principal::subject_dn(certificate).and_then(|dn| {
+        tls.principal_mapper.name(&dn).map_err(|e| {
+            format!("Failed to map name for '{dn}' based on SSL principal mapping rules: {e}")
+        })
+    });
+    match mapped {
+        Ok(name) => {
+            debug!(peer = %info.peer, listener = %info.listener, principal = %name, "TLS client");
+            let mut info = (*info).clone();
+            info.principal = format!("User:{name}").into();
+            Some(Arc::new(info))
+        }
+        Err(reason) => {
+            info!(peer = %info.peer, listener = %info.listener, %reason, "closing connection");
+            None
+        }
+    }
 }
 
 /// The connection's `info` with the principal its SASL exchange gave it

@@ -4,6 +4,7 @@
 
 pub mod connection;
 pub mod memory_pool;
+pub mod principal;
 pub mod quotas;
 pub mod sasl;
 pub mod scram;
@@ -36,8 +37,9 @@ pub struct ConnectionInfo {
     /// The listener's security protocol.
     pub security_protocol: crate::config::SecurityProtocol,
     /// Who the client is (Kafka's `KafkaPrincipal`): `User:<name>` after
-    /// SASL, else `User:ANONYMOUS` (a TLS client certificate's name is
-    /// not taken yet).
+    /// SASL, on SSL the name `ssl.principal.mapping.rules` give its
+    /// certificate's subject (`network::principal`), else
+    /// `User:ANONYMOUS`.
     pub principal: Arc<str>,
 }
 

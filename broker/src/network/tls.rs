@@ -70,6 +70,41 @@ pub enum TlsConfigError {
     },
 }
 
+/// What an SSL or SASL_SSL listener accepts connections with: its rustls
+/// configuration and, for SSL, how a client certificate names the
+/// principal.
+#[derive(Clone)]
+pub struct TlsListener {
+    /// The handshake.
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    /// `ssl.principal.mapping.rules` of the listener.
+    pub principal_mapper: Arc<super::principal::SslPrincipalMapper>,
+}
+
+impl std::fmt::Debug for TlsListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsListener")
+            .field("principal_mapper", &self.principal_mapper)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The TLS side of listener `listener`: [`server_config`] and its
+/// `ssl.principal.mapping.rules`.
+///
+/// # Errors
+/// As [`server_config`]; rules that do not parse, naming the key.
+pub fn listener(config: &BrokerConfig, listener: &str) -> Result<TlsListener, TlsConfigError> {
+    let keys = ListenerKeys { config, listener };
+    let rules = keys.get_or("ssl.principal.mapping.rules", "DEFAULT");
+    let principal_mapper = super::principal::SslPrincipalMapper::from_rules(rules)
+        .map_err(|reason| keys.invalid("ssl.principal.mapping.rules", reason))?;
+    Ok(TlsListener {
+        acceptor: tokio_rustls::TlsAcceptor::from(server_config(config, listener)?),
+        principal_mapper: Arc::new(principal_mapper),
+    })
+}
+
 /// `ssl.client.auth` (Kafka's `SslClientAuth`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClientAuth {
