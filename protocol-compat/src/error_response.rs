@@ -150,6 +150,7 @@ pub fn error_response(
         RequestKind::DescribeClientQuotas(_) => {
             let mut response = DescribeClientQuotasResponse::default();
             response.error_code = error_code;
+            response.entries = None;
             response.into()
         }
         // Kafka's DescribeUserScramCredentialsRequest.getErrorResponse: a

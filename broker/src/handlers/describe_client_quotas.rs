@@ -25,6 +25,7 @@ pub fn handle(request: &DescribeClientQuotasRequest) -> DescribeClientQuotasResp
     match check_filter(request) {
         Ok(()) => response.entries = Some(Vec::new()),
         Err(message) => {
+            response.entries = None;
             response.error_code = ResponseError::InvalidRequest.code();
             response.error_message = Some(str_bytes(message));
         }
