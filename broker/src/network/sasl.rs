@@ -46,7 +46,7 @@ use weir_protocol_compat::codec;
 
 use weir_controller::{ScramCredential, ScramMechanism};
 
-use super::scram::{ScramError, ScramServer, ScramStep};
+use super::scram::{ScramServer, ScramStep};
 use crate::config::BrokerConfig;
 
 /// Kafka's UNSUPPORTED_SASL_MECHANISM.
@@ -64,6 +64,21 @@ const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLo
 
 /// Kafka's SCRAM login module, the one a SCRAM JAAS entry must name.
 const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
+
+/// Why a client's SASL token was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthFailure {
+    /// A failure the client learns only as invalid credentials (Kafka's
+    /// `SaslException`, answered "Authentication failed during
+    /// authentication due to invalid credentials with SASL mechanism
+    /// <m>"); the reason is for the broker's log.
+    #[error("{0}")]
+    Invalid(String),
+    /// A failure whose message the client is given (Kafka's
+    /// `SaslAuthenticationException`).
+    #[error("{0}")]
+    Visible(&'static str),
+}
 
 /// Why a listener's SASL configuration cannot be used; names the key.
 #[derive(Debug, thiserror::Error)]
@@ -284,32 +299,42 @@ impl SaslListener {
     }
 
     /// Checks PLAIN's client message `authzid \0 authcid \0 passwd`
-    /// (RFC 4616) and returns the user name, or Kafka's
-    /// `PlainSaslServer` message for a refusal.
-    pub fn check_plain(&self, message: &[u8]) -> Result<String, &'static str> {
-        let text =
-            std::str::from_utf8(message).map_err(|_| "Invalid SASL/PLAIN response: not UTF-8")?;
-        let tokens: Vec<&str> = text.split('\0').collect();
-        let [authzid, username, password] = tokens[..] else {
-            return Err("Invalid SASL/PLAIN response: expected 3 tokens");
-        };
+    /// (RFC 4616) and returns the user name, as Kafka's `PlainSaslServer`:
+    /// the message is read as UTF-8 (invalid bytes replaced) and cut at
+    /// its first two NULs (a missing part is empty; the password keeps any
+    /// further NUL); an empty user name or password is
+    /// [`AuthFailure::Invalid`], a wrong password and an authorization id
+    /// other than the user are [`AuthFailure::Visible`] with Kafka's
+    /// messages.
+    pub fn check_plain(&self, message: &[u8]) -> Result<String, AuthFailure> {
+        let text = String::from_utf8_lossy(message);
+        let mut tokens = text.splitn(3, '\0');
+        let authzid = tokens.next().unwrap_or_default();
+        let username = tokens.next().unwrap_or_default();
+        let password = tokens.next().unwrap_or_default();
         if username.is_empty() {
-            return Err("Authentication failed: username not specified");
+            return Err(AuthFailure::Invalid(
+                "Authentication failed: username not specified".into(),
+            ));
         }
         if password.is_empty() {
-            return Err("Authentication failed: password not specified");
+            return Err(AuthFailure::Invalid(
+                "Authentication failed: password not specified".into(),
+            ));
         }
         let known = self
             .plain_users
             .get(username)
             .is_some_and(|expected| constant_time_eq(expected.as_bytes(), password.as_bytes()));
         if !known {
-            return Err("Authentication failed: Invalid username or password");
+            return Err(AuthFailure::Visible(
+                "Authentication failed: Invalid username or password",
+            ));
         }
         if !authzid.is_empty() && authzid != username {
-            return Err(
+            return Err(AuthFailure::Visible(
                 "Authentication failed: Client requested an authorization id that is different from username",
-            );
+            ));
         }
         Ok(username.to_string())
     }
@@ -392,40 +417,42 @@ impl Exchange {
         token: &[u8],
         credentials: ScramCredentials<'_>,
     ) -> Step {
-        match self {
-            Exchange::Plain => match sasl.check_plain(token) {
-                Ok(user) => Step::Authenticated {
+        let (mechanism, outcome) = match self {
+            Exchange::Plain => (
+                "PLAIN",
+                sasl.check_plain(token).map(|user| Step::Authenticated {
                     user,
                     token: Vec::new(),
-                },
-                Err(message) => Step::Failed {
-                    logged: message.into(),
-                    told: message.into(),
-                },
-            },
+                }),
+            ),
             Exchange::Scram(server) => {
                 let mechanism = server.mechanism();
-                match server.step(token, |user| credentials(user, mechanism)) {
-                    Ok(ScramStep::Challenge(challenge)) => Step::Challenge(challenge),
-                    Ok(ScramStep::Authenticated { user, server_final }) => Step::Authenticated {
-                        user,
-                        token: server_final,
-                    },
-                    // Kafka's SaslServerAuthenticator tells the client only
-                    // this for a SaslException.
-                    Err(ScramError::Invalid(reason)) => Step::Failed {
-                        logged: reason,
-                        told: format!(
-                            "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
-                            mechanism.name()
-                        ),
-                    },
-                    Err(ScramError::Visible(message)) => Step::Failed {
-                        logged: message.into(),
-                        told: message.into(),
-                    },
-                }
+                let outcome = server
+                    .step(token, |user| credentials(user, mechanism))
+                    .map(|step| match step {
+                        ScramStep::Challenge(challenge) => Step::Challenge(challenge),
+                        ScramStep::Authenticated { user, server_final } => Step::Authenticated {
+                            user,
+                            token: server_final,
+                        },
+                    });
+                (mechanism.name(), outcome)
             }
+        };
+        match outcome {
+            Ok(step) => step,
+            // Kafka's SaslServerAuthenticator tells the client only this
+            // for a SaslException.
+            Err(AuthFailure::Invalid(reason)) => Step::Failed {
+                logged: reason,
+                told: format!(
+                    "Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
+                ),
+            },
+            Err(AuthFailure::Visible(message)) => Step::Failed {
+                logged: message.into(),
+                told: message.into(),
+            },
         }
     }
 }
@@ -697,15 +724,20 @@ mod tests {
                 .unwrap(),
             "alice"
         );
+        let visible = AuthFailure::Visible;
+        let invalid = |m: &str| AuthFailure::Invalid(m.to_string());
         let refused = [
-            (&b"\0admin\0wrong"[..], "Authentication failed: Invalid username or password"),
-            (b"\0mallory\0admin-secret", "Authentication failed: Invalid username or password"),
-            (b"\0\0x", "Authentication failed: username not specified"),
-            (b"\0admin\0", "Authentication failed: password not specified"),
-            (b"admin-secret", "Invalid SASL/PLAIN response: expected 3 tokens"),
+            (&b"\0admin\0wrong"[..], visible("Authentication failed: Invalid username or password")),
+            (b"\0mallory\0admin-secret", visible("Authentication failed: Invalid username or password")),
+            // The password keeps a third NUL, as Kafka's split.
+            (b"\0admin\0admin-secret\0", visible("Authentication failed: Invalid username or password")),
+            (b"\0\0x", invalid("Authentication failed: username not specified")),
+            (b"\0admin\0", invalid("Authentication failed: password not specified")),
+            // One token: Kafka reads it as the authorization id.
+            (b"admin-secret", invalid("Authentication failed: username not specified")),
             (
                 b"bob\0admin\0admin-secret",
-                "Authentication failed: Client requested an authorization id that is different from username",
+                visible("Authentication failed: Client requested an authorization id that is different from username"),
             ),
         ];
         for (message, expected) in refused {

@@ -11,7 +11,7 @@
 //!    server checks the proof against the stored key and answers
 //!    server-final `v=<base64 server signature>`.
 //!
-//! Failures are [`ScramError`]s: what is logged, and what the client is
+//! Failures are [`AuthFailure`]s: what is logged, and what the client is
 //! told (Kafka tells it only "invalid credentials", except for an
 //! authorization id that differs from the user name).
 //!
@@ -23,21 +23,10 @@ use ring::rand::{SecureRandom, SystemRandom};
 use ring::{digest, hmac, pbkdf2};
 use weir_controller::{ScramCredential, ScramMechanism};
 
-/// Why a SCRAM exchange failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ScramError {
-    /// A failure the client learns only as invalid credentials (Kafka's
-    /// `SaslException`); the reason is for the broker's log.
-    #[error("{0}")]
-    Invalid(String),
-    /// A failure whose message the client is given (Kafka's
-    /// `SaslAuthenticationException`).
-    #[error("{0}")]
-    Visible(&'static str),
-}
+use super::sasl::AuthFailure;
 
-fn invalid(reason: impl Into<String>) -> ScramError {
-    ScramError::Invalid(reason.into())
+fn invalid(reason: impl Into<String>) -> AuthFailure {
+    AuthFailure::Invalid(reason.into())
 }
 
 fn hmac_algorithm(mechanism: ScramMechanism) -> hmac::Algorithm {
@@ -102,7 +91,7 @@ pub fn credential(
 ///
 /// # Errors
 /// The generator failed (no entropy source).
-pub fn random_bytes(n: usize) -> Result<Vec<u8>, ScramError> {
+pub fn random_bytes(n: usize) -> Result<Vec<u8>, AuthFailure> {
     let mut bytes = vec![0u8; n];
     SystemRandom::new()
         .fill(&mut bytes)
@@ -111,13 +100,13 @@ pub fn random_bytes(n: usize) -> Result<Vec<u8>, ScramError> {
 }
 
 /// A fresh server nonce: 24 random bytes, base64 (printable, no comma).
-fn server_nonce() -> Result<String, ScramError> {
+fn server_nonce() -> Result<String, AuthFailure> {
     Ok(BASE64.encode(random_bytes(24)?))
 }
 
 /// The user name a `saslname` stands for (RFC 5802: `=2C` is `,`, `=3D`
 /// is `=`, and no other `=` may appear).
-fn username(saslname: &str) -> Result<String, ScramError> {
+fn username(saslname: &str) -> Result<String, AuthFailure> {
     let mut out = String::with_capacity(saslname.len());
     let mut rest = saslname;
     while let Some(at) = rest.find('=') {
@@ -154,7 +143,7 @@ struct ClientFirst {
 }
 
 /// Parses client-first (Kafka's `ScramMessages.ClientFirstMessage`).
-fn parse_client_first(message: &str) -> Result<ClientFirst, ScramError> {
+fn parse_client_first(message: &str) -> Result<ClientFirst, AuthFailure> {
     let rest = message.strip_prefix("n,").ok_or_else(|| {
         invalid("client-first message must start with gs2 flag 'n,' (no channel binding)")
     })?;
@@ -197,7 +186,7 @@ fn parse_client_first(message: &str) -> Result<ClientFirst, ScramError> {
     }
     if let Some(authzid) = authzid {
         if authzid != user {
-            return Err(ScramError::Visible(
+            return Err(AuthFailure::Visible(
                 "Authentication failed: Client requested an authorization id that is different from username",
             ));
         }
@@ -276,7 +265,7 @@ impl ScramServer {
     /// credential for this mechanism up (called once, on client-first).
     ///
     /// # Errors
-    /// [`ScramError`] for a malformed message, an unknown user, a
+    /// [`AuthFailure`] for a malformed message, an unknown user, a
     /// credential with fewer than 4096 iterations, a wrong nonce, channel
     /// binding or proof, or a message after the exchange ended; the
     /// exchange cannot go on after an error.
@@ -284,7 +273,7 @@ impl ScramServer {
         &mut self,
         message: &[u8],
         credentials: impl FnOnce(&str) -> Option<ScramCredential>,
-    ) -> Result<ScramStep, ScramError> {
+    ) -> Result<ScramStep, AuthFailure> {
         let state = std::mem::replace(&mut self.state, State::Done);
         let message =
             std::str::from_utf8(message).map_err(|_| invalid("SCRAM message is not UTF-8"))?;
@@ -366,7 +355,7 @@ impl ScramServer {
         message: &str,
         credentials: impl FnOnce(&str) -> Option<ScramCredential>,
         server_nonce: String,
-    ) -> Result<ScramStep, ScramError> {
+    ) -> Result<ScramStep, AuthFailure> {
         let first = parse_client_first(message)?;
         let credential = credentials(&first.user)
             .ok_or_else(|| invalid("Authentication failed: Invalid user credentials"))?;
@@ -503,7 +492,7 @@ mod tests {
         client_first: &str,
         password: &str,
         channel: &str,
-    ) -> Result<ScramStep, ScramError> {
+    ) -> Result<ScramStep, AuthFailure> {
         let mut server = ScramServer::new(mechanism);
         let ScramStep::Challenge(challenge) = server.step(client_first.as_bytes(), |user| {
             (user == "alice,=").then(|| stored.clone())
@@ -543,7 +532,7 @@ mod tests {
             Err(invalid("Authentication failed: Invalid user credentials"))
         );
         let other_authzid = ScramServer::new(mechanism).step(b"n,a=root,n=bob,r=abc", |_| None);
-        assert!(matches!(other_authzid, Err(ScramError::Visible(_))));
+        assert!(matches!(other_authzid, Err(AuthFailure::Visible(_))));
         for bad in [
             "y,,n=bob,r=abc",
             "p=tls-unique,,n=bob,r=abc",
@@ -555,7 +544,10 @@ mod tests {
             "garbage",
         ] {
             let got = ScramServer::new(mechanism).step(bad.as_bytes(), |_| Some(stored.clone()));
-            assert!(matches!(got, Err(ScramError::Invalid(_))), "{bad}: {got:?}");
+            assert!(
+                matches!(got, Err(AuthFailure::Invalid(_))),
+                "{bad}: {got:?}"
+            );
         }
         // A channel binding that is not the gs2 header ("n,,") fails.
         let first = "n,,n=alice=2C=3D,r=abc";
@@ -563,7 +555,7 @@ mod tests {
         // Too few iterations in the stored credential.
         let weak = credential_for(mechanism, "pw", 100);
         let got = ScramServer::new(mechanism).step(b"n,,n=bob,r=abc", |_| Some(weak.clone()));
-        assert!(matches!(got, Err(ScramError::Invalid(m)) if m.contains("less than the minimum")));
+        assert!(matches!(got, Err(AuthFailure::Invalid(m)) if m.contains("less than the minimum")));
     }
 
     /// librdkafka before 2.6.1 sends its nonce twice in client-final
