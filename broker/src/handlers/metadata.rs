@@ -121,7 +121,7 @@ pub async fn handle(
         response.topics = image
             .topics
             .values()
-            .map(|t| topic_metadata(&image, t, include_ops))
+            .map(|t| topic_metadata(&image, t, listener, version, include_ops))
             .collect();
         return response;
     }
@@ -130,7 +130,7 @@ pub async fn handle(
             Some(name) => match image.topic(name) {
                 // Auto-created, but its logs could not be created here.
                 Some(topic) => {
-                    let mut entry = topic_metadata(&image, topic, include_ops);
+                    let mut entry = topic_metadata(&image, topic, listener, version, include_ops);
                     if let Some(&code) = create_errors.get(name.as_str()) {
                         entry.error_code = code;
                     }
@@ -160,7 +160,9 @@ pub async fn handle(
                 }
             },
             None => match image.topic_by_id(&t.topic_id) {
-                Some(topic) if !t.topic_id.is_nil() => topic_metadata(&image, topic, include_ops),
+                Some(topic) if !t.topic_id.is_nil() => {
+                    topic_metadata(&image, topic, listener, version, include_ops)
+                }
                 _ => error_topic(
                     None,
                     t.topic_id,
@@ -210,9 +212,17 @@ pub fn is_internal(name: &str) -> bool {
     name == "__consumer_offsets" || name == "__transaction_state"
 }
 
+/// A topic's partitions as Kafka's `KRaftMetadataCache.partitionMetadata`
+/// gives them to a request on `listener`: a leader that is registered,
+/// unfenced and has that listener is named; otherwise the leader is -1
+/// with LEADER_NOT_AVAILABLE when it is not registered (or there is none),
+/// else (fenced, or without the listener) LISTENER_NOT_FOUND from v6 on
+/// (`errorUnavailableListeners`) and LEADER_NOT_AVAILABLE before.
 fn topic_metadata(
     image: &MetadataImage,
     topic: &TopicImage,
+    listener: &str,
+    version: i16,
     include_ops: bool,
 ) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
@@ -224,7 +234,24 @@ fn topic_metadata(
         let live = |id: &i32| image.brokers.get(id).map(|b| !b.fenced).unwrap_or(false);
         let mut part = MetadataResponsePartition::default();
         part.partition_index = index;
-        part.leader_id = BrokerId(p.leader);
+        let leader = image.brokers.get(&p.leader);
+        match leader {
+            Some(b) if !b.fenced && b.endpoint(listener).is_some() => {
+                part.leader_id = BrokerId(p.leader);
+            }
+            Some(_) => {
+                part.leader_id = BrokerId(-1);
+                part.error_code = if version >= 6 {
+                    ResponseError::ListenerNotFound.code()
+                } else {
+                    ResponseError::LeaderNotAvailable.code()
+                };
+            }
+            None => {
+                part.leader_id = BrokerId(-1);
+                part.error_code = ResponseError::LeaderNotAvailable.code();
+            }
+        }
         part.leader_epoch = p.leader_epoch;
         part.replica_nodes = p.replicas.iter().copied().map(BrokerId).collect();
         part.isr_nodes = p.isr.iter().copied().map(BrokerId).collect();
@@ -235,10 +262,101 @@ fn topic_metadata(
             .copied()
             .map(BrokerId)
             .collect();
-        if p.leader < 0 || !live(&p.leader) {
-            part.error_code = ResponseError::LeaderNotAvailable.code();
-        }
         t.partitions.push(part);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_controller::{
+        BrokerEndpoint, MetadataRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord,
+    };
+
+    /// Brokers 1 (PLAINTEXT and SSL), 2 (PLAINTEXT only) and 3 (fenced),
+    /// and a topic whose partitions 0-3 are led by 1, 2, 3 and 9 (not
+    /// registered).
+    fn image() -> MetadataImage {
+        let mut image = MetadataImage::new("c");
+        let endpoint = |name: &str, port| BrokerEndpoint {
+            name: name.into(),
+            host: "127.0.0.1".into(),
+            port,
+            security_protocol: 0,
+        };
+        let topic_id = Uuid::from_u128(7);
+        let mut records = vec![];
+        for (id, endpoints, fenced) in [
+            (1, vec![endpoint("PLAINTEXT", 1), endpoint("SSL", 2)], false),
+            (2, vec![endpoint("PLAINTEXT", 3)], false),
+            (3, vec![endpoint("PLAINTEXT", 4), endpoint("SSL", 5)], true),
+        ] {
+            records.push(MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                broker_id: id,
+                incarnation_id: Uuid::from_u128(id as u128),
+                broker_epoch: 1,
+                end_points: endpoints,
+                rack: None,
+                fenced,
+            }));
+        }
+        records.push(MetadataRecord::Topic(TopicRecord {
+            name: "t".into(),
+            topic_id,
+        }));
+        for (index, leader) in [1, 2, 3, 9].into_iter().enumerate() {
+            let mut p = PartitionRecord::new(index as i32, topic_id, vec![leader], vec![leader]);
+            p.leader = leader;
+            records.push(MetadataRecord::Partition(p));
+        }
+        for record in &records {
+            image.apply(record).unwrap();
+        }
+        image
+    }
+
+    fn leaders(listener: &str, version: i16) -> Vec<(i32, i16)> {
+        let image = image();
+        topic_metadata(&image, &image.topics["t"], listener, version, false)
+            .partitions
+            .iter()
+            .map(|p| (p.leader_id.0, p.error_code))
+            .collect()
+    }
+
+    /// Kafka's `KRaftMetadataCache.partitionMetadata`: a leader is named
+    /// only when it is registered, unfenced and has the request's listener.
+    #[test]
+    fn a_leader_without_the_listener_is_listener_not_found_from_v6() {
+        const LEADER_NOT_AVAILABLE: i16 = 5;
+        const LISTENER_NOT_FOUND: i16 = 72;
+        assert_eq!(
+            leaders("SSL", 12),
+            [
+                (1, 0),
+                (-1, LISTENER_NOT_FOUND),
+                (-1, LISTENER_NOT_FOUND),
+                (-1, LEADER_NOT_AVAILABLE)
+            ]
+        );
+        assert_eq!(
+            leaders("SSL", 5),
+            [
+                (1, 0),
+                (-1, LEADER_NOT_AVAILABLE),
+                (-1, LEADER_NOT_AVAILABLE),
+                (-1, LEADER_NOT_AVAILABLE)
+            ]
+        );
+        assert_eq!(
+            leaders("PLAINTEXT", 12),
+            [
+                (1, 0),
+                (2, 0),
+                (-1, LISTENER_NOT_FOUND),
+                (-1, LEADER_NOT_AVAILABLE)
+            ]
+        );
+    }
 }
