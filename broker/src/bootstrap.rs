@@ -127,6 +127,14 @@ fn fields(body: &str) -> Result<Vec<(String, String)>, String> {
             }
         } else {
             value = chars.by_ref().take_while(|&c| c != ',').collect();
+            // `name=a password=b`: a missing comma, not a name with "="
+            // (base64's trailing padding is fine).
+            if value.trim_end().trim_end_matches('=').contains('=') {
+                return Err(format!(
+                    "the value of {:?} holds '=': separate key=value pairs with ',' (quote a value that holds '=')",
+                    key.trim()
+                ));
+            }
         }
         out.push((key.trim().to_ascii_lowercase(), value.trim().to_string()));
     }
@@ -199,6 +207,10 @@ mod tests {
         .unwrap();
         let r = credential(&r);
         assert_eq!((r.name.as_str(), r.credential.iterations), ("bob", 8192));
+        // Unquoted base64 keeps its padding.
+        let unquoted =
+            parse_add_scram("SCRAM-SHA-512=[name=bob,password=x,salt=c2FsdA==]").unwrap();
+        assert_eq!(credential(&unquoted).credential.salt, b"salt");
         assert_eq!(r.credential.salt, b"salt");
         let salted = scram::salted_password(ScramMechanism::ScramSha512, b"a,b]c", b"salt", 8192);
         assert_eq!(
@@ -223,6 +235,10 @@ mod tests {
                 "unknown key",
             ),
             ("SCRAM-SHA-256=[name=a,password=\"p]", "unterminated"),
+            (
+                "SCRAM-SHA-256=[name=a password=p]",
+                "separate key=value pairs with ','",
+            ),
         ] {
             let e = parse_add_scram(spec).unwrap_err();
             assert!(e.contains(expected), "{spec}: {e}");
