@@ -753,7 +753,7 @@ pub static BROKER_KEYS: &[BrokerKey] = {
         // Kafka defines no validator for these two; a receive size under 1
         // byte would refuse every request, so Weir wants at least 1.
         num!("connections.max.reauth.ms", Long Any, "0", connections_max_reauth_ms,
-            "SASL session lifetime (KIP-368, ms); re-authentication is not served yet, so only 0 is accepted on a SASL listener"),
+            "SASL session lifetime (KIP-368, ms): a client re-authenticates within it or its connection is closed at its next request; 0: sessions do not expire"),
         num!("connection.failed.authentication.delay.ms", Int AtLeast(0), "100",
             connection_failed_authentication_delay_ms,
             "how long the answer to a failed SASL authentication is held before the connection closes (ms)"),

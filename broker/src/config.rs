@@ -230,7 +230,8 @@ pub struct BrokerConfig {
     /// when `inter.broker.listener.name` is not set. Default: PLAINTEXT.
     pub security_inter_broker_protocol: SecurityProtocol,
     /// `connections.max.reauth.ms`: SASL session lifetime (KIP-368), ms; 0
-    /// disables re-authentication. Only 0 is served. Default: 0.
+    /// disables re-authentication (see `network::sasl::SaslSession`).
+    /// Default: 0.
     pub connections_max_reauth_ms: i64,
     /// `connection.failed.authentication.delay.ms`: how long the answer to
     /// a failed SASL authentication is held, ms. Default: 100.

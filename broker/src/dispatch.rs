@@ -26,6 +26,9 @@ pub enum Response {
     Fetch(Vec<FetchChunk<FetchRecords>>),
     /// Close the connection after earlier responses; the reason is logged.
     Close(String),
+    /// Send this frame, then close the connection (a failed
+    /// re-authentication); the reason is logged.
+    FrameThenClose(BytesMut, String),
 }
 
 /// Decodes and serves one request frame (size prefix already removed).
@@ -171,10 +174,36 @@ pub async fn handle_frame(
         // On a SASL listener these are served before authentication
         // (network::sasl); here they come after it, or on a listener
         // without SASL: ILLEGAL_SASL_STATE, as Kafka's KafkaApis.
+        // With connections.max.reauth.ms a SASL connection may
+        // re-authenticate (KIP-368, network::sasl::SaslSession).
         body @ (RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_)) => {
-            match crate::network::sasl::illegal_state(&body) {
-                Some(response) => response,
-                None => return Response::Close("unreachable SASL state".into()),
+            let credentials = |user: &str, mechanism| {
+                crate::network::connection::scram_credential(&ctx, user, mechanism)
+            };
+            let reauth = match info.session.as_ref() {
+                Some(session) => session.reauthenticate(&body, version, &credentials),
+                None => crate::network::sasl::Reauthentication::NotServed,
+            };
+            match reauth {
+                crate::network::sasl::Reauthentication::Answer(answer) => answer,
+                crate::network::sasl::Reauthentication::Refuse {
+                    answer,
+                    delay,
+                    reason,
+                } => {
+                    // Kafka delays the answer to a failed authentication.
+                    tokio::time::sleep(delay).await;
+                    return match encode(api_key, version, correlation_id, &answer, started) {
+                        Response::Frame(bytes) => Response::FrameThenClose(bytes, reason),
+                        other => other,
+                    };
+                }
+                crate::network::sasl::Reauthentication::NotServed => {
+                    match crate::network::sasl::illegal_state(&body) {
+                        Some(response) => response,
+                        None => return Response::Close("unreachable SASL state".into()),
+                    }
+                }
             }
         }
         RequestKind::ElectLeaders(r) => {

@@ -681,6 +681,7 @@ async fn accept_loop(
                             listener: accepted_on.name.clone(),
                             security_protocol: accepted_on.protocol,
                             principal: crate::network::ANONYMOUS.into(),
+                            session: None,
                         });
                         let tls = accepted_on.tls.clone();
                         let sasl = accepted_on.sasl.clone();

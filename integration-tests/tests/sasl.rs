@@ -679,3 +679,71 @@ fn kafka_topics_creates_and_lists_over_sasl_plaintext_with_a_command_config() {
         "kafka-topics reports the broker's message:\n{everything}"
     );
 }
+
+/// KIP-368 with `connections.max.reauth.ms=3000`: SaslAuthenticate v2
+/// tells alice her session lasts 3,000 ms; on the same connection she
+/// re-authenticates (SaslHandshake, SaslAuthenticate) and Metadata is
+/// still served; a re-authentication as admin is refused with Kafka's
+/// "Cannot change principals" and closes the connection; and a connection
+/// that does not re-authenticate is closed at its first request after the
+/// session expires (polled until then, within a deadline).
+#[test]
+fn sessions_re_authenticate_and_expire_with_connections_max_reauth_ms() {
+    let broker = TestBroker::builder()
+        .sasl_plaintext_listener(&[ALICE])
+        .config("connections.max.reauth.ms", "3000")
+        .start()
+        .expect("starting weir with connections.max.reauth.ms");
+    let metadata = |client: &mut RawClient| {
+        client.send(
+            &kafka_protocol::messages::MetadataRequest::default().with_topics(Some(vec![])),
+            9,
+        )
+    };
+
+    let mut client = connect_and_handshake_plain(&broker);
+    let answer = authenticate(&mut client, 2, ALICE.0, ALICE.1);
+    assert_eq!(
+        (answer.error_code, answer.session_lifetime_ms),
+        (error_code::NONE, 3000)
+    );
+    let before_reauthentication = std::time::Instant::now();
+    log_in(&mut client, 2, ALICE);
+    metadata(&mut client).expect("Metadata after re-authentication");
+
+    let mut other = connect_and_handshake_plain(&broker);
+    log_in_plain_ok(&mut other);
+    assert_eq!(handshake(&mut other, "PLAIN").error_code, error_code::NONE);
+    let as_admin = authenticate(&mut other, 2, sasl::ADMIN.0, sasl::ADMIN.1);
+    assert_eq!(as_admin.error_code, SASL_AUTHENTICATION_FAILED);
+    assert_eq!(
+        as_admin.error_message.as_deref(),
+        Some("Cannot change principals during re-authentication from User:alice: User:admin")
+    );
+    assert_closed_without_answer(&mut other, "a re-authentication as another user");
+
+    // No re-authentication: the first request after the session's end
+    // closes the connection.
+    support::poll_until(
+        std::time::Duration::from_secs(30),
+        "the expired session's connection to close",
+        || metadata(&mut client).is_err().then_some(()),
+    );
+    assert!(
+        before_reauthentication.elapsed() >= std::time::Duration::from_millis(3000),
+        "closed only once the re-authenticated session's 3,000 ms are over"
+    );
+}
+
+/// Authenticates a fresh PLAIN connection as alice (SaslAuthenticate v2)
+/// after [`connect_and_handshake_plain`].
+#[track_caller]
+fn log_in_plain_ok(client: &mut RawClient) {
+    let answer = authenticate(client, 2, ALICE.0, ALICE.1);
+    assert_eq!(
+        answer.error_code,
+        error_code::NONE,
+        "{:?}",
+        answer.error_message
+    );
+}

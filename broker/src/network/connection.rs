@@ -155,7 +155,7 @@ struct ResponseBytes {
 /// Bytes of `response` held in memory (not file regions).
 fn response_bytes(response: &Response) -> usize {
     match response {
-        Response::Frame(bytes) => bytes.len(),
+        Response::Frame(bytes) | Response::FrameThenClose(bytes, _) => bytes.len(),
         Response::Fetch(chunks) => chunks
             .iter()
             .map(|c| match c {
@@ -279,7 +279,7 @@ pub async fn run(
     }
     metrics::gauge!("weir_connections").increment(1.0);
     metrics::counter!("weir_connections_accepted_total").increment(1);
-    let sasl = sasl.as_deref();
+    let sasl = sasl.as_ref();
     match tls {
         None => {
             let mut stream = stream;
@@ -329,6 +329,20 @@ pub async fn run(
     metrics::gauge!("weir_connections").decrement(1.0);
 }
 
+/// `user`'s SCRAM credential for `mechanism` in the broker's current
+/// metadata image.
+pub(crate) fn scram_credential(
+    ctx: &BrokerContext,
+    user: &str,
+    mechanism: weir_controller::ScramMechanism,
+) -> Option<weir_controller::ScramCredential> {
+    ctx.metadata()
+        .scram_credentials
+        .get(user)?
+        .get(&mechanism)
+        .cloned()
+}
+
 /// On an SSL listener, `info` with the principal of the client's
 /// certificate (its subject mapped by `ssl.principal.mapping.rules`;
 /// `User:ANONYMOUS` without a certificate), as Kafka's
@@ -375,7 +389,7 @@ fn certificate_principal(
 /// (the reason is logged).
 async fn authenticated<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
-    sasl: Option<&SaslListener>,
+    sasl: Option<&Arc<SaslListener>>,
     info: Arc<ConnectionInfo>,
     ctx: &BrokerContext,
     shutdown: &CancellationToken,
@@ -384,20 +398,18 @@ async fn authenticated<S: AsyncRead + AsyncWrite + Unpin>(
         return Some(info);
     };
     let peer = info.peer;
-    let credentials = |user: &str, mechanism| {
-        let image = ctx.metadata();
-        image.scram_credentials.get(user)?.get(&mechanism).cloned()
-    };
+    let credentials = |user: &str, mechanism| scram_credential(ctx, user, mechanism);
     let exchange = super::sasl::authenticate(stream, sasl, &credentials, peer, idle_timeout(ctx));
     let outcome = tokio::select! {
         _ = shutdown.cancelled() => Err("broker shutting down".to_string()),
         outcome = exchange => outcome,
     };
     match outcome {
-        Ok(principal) => {
-            debug!(%peer, listener = %info.listener, %principal, "authenticated");
+        Ok(session) => {
+            debug!(%peer, listener = %info.listener, principal = session.principal(), "authenticated");
             let mut info = (*info).clone();
-            info.principal = principal.into();
+            info.principal = session.principal().into();
+            info.session = Some(session);
             Some(Arc::new(info))
         }
         Err(reason) => {
@@ -452,6 +464,22 @@ async fn serve(
         while may_take(pending.len(), in_flight_bytes) {
             match decode_frame(&mut buf, max_frame) {
                 Ok(Some(frame)) => {
+                    // An expired SASL session may only re-authenticate
+                    // (KIP-368; Kafka's "Disconnecting expired channel").
+                    if let Some(session) = info.session.as_ref() {
+                        let api_key = frame
+                            .get(..2)
+                            .map_or(-1, |k| i16::from_be_bytes([k[0], k[1]]));
+                        if !session.admits(api_key, std::time::Instant::now()) {
+                            info!(%peer, principal = session.principal(),
+                                "closing connection: the SASL session expired (connections.max.reauth.ms) without re-authentication");
+                            metrics::counter!("weir_connections_closed_total", "reason" => "session_expired")
+                                .increment(1);
+                            drop(tx);
+                            let _ = writer_task.await;
+                            return;
+                        }
+                    }
                     let bytes = buffered.split(SIZE_PREFIX_BYTES + frame.len());
                     in_flight_bytes += bytes.bytes();
                     in_flight.push_back(bytes);
@@ -518,7 +546,7 @@ async fn serve(
                 in_flight_bytes -= done.bytes();
                 drop(done);
                 idle_timer.as_mut().reset(tokio::time::Instant::now() + idle);
-                let close = matches!(response, Response::Close(_));
+                let close = matches!(response, Response::Close(_) | Response::FrameThenClose(..));
                 let n = response_bytes(&response);
                 let counted = ResponseBytes {
                     _connection: unsent.allocate_forced(n),
@@ -672,6 +700,13 @@ async fn write_loop(
             Response::Fetch(chunks) => write_fetch(&mut writer, chunks, &bytes_out).await,
             Response::Close(reason) => {
                 warn!(%peer, %reason, "closing connection");
+                let _ = writer.shutdown().await;
+                return;
+            }
+            Response::FrameThenClose(bytes, reason) => {
+                bytes_out.increment(bytes.len() as u64);
+                let _ = writer.write_all(&bytes).await;
+                info!(%peer, %reason, "closing connection");
                 let _ = writer.shutdown().await;
                 return;
             }

@@ -41,6 +41,9 @@ pub struct ConnectionInfo {
     /// certificate's subject (`network::principal`), else
     /// `User:ANONYMOUS`.
     pub principal: Arc<str>,
+    /// The SASL session of a SASL listener's connection (its
+    /// re-authentication and expiry, KIP-368); `None` elsewhere.
+    pub session: Option<Arc<sasl::SaslSession>>,
 }
 
 /// Kafka's principal of an unauthenticated client.

@@ -10,8 +10,9 @@
 //! - after a v0 handshake the client's token comes bare (size-prefixed)
 //!   and a success is answered with an empty one, a failure closes;
 //! - after v1, SaslAuthenticate (v0-2) carries the mechanism's tokens: success gets
-//!   error 0 (`session_lifetime_ms` 0: no re-authentication, KIP-368 is not
-//!   served), a failure SASL_AUTHENTICATION_FAILED (58) with Kafka's
+//!   error 0 (`session_lifetime_ms`: `connections.max.reauth.ms`, 0 for
+//!   sessions that do not expire; see [`SaslSession`] for KIP-368's
+//!   re-authentication), a failure SASL_AUTHENTICATION_FAILED (58) with Kafka's
 //!   message, sent after `connection.failed.authentication.delay.ms`, and
 //!   the connection closes;
 //! - any other request before authentication closes the connection
@@ -34,7 +35,8 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -210,6 +212,9 @@ pub struct SaslListener {
     failed_delay: Duration,
     /// `sasl.server.max.receive.size`, bytes.
     max_receive: usize,
+    /// `connections.max.reauth.ms` when positive: how long a session lasts
+    /// before the client must re-authenticate (KIP-368).
+    session_lifetime: Option<Duration>,
 }
 
 impl SaslListener {
@@ -217,8 +222,8 @@ impl SaslListener {
     ///
     /// # Errors
     /// A mechanism Weir does not serve, an enabled PLAIN without a JAAS
-    /// entry of the PLAIN login module, or `connections.max.reauth.ms` set
-    /// (re-authentication is not served); the error names the key.
+    /// entry of the PLAIN login module, or a SCRAM JAAS entry of another
+    /// login module; the error names the key.
     pub fn from_config(config: &BrokerConfig, listener: &str) -> Result<Self, SaslConfigError> {
         let error = |key: &str, reason: String| SaslConfigError {
             listener: listener.to_string(),
@@ -248,12 +253,6 @@ impl SaslListener {
                     "{m} is not served (served: {})",
                     SERVED_MECHANISMS.join(", ")
                 ),
-            ));
-        }
-        if config.connections_max_reauth_ms > 0 {
-            return Err(error(
-                "connections.max.reauth.ms",
-                "re-authentication (KIP-368) is not served yet: leave it 0".into(),
             ));
         }
         let mut plain_users = BTreeMap::new();
@@ -295,6 +294,10 @@ impl SaslListener {
                 u64::try_from(config.connection_failed_authentication_delay_ms).unwrap_or(0),
             ),
             max_receive: usize::try_from(config.sasl_server_max_receive_size).unwrap_or(0),
+            session_lifetime: u64::try_from(config.connections_max_reauth_ms)
+                .ok()
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis),
         })
     }
 
@@ -462,11 +465,11 @@ impl Exchange {
 /// (returns the logged reason). SCRAM credentials come from `credentials`.
 pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
-    sasl: &SaslListener,
+    sasl: &Arc<SaslListener>,
     credentials: ScramCredentials<'_>,
     peer: SocketAddr,
     idle: Duration,
-) -> Result<String, String> {
+) -> Result<Arc<SaslSession>, String> {
     let mut exchange: Option<(String, Exchange)> = None;
     // The handshake was v0: the tokens that follow are bare.
     let mut raw_tokens = false;
@@ -482,7 +485,7 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                 Step::Challenge(token) => write(stream, &size_prefixed(&token)).await?,
                 Step::Authenticated { user, token } => {
                     write(stream, &size_prefixed(&token)).await?;
-                    return Ok(format!("User:{user}"));
+                    return Ok(SaslSession::new(sasl, mechanism, &user));
                 }
                 Step::Failed { logged, .. } => {
                     info!(%peer, %mechanism, "Failed authentication with {peer} ({logged})");
@@ -551,8 +554,11 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                     Step::Authenticated { user, token } => {
                         response.auth_bytes = token.into();
+                        if version >= 1 {
+                            response.session_lifetime_ms = sasl.session_lifetime_ms();
+                        }
                         write(stream, &respond(ResponseKind::SaslAuthenticate(response))?).await?;
-                        return Ok(format!("User:{user}"));
+                        return Ok(SaslSession::new(sasl, mechanism, &user));
                     }
                     Step::Failed { logged, told } => {
                         info!(%peer, %mechanism, "Failed authentication with {peer} ({logged})");
@@ -596,6 +602,210 @@ fn size_prefixed(token: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&(token.len() as i32).to_be_bytes());
     out.extend_from_slice(token);
     out
+}
+
+impl SaslListener {
+    /// `session_lifetime_ms` of a successful SaslAuthenticate (v1+): the
+    /// session's lifetime, 0 without re-authentication (KIP-368).
+    fn session_lifetime_ms(&self) -> i64 {
+        self.session_lifetime
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+}
+
+/// Kafka's shortest time between two re-authentications of a connection
+/// (`KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS`); a handshake
+/// sooner than this is answered as one after authentication
+/// (ILLEGAL_SASL_STATE).
+const MIN_REAUTH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// An authenticated SASL connection (Kafka's `SaslServerAuthenticator`
+/// after its exchange): who it is, with which mechanism, and, with
+/// `connections.max.reauth.ms`, until when (KIP-368). A connection whose
+/// session expired may send only a SaslHandshake, which begins
+/// re-authentication with the same mechanism; any other request closes it
+/// (Kafka's "Disconnecting expired channel").
+#[derive(Debug)]
+pub struct SaslSession {
+    listener: Arc<SaslListener>,
+    mechanism: String,
+    principal: String,
+    state: std::sync::Mutex<SessionState>,
+}
+
+#[derive(Debug, Default)]
+struct SessionState {
+    expires_at: Option<Instant>,
+    /// A re-authentication in progress (after its SaslHandshake).
+    reauthenticating: Option<Exchange>,
+    last_reauth_start: Option<Instant>,
+}
+
+impl std::fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Exchange::Plain => "Plain",
+            Exchange::Scram(_) => "Scram",
+        })
+    }
+}
+
+/// What a SaslHandshake or SaslAuthenticate on an authenticated connection
+/// leads to.
+#[derive(Debug)]
+pub enum Reauthentication {
+    /// Re-authentication is not under way (or not allowed now): answer as
+    /// after authentication ([`illegal_state`]).
+    NotServed,
+    /// Answer this and go on.
+    Answer(ResponseKind),
+    /// Answer this after `delay`, then close the connection (the reason is
+    /// logged).
+    Refuse {
+        /// The answer.
+        answer: ResponseKind,
+        /// `connection.failed.authentication.delay.ms` for a failed
+        /// authentication, else zero.
+        delay: Duration,
+        /// Why, for the log.
+        reason: String,
+    },
+}
+
+impl SaslSession {
+    fn new(listener: &Arc<SaslListener>, mechanism: &str, user: &str) -> Arc<SaslSession> {
+        Arc::new(SaslSession {
+            listener: listener.clone(),
+            mechanism: mechanism.to_string(),
+            principal: format!("User:{user}"),
+            state: std::sync::Mutex::new(SessionState {
+                expires_at: listener.session_lifetime.map(|d| Instant::now() + d),
+                ..SessionState::default()
+            }),
+        })
+    }
+
+    /// The principal, `User:<name>`.
+    pub fn principal(&self) -> &str {
+        &self.principal
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SessionState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether a request with API key `api_key` may be served at `now`:
+    /// before the session expires any may; after, only a SaslHandshake, or
+    /// a SaslAuthenticate of a re-authentication under way.
+    pub fn admits(&self, api_key: i16, now: Instant) -> bool {
+        let state = self.state();
+        let expired = state.expires_at.is_some_and(|at| now >= at);
+        !expired
+            || api_key == kafka_protocol::messages::ApiKey::SaslHandshake as i16
+            || (api_key == kafka_protocol::messages::ApiKey::SaslAuthenticate as i16
+                && state.reauthenticating.is_some())
+    }
+
+    /// Serves a SaslHandshake or SaslAuthenticate of version `version` on
+    /// this authenticated connection (KIP-368), as Kafka's
+    /// `KafkaChannel.maybeBeginServerReauthentication` and
+    /// `SaslServerAuthenticator`: a handshake begins a re-authentication
+    /// when the listener has a session lifetime and the last one began at
+    /// least a second ago; it must name the session's mechanism. The
+    /// exchange then runs as the first one did; at its end the principal
+    /// must be the same ("Cannot change principals during
+    /// re-authentication"), and the session gets a new lifetime.
+    pub fn reauthenticate(
+        &self,
+        body: &RequestKind,
+        version: i16,
+        credentials: ScramCredentials<'_>,
+    ) -> Reauthentication {
+        let mut state = self.state();
+        match body {
+            RequestKind::SaslHandshake(r) => {
+                let now = Instant::now();
+                let too_soon = state
+                    .last_reauth_start
+                    .is_some_and(|at| now.duration_since(at) < MIN_REAUTH_INTERVAL);
+                if self.listener.session_lifetime.is_none() || too_soon {
+                    return Reauthentication::NotServed;
+                }
+                state.last_reauth_start = Some(now);
+                let wanted = r.mechanism.to_ascii_uppercase();
+                let mut response = SaslHandshakeResponse::default();
+                response.mechanisms = self
+                    .listener
+                    .mechanisms
+                    .iter()
+                    .map(|m| crate::handlers::str_bytes(m.clone()))
+                    .collect();
+                if wanted != self.mechanism {
+                    response.error_code = UNSUPPORTED_SASL_MECHANISM;
+                    return Reauthentication::Refuse {
+                        answer: ResponseKind::SaslHandshake(response),
+                        delay: Duration::ZERO,
+                        reason: format!(
+                            "re-authentication with {} after {}: the mechanism may not change",
+                            r.mechanism.as_str(),
+                            self.mechanism
+                        ),
+                    };
+                }
+                state.reauthenticating = Some(Exchange::new(&wanted));
+                Reauthentication::Answer(ResponseKind::SaslHandshake(response))
+            }
+            RequestKind::SaslAuthenticate(r) => {
+                let Some(exchange) = state.reauthenticating.as_mut() else {
+                    return Reauthentication::NotServed;
+                };
+                let mut response = SaslAuthenticateResponse::default();
+                let refuse =
+                    |mut response: SaslAuthenticateResponse, told: String, logged: String| {
+                        metrics::counter!("weir_sasl_authentication_failures_total").increment(1);
+                        response.error_code = SASL_AUTHENTICATION_FAILED;
+                        response.error_message = Some(crate::handlers::str_bytes(told));
+                        Reauthentication::Refuse {
+                            answer: ResponseKind::SaslAuthenticate(response),
+                            delay: self.listener.failed_delay,
+                            reason: format!("re-authentication failed: {logged}"),
+                        }
+                    };
+                match exchange.step(&self.listener, &r.auth_bytes, credentials) {
+                    Step::Challenge(token) => {
+                        response.auth_bytes = token.into();
+                        Reauthentication::Answer(ResponseKind::SaslAuthenticate(response))
+                    }
+                    Step::Failed { logged, told } => {
+                        state.reauthenticating = None;
+                        refuse(response, told, logged)
+                    }
+                    Step::Authenticated { user, token } => {
+                        state.reauthenticating = None;
+                        let principal = format!("User:{user}");
+                        if principal != self.principal {
+                            let message = format!(
+                                "Cannot change principals during re-authentication from {}: {principal}",
+                                self.principal
+                            );
+                            return refuse(response, message.clone(), message);
+                        }
+                        state.expires_at =
+                            self.listener.session_lifetime.map(|d| Instant::now() + d);
+                        metrics::counter!("weir_sasl_reauthentications_total").increment(1);
+                        response.auth_bytes = token.into();
+                        if version >= 1 {
+                            response.session_lifetime_ms = self.listener.session_lifetime_ms();
+                        }
+                        Reauthentication::Answer(ResponseKind::SaslAuthenticate(response))
+                    }
+                }
+            }
+            _ => Reauthentication::NotServed,
+        }
+    }
 }
 
 /// Reads one size-prefixed request, exactly (nothing after it).
@@ -757,10 +967,6 @@ mod tests {
                 "sasl.enabled.mechanisms",
             ),
             (
-                &[("connections.max.reauth.ms", "60000")],
-                "connections.max.reauth.ms",
-            ),
-            (
                 &[(
                     "listener.name.sasl_plaintext.plain.sasl.jaas.config",
                     "a.B required;",
@@ -826,7 +1032,8 @@ mod tests {
         F: FnOnce(tokio::io::DuplexStream) -> Fut,
         Fut: std::future::Future<Output = ()>,
     {
-        let sasl = listener(&[("connection.failed.authentication.delay.ms", "0")]).unwrap();
+        let sasl =
+            Arc::new(listener(&[("connection.failed.authentication.delay.ms", "0")]).unwrap());
         let (server, client_side) = tokio::io::duplex(64 * 1024);
         let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
         // The server's end is dropped once it returns, as the connection
@@ -841,6 +1048,7 @@ mod tests {
                 Duration::from_secs(5),
             )
             .await
+            .map(|session| session.principal().to_string())
         };
         let (outcome, ()) = tokio::join!(server, client(client_side));
         outcome
@@ -1008,5 +1216,133 @@ mod tests {
         assert!(oversized
             .unwrap_err()
             .contains("sasl.server.max.receive.size"));
+    }
+
+    fn reauth_listener(ms: &str) -> Arc<SaslListener> {
+        Arc::new(
+            listener(&[
+                ("connections.max.reauth.ms", ms),
+                ("connection.failed.authentication.delay.ms", "0"),
+            ])
+            .unwrap(),
+        )
+    }
+
+    fn handshake_body(mechanism: &'static str) -> RequestKind {
+        RequestKind::SaslHandshake(
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism)),
+        )
+    }
+
+    fn authenticate_body(token: &'static [u8]) -> RequestKind {
+        RequestKind::SaslAuthenticate(
+            SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(token)),
+        )
+    }
+
+    fn answer_code(reauth: &Reauthentication) -> Option<i16> {
+        let kind = match reauth {
+            Reauthentication::Answer(kind) | Reauthentication::Refuse { answer: kind, .. } => kind,
+            Reauthentication::NotServed => return None,
+        };
+        Some(match kind {
+            ResponseKind::SaslHandshake(r) => r.error_code,
+            ResponseKind::SaslAuthenticate(r) => r.error_code,
+            other => panic!("{other:?}"),
+        })
+    }
+
+    /// KIP-368: a session with `connections.max.reauth.ms` re-authenticates
+    /// with its mechanism and principal and gets a new lifetime; too soon
+    /// after the last one, or without a lifetime, the handshake is not
+    /// served (ILLEGAL_SASL_STATE in dispatch).
+    #[test]
+    fn a_session_re_authenticates_with_the_same_mechanism_and_principal() {
+        let no_creds = |_: &str, _| None;
+        let sasl = reauth_listener("60000");
+        assert_eq!(sasl.session_lifetime_ms(), 60000);
+        let session = SaslSession::new(&sasl, "PLAIN", "alice");
+        let begun = session.reauthenticate(&handshake_body("PLAIN"), 1, &no_creds);
+        assert!(matches!(begun, Reauthentication::Answer(_)));
+        assert_eq!(answer_code(&begun), Some(0));
+        let done = session.reauthenticate(
+            &authenticate_body(b"\0alice\0alice \"quoted\" secret"),
+            2,
+            &no_creds,
+        );
+        match done {
+            Reauthentication::Answer(ResponseKind::SaslAuthenticate(r)) => {
+                assert_eq!((r.error_code, r.session_lifetime_ms), (0, 60000));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            matches!(
+                session.reauthenticate(&handshake_body("PLAIN"), 1, &no_creds),
+                Reauthentication::NotServed
+            ),
+            "within a second of the last re-authentication"
+        );
+        assert!(matches!(
+            session.reauthenticate(&authenticate_body(b"x"), 2, &no_creds),
+            Reauthentication::NotServed
+        ));
+
+        let without = Arc::new(listener(&[]).unwrap());
+        let plain_session = SaslSession::new(&without, "PLAIN", "alice");
+        assert!(matches!(
+            plain_session.reauthenticate(&handshake_body("PLAIN"), 1, &no_creds),
+            Reauthentication::NotServed
+        ));
+    }
+
+    #[test]
+    fn another_mechanism_or_principal_is_refused_and_closes() {
+        let no_creds = |_: &str, _| None;
+        let sasl = reauth_listener("60000");
+        let session = SaslSession::new(&sasl, "PLAIN", "alice");
+        let other = session.reauthenticate(&handshake_body("SCRAM-SHA-256"), 1, &no_creds);
+        assert!(matches!(other, Reauthentication::Refuse { .. }));
+        assert_eq!(answer_code(&other), Some(UNSUPPORTED_SASL_MECHANISM));
+
+        let session = SaslSession::new(&sasl, "PLAIN", "alice");
+        session.reauthenticate(&handshake_body("PLAIN"), 1, &no_creds);
+        let as_admin =
+            session.reauthenticate(&authenticate_body(b"\0admin\0admin-secret"), 2, &no_creds);
+        match as_admin {
+            Reauthentication::Refuse {
+                answer: ResponseKind::SaslAuthenticate(r),
+                ..
+            } => {
+                assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
+                assert_eq!(
+                    r.error_message.as_deref(),
+                    Some("Cannot change principals during re-authentication from User:alice: User:admin")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_expired_session_admits_only_re_authentication() {
+        let no_creds = |_: &str, _| None;
+        let sasl = reauth_listener("1000");
+        let session = SaslSession::new(&sasl, "PLAIN", "alice");
+        let now = Instant::now();
+        let later = now + Duration::from_secs(2);
+        let (metadata, handshake, authenticate) = (3, 17, 36);
+        assert!(session.admits(metadata, now));
+        assert!(!session.admits(metadata, later));
+        assert!(session.admits(handshake, later));
+        assert!(
+            !session.admits(authenticate, later),
+            "no re-authentication under way"
+        );
+        session.reauthenticate(&handshake_body("PLAIN"), 1, &no_creds);
+        assert!(session.admits(authenticate, later));
+        let without = Arc::new(listener(&[]).unwrap());
+        assert!(SaslSession::new(&without, "PLAIN", "a")
+            .admits(metadata, later + Duration::from_secs(1 << 20)));
     }
 }
