@@ -466,7 +466,7 @@ async fn serve(
                 Ok(Some(frame)) => {
                     // An expired SASL session may only re-authenticate
                     // (KIP-368; Kafka's "Disconnecting expired channel").
-                    if let Some(session) = info.session.as_ref() {
+                    if let Some(session) = info.session.as_ref().filter(|s| s.expires()) {
                         let api_key = frame
                             .get(..2)
                             .map_or(-1, |k| i16::from_be_bytes([k[0], k[1]]));

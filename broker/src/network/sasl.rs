@@ -696,6 +696,12 @@ impl SaslSession {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Whether the session expires (`connections.max.reauth.ms` > 0); a
+    /// session that does not is never checked per request.
+    pub fn expires(&self) -> bool {
+        self.listener.session_lifetime.is_some()
+    }
+
     /// Whether a request with API key `api_key` may be served at `now`:
     /// before the session expires any may; after, only a SaslHandshake, or
     /// a SaslAuthenticate of a re-authentication under way.
