@@ -760,6 +760,36 @@ pub static BROKER_KEYS: &[BrokerKey] = {
         num!("sasl.server.max.receive.size", Int AtLeast(1), "524288",
             sasl_server_max_receive_size,
             "largest request read before SASL authentication completes (bytes)"),
+        custom!("authorizer.class.name", String, "",
+            "empty: every client may do everything; `org.apache.kafka.metadata.authorizer.StandardAuthorizer` (or `kafka.security.authorizer.AclAuthorizer`): ACLs are enforced as Kafka's StandardAuthorizer",
+            set: |c, key, value| {
+                let value = value.trim();
+                if !value.is_empty() && !crate::authorizer::STANDARD_AUTHORIZER_CLASSES.contains(&value) {
+                    return Err(invalid(key, value, format!(
+                        "Weir serves only {}", crate::authorizer::STANDARD_AUTHORIZER_CLASSES[0])));
+                }
+                c.authorizer_class_name = value.to_string();
+                Ok(())
+            },
+            get: |c| Some(c.authorizer_class_name.clone())),
+        custom!("super.users", String, "",
+            "principals allowed every operation whatever the ACLs, `;`-separated (`User:admin;User:broker`)",
+            set: |c, key, value| {
+                let users: Vec<String> = value
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                if let Some(bad) = users.iter().find(|u| !u.split_once(':').is_some_and(|(t, n)| !t.is_empty() && !n.is_empty())) {
+                    return Err(invalid(key, value, format!("'{bad}' is not a principal (`User:<name>`)")));
+                }
+                c.super_users = users;
+                Ok(())
+            },
+            get: |c| Some(c.super_users.join(";"))),
+        flag!("allow.everyone.if.no.acl.found", "false", allow_everyone_if_no_acl_found,
+            "with an authorizer, whether a resource no ACL applies to is open to every client"),
         custom!("inter.broker.listener.name", String, null,
             "the listener followers fetch through; unset, the first PLAINTEXT listener",
             set: |c, _, value| {

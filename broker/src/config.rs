@@ -233,6 +233,17 @@ pub struct BrokerConfig {
     /// disables re-authentication (see `network::sasl::SaslSession`).
     /// Default: 0.
     pub connections_max_reauth_ms: i64,
+    /// `authorizer.class.name`: empty (no authorization, every client may
+    /// do everything) or Kafka's
+    /// `org.apache.kafka.metadata.authorizer.StandardAuthorizer`, which
+    /// Weir serves itself (`crate::authorizer`). Default: empty.
+    pub authorizer_class_name: String,
+    /// `super.users`: principals (`User:alice`) every operation is allowed
+    /// to, whatever the ACLs; `;`-separated. Default: none.
+    pub super_users: Vec<String>,
+    /// `allow.everyone.if.no.acl.found`: whether a resource no ACL applies
+    /// to is open to everyone. Default: false.
+    pub allow_everyone_if_no_acl_found: bool,
     /// `connection.failed.authentication.delay.ms`: how long the answer to
     /// a failed SASL authentication is held, ms. Default: 100.
     pub connection_failed_authentication_delay_ms: i32,
@@ -532,6 +543,9 @@ impl Default for BrokerConfig {
             listener_security_protocol_map: None,
             security_inter_broker_protocol: SecurityProtocol::Plaintext,
             connections_max_reauth_ms: 0,
+            authorizer_class_name: String::new(),
+            super_users: Vec::new(),
+            allow_everyone_if_no_acl_found: false,
             connection_failed_authentication_delay_ms: 100,
             sasl_server_max_receive_size: 524_288,
             controller_quorum_voters: String::new(),

@@ -35,11 +35,30 @@ pub struct BrokerContext {
     /// The classic consumer-group coordinator (every group is coordinated
     /// by this broker).
     pub group_coordinator: BrokerGroupCoordinator,
+    /// The authorizer (`authorizer.class.name`), or `None`: every client
+    /// may do everything.
+    pub authorizer: Option<crate::authorizer::Authorizer>,
 }
 
 impl BrokerContext {
     /// The latest published metadata image.
     pub fn metadata(&self) -> Arc<MetadataImage> {
         self.controller.image()
+    }
+
+    /// The authorization view of one request of `api` on the connection
+    /// `info` (its principal and address).
+    pub fn auth<'a>(
+        &'a self,
+        info: &'a crate::network::ConnectionInfo,
+        api: &'static str,
+    ) -> crate::authorizer::RequestAuth<'a> {
+        crate::authorizer::RequestAuth::new(
+            self.authorizer.as_ref(),
+            || self.metadata(),
+            &info.principal,
+            info.peer.ip(),
+            api,
+        )
     }
 }

@@ -51,12 +51,27 @@ pub async fn handle_frame(
     let version = request.api_version;
     let correlation_id = request.header.correlation_id;
     let api = api_name(api_key);
+    let auth = ctx.auth(&info, api);
+    if let Some(error) = crate::authorizer::request_refused(&auth, &request.body) {
+        if matches!(&request.body, RequestKind::Produce(r) if r.acks == 0) {
+            return Response::Close(format!("acks=0 produce refused: {error}"));
+        }
+        let code = error.code();
+        return match weir_protocol_compat::error_response::error_response(
+            &request.body,
+            version,
+            code,
+        ) {
+            Some(body) => encode(api_key, version, correlation_id, &body, started),
+            None => Response::Close(format!("{api} refused: {error}")),
+        };
+    }
     let body: ResponseKind = match request.body {
         RequestKind::ApiVersions(r) => {
             ResponseKind::ApiVersions(handlers::api_versions::handle(version, r))
         }
         RequestKind::Metadata(r) => ResponseKind::Metadata(
-            handlers::metadata::handle(&ctx, &info.listener, version, r).await,
+            handlers::metadata::handle(&ctx, &info.listener, version, r, &auth).await,
         ),
         RequestKind::Produce(r) => {
             let acks = r.acks;
@@ -64,9 +79,15 @@ pub async fn handle_frame(
             // internal topics.
             let internal_topics_allowed =
                 request.header.client_id.as_deref() == Some(handlers::produce::ADMIN_CLIENT_ID);
-            let response =
-                handlers::produce::handle(&ctx, version, internal_topics_allowed, r, &append_order)
-                    .await;
+            let response = handlers::produce::handle(
+                &ctx,
+                version,
+                internal_topics_allowed,
+                r,
+                &append_order,
+                &auth,
+            )
+            .await;
             if acks == 0 {
                 let body = ResponseKind::Produce(response);
                 crate::metrics::record_request(api, started.elapsed().as_secs_f64(), Some(&body));
@@ -82,49 +103,49 @@ pub async fn handle_frame(
             ResponseKind::Produce(response)
         }
         RequestKind::Fetch(r) => {
-            let response = handlers::fetch::handle(&ctx, version, correlation_id, r).await;
+            let response = handlers::fetch::handle(&ctx, version, correlation_id, r, &auth).await;
             crate::metrics::record_request(api, started.elapsed().as_secs_f64(), None);
             return response;
         }
         RequestKind::ListOffsets(r) => {
             handlers::list_offsets::wait_for_leadership(&ctx, &r).await;
-            ResponseKind::ListOffsets(handlers::list_offsets::handle(&ctx, version, r))
+            ResponseKind::ListOffsets(handlers::list_offsets::handle(&ctx, version, r, &auth))
         }
-        RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(handlers::create_topics::handle(&ctx, version, r).await)
-        }
-        RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(handlers::delete_topics::handle(&ctx, version, r).await)
-        }
-        RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(handlers::delete_records::handle(&ctx, version, r).await)
-        }
-        RequestKind::AlterConfigs(r) => {
-            ResponseKind::AlterConfigs(handlers::alter_configs::handle(&ctx, version, r).await)
-        }
+        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(
+            handlers::create_topics::handle(&ctx, version, r, &auth).await,
+        ),
+        RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(
+            handlers::delete_topics::handle(&ctx, version, r, &auth).await,
+        ),
+        RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(
+            handlers::delete_records::handle(&ctx, version, r, &auth).await,
+        ),
+        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(
+            handlers::alter_configs::handle(&ctx, version, r, &auth).await,
+        ),
         RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(
-            handlers::create_partitions::handle(&ctx, version, r).await,
+            handlers::create_partitions::handle(&ctx, version, r, &auth).await,
         ),
         RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
-            handlers::incremental_alter_configs::handle(&ctx, version, r).await,
+            handlers::incremental_alter_configs::handle(&ctx, version, r, &auth).await,
         ),
-        RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(handlers::describe_configs::handle(&ctx, version, r))
-        }
+        RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(
+            handlers::describe_configs::handle(&ctx, version, r, &auth),
+        ),
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(
-            handlers::describe_cluster::handle(&ctx, &info.listener, version, r),
+            handlers::describe_cluster::handle(&ctx, &info.listener, version, r, &auth),
         ),
         RequestKind::DescribeTopicPartitions(r) => ResponseKind::DescribeTopicPartitions(
-            handlers::describe_topic_partitions::handle(&ctx, version, r),
+            handlers::describe_topic_partitions::handle(&ctx, version, r, &auth),
         ),
         RequestKind::OffsetForLeaderEpoch(r) => ResponseKind::OffsetForLeaderEpoch(
-            handlers::offset_for_leader_epoch::handle(&ctx, version, r),
+            handlers::offset_for_leader_epoch::handle(&ctx, version, r, &auth),
         ),
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(handlers::init_producer_id::handle(&ctx, version, r).await)
         }
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
-            handlers::find_coordinator::handle(&ctx, &info.listener, version, r).await,
+            handlers::find_coordinator::handle(&ctx, &info.listener, version, r, &auth).await,
         ),
         RequestKind::JoinGroup(r) => {
             let client_id = request.header.client_id.as_deref();
@@ -141,24 +162,24 @@ pub async fn handle_frame(
         RequestKind::LeaveGroup(r) => {
             ResponseKind::LeaveGroup(handlers::leave_group::handle(&ctx, version, r))
         }
-        RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(handlers::offset_commit::handle(&ctx, version, r).await)
-        }
+        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(
+            handlers::offset_commit::handle(&ctx, version, r, &auth).await,
+        ),
         RequestKind::OffsetFetch(r) => {
-            ResponseKind::OffsetFetch(handlers::offset_fetch::handle(&ctx, version, r))
+            ResponseKind::OffsetFetch(handlers::offset_fetch::handle(&ctx, version, r, &auth))
         }
         RequestKind::DescribeGroups(r) => {
-            ResponseKind::DescribeGroups(handlers::describe_groups::handle(&ctx, version, r))
+            ResponseKind::DescribeGroups(handlers::describe_groups::handle(&ctx, version, r, &auth))
         }
         RequestKind::ListGroups(r) => {
-            ResponseKind::ListGroups(handlers::list_groups::handle(&ctx, version, r))
+            ResponseKind::ListGroups(handlers::list_groups::handle(&ctx, version, r, &auth))
         }
-        RequestKind::DeleteGroups(r) => {
-            ResponseKind::DeleteGroups(handlers::delete_groups::handle(&ctx, version, r).await)
-        }
-        RequestKind::OffsetDelete(r) => {
-            ResponseKind::OffsetDelete(handlers::offset_delete::handle(&ctx, version, r).await)
-        }
+        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(
+            handlers::delete_groups::handle(&ctx, version, r, &auth).await,
+        ),
+        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(
+            handlers::offset_delete::handle(&ctx, version, r, &auth).await,
+        ),
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(handlers::describe_quorum::handle(&ctx, version, r).await)
         }
@@ -206,6 +227,21 @@ pub async fn handle_frame(
                 }
             }
         }
+        RequestKind::DescribeAcls(r) => {
+            let image = ctx.metadata();
+            match handlers::acls::describe(&image, ctx.authorizer.is_some(), &r) {
+                Ok(response) => ResponseKind::DescribeAcls(response),
+                Err(reason) => return Response::Close(reason),
+            }
+        }
+        RequestKind::CreateAcls(r) => match handlers::acls::create(&ctx, r).await {
+            Ok(response) => ResponseKind::CreateAcls(response),
+            Err(reason) => return Response::Close(reason),
+        },
+        RequestKind::DeleteAcls(r) => match handlers::acls::delete(&ctx, r).await {
+            Ok(response) => ResponseKind::DeleteAcls(response),
+            Err(reason) => return Response::Close(reason),
+        },
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(handlers::elect_leaders::handle(&ctx, version, r).await)
         }
@@ -322,6 +358,9 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
         ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
         ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
+        ApiKey::DescribeAcls => "DescribeAcls",
+        ApiKey::CreateAcls => "CreateAcls",
+        ApiKey::DeleteAcls => "DeleteAcls",
         ApiKey::ElectLeaders => "ElectLeaders",
         _ => "Other",
     }

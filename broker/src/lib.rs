@@ -6,6 +6,7 @@
 //! (`kafka-protocol`) and the domain crates (`weir-storage`,
 //! `weir-controller`).
 
+pub mod authorizer;
 pub mod bootstrap;
 pub mod broker_keys;
 pub mod config;

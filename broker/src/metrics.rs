@@ -148,6 +148,15 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             )
             .collect(),
         ResponseKind::DescribeClientQuotas(r) => vec![r.error_code],
+        ResponseKind::DescribeAcls(r) => vec![r.error_code],
+        ResponseKind::CreateAcls(r) => r.results.iter().map(|c| c.error_code).collect(),
+        ResponseKind::DeleteAcls(r) => r
+            .filter_results
+            .iter()
+            .flat_map(|f| {
+                std::iter::once(f.error_code).chain(f.matching_acls.iter().map(|m| m.error_code))
+            })
+            .collect(),
         ResponseKind::DescribeUserScramCredentials(r) => std::iter::once(r.error_code)
             .chain(r.results.iter().map(|u| u.error_code))
             .collect(),

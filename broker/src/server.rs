@@ -310,6 +310,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         ),
         producer_ids: ProducerIdManager::new(config.node_id, broker_epoch),
         advertised_listeners: advertised.clone(),
+        authorizer: crate::authorizer::Authorizer::from_config(&config),
         config: config.clone(),
     });
 

@@ -81,6 +81,21 @@ pub enum ReplayError {
         /// The mechanism.
         mechanism: &'static str,
     },
+    /// An `AccessControlEntryRecord` reuses the id of an existing ACL
+    /// (Kafka's `AclControlManager.replay`: "Found duplicate ACL ID").
+    #[error("AccessControlEntryRecord: ACL id {id} already exists")]
+    DuplicateAclId {
+        /// The ACL id.
+        id: crate::acl::AclId,
+    },
+    /// A `RemoveAccessControlEntryRecord` names an ACL that does not exist
+    /// (Kafka's `AclControlManager.replay`: "Attempt to remove non-existent
+    /// ACL").
+    #[error("RemoveAccessControlEntryRecord: no ACL with id {id}")]
+    UnknownAclId {
+        /// The ACL id.
+        id: crate::acl::AclId,
+    },
     /// A `ProducerIdsRecord` would move the next producer id backwards.
     #[error("ProducerIdsRecord moves next producer id back from {current} to {requested}")]
     ProducerIdsBackwards {
@@ -117,6 +132,11 @@ pub struct MetadataImage {
     /// snapshots written before SCRAM was served.
     #[serde(default)]
     pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    /// ACLs (Kafka's `AclsImage`), indexed for authorization and shared
+    /// with the images before it until an ACL record changes them. Absent
+    /// in snapshots written before ACLs were served.
+    #[serde(default)]
+    pub acls: Arc<crate::acl::AclCache>,
     /// Raft log index of the last entry applied to this image (0 before any).
     pub last_applied_offset: u64,
 }
@@ -460,6 +480,18 @@ impl MetadataImage {
                 }
                 self.scram_credentials
                     .retain(|_, by_mechanism| !by_mechanism.is_empty());
+            }
+            MetadataRecord::AccessControlEntry(r) => {
+                if self.acls.get(&r.id).is_some() {
+                    return Err(ReplayError::DuplicateAclId { id: r.id });
+                }
+                Arc::make_mut(&mut self.acls).insert(r.id, r.acl.clone());
+            }
+            MetadataRecord::RemoveAccessControlEntry(r) => {
+                if self.acls.get(&r.id).is_none() {
+                    return Err(ReplayError::UnknownAclId { id: r.id });
+                }
+                Arc::make_mut(&mut self.acls).remove(&r.id);
             }
             MetadataRecord::FeatureLevel(r) => {
                 if r.feature_level == 0 {

@@ -19,6 +19,7 @@
 //! translates between the wire and these types. openraft stays behind our own
 //! types; nothing public here exposes an openraft type.
 
+pub mod acl;
 pub mod control;
 pub mod determinism;
 pub mod error;

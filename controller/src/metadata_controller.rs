@@ -346,6 +346,49 @@ impl MetadataController {
         }
     }
 
+    /// Creates ACLs (CreateAcls) as
+    /// [`control::create_acls`](crate::control::create_acls): one result
+    /// per ACL in request order; returns once this node's image has applied
+    /// them. A refused batch or a commit failure turns every result into
+    /// that error.
+    pub async fn create_acls(
+        &self,
+        acls: Vec<crate::acl::StandardAcl>,
+    ) -> Vec<Result<(), ControllerError>> {
+        let count = acls.len();
+        match self
+            .execute_one(ControllerCommand::CreateAcls(acls), |r| match r {
+                CommandResponse::CreatedAcls(results) => Ok(results),
+                other => Err(other),
+            })
+            .await
+        {
+            Ok(results) => results,
+            Err(e) => vec![Err(e); count],
+        }
+    }
+
+    /// Deletes the ACLs each filter selects (DeleteAcls) as
+    /// [`control::delete_acls`](crate::control::delete_acls): one result per
+    /// filter; returns once this node's image has applied the removals. A
+    /// refused batch or a commit failure turns every result into that error.
+    pub async fn delete_acls(
+        &self,
+        filters: Vec<crate::acl::AclBindingFilter>,
+    ) -> Vec<crate::control::AclDeleteResult> {
+        let count = filters.len();
+        match self
+            .execute_one(ControllerCommand::DeleteAcls(filters), |r| match r {
+                CommandResponse::DeletedAcls(results) => Ok(results),
+                other => Err(other),
+            })
+            .await
+        {
+            Ok(results) => results,
+            Err(e) => vec![Err(e); count],
+        }
+    }
+
     /// Elects partition leaders on request (ElectLeaders, KIP-183 and
     /// KIP-460) on the active controller, as
     /// [`control::elect_leaders_on_request`](crate::control::elect_leaders_on_request):

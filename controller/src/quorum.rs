@@ -203,6 +203,8 @@ pub(crate) enum ControllerCommand {
         deletions: Vec<control::ScramDeletion>,
         upsertions: Vec<control::ScramUpsertion>,
     },
+    CreateAcls(Vec<crate::acl::StandardAcl>),
+    DeleteAcls(Vec<crate::acl::AclBindingFilter>),
 }
 
 /// The active controller's answer to a [`ControllerCommand`].
@@ -219,6 +221,8 @@ pub(crate) enum CommandResponse {
     Elections(Vec<TopicElections>),
     AlteredPartitions(AlterPartitionResponse),
     AlteredScramCredentials(Vec<control::ScramAlterResult>),
+    CreatedAcls(Vec<Result<(), ControllerError>>),
+    DeletedAcls(Vec<control::AclDeleteResult>),
 }
 
 /// A command's response plus the metadata log offset the caller's image
@@ -1079,6 +1083,20 @@ impl Inner {
                 .run(|image| {
                     let r = control::alter_scram_credentials(image, &deletions, &upsertions);
                     Ok(r.map(CommandResponse::AlteredScramCredentials))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::CreateAcls(acls) => self
+                .run(|image| {
+                    let r = control::create_acls(image, &acls)?;
+                    Ok(r.map(CommandResponse::CreatedAcls))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::DeleteAcls(filters) => self
+                .run(|image| {
+                    let r = control::delete_acls(image, &filters)?;
+                    Ok(r.map(CommandResponse::DeletedAcls))
                 })
                 .await
                 .map(outcome),

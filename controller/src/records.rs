@@ -47,6 +47,26 @@ pub enum MetadataRecord {
     /// `RemoveUserScramCredentialRecord` (api key 22): a user's SCRAM
     /// credential for one mechanism was deleted (KIP-554).
     RemoveUserScramCredential(RemoveUserScramCredentialRecord),
+    /// `AccessControlEntryRecord` (api key 6): an ACL was created.
+    AccessControlEntry(AccessControlEntryRecord),
+    /// `RemoveAccessControlEntryRecord` (api key 14): an ACL was deleted.
+    RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
+}
+
+/// `AccessControlEntryRecord`: the ACL `acl` exists under `id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessControlEntryRecord {
+    /// The ACL's id (a random UUID).
+    pub id: crate::acl::AclId,
+    /// The ACL.
+    pub acl: crate::acl::StandardAcl,
+}
+
+/// `RemoveAccessControlEntryRecord`: the ACL `id` is deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveAccessControlEntryRecord {
+    /// The ACL's id.
+    pub id: crate::acl::AclId,
 }
 
 /// A SCRAM mechanism (KIP-84), with Kafka's type ids (`ScramMechanism` in

@@ -16,8 +16,10 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialDeletion;
+use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
@@ -58,6 +60,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
 };
+use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest};
 use kafka_protocol::protocol::{Message, Request, StrBytes};
 use kafka_protocol::records::Compression;
 use weir_integration_tests::records::{self, NewRecord};
@@ -85,6 +88,8 @@ const GROUP_ID_NOT_FOUND: i16 = 69;
 const ILLEGAL_SASL_STATE: i16 = 34;
 /// Kafka's RESOURCE_NOT_FOUND.
 const RESOURCE_NOT_FOUND: i16 = 91;
+/// Kafka's SECURITY_DISABLED (no authorizer configured).
+const SECURITY_DISABLED: i16 = 54;
 const ELECTION_NOT_NEEDED: i16 = 84;
 
 fn name(s: &str) -> TopicName {
@@ -538,6 +543,53 @@ fn every_advertised_api_version_is_answered_by_its_handler() {
                 "ILLEGAL_SASL_STATE on a listener without SASL",
                 |_| SaslAuthenticateRequest::default(),
                 |_, r| r.error_code == ILLEGAL_SASL_STATE,
+            ),
+            // The coverage cluster has no authorizer: SECURITY_DISABLED,
+            // as Kafka without one; tests/acls.rs drives them with one.
+            ApiKey::DescribeAcls => probe(
+                c,
+                v,
+                "SECURITY_DISABLED without an authorizer",
+                |_| {
+                    DescribeAclsRequest::default()
+                        .with_resource_type_filter(1)
+                        .with_pattern_type_filter(1)
+                        .with_operation(1)
+                        .with_permission_type(1)
+                },
+                |_, r| r.error_code == SECURITY_DISABLED,
+            ),
+            ApiKey::CreateAcls => probe(
+                c,
+                v,
+                "SECURITY_DISABLED without an authorizer",
+                |_| {
+                    CreateAclsRequest::default().with_creations(vec![AclCreation::default()
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_static_str("t"))
+                        .with_resource_pattern_type(3)
+                        .with_principal(StrBytes::from_static_str("User:alice"))
+                        .with_host(StrBytes::from_static_str("*"))
+                        .with_operation(3)
+                        .with_permission_type(3)])
+                },
+                |_, r| r.results.len() == 1 && r.results[0].error_code == SECURITY_DISABLED,
+            ),
+            ApiKey::DeleteAcls => probe(
+                c,
+                v,
+                "SECURITY_DISABLED without an authorizer",
+                |_| {
+                    DeleteAclsRequest::default().with_filters(vec![DeleteAclsFilter::default()
+                        .with_resource_type_filter(1)
+                        .with_pattern_type_filter(1)
+                        .with_operation(1)
+                        .with_permission_type(1)])
+                },
+                |_, r| {
+                    r.filter_results.len() == 1
+                        && r.filter_results[0].error_code == SECURITY_DISABLED
+                },
             ),
             ApiKey::DescribeClientQuotas => probe(
                 c,

@@ -84,6 +84,10 @@ pub static SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
+    // KIP-140 and KIP-290; Kafka 4 removed v0 (KIP-896).
+    api(ApiKey::DescribeAcls, 1, 3),
+    api(ApiKey::CreateAcls, 1, 3),
+    api(ApiKey::DeleteAcls, 1, 3),
     api(ApiKey::DescribeConfigs, 1, 4),
     api(ApiKey::AlterConfigs, 0, 2),
     // KIP-152.

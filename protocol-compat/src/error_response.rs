@@ -12,8 +12,10 @@ use bytes::Bytes;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as LegacyAlterConfigsResourceResponse;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -54,8 +56,8 @@ use kafka_protocol::messages::{
     TopicName,
 };
 use kafka_protocol::messages::{
-    AlterUserScramCredentialsResponse, DescribeClientQuotasResponse,
-    DescribeUserScramCredentialsResponse,
+    AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse,
+    DescribeAclsResponse, DescribeClientQuotasResponse, DescribeUserScramCredentialsResponse,
 };
 use kafka_protocol::messages::{
     DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -141,6 +143,43 @@ pub fn error_response(
                     topic.name = Some(t.name.clone());
                     topic.error_code = error_code;
                     topic
+                })
+                .collect();
+            response.into()
+        }
+        // Kafka's DescribeAclsRequest.getErrorResponse: a top-level error,
+        // no resources.
+        RequestKind::DescribeAcls(_) => {
+            let mut response = DescribeAclsResponse::default();
+            response.error_code = error_code;
+            response.into()
+        }
+        // Kafka's CreateAclsRequest.getErrorResponse: the error for each
+        // creation.
+        RequestKind::CreateAcls(request) => {
+            let mut response = CreateAclsResponse::default();
+            response.results = request
+                .creations
+                .iter()
+                .map(|_| {
+                    let mut result = AclCreationResult::default();
+                    result.error_code = error_code;
+                    result
+                })
+                .collect();
+            response.into()
+        }
+        // Kafka's DeleteAclsRequest.getErrorResponse: the error for each
+        // filter, with no matching ACLs.
+        RequestKind::DeleteAcls(request) => {
+            let mut response = DeleteAclsResponse::default();
+            response.filter_results = request
+                .filters
+                .iter()
+                .map(|_| {
+                    let mut result = DeleteAclsFilterResult::default();
+                    result.error_code = error_code;
+                    result
                 })
                 .collect();
             response.into()
@@ -469,6 +508,9 @@ pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::SaslAuthenticate(_) => ApiKey::SaslAuthenticate,
         RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
         RequestKind::DescribeClientQuotas(_) => ApiKey::DescribeClientQuotas,
+        RequestKind::DescribeAcls(_) => ApiKey::DescribeAcls,
+        RequestKind::CreateAcls(_) => ApiKey::CreateAcls,
+        RequestKind::DeleteAcls(_) => ApiKey::DeleteAcls,
         RequestKind::DescribeUserScramCredentials(_) => ApiKey::DescribeUserScramCredentials,
         RequestKind::AlterUserScramCredentials(_) => ApiKey::AlterUserScramCredentials,
         RequestKind::DescribeTopicPartitions(_) => ApiKey::DescribeTopicPartitions,
@@ -811,6 +853,8 @@ mod tests {
             ResponseKind::AlterUserScramCredentials(r) => {
                 r.results.iter().map(|u| u.error_code).collect()
             }
+            ResponseKind::CreateAcls(r) => r.results.iter().map(|c| c.error_code).collect(),
+            ResponseKind::DeleteAcls(r) => r.filter_results.iter().map(|f| f.error_code).collect(),
             _ => Vec::new(),
         }
     }
@@ -859,6 +903,8 @@ mod tests {
                 .chain(r.upsertions.iter().map(|u| &u.name))
                 .collect::<std::collections::BTreeSet<_>>()
                 .len(),
+            RequestKind::CreateAcls(r) => r.creations.len(),
+            RequestKind::DeleteAcls(r) => r.filters.len(),
             _ => 0,
         }
     }
@@ -874,6 +920,7 @@ mod tests {
             ResponseKind::DescribeQuorum(r) => Some(r.error_code),
             ResponseKind::DescribeUserScramCredentials(r) => Some(r.error_code),
             ResponseKind::DescribeClientQuotas(r) => Some(r.error_code),
+            ResponseKind::DescribeAcls(r) => Some(r.error_code),
             ResponseKind::OffsetFetch(r) if (2..8).contains(&v) => Some(r.error_code),
             ResponseKind::FindCoordinator(r) if v < 4 => Some(r.error_code),
             ResponseKind::JoinGroup(r) => Some(r.error_code),

@@ -251,6 +251,9 @@ fn first_flexible_version(api_key: ApiKey) -> Option<i16> {
         // OffsetDelete has no flexible version.
         ApiKey::OffsetDelete => i16::MAX,
         ApiKey::DescribeClientQuotas => 1,
+        ApiKey::DescribeAcls => 2,
+        ApiKey::CreateAcls => 2,
+        ApiKey::DeleteAcls => 2,
         ApiKey::DescribeUserScramCredentials => 0,
         ApiKey::AlterUserScramCredentials => 0,
         ApiKey::DescribeQuorum => 0,
@@ -706,6 +709,39 @@ pub(crate) fn check_request_body(
                 c.tagged_fields()
             })?; // components
             c.int8()?; // strict
+        }
+        ApiKey::DescribeAcls => {
+            c.int8()?; // resource_type_filter
+            c.string_nullable(true)?; // resource_name_filter
+            c.int8()?; // pattern_type_filter (v1+)
+            c.string_nullable(true)?; // principal_filter
+            c.string_nullable(true)?; // host_filter
+            c.int8()?; // operation
+            c.int8()?; // permission_type
+        }
+        ApiKey::CreateAcls => {
+            c.array_nullable(false, 7, |c| {
+                c.int8()?; // resource_type
+                c.string()?; // resource_name
+                c.int8()?; // resource_pattern_type (v1+)
+                c.string()?; // principal
+                c.string()?; // host
+                c.int8()?; // operation
+                c.int8()?; // permission_type
+                c.tagged_fields()
+            })?; // creations
+        }
+        ApiKey::DeleteAcls => {
+            c.array_nullable(false, 7, |c| {
+                c.int8()?; // resource_type_filter
+                c.string_nullable(true)?; // resource_name_filter
+                c.int8()?; // pattern_type_filter (v1+)
+                c.string_nullable(true)?; // principal_filter
+                c.string_nullable(true)?; // host_filter
+                c.int8()?; // operation
+                c.int8()?; // permission_type
+                c.tagged_fields()
+            })?; // filters
         }
         ApiKey::DescribeUserScramCredentials => {
             c.array(2, |c| {

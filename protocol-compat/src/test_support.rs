@@ -549,6 +549,60 @@ pub(crate) fn populated_request(api_key: ApiKey, v: i16) -> RequestKind {
             request.unknown_tagged_fields = tagged(flex);
             request.into()
         }
+        ApiKey::DescribeAcls => {
+            let mut request = kafka_protocol::messages::DescribeAclsRequest::default();
+            request.resource_type_filter = 2;
+            request.resource_name_filter = Some(StrBytes::from_static_str("orders"));
+            request.pattern_type_filter = 2;
+            request.principal_filter = Some(StrBytes::from_static_str("User:alice"));
+            request.host_filter = None;
+            request.operation = 3;
+            request.permission_type = 3;
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::CreateAcls => {
+            let mut request = kafka_protocol::messages::CreateAclsRequest::default();
+            request.creations = [("orders", 3, 3), ("ord", 4, 2)]
+                .into_iter()
+                .map(|(name, pattern_type, permission_type)| {
+                    let mut c =
+                        kafka_protocol::messages::create_acls_request::AclCreation::default();
+                    c.resource_type = 2;
+                    c.resource_name = StrBytes::from_static_str(name);
+                    c.resource_pattern_type = pattern_type;
+                    c.principal = StrBytes::from_static_str("User:alice");
+                    c.host = StrBytes::from_static_str("127.0.0.1");
+                    c.operation = 4;
+                    c.permission_type = permission_type;
+                    c.unknown_tagged_fields = tagged(flex);
+                    c
+                })
+                .collect();
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
+        ApiKey::DeleteAcls => {
+            let mut request = kafka_protocol::messages::DeleteAclsRequest::default();
+            request.filters = [(Some("orders"), 3), (None, 1)]
+                .into_iter()
+                .map(|(name, pattern_type)| {
+                    let mut f =
+                        kafka_protocol::messages::delete_acls_request::DeleteAclsFilter::default();
+                    f.resource_type_filter = 2;
+                    f.resource_name_filter = name.map(StrBytes::from_static_str);
+                    f.pattern_type_filter = pattern_type;
+                    f.principal_filter = Some(StrBytes::from_static_str("User:alice"));
+                    f.host_filter = None;
+                    f.operation = 1;
+                    f.permission_type = 3;
+                    f.unknown_tagged_fields = tagged(flex);
+                    f
+                })
+                .collect();
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
         ApiKey::DescribeClientQuotas => {
             let mut request = DescribeClientQuotasRequest::default();
             request.components = [("user", 0, Some("alice")), ("client-id", 2, None)]

@@ -43,6 +43,7 @@ pub async fn handle(
     ctx: &BrokerContext,
     _version: i16,
     request: AlterConfigsRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> AlterConfigsResponse {
     let seen = resource_counts(
         request
@@ -58,6 +59,14 @@ pub async fn handle(
                 ResponseError::InvalidRequest,
                 "Each resource must appear at most once.".to_string(),
             ))
+        } else if let Some(error) = crate::authorizer::config_resource_refused(
+            auth,
+            weir_controller::acl::AclOperation::AlterConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+        ) {
+            // Kafka's handleAlterConfigsRequest.
+            Err((error, error.to_string()))
         } else {
             alter_resource(ctx, resource, request.validate_only).await
         };

@@ -43,6 +43,7 @@ pub async fn handle(
     ctx: &BrokerContext,
     _version: i16,
     request: CreatePartitionsRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> CreatePartitionsResponse {
     let mut response = CreatePartitionsResponse::default();
     let mut counts: HashMap<&str, usize> = HashMap::new();
@@ -78,6 +79,10 @@ pub async fn handle(
         if counts[name] > 1 {
             result.error_code = ResponseError::InvalidRequest.code();
             result.error_message = Some(str_bytes("Duplicate topic name."));
+        } else if !auth.topic(weir_controller::acl::AclOperation::Alter, name) {
+            // Kafka's handleCreatePartitionsRequest: Alter on the topic.
+            result.error_code = ResponseError::TopicAuthorizationFailed.code();
+            result.error_message = Some(str_bytes("The topic authorization is failed."));
         } else {
             to_grow.push((
                 results.len(),

@@ -40,6 +40,7 @@ use kafka_protocol::messages::create_topics_response::{
 };
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::ResponseError;
+use weir_controller::acl::{AclOperation, AclResourceType};
 use weir_controller::CreatableTopic;
 
 use super::describe_configs::topic_config_entries;
@@ -53,6 +54,7 @@ pub async fn handle(
     ctx: &BrokerContext,
     version: i16,
     request: CreateTopicsRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> CreateTopicsResponse {
     let mut response = CreateTopicsResponse::default();
     if controller_deadline_passed(
@@ -76,12 +78,26 @@ pub async fn handle(
     }
     let mut results: Vec<Option<CreatableTopicResult>> = Vec::with_capacity(request.topics.len());
     let mut to_create = Vec::new();
+    // Kafka's ControllerApis.createTopics: Create on the cluster, or else
+    // on each topic; the configs are returned only with DescribeConfigs.
+    let cluster_create = auth.allowed_quietly(
+        AclOperation::Create,
+        AclResourceType::Cluster,
+        weir_controller::acl::CLUSTER_NAME,
+    );
+    let mut describable = Vec::with_capacity(request.topics.len());
     for topic in &request.topics {
         let name = topic.name.to_string();
         let mut result = CreatableTopicResult::default();
         result.name = topic.name.clone();
         result.num_partitions = -1;
         result.replication_factor = -1;
+        if !cluster_create && !auth.topic(AclOperation::Create, &name) {
+            result.error_code = ResponseError::TopicAuthorizationFailed.code();
+            result.error_message = Some(str_bytes("Authorization failed."));
+            results.push(Some(result));
+            continue;
+        }
         let mut configs = Vec::new();
         let mut config_error = None;
         for c in &topic.configs {
@@ -114,6 +130,11 @@ pub async fn handle(
         } else {
             topic.replication_factor
         };
+        describable.push(auth.allowed_quietly(
+            AclOperation::DescribeConfigs,
+            AclResourceType::Topic,
+            &name,
+        ));
         to_create.push((
             results.len(),
             CreatableTopic {
@@ -137,8 +158,11 @@ pub async fn handle(
     }
 
     let (slots, creatable): (Vec<usize>, Vec<CreatableTopic>) = to_create.into_iter().unzip();
-    let configs_by_slot: Vec<Vec<(String, String)>> =
-        creatable.iter().map(|c| c.configs.clone()).collect();
+    let configs_by_slot: Vec<(Vec<(String, String)>, bool)> = creatable
+        .iter()
+        .map(|c| c.configs.clone())
+        .zip(describable)
+        .collect();
     let refused = match creatable.is_empty() || request.validate_only {
         true => None,
         false => crate::descriptors::check_headroom_for_creation().err(),
@@ -184,7 +208,9 @@ pub async fn handle(
             }
         });
     }
-    for ((slot, outcome), explicit) in slots.into_iter().zip(outcomes).zip(configs_by_slot) {
+    for ((slot, outcome), (explicit, describable)) in
+        slots.into_iter().zip(outcomes).zip(configs_by_slot)
+    {
         let mut result = CreatableTopicResult::default();
         result.name = request.topics[slot].name.clone();
         result.num_partitions = -1;
@@ -193,7 +219,9 @@ pub async fn handle(
             Ok(created) => {
                 result.error_message = None;
                 result.topic_id = created.topic_id;
-                if version >= 5 {
+                if version >= 5 && !describable {
+                    result.topic_config_error_code = ResponseError::TopicAuthorizationFailed.code();
+                } else if version >= 5 {
                     result.num_partitions = created.num_partitions;
                     result.replication_factor = created.replication_factor;
                     let explicit = explicit.into_iter().collect();

@@ -15,16 +15,29 @@ pub async fn handle(
     ctx: &BrokerContext,
     _version: i16,
     request: DeleteGroupsRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> DeleteGroupsResponse {
     let ids = super::first_occurrences(request.groups_names.iter().map(|g| g.to_string()), |g| {
         g.clone()
     });
-    let mut response = DeleteGroupsResponse::default();
-    response.results = ctx
-        .group_coordinator
-        .delete_groups(ids)
-        .await
+    // Kafka's handleDeleteGroupsRequest: Delete on each group.
+    let (ids, denied): (Vec<String>, Vec<String>) = ids
         .into_iter()
+        .partition(|g| auth.group(weir_controller::acl::AclOperation::Delete, g));
+    let mut response = DeleteGroupsResponse::default();
+    let refused = denied.into_iter().map(|g| {
+        (
+            g,
+            Some(kafka_protocol::ResponseError::GroupAuthorizationFailed),
+        )
+    });
+    let deleted = match ids.is_empty() {
+        true => Vec::new(),
+        false => ctx.group_coordinator.delete_groups(ids).await,
+    };
+    response.results = deleted
+        .into_iter()
+        .chain(refused)
         .map(|(group_id, error)| {
             let mut r = DeletableGroupResult::default();
             r.group_id = GroupId(str_bytes(group_id));

@@ -29,16 +29,24 @@ pub async fn handle(
     ctx: &BrokerContext,
     _version: i16,
     request: DeleteRecordsRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> DeleteRecordsResponse {
     let mut response = DeleteRecordsResponse::default();
     let mut moved = false;
     for topic in request.topics {
         let mut t = DeleteRecordsTopicResult::default();
         t.name = topic.name.clone();
+        // Kafka's handleDeleteRecordsRequest: Delete on the topic.
+        let allowed = auth.topic(weir_controller::acl::AclOperation::Delete, &topic.name);
         for p in topic.partitions {
             let mut r = DeleteRecordsPartitionResult::default();
             r.partition_index = p.partition_index;
             r.low_watermark = -1;
+            if !allowed {
+                r.error_code = ResponseError::TopicAuthorizationFailed.code();
+                t.partitions.push(r);
+                continue;
+            }
             // Kafka's ReplicaManager.deleteRecordsOnLocalLog refuses internal
             // topics before looking the partition up.
             if super::metadata::is_internal(&topic.name) {

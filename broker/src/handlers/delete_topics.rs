@@ -19,13 +19,22 @@ use crate::error::controller_error_code;
 
 /// One requested deletion: how the response names it, and what to ask the
 /// controller (or why not to).
-type Requested = (Option<TopicName>, Uuid, Result<TopicRef, &'static str>);
+type Requested = (Option<TopicName>, Uuid, Result<TopicRef, Refusal>);
+
+/// Why a requested deletion is not asked of the controller: the error code
+/// and message.
+type Refusal = (i16, Option<&'static str>);
+
+fn invalid(message: &'static str) -> Refusal {
+    (ResponseError::InvalidRequest.code(), Some(message))
+}
 
 /// Deletes the requested topics; per-topic results in request order.
 pub async fn handle(
     ctx: &BrokerContext,
     version: i16,
     request: DeleteTopicsRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> DeleteTopicsResponse {
     let requested: Vec<Requested> = if version >= 6 {
         request
@@ -35,7 +44,7 @@ pub async fn handle(
                 Some(name) if !t.topic_id.is_nil() => (
                     Some(name),
                     t.topic_id,
-                    Err("You may not specify both topic name and topic id."),
+                    Err(invalid("You may not specify both topic name and topic id.")),
                 ),
                 Some(name) => (
                     Some(name.clone()),
@@ -58,7 +67,7 @@ pub async fn handle(
             })
             .collect()
     };
-    let requested = refuse_repeats(requested);
+    let requested = authorize(refuse_repeats(requested), &ctx.metadata(), auth);
     let refs: Vec<TopicRef> = requested
         .iter()
         .filter_map(|(_, _, r)| r.clone().ok())
@@ -92,9 +101,9 @@ pub async fn handle(
         r.name = name;
         r.topic_id = id;
         match request {
-            Err(message) => {
-                r.error_code = ResponseError::InvalidRequest.code();
-                r.error_message = Some(str_bytes(message));
+            Err((code, message)) => {
+                r.error_code = code;
+                r.error_message = message.map(str_bytes);
             }
             Ok(_) => match outcomes.next() {
                 Some(Ok((deleted_name, deleted_id))) => {
@@ -116,7 +125,7 @@ pub async fn handle(
 /// `requested` with each repeated name or id once, at its first place,
 /// refused; the rest unchanged.
 fn refuse_repeats(requested: Vec<Requested>) -> Vec<Requested> {
-    let key = |r: &Result<TopicRef, &'static str>| match r {
+    let key = |r: &Result<TopicRef, Refusal>| match r {
         Ok(TopicRef::Name(name)) => Some((Some(name.clone()), None)),
         Ok(TopicRef::Id(id)) => Some((None, Some(*id))),
         Err(_) => None,
@@ -137,9 +146,51 @@ fn refuse_repeats(requested: Vec<Requested>) -> Vec<Requested> {
                 } else {
                     "Duplicate topic id."
                 };
-                refused.insert(k).then_some((name, id, Err(message)))
+                refused
+                    .insert(k)
+                    .then_some((name, id, Err(invalid(message))))
             }
             _ => Some((name, id, r)),
+        })
+        .collect()
+}
+
+/// `requested` with the deletions the client may not make refused with
+/// TOPIC_AUTHORIZATION_FAILED (Kafka's `ControllerApis.deleteTopics`):
+/// Delete on the topic; a topic named by id also needs Describe, and an id
+/// that is unknown or not describable is not resolved to a name.
+fn authorize(
+    requested: Vec<Requested>,
+    image: &weir_controller::MetadataImage,
+    auth: &crate::authorizer::RequestAuth<'_>,
+) -> Vec<Requested> {
+    use weir_controller::acl::AclOperation;
+    if !auth.enabled()
+        || auth.allowed_quietly(
+            AclOperation::Delete,
+            weir_controller::acl::AclResourceType::Cluster,
+            weir_controller::acl::CLUSTER_NAME,
+        )
+    {
+        return requested;
+    }
+    let denied = || Err((ResponseError::TopicAuthorizationFailed.code(), None));
+    requested
+        .into_iter()
+        .map(|(name, id, r)| match &r {
+            Ok(TopicRef::Name(topic)) if !auth.topic(AclOperation::Delete, topic) => {
+                (name, id, denied())
+            }
+            Ok(TopicRef::Id(topic_id)) => match image.topic_names_by_id.get(topic_id) {
+                Some(topic)
+                    if !auth.topic(AclOperation::Describe, topic)
+                        || !auth.topic(AclOperation::Delete, topic) =>
+                {
+                    (name, id, denied())
+                }
+                _ => (name, id, r),
+            },
+            _ => (name, id, r),
         })
         .collect()
 }

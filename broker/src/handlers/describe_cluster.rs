@@ -4,8 +4,10 @@
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
-use super::authorized_operations::{authorized_operations, AclResourceType};
+use weir_controller::acl::{AclOperation, AclResourceType, CLUSTER_NAME};
+
 use super::str_bytes;
+use crate::authorizer::RequestAuth;
 use crate::context::BrokerContext;
 
 /// Answers from the current image, each broker with its endpoint of
@@ -17,6 +19,7 @@ pub fn handle(
     listener: &str,
     _version: i16,
     request: DescribeClusterRequest,
+    auth: &RequestAuth<'_>,
 ) -> DescribeClusterResponse {
     let image = ctx.metadata();
     let mut response = DescribeClusterResponse::default();
@@ -28,10 +31,13 @@ pub fn handle(
     }
     response.cluster_id = str_bytes(image.cluster_id.clone());
     response.controller_id = BrokerId(image.controller_id.unwrap_or(-1));
-    response.cluster_authorized_operations = authorized_operations(
-        AclResourceType::Cluster,
-        request.include_cluster_authorized_operations,
-    );
+    // Kafka's handleDescribeCluster: 0 without Describe on the cluster.
+    let requested = request.include_cluster_authorized_operations;
+    response.cluster_authorized_operations = if !requested || auth.cluster(AclOperation::Describe) {
+        auth.authorized_operations(AclResourceType::Cluster, CLUSTER_NAME, requested)
+    } else {
+        0
+    };
     for b in image.brokers.values() {
         if b.fenced && !request.include_fenced_brokers {
             continue;

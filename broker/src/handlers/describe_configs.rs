@@ -38,6 +38,7 @@ pub fn handle(
     ctx: &BrokerContext,
     version: i16,
     request: DescribeConfigsRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> DescribeConfigsResponse {
     let image = ctx.metadata();
     let mut response = DescribeConfigsResponse::default();
@@ -45,6 +46,19 @@ pub fn handle(
         let mut result = DescribeConfigsResult::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
+        // Kafka's handleDescribeConfigsRequest: DescribeConfigs on the
+        // topic, group or cluster.
+        if let Some(error) = crate::authorizer::config_resource_refused(
+            auth,
+            weir_controller::acl::AclOperation::DescribeConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+        ) {
+            result.error_code = error.code();
+            result.error_message = Some(str_bytes(error.to_string()));
+            response.results.push(result);
+            continue;
+        }
         let filter: Option<Vec<String>> = resource
             .configuration_keys
             .map(|keys| keys.iter().map(|k| k.to_string()).collect());

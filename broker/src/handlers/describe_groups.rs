@@ -8,24 +8,37 @@
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
-use super::authorized_operations::{authorized_operations, AclResourceType};
+use weir_controller::acl::{AclOperation, AclResourceType};
+
 use super::str_bytes;
+use crate::authorizer::{RequestAuth, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::context::BrokerContext;
 
-/// Describes the requested groups, in request order.
+/// Describes the requested groups, in request order; a group the client
+/// may not Describe gets GROUP_AUTHORIZATION_FAILED (Kafka's
+/// `handleDescribeGroupsRequest`).
 pub fn handle(
     ctx: &BrokerContext,
     _version: i16,
     request: DescribeGroupsRequest,
+    auth: &RequestAuth<'_>,
 ) -> DescribeGroupsResponse {
     let mut response = DescribeGroupsResponse::default();
     for group_id in super::first_occurrences(request.groups, |g| g.clone()) {
         let mut g = DescribedGroup::default();
+        if !auth.group(AclOperation::Describe, &group_id) {
+            g.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+            g.error_code = kafka_protocol::ResponseError::GroupAuthorizationFailed.code();
+            g.group_id = group_id;
+            response.groups.push(g);
+            continue;
+        }
         match ctx.group_coordinator.describe_group(&group_id) {
             Ok(d) => {
                 // v3+ (KIP-430); the request field is false below v3.
-                g.authorized_operations = authorized_operations(
+                g.authorized_operations = auth.authorized_operations(
                     AclResourceType::Group,
+                    &group_id,
                     request.include_authorized_operations,
                 );
                 g.group_state = str_bytes(d.state);
@@ -47,7 +60,7 @@ pub fn handle(
                     .collect();
             }
             Err(e) => {
-                g.authorized_operations = authorized_operations(AclResourceType::Group, false);
+                g.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
                 g.error_code = e.code();
             }
         }

@@ -26,9 +26,11 @@ use uuid::Uuid;
 use weir_controller::{MetadataImage, PartitionRegistration};
 use weir_protocol_compat::error_response::error_response;
 
-use super::authorized_operations::{authorized_operations, AclResourceType};
+use weir_controller::acl::{AclOperation, AclResourceType};
+
 use super::metadata::is_internal;
 use super::str_bytes;
+use crate::authorizer::RequestAuth;
 use crate::context::BrokerContext;
 
 /// Answers from the current image; see the module documentation. An
@@ -38,13 +40,14 @@ pub fn handle(
     ctx: &BrokerContext,
     version: i16,
     request: DescribeTopicPartitionsRequest,
+    auth: &RequestAuth<'_>,
 ) -> DescribeTopicPartitionsResponse {
     let image = ctx.metadata();
     let limit = request
         .response_partition_limit
         .min(ctx.config.max_request_partition_size_limit)
         .max(1) as usize;
-    match describe(&image, &request, limit) {
+    match describe(&image, &request, limit, auth) {
         Ok(response) => response,
         Err(reason) => {
             tracing::debug!(%reason, "DescribeTopicPartitions refused");
@@ -57,11 +60,15 @@ pub fn handle(
     }
 }
 
-/// The response, or why the whole request is invalid.
+/// The response, or why the whole request is invalid. Topics the client
+/// may not Describe are left out of an all-topics answer and named with
+/// TOPIC_AUTHORIZATION_FAILED otherwise (Kafka's
+/// `DescribeTopicPartitionsRequestHandler`).
 fn describe(
     image: &MetadataImage,
     request: &DescribeTopicPartitionsRequest,
     limit: usize,
+    auth: &RequestAuth<'_>,
 ) -> Result<DescribeTopicPartitionsResponse, String> {
     let cursor = request.cursor.as_ref();
     let cursor_topic = cursor.map_or("", |c| c.topic_name.0.as_str());
@@ -96,6 +103,15 @@ fn describe(
             response.next_cursor = Some(cursor_at(name, 0));
             break;
         }
+        if all_topics && !auth.allowed_quietly(AclOperation::Describe, AclResourceType::Topic, name)
+        {
+            continue;
+        }
+        if !all_topics && !auth.topic(AclOperation::Describe, name) {
+            let code = ResponseError::TopicAuthorizationFailed.code();
+            response.topics.push(topic_entry(name, Uuid::nil(), code));
+            continue;
+        }
         let Some(topic) = image.topic(name) else {
             if !all_topics {
                 let code = match weir_controller::validate_topic_name(name) {
@@ -111,7 +127,8 @@ fn describe(
             _ => 0,
         };
         let mut entry = topic_entry(name, topic.topic_id, 0);
-        entry.topic_authorized_operations = authorized_operations(AclResourceType::Topic, true);
+        entry.topic_authorized_operations =
+            auth.authorized_operations(AclResourceType::Topic, name, true);
         let upper = topic.partitions.len().min(
             usize::try_from(start)
                 .unwrap_or(0)
@@ -284,7 +301,13 @@ mod tests {
 
     #[test]
     fn describes_elr_leader_replicas_and_offline_replicas() {
-        let r = describe(&image(), &request(&["a"], None), 2000).unwrap();
+        let r = describe(
+            &image(),
+            &request(&["a"], None),
+            2000,
+            &RequestAuth::allow_all(),
+        )
+        .unwrap();
         let p = &r.topics[0].partitions[2];
         assert_eq!(p.leader_id, BrokerId(1));
         assert_eq!(p.leader_epoch, 4);
@@ -298,7 +321,17 @@ mod tests {
     #[test]
     fn pages_by_cursor_in_topic_order() {
         let image = image();
-        let all = |limit, cursor| summary(&describe(&image, &request(&[], cursor), limit).unwrap());
+        let all = |limit, cursor| {
+            summary(
+                &describe(
+                    &image,
+                    &request(&[], cursor),
+                    limit,
+                    &RequestAuth::allow_all(),
+                )
+                .unwrap(),
+            )
+        };
         assert_eq!(
             all(2000, None),
             (
@@ -327,7 +360,13 @@ mod tests {
 
     #[test]
     fn named_topics_that_do_not_exist_get_kafkas_errors() {
-        let r = describe(&image(), &request(&["b", "nope", "bad/name"], None), 2000).unwrap();
+        let r = describe(
+            &image(),
+            &request(&["b", "nope", "bad/name"], None),
+            2000,
+            &RequestAuth::allow_all(),
+        )
+        .unwrap();
         let (topics, _) = summary(&r);
         assert_eq!(
             topics,
@@ -350,7 +389,19 @@ mod tests {
     #[test]
     fn a_cursor_outside_the_named_topics_or_negative_is_an_invalid_request() {
         let image = image();
-        assert!(describe(&image, &request(&["b"], Some(("a", 0))), 10).is_err());
-        assert!(describe(&image, &request(&["a"], Some(("a", -1))), 10).is_err());
+        assert!(describe(
+            &image,
+            &request(&["b"], Some(("a", 0))),
+            10,
+            &RequestAuth::allow_all()
+        )
+        .is_err());
+        assert!(describe(
+            &image,
+            &request(&["a"], Some(("a", -1))),
+            10,
+            &RequestAuth::allow_all()
+        )
+        .is_err());
     }
 }

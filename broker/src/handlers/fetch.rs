@@ -109,9 +109,16 @@ pub async fn handle(
     version: i16,
     correlation_id: i32,
     request: FetchRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> Response {
     let read_committed = request.isolation_level == 1;
     let follower = follower_of(version, &request);
+    // Kafka's handleFetchRequest: a follower needs ClusterAction on the
+    // cluster, a consumer Read on each topic; what is refused answers
+    // TOPIC_AUTHORIZATION_FAILED per partition.
+    let follower_allowed =
+        follower.is_none() || auth.cluster(weir_controller::acl::AclOperation::ClusterAction);
+    let topic_allowed: std::sync::Mutex<HashMap<String, bool>> = Default::default();
     let uses_topic_ids = version >= 13;
     let context = ctx.fetch_sessions.new_context(
         session_request(version, &request, follower.is_some()),
@@ -145,6 +152,23 @@ pub async fn handle(
         } else {
             key.topic.as_str()
         };
+        if !follower_allowed {
+            return Err(ResponseError::TopicAuthorizationFailed.code());
+        }
+        if follower.is_none() && auth.enabled() {
+            let mut known = topic_allowed.lock().unwrap_or_else(|e| e.into_inner());
+            let allowed = match known.get(name) {
+                Some(&allowed) => allowed,
+                None => {
+                    let allowed = auth.topic(weir_controller::acl::AclOperation::Read, name);
+                    known.insert(name.to_string(), allowed);
+                    allowed
+                }
+            };
+            if !allowed {
+                return Err(ResponseError::TopicAuthorizationFailed.code());
+            }
+        }
         ctx.replica_manager
             .leader_partition(name, key.partition, || ctx.metadata())
     };

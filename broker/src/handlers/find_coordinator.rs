@@ -15,6 +15,7 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::ResponseError;
 use tracing::debug;
+use weir_controller::acl::{AclOperation, AclResourceType};
 use weir_controller::MetadataImage;
 
 use super::str_bytes;
@@ -35,6 +36,7 @@ pub async fn handle(
     listener: &str,
     version: i16,
     request: FindCoordinatorRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> FindCoordinatorResponse {
     let keys: Vec<String> = if version >= 4 {
         request
@@ -60,7 +62,25 @@ pub async fn handle(
     let image = ctx.metadata();
     let mut coordinators: Vec<Coordinator> = keys
         .into_iter()
-        .map(|key| coordinator(ctx, &image, listener, key, request.key_type, partitions))
+        .map(|key| {
+            // Kafka's handleFindCoordinatorRequest: Describe on the group or
+            // transactional id.
+            let refused = match request.key_type {
+                KEY_TYPE_GROUP => (!auth.group(AclOperation::Describe, &key))
+                    .then_some(ResponseError::GroupAuthorizationFailed),
+                KEY_TYPE_TRANSACTION => (!auth.allowed(
+                    AclOperation::Describe,
+                    AclResourceType::TransactionalId,
+                    &key,
+                ))
+                .then_some(ResponseError::TransactionalIdAuthorizationFailed),
+                _ => None,
+            };
+            match refused {
+                Some(error) => refused_coordinator(key, error),
+                None => coordinator(ctx, &image, listener, key, request.key_type, partitions),
+            }
+        })
         .collect();
     let mut response = FindCoordinatorResponse::default();
     if version >= 4 {
@@ -110,6 +130,18 @@ fn group_coordinator_id(image: &MetadataImage, group_id: &str, partitions: i32) 
         .and_then(|t| t.partitions.get(&partition))
         .map(|p| p.leader)
         .filter(|&leader| leader >= 0)
+}
+
+/// The answer for a key the client may not look up.
+fn refused_coordinator(key: String, error: ResponseError) -> Coordinator {
+    let mut c = Coordinator::default();
+    c.key = str_bytes(key);
+    c.node_id = BrokerId(-1);
+    c.host = str_bytes("");
+    c.port = -1;
+    c.error_code = error.code();
+    c.error_message = Some(str_bytes(error.to_string()));
+    c
 }
 
 fn coordinator(

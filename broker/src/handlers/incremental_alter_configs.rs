@@ -118,6 +118,7 @@ pub async fn handle(
     ctx: &BrokerContext,
     _version: i16,
     request: IncrementalAlterConfigsRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> IncrementalAlterConfigsResponse {
     let seen = resource_counts(
         request
@@ -129,11 +130,20 @@ pub async fn handle(
     let mut changed = false;
     for resource in &request.resources {
         let name = resource.resource_name.as_str();
+        let refused = crate::authorizer::config_resource_refused(
+            auth,
+            weir_controller::acl::AclOperation::AlterConfigs,
+            resource.resource_type,
+            name,
+        );
         let outcome = if seen[&(resource.resource_type, name)] > 1 {
             Err((
                 ResponseError::InvalidRequest,
                 format!("resource {name} appears more than once"),
             ))
+        } else if let Some(error) = refused {
+            // Kafka's handleIncrementalAlterConfigsRequest.
+            Err((error, error.to_string()))
         } else {
             match resource.resource_type {
                 TOPIC => alter_topic(ctx, resource, request.validate_only).await,

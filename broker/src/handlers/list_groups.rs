@@ -13,7 +13,14 @@ use crate::context::BrokerContext;
 pub const CLASSIC_GROUP_TYPE: &str = "classic";
 
 /// Lists the groups that pass the filters.
-pub fn handle(ctx: &BrokerContext, version: i16, request: ListGroupsRequest) -> ListGroupsResponse {
+/// Kafka's handleListGroupsRequest: Describe on the cluster lists every
+/// group, else only the groups the client may Describe.
+pub fn handle(
+    ctx: &BrokerContext,
+    version: i16,
+    request: ListGroupsRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
+) -> ListGroupsResponse {
     let mut response = ListGroupsResponse::default();
     let groups = match ctx.group_coordinator.list_groups() {
         Ok(groups) => groups,
@@ -43,9 +50,23 @@ pub fn handle(ctx: &BrokerContext, version: i16, request: ListGroupsRequest) -> 
     if !types.is_empty() && !types.iter().any(|t| t == CLASSIC_GROUP_TYPE) {
         return response;
     }
+    let all_visible = !auth.enabled()
+        || auth.allowed_quietly(
+            weir_controller::acl::AclOperation::Describe,
+            weir_controller::acl::AclResourceType::Cluster,
+            weir_controller::acl::CLUSTER_NAME,
+        );
     response.groups = groups
         .into_iter()
         .filter(|g| states.is_empty() || states.contains(&g.state.to_lowercase()))
+        .filter(|g| {
+            all_visible
+                || auth.allowed_quietly(
+                    weir_controller::acl::AclOperation::Describe,
+                    weir_controller::acl::AclResourceType::Group,
+                    &g.group_id,
+                )
+        })
         .map(|g| {
             let mut listed = ListedGroup::default();
             listed.group_id = GroupId(str_bytes(g.group_id));

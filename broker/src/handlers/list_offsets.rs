@@ -87,6 +87,7 @@ pub fn handle(
     ctx: &BrokerContext,
     version: i16,
     request: ListOffsetsRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
     let mut times_named: HashMap<(StrBytes, i32), usize> = HashMap::new();
@@ -105,6 +106,8 @@ pub fn handle(
     for topic in request.topics {
         let mut t = ListOffsetsTopicResponse::default();
         t.name = topic.name.clone();
+        // Kafka's handleListOffsetRequest: Describe on the topic.
+        let allowed = auth.topic(weir_controller::acl::AclOperation::Describe, &topic.name);
         for p in topic.partitions {
             let key = (topic.name.0.clone(), p.partition_index);
             if !answered.insert(key.clone()) {
@@ -115,6 +118,11 @@ pub fn handle(
             r.timestamp = -1;
             r.offset = -1;
             r.leader_epoch = -1;
+            if !allowed {
+                r.error_code = ResponseError::TopicAuthorizationFailed.code();
+                t.partitions.push(r);
+                continue;
+            }
             if times_named[&key] > 1 {
                 r.error_code = ResponseError::InvalidRequest.code();
                 t.partitions.push(r);

@@ -23,10 +23,10 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 use weir_controller::{CreatableTopic, MetadataImage, TopicImage};
 
-use super::authorized_operations::{
-    authorized_operations, AclResourceType, AUTHORIZED_OPERATIONS_OMITTED,
-};
+use weir_controller::acl::{AclOperation, AclResourceType, CLUSTER_NAME};
+
 use super::str_bytes;
+use crate::authorizer::{RequestAuth, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::context::BrokerContext;
 use crate::error::controller_error_code;
 
@@ -35,11 +35,18 @@ use crate::error::controller_error_code;
 /// Brokers are listed with their endpoint of `listener`, the listener the
 /// request arrived on; a broker without that listener is left out (Kafka's
 /// `KRaftMetadataCache.getAliveBrokerNodes(listenerName)`).
+///
+/// With an authorizer (Kafka's `KafkaApis.handleTopicMetadataRequest`):
+/// all-topics requests list only the topics the client may Describe; a
+/// named topic it may not Describe gets TOPIC_AUTHORIZATION_FAILED without
+/// its id, existing or not; a missing topic is auto-created only with
+/// Create on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
 pub async fn handle(
     ctx: &BrokerContext,
     listener: &str,
     version: i16,
     request: MetadataRequest,
+    auth: &RequestAuth<'_>,
 ) -> MetadataResponse {
     let mut image = ctx.metadata();
     let all_topics = match &request.topics {
@@ -52,13 +59,30 @@ pub async fn handle(
 
     let auto_create =
         ctx.config.auto_create_topics_enable && (version < 4 || request.allow_auto_topic_creation);
+    // Named topics the client may not Describe, answered without a look.
+    let undescribable: std::collections::HashSet<String> = requested
+        .iter()
+        .filter_map(|t| t.name.as_ref())
+        .filter(|n| !auth.topic(AclOperation::Describe, n))
+        .map(|n| n.to_string())
+        .collect();
     let mut create_errors = std::collections::HashMap::new();
     if auto_create {
-        let missing: Vec<String> = requested
+        let mut missing: Vec<String> = requested
             .iter()
             .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
-            .filter(|n| image.topic(n).is_none())
+            .filter(|n| !undescribable.contains(n) && image.topic(n).is_none())
             .collect();
+        if !auth.allowed_quietly(AclOperation::Create, AclResourceType::Cluster, CLUSTER_NAME) {
+            missing.retain(|name| {
+                let allowed = auth.topic(AclOperation::Create, name);
+                if !allowed {
+                    create_errors
+                        .insert(name.clone(), ResponseError::TopicAuthorizationFailed.code());
+                }
+                allowed
+            });
+        }
         let refused = match missing.is_empty() {
             true => None,
             false => crate::descriptors::check_headroom_for_creation().err(),
@@ -111,32 +135,55 @@ pub async fn handle(
     response.cluster_id = Some(str_bytes(image.cluster_id.clone()));
     response.controller_id = BrokerId(image.controller_id.unwrap_or(-1));
     // v8-10 only; later versions have no such field (KIP-700).
-    response.cluster_authorized_operations = authorized_operations(
-        AclResourceType::Cluster,
-        (8..=10).contains(&version) && request.include_cluster_authorized_operations,
-    );
+    // Without Describe on the cluster the bits are 0 (Kafka).
+    let cluster_ops_requested =
+        (8..=10).contains(&version) && request.include_cluster_authorized_operations;
+    response.cluster_authorized_operations =
+        if !cluster_ops_requested || auth.cluster(AclOperation::Describe) {
+            auth.authorized_operations(
+                AclResourceType::Cluster,
+                CLUSTER_NAME,
+                cluster_ops_requested,
+            )
+        } else {
+            0
+        };
     let include_ops = request.include_topic_authorized_operations;
+    let topic_ops =
+        |name: &str| auth.authorized_operations(AclResourceType::Topic, name, include_ops);
 
     if all_topics {
         response.topics = image
             .topics
             .values()
-            .map(|t| topic_metadata(&image, t, listener, version, include_ops))
+            .filter(|t| {
+                auth.allowed_quietly(AclOperation::Describe, AclResourceType::Topic, &t.name)
+            })
+            .map(|t| topic_metadata(&image, t, listener, version, topic_ops(&t.name)))
             .collect();
         return response;
     }
     for t in requested {
         let entry = match &t.name {
+            Some(name) if undescribable.contains(name.as_str()) => error_topic(
+                Some(name.clone()),
+                Uuid::nil(),
+                ResponseError::TopicAuthorizationFailed.code(),
+                AUTHORIZED_OPERATIONS_OMITTED,
+            ),
             Some(name) => match image.topic(name) {
                 // Auto-created, but its logs could not be created here.
                 Some(topic) => {
-                    let mut entry = topic_metadata(&image, topic, listener, version, include_ops);
+                    let mut entry =
+                        topic_metadata(&image, topic, listener, version, topic_ops(name));
                     if let Some(&code) = create_errors.get(name.as_str()) {
                         entry.error_code = code;
                     }
                     entry
                 }
                 None => {
+                    let refused = create_errors.get(name.as_str())
+                        == Some(&ResponseError::TopicAuthorizationFailed.code());
                     let code = create_errors
                         .get(name.as_str())
                         .copied()
@@ -155,13 +202,27 @@ pub async fn handle(
                         Some(name.clone()),
                         t.topic_id,
                         code,
-                        authorized_operations(AclResourceType::Topic, include_ops),
+                        match refused {
+                            true => AUTHORIZED_OPERATIONS_OMITTED,
+                            false => topic_ops(name),
+                        },
                     )
                 }
             },
             None => match image.topic_by_id(&t.topic_id) {
+                // Topic ids are not secret: the id is echoed (Kafka).
+                Some(topic)
+                    if !t.topic_id.is_nil() && !auth.topic(AclOperation::Describe, &topic.name) =>
+                {
+                    error_topic(
+                        None,
+                        t.topic_id,
+                        ResponseError::TopicAuthorizationFailed.code(),
+                        AUTHORIZED_OPERATIONS_OMITTED,
+                    )
+                }
                 Some(topic) if !t.topic_id.is_nil() => {
-                    topic_metadata(&image, topic, listener, version, include_ops)
+                    topic_metadata(&image, topic, listener, version, topic_ops(&topic.name))
                 }
                 _ => error_topic(
                     None,
@@ -223,13 +284,13 @@ fn topic_metadata(
     topic: &TopicImage,
     listener: &str,
     version: i16,
-    include_ops: bool,
+    authorized_operations: i32,
 ) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
     t.name = Some(TopicName(str_bytes(topic.name.clone())));
     t.topic_id = topic.topic_id;
     t.is_internal = is_internal(&topic.name);
-    t.topic_authorized_operations = authorized_operations(AclResourceType::Topic, include_ops);
+    t.topic_authorized_operations = authorized_operations;
     for (&index, p) in &topic.partitions {
         let live = |id: &i32| image.brokers.get(id).map(|b| !b.fenced).unwrap_or(false);
         let mut part = MetadataResponsePartition::default();
@@ -318,11 +379,17 @@ mod tests {
 
     fn leaders(listener: &str, version: i16) -> Vec<(i32, i16)> {
         let image = image();
-        topic_metadata(&image, &image.topics["t"], listener, version, false)
-            .partitions
-            .iter()
-            .map(|p| (p.leader_id.0, p.error_code))
-            .collect()
+        topic_metadata(
+            &image,
+            &image.topics["t"],
+            listener,
+            version,
+            AUTHORIZED_OPERATIONS_OMITTED,
+        )
+        .partitions
+        .iter()
+        .map(|p| (p.leader_id.0, p.error_code))
+        .collect()
     }
 
     /// Kafka's `KRaftMetadataCache.partitionMetadata`: a leader is named

@@ -1,9 +1,9 @@
 //! One handler per Kafka API (STYLE.md: handler files stay small; shared
 //! logic lives in `ReplicaManager`, `Partition` and the controller).
 
+pub mod acls;
 pub mod alter_configs;
 pub mod api_versions;
-pub mod authorized_operations;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;

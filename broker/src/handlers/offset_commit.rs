@@ -21,12 +21,22 @@ pub async fn handle(
     ctx: &BrokerContext,
     version: i16,
     request: OffsetCommitRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> OffsetCommitResponse {
     let image = ctx.metadata();
+    // Kafka's handleOffsetCommitRequest: Read on each topic (Read on the
+    // group is checked before, in dispatch).
+    let denied: std::collections::HashSet<String> = request
+        .topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|name| !auth.topic(weir_controller::acl::AclOperation::Read, name))
+        .collect();
     let exists = |tp: &TopicPartition| {
-        image
-            .topic(&tp.topic)
-            .is_some_and(|t| t.partitions.contains_key(&tp.partition))
+        !denied.contains(tp.topic.as_str())
+            && image
+                .topic(&tp.topic)
+                .is_some_and(|t| t.partitions.contains_key(&tp.partition))
     };
     let mut offsets = Vec::new();
     for topic in &request.topics {
@@ -65,7 +75,9 @@ pub async fn handle(
         let mut t = OffsetCommitResponseTopic::default();
         for p in &topic.partitions {
             let tp = TopicPartition::new(topic.name.to_string(), p.partition_index);
-            let error = if !exists(&tp) {
+            let error = if denied.contains(tp.topic.as_str()) {
+                Some(ResponseError::TopicAuthorizationFailed)
+            } else if !exists(&tp) {
                 Some(ResponseError::UnknownTopicOrPartition)
             } else {
                 match &outcome {

@@ -18,12 +18,22 @@ pub async fn handle(
     ctx: &BrokerContext,
     _version: i16,
     request: OffsetDeleteRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> OffsetDeleteResponse {
     let image = ctx.metadata();
+    // Kafka's handleOffsetDeleteRequest: Read on each topic (Delete on the
+    // group is checked before, in dispatch).
+    let denied: std::collections::HashSet<String> = request
+        .topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|name| !auth.topic(weir_controller::acl::AclOperation::Read, name))
+        .collect();
     let exists = |tp: &TopicPartition| {
-        image
-            .topic(&tp.topic)
-            .is_some_and(|t| t.partitions.contains_key(&tp.partition))
+        !denied.contains(tp.topic.as_str())
+            && image
+                .topic(&tp.topic)
+                .is_some_and(|t| t.partitions.contains_key(&tp.partition))
     };
     let partitions: Vec<TopicPartition> = request
         .topics
@@ -51,7 +61,9 @@ pub async fn handle(
         let mut t = OffsetDeleteResponseTopic::default();
         for p in &topic.partitions {
             let tp = TopicPartition::new(topic.name.to_string(), p.partition_index);
-            let error = if exists(&tp) {
+            let error = if denied.contains(tp.topic.as_str()) {
+                Some(ResponseError::TopicAuthorizationFailed)
+            } else if exists(&tp) {
                 results
                     .iter()
                     .find(|(deleted, _)| *deleted == tp)

@@ -19,8 +19,10 @@ use kafka_protocol::ResponseError;
 use weir_storage::TopicPartition;
 
 use super::str_bytes;
+use crate::authorizer::RequestAuth;
 use crate::context::BrokerContext;
 use crate::group::OffsetAndMetadata;
+use weir_controller::acl::{AclOperation, AclResourceType};
 
 /// One partition's answer: (offset, leader epoch, metadata).
 fn values(offset: Option<OffsetAndMetadata>) -> (i64, i32, String) {
@@ -31,9 +33,53 @@ fn values(offset: Option<OffsetAndMetadata>) -> (i64, i32, String) {
 }
 
 /// Groups `(partition, offset)` by topic in first-seen order.
-type ByTopic = Vec<(String, Vec<(i32, Option<OffsetAndMetadata>)>)>;
+/// A partition's committed offset (`None`: none), or its error code.
+type Fetched = Result<Option<OffsetAndMetadata>, i16>;
 
-fn by_topic(entries: Vec<(TopicPartition, Option<OffsetAndMetadata>)>) -> ByTopic {
+type ByTopic = Vec<(String, Vec<(i32, Fetched)>)>;
+
+/// The group's committed offsets as the client may see them (Kafka's
+/// `handleOffsetFetchRequest`): GROUP_AUTHORIZATION_FAILED without
+/// Describe on the group; of all topics only those it may Describe; a
+/// requested topic it may not Describe gets TOPIC_AUTHORIZATION_FAILED per
+/// partition.
+fn fetch_authorized(
+    ctx: &BrokerContext,
+    auth: &RequestAuth<'_>,
+    group: &str,
+    partitions: Option<Vec<TopicPartition>>,
+) -> Result<Vec<(TopicPartition, Fetched)>, ResponseError> {
+    if !auth.group(AclOperation::Describe, group) {
+        return Err(ResponseError::GroupAuthorizationFailed);
+    }
+    let all_topics = partitions.is_none();
+    let entries = ctx.group_coordinator.fetch_offsets(group, partitions)?;
+    if !auth.enabled() {
+        return Ok(entries.into_iter().map(|(tp, o)| (tp, Ok(o))).collect());
+    }
+    let mut allowed: std::collections::HashMap<String, bool> = Default::default();
+    let mut out = Vec::with_capacity(entries.len());
+    for (tp, offset) in entries {
+        let may = *allowed
+            .entry(tp.topic.clone())
+            .or_insert_with(|| match all_topics {
+                true => {
+                    auth.allowed_quietly(AclOperation::Describe, AclResourceType::Topic, &tp.topic)
+                }
+                false => auth.topic(AclOperation::Describe, &tp.topic),
+            });
+        match (may, all_topics) {
+            (true, _) => out.push((tp, Ok(offset))),
+            (false, true) => {}
+            (false, false) => {
+                out.push((tp, Err(ResponseError::TopicAuthorizationFailed.code())));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn by_topic(entries: Vec<(TopicPartition, Fetched)>) -> ByTopic {
     let mut topics: ByTopic = Vec::new();
     let mut index_of: std::collections::HashMap<String, usize> = Default::default();
     for (tp, offset) in entries {
@@ -68,7 +114,11 @@ pub fn handle(
     ctx: &BrokerContext,
     version: i16,
     request: OffsetFetchRequest,
+    auth: &RequestAuth<'_>,
 ) -> OffsetFetchResponse {
+    let fetch = |group: &str, partitions: Option<Vec<TopicPartition>>| {
+        fetch_authorized(ctx, auth, group, partitions)
+    };
     let mut response = OffsetFetchResponse::default();
     if version >= 8 {
         // Each group once, its partition lists joined (None: all).
@@ -94,14 +144,16 @@ pub fn handle(
                 partitions.map(|p| super::first_occurrences(p, |tp: &TopicPartition| tp.clone()));
             let group = kafka_protocol::messages::GroupId(group_id);
             let mut g = OffsetFetchResponseGroup::default();
-            match ctx.group_coordinator.fetch_offsets(&group, partitions) {
+            match fetch(&group, partitions) {
                 Ok(entries) => {
                     for (topic, partitions) in by_topic(entries) {
                         let mut t = OffsetFetchResponseTopics::default();
                         t.name = TopicName(str_bytes(topic));
                         for (index, offset) in partitions {
-                            let (offset, epoch, metadata) = values(offset);
+                            let error = offset.as_ref().err().copied().unwrap_or(0);
+                            let (offset, epoch, metadata) = values(offset.ok().flatten());
                             let mut p = OffsetFetchResponsePartitions::default();
+                            p.error_code = error;
                             p.partition_index = index;
                             p.committed_offset = offset;
                             p.committed_leader_epoch = epoch;
@@ -121,9 +173,7 @@ pub fn handle(
     let requested: Option<Vec<TopicPartition>> = request
         .topics
         .map(|topics| requested_partitions(topics, |t| (t.name, t.partition_indexes)));
-    let outcome = ctx
-        .group_coordinator
-        .fetch_offsets(&request.group_id, requested.clone());
+    let outcome = fetch(&request.group_id, requested.clone());
     let (entries, error) = match outcome {
         Ok(entries) => (entries, None),
         // v1 has no top-level error: each partition carries it.
@@ -131,7 +181,7 @@ pub fn handle(
             requested
                 .unwrap_or_default()
                 .into_iter()
-                .map(|tp| (tp, None))
+                .map(|tp| (tp, Ok(None)))
                 .collect(),
             Some(e),
         ),
@@ -140,13 +190,15 @@ pub fn handle(
         let mut t = OffsetFetchResponseTopic::default();
         t.name = TopicName(str_bytes(topic));
         for (index, offset) in partitions {
-            let (offset, epoch, metadata) = values(offset);
+            let denied = offset.as_ref().err().copied();
+            let (offset, epoch, metadata) = values(offset.ok().flatten());
             let mut p = OffsetFetchResponsePartition::default();
+            p.error_code = denied.unwrap_or(0);
             p.partition_index = index;
             p.committed_offset = offset;
             p.committed_leader_epoch = epoch;
             p.metadata = Some(str_bytes(metadata));
-            if version < 2 {
+            if version < 2 && error.is_some() {
                 p.error_code = error.map(|e: ResponseError| e.code()).unwrap_or(0);
             }
             t.partitions.push(p);

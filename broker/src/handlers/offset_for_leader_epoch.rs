@@ -14,16 +14,25 @@ pub fn handle(
     ctx: &BrokerContext,
     _version: i16,
     request: OffsetForLeaderEpochRequest,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> OffsetForLeaderEpochResponse {
     let mut response = OffsetForLeaderEpochResponse::default();
     for topic in request.topics {
         let mut t = OffsetForLeaderTopicResult::default();
         t.topic = topic.topic.clone();
+        // Kafka's handleOffsetForLeaderEpochRequest: Describe on the topic
+        // (a follower's ClusterAction is checked before, in dispatch).
+        let allowed = auth.topic(weir_controller::acl::AclOperation::Describe, &topic.topic);
         for p in topic.partitions {
             let mut r = EpochEndOffset::default();
             r.partition = p.partition;
             r.leader_epoch = -1;
             r.end_offset = -1;
+            if !allowed {
+                r.error_code = kafka_protocol::ResponseError::TopicAuthorizationFailed.code();
+                t.partitions.push(r);
+                continue;
+            }
             match ctx
                 .replica_manager
                 .leader_partition(&topic.topic, p.partition, || ctx.metadata())

@@ -33,6 +33,7 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 use tokio::sync::{oneshot, Semaphore};
+use weir_controller::acl::AclOperation;
 use weir_storage::batch::ValidatedRecords;
 use weir_storage::compression::{DecompressionBudget, MAX_DECOMPRESSED_REQUEST_BYTES};
 use weir_storage::{RecordBatchHeader, StorageError};
@@ -198,6 +199,7 @@ pub async fn handle(
     internal_topics_allowed: bool,
     request: ProduceRequest,
     order: &AppendOrder,
+    auth: &crate::authorizer::RequestAuth<'_>,
 ) -> ProduceResponse {
     let mut turn = order.next_turn();
     let acks = request.acks;
@@ -229,13 +231,21 @@ pub async fn handle(
     for topic in request.topic_data {
         let mut topic_response = TopicProduceResponse::default();
         topic_response.name = topic.name.clone();
+        // Kafka's KafkaApis.handleProduceRequest: Write on the topic, else
+        // TOPIC_AUTHORIZATION_FAILED before any other check.
+        let allowed = auth.topic(AclOperation::Write, &topic.name);
         for data in topic.partition_data {
             let mut p = PartitionProduceResponse::default();
             p.index = data.index;
             p.base_offset = -1;
             p.log_append_time_ms = -1;
             p.log_start_offset = -1;
-            let prepared = if !matches!(acks, -1..=1) {
+            let prepared = if !allowed {
+                Err(AppendFailure::from((
+                    ResponseError::TopicAuthorizationFailed.code(),
+                    None,
+                )))
+            } else if !matches!(acks, -1..=1) {
                 Err(AppendFailure::from((
                     ResponseError::InvalidRequiredAcks.code(),
                     None,

@@ -29,6 +29,7 @@ impl<T> ControllerResult<T> {
     }
 }
 
+mod acls;
 mod alter_partition;
 mod brokers;
 mod elections;
@@ -37,6 +38,7 @@ mod producer_ids;
 mod scram;
 mod topics;
 
+pub use acls::*;
 pub use alter_partition::*;
 pub use brokers::*;
 pub use elections::*;
