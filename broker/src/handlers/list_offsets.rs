@@ -102,12 +102,20 @@ pub fn handle(
     // (Kafka's `Partition.fetchOffsetForTimestamp` without an isolation
     // level); consumers get the high watermark.
     let from_follower = request.replica_id.0 >= 0;
+    let follower_allowed =
+        from_follower && auth.cluster(weir_controller::acl::AclOperation::ClusterAction);
     let mut answered = HashSet::new();
     for topic in request.topics {
         let mut t = ListOffsetsTopicResponse::default();
         t.name = topic.name.clone();
-        // Kafka's handleListOffsetRequest: Describe on the topic.
-        let allowed = auth.topic(weir_controller::acl::AclOperation::Describe, &topic.name);
+        // Kafka's handleListOffsetRequest: Describe on the topic. A Weir
+        // follower asks the leader's log start with ListOffsets: it needs
+        // ClusterAction instead, as its Fetch does.
+        let allowed = if from_follower {
+            follower_allowed
+        } else {
+            auth.topic(weir_controller::acl::AclOperation::Describe, &topic.name)
+        };
         for p in topic.partitions {
             let key = (topic.name.0.clone(), p.partition_index);
             if !answered.insert(key.clone()) {
