@@ -8,6 +8,7 @@
 
 mod support;
 
+mod acls;
 mod admin;
 mod alter_configs;
 mod api_coverage;
