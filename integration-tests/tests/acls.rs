@@ -651,7 +651,7 @@ fn kafka_acls_adds_lists_and_removes_acls() {
         !refused.status.success()
             && refused
                 .stdout_text()
-                .contains("ClusterAuthorizationException"),
+                .contains("ClusterAuthorizationException: Cluster authorization failed."),
         "alice may not list ACLs (no Describe on the cluster): exit {}\n{}\n{}",
         refused.status,
         refused.stdout_text(),

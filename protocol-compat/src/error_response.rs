@@ -71,6 +71,28 @@ use kafka_protocol::protocol::StrBytes;
 use crate::api_table::api_versions_entry;
 use crate::UNSUPPORTED_VERSION;
 
+/// The message Kafka's `Errors` gives the authorization errors (its
+/// exception's message when the thrower gave none): TOPIC_ (29), GROUP_
+/// (30), CLUSTER_ (31) and TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53) and
+/// SECURITY_DISABLED (54); `None` for other codes, which clients then
+/// describe themselves.
+pub fn kafka_default_message(code: i16) -> Option<&'static str> {
+    Some(match code {
+        29 => "Topic authorization failed.",
+        30 => "Group authorization failed.",
+        31 => "Cluster authorization failed.",
+        53 => "Transactional Id authorization failed.",
+        54 => "Security features are disabled.",
+        _ => return None,
+    })
+}
+
+/// [`kafka_default_message`] for a response's message field, whose crate
+/// default would be an empty string that clients print as the message.
+fn default_message(code: i16) -> Option<StrBytes> {
+    kafka_default_message(code).map(StrBytes::from_static_str)
+}
+
 /// Builds the response to `request` (decoded at `api_version`) in which every
 /// requested topic/partition, or the top-level error where the API has one,
 /// carries `error_code`, as Kafka's `AbstractRequest.getErrorResponse` does.
@@ -152,6 +174,7 @@ pub fn error_response(
         RequestKind::DescribeAcls(_) => {
             let mut response = DescribeAclsResponse::default();
             response.error_code = error_code;
+            response.error_message = default_message(error_code);
             response.into()
         }
         // Kafka's CreateAclsRequest.getErrorResponse: the error for each
@@ -164,6 +187,7 @@ pub fn error_response(
                 .map(|_| {
                     let mut result = AclCreationResult::default();
                     result.error_code = error_code;
+                    result.error_message = default_message(error_code);
                     result
                 })
                 .collect();
@@ -179,6 +203,7 @@ pub fn error_response(
                 .map(|_| {
                     let mut result = DeleteAclsFilterResult::default();
                     result.error_code = error_code;
+                    result.error_message = default_message(error_code);
                     result
                 })
                 .collect();
@@ -189,6 +214,7 @@ pub fn error_response(
         RequestKind::DescribeClientQuotas(_) => {
             let mut response = DescribeClientQuotasResponse::default();
             response.error_code = error_code;
+            response.error_message = default_message(error_code);
             response.entries = None;
             response.into()
         }
@@ -197,6 +223,7 @@ pub fn error_response(
         RequestKind::DescribeUserScramCredentials(request) => {
             let mut response = DescribeUserScramCredentialsResponse::default();
             response.error_code = error_code;
+            response.error_message = default_message(error_code);
             response.results = request
                 .users
                 .iter()
@@ -225,6 +252,7 @@ pub fn error_response(
                     let mut result = AlterUserScramCredentialsResult::default();
                     result.user = user.clone();
                     result.error_code = error_code;
+                    result.error_message = default_message(error_code);
                     result
                 })
                 .collect();
@@ -234,6 +262,7 @@ pub fn error_response(
         RequestKind::DescribeQuorum(_) => {
             let mut response = DescribeQuorumResponse::default();
             response.error_code = error_code;
+            response.error_message = default_message(error_code);
             response.into()
         }
         RequestKind::OffsetCommit(request) => offset_commit(request, error_code).into(),
@@ -932,6 +961,29 @@ mod tests {
             ResponseKind::ElectLeaders(r) if v >= 1 => Some(r.error_code),
             _ => None,
         }
+    }
+
+    /// A refused request's message is Kafka's default for the code, never
+    /// the crate's empty string (`kafka-acls` printed
+    /// "ClusterAuthorizationException: " with nothing after it).
+    #[test]
+    fn refusals_carry_kafkas_default_message() {
+        let request = populated_request(ApiKey::DescribeAcls, 3);
+        let Some(ResponseKind::DescribeAcls(r)) = error_response(&request, 3, 31) else {
+            panic!("no DescribeAcls error response");
+        };
+        assert_eq!(
+            r.error_message.as_deref(),
+            Some("Cluster authorization failed.")
+        );
+        let request = populated_request(ApiKey::CreateAcls, 3);
+        let Some(ResponseKind::CreateAcls(r)) = error_response(&request, 3, 31) else {
+            panic!("no CreateAcls error response");
+        };
+        assert!(r
+            .results
+            .iter()
+            .all(|c| c.error_message.as_deref() == Some("Cluster authorization failed.")));
     }
 
     /// Every API in the table, at every version in its advertised-and-served

@@ -66,7 +66,12 @@ pub async fn handle(
             &resource.resource_name,
         ) {
             // Kafka's handleAlterConfigsRequest.
-            Err((error, error.to_string()))
+            Err((
+                error,
+                weir_protocol_compat::error_response::kafka_default_message(error.code())
+                    .unwrap_or_default()
+                    .to_string(),
+            ))
         } else {
             alter_resource(ctx, resource, request.validate_only).await
         };

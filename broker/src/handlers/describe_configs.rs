@@ -55,7 +55,10 @@ pub fn handle(
             &resource.resource_name,
         ) {
             result.error_code = error.code();
-            result.error_message = Some(str_bytes(error.to_string()));
+            result.error_message = Some(str_bytes(
+                weir_protocol_compat::error_response::kafka_default_message(error.code())
+                    .unwrap_or_default(),
+            ));
             response.results.push(result);
             continue;
         }

@@ -140,7 +140,10 @@ fn refused_coordinator(key: String, error: ResponseError) -> Coordinator {
     c.host = str_bytes("");
     c.port = -1;
     c.error_code = error.code();
-    c.error_message = Some(str_bytes(error.to_string()));
+    c.error_message = Some(str_bytes(
+        weir_protocol_compat::error_response::kafka_default_message(error.code())
+            .unwrap_or_default(),
+    ));
     c
 }
 

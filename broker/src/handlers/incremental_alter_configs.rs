@@ -143,7 +143,12 @@ pub async fn handle(
             ))
         } else if let Some(error) = refused {
             // Kafka's handleIncrementalAlterConfigsRequest.
-            Err((error, error.to_string()))
+            Err((
+                error,
+                weir_protocol_compat::error_response::kafka_default_message(error.code())
+                    .unwrap_or_default()
+                    .to_string(),
+            ))
         } else {
             match resource.resource_type {
                 TOPIC => alter_topic(ctx, resource, request.validate_only).await,
