@@ -159,6 +159,24 @@ impl<'a> RequestAuth<'a> {
         self.allowed(operation, AclResourceType::Topic, name)
     }
 
+    /// The topics among `names` the client may not do `operation` on
+    /// (each checked once, denials logged).
+    pub fn denied_topics<'n>(
+        &self,
+        operation: AclOperation,
+        names: impl Iterator<Item = &'n str>,
+    ) -> HashSet<String> {
+        if !self.enabled() {
+            return HashSet::new();
+        }
+        let mut checked = HashSet::new();
+        names
+            .filter(|name| checked.insert(*name))
+            .filter(|name| !self.topic(operation, name))
+            .map(str::to_string)
+            .collect()
+    }
+
     /// [`allowed`](Self::allowed) on a group.
     pub fn group(&self, operation: AclOperation, name: &str) -> bool {
         self.allowed(operation, AclResourceType::Group, name)

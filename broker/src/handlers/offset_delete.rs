@@ -23,12 +23,10 @@ pub async fn handle(
     let image = ctx.metadata();
     // Kafka's handleOffsetDeleteRequest: Read on each topic (Delete on the
     // group is checked before, in dispatch).
-    let denied: std::collections::HashSet<String> = request
-        .topics
-        .iter()
-        .map(|t| t.name.0.to_string())
-        .filter(|name| !auth.topic(weir_controller::acl::AclOperation::Read, name))
-        .collect();
+    let denied = auth.denied_topics(
+        weir_controller::acl::AclOperation::Read,
+        request.topics.iter().map(|t| t.name.0.as_str()),
+    );
     let exists = |tp: &TopicPartition| {
         !denied.contains(tp.topic.as_str())
             && image
