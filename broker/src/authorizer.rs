@@ -231,7 +231,8 @@ impl<'a> RequestAuth<'a> {
 /// - ClusterAuthorizationFailed: DescribeAcls, DescribeQuorum,
 ///   DescribeUserScramCredentials (Describe on the cluster);
 ///   CreateAcls, DeleteAcls, AlterUserScramCredentials, ElectLeaders
-///   (Alter); DescribeClientQuotas (DescribeConfigs); OffsetForLeaderEpoch
+///   (Alter); DescribeClientQuotas (DescribeConfigs); AlterClientQuotas
+///   (AlterConfigs); OffsetForLeaderEpoch
 ///   from a follower (ClusterAction); InitProducerId without a
 ///   transactional id (IdempotentWrite on the cluster, or Write on some
 ///   topic, KIP-679).
@@ -264,6 +265,7 @@ pub fn request_refused(
         | R::AlterUserScramCredentials(_)
         | R::ElectLeaders(_) => cluster(Alter),
         R::DescribeClientQuotas(_) => cluster(DescribeConfigs),
+        R::AlterClientQuotas(_) => cluster(AlterConfigs),
         // CONSUMER_REPLICA_ID is -2; v0-2 requests carry no replica id.
         R::OffsetForLeaderEpoch(r) if r.replica_id.0 != -2 => cluster(ClusterAction),
         R::Produce(r) => r

@@ -790,6 +790,10 @@ pub static BROKER_KEYS: &[BrokerKey] = {
             get: |c| Some(c.super_users.join(";"))),
         flag!("allow.everyone.if.no.acl.found", "false", allow_everyone_if_no_acl_found,
             "with an authorizer, whether a resource no ACL applies to is open to every client"),
+        num!("quota.window.num", Int AtLeast(1), "11", quota_window_num,
+            "samples a client quota's byte rate is measured over (KIP-13)"),
+        num!("quota.window.size.seconds", Int AtLeast(1), "1", quota_window_size_seconds,
+            "length of one quota sample (s)"),
         custom!("inter.broker.listener.name", String, null,
             "the listener followers fetch through; unset, the first PLAINTEXT listener",
             set: |c, _, value| {

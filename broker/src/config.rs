@@ -244,6 +244,12 @@ pub struct BrokerConfig {
     /// `allow.everyone.if.no.acl.found`: whether a resource no ACL applies
     /// to is open to everyone. Default: false.
     pub allow_everyone_if_no_acl_found: bool,
+    /// `quota.window.num`: samples a client quota's rate is measured over
+    /// (KIP-13). Default: 11.
+    pub quota_window_num: i32,
+    /// `quota.window.size.seconds`: length of one sample, seconds.
+    /// Default: 1.
+    pub quota_window_size_seconds: i32,
     /// `connection.failed.authentication.delay.ms`: how long the answer to
     /// a failed SASL authentication is held, ms. Default: 100.
     pub connection_failed_authentication_delay_ms: i32,
@@ -546,6 +552,8 @@ impl Default for BrokerConfig {
             authorizer_class_name: String::new(),
             super_users: Vec::new(),
             allow_everyone_if_no_acl_found: false,
+            quota_window_num: 11,
+            quota_window_size_seconds: 1,
             connection_failed_authentication_delay_ms: 100,
             sasl_server_max_receive_size: 524_288,
             controller_quorum_voters: String::new(),

@@ -38,6 +38,8 @@ pub struct BrokerContext {
     /// The authorizer (`authorizer.class.name`), or `None`: every client
     /// may do everything.
     pub authorizer: Option<crate::authorizer::Authorizer>,
+    /// Byte-rate quotas and their sensors.
+    pub client_quotas: crate::client_quotas::ClientQuotaManager,
 }
 
 impl BrokerContext {

@@ -79,7 +79,7 @@ pub async fn handle_frame(
             // internal topics.
             let internal_topics_allowed =
                 request.header.client_id.as_deref() == Some(handlers::produce::ADMIN_CLIENT_ID);
-            let response = handlers::produce::handle(
+            let mut response = handlers::produce::handle(
                 &ctx,
                 version,
                 internal_topics_allowed,
@@ -88,6 +88,19 @@ pub async fn handle_frame(
                 &auth,
             )
             .await;
+            // Kafka's KafkaApis.handleProduceRequest: the request's size
+            // against producer_byte_rate (KIP-13), throttle in the
+            // response and the channel muted (KIP-219).
+            let throttle = ctx.client_quotas.record(
+                &ctx.metadata(),
+                crate::client_quotas::QuotaType::Produce,
+                &info.principal,
+                request.header.client_id.as_deref().unwrap_or(""),
+                frame.len(),
+                Instant::now(),
+            );
+            info.muted.mute_for(throttle);
+            response.throttle_time_ms = throttle.as_millis().min(i32::MAX as u128) as i32;
             if acks == 0 {
                 let body = ResponseKind::Produce(response);
                 crate::metrics::record_request(api, started.elapsed().as_secs_f64(), Some(&body));
@@ -103,7 +116,18 @@ pub async fn handle_frame(
             ResponseKind::Produce(response)
         }
         RequestKind::Fetch(r) => {
-            let response = handlers::fetch::handle(&ctx, version, correlation_id, r, &auth).await;
+            let from_follower = if version >= 15 {
+                r.replica_state.replica_id.0 >= 0
+            } else {
+                r.replica_id.0 >= 0
+            };
+            let mut response =
+                handlers::fetch::handle(&ctx, version, correlation_id, r, &auth).await;
+            if !from_follower {
+                let client_id = request.header.client_id.as_deref().unwrap_or("");
+                response =
+                    throttle_fetch(&ctx, &info, client_id, version, correlation_id, response);
+            }
             crate::metrics::record_request(api, started.elapsed().as_secs_f64(), None);
             return response;
         }
@@ -183,8 +207,11 @@ pub async fn handle_frame(
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(handlers::describe_quorum::handle(&ctx, version, r).await)
         }
-        RequestKind::DescribeClientQuotas(r) => {
-            ResponseKind::DescribeClientQuotas(handlers::describe_client_quotas::handle(&r))
+        RequestKind::DescribeClientQuotas(r) => ResponseKind::DescribeClientQuotas(
+            handlers::describe_client_quotas::handle(&ctx.metadata(), &r),
+        ),
+        RequestKind::AlterClientQuotas(r) => {
+            ResponseKind::AlterClientQuotas(handlers::alter_client_quotas::handle(&ctx, r).await)
         }
         RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
             handlers::user_scram_credentials::describe(&ctx.metadata(), &r),
@@ -256,6 +283,58 @@ pub async fn handle_frame(
         }
     };
     encode(api_key, version, correlation_id, &body, started)
+}
+
+/// A consumer's Fetch response counted against `consumer_byte_rate`
+/// (Kafka's `KafkaApis.handleFetchRequest`): within the quota it is sent as
+/// it is; over it, the client gets the throttle time and no records
+/// (Kafka's `getThrottledResponse`), the bytes are taken back from the
+/// sensor, and the connection is muted for the throttle time (KIP-219).
+fn throttle_fetch(
+    ctx: &BrokerContext,
+    info: &ConnectionInfo,
+    client_id: &str,
+    version: i16,
+    correlation_id: i32,
+    response: Response,
+) -> Response {
+    use weir_protocol_compat::fetch::RecordsSource;
+    let Response::Fetch(chunks) = &response else {
+        return response;
+    };
+    let image = ctx.metadata();
+    if image.client_quotas.is_empty() {
+        return response;
+    }
+    let bytes: usize = chunks
+        .iter()
+        .map(|c| match c {
+            FetchChunk::Bytes(b) => b.len(),
+            FetchChunk::Records(r) => r.len(),
+        })
+        .sum();
+    let now = Instant::now();
+    let quota = crate::client_quotas::QuotaType::Fetch;
+    let throttle = ctx
+        .client_quotas
+        .record(&image, quota, &info.principal, client_id, bytes, now);
+    if throttle.is_zero() {
+        return response;
+    }
+    ctx.client_quotas
+        .unrecord(quota, &info.principal, client_id, bytes, now);
+    info.muted.mute_for(throttle);
+    let mut empty = kafka_protocol::messages::FetchResponse::default();
+    empty.throttle_time_ms = throttle.as_millis().min(i32::MAX as u128) as i32;
+    match codec::encode_response(
+        ApiKey::Fetch,
+        version,
+        correlation_id,
+        &ResponseKind::Fetch(empty),
+    ) {
+        Ok(bytes) => Response::Frame(bytes),
+        Err(e) => Response::Close(format!("cannot encode a throttled Fetch response: {e}")),
+    }
 }
 
 /// The first non-zero partition error code of a Produce response.
@@ -356,6 +435,7 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::DescribeQuorum => "DescribeQuorum",
         ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
+        ApiKey::AlterClientQuotas => "AlterClientQuotas",
         ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
         ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         ApiKey::DescribeAcls => "DescribeAcls",

@@ -9,6 +9,7 @@
 pub mod authorizer;
 pub mod bootstrap;
 pub mod broker_keys;
+pub mod client_quotas;
 pub mod config;
 pub mod config_bounds;
 pub mod context;

@@ -148,6 +148,7 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             )
             .collect(),
         ResponseKind::DescribeClientQuotas(r) => vec![r.error_code],
+        ResponseKind::AlterClientQuotas(r) => r.entries.iter().map(|e| e.error_code).collect(),
         ResponseKind::DescribeAcls(r) => vec![r.error_code],
         ResponseKind::CreateAcls(r) => r.results.iter().map(|c| c.error_code).collect(),
         ResponseKind::DeleteAcls(r) => r

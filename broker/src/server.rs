@@ -311,6 +311,10 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         producer_ids: ProducerIdManager::new(config.node_id, broker_epoch),
         advertised_listeners: advertised.clone(),
         authorizer: crate::authorizer::Authorizer::from_config(&config),
+        client_quotas: crate::client_quotas::ClientQuotaManager::new(
+            config.quota_window_num.max(1) as usize,
+            std::time::Duration::from_secs(config.quota_window_size_seconds.max(1) as u64),
+        ),
         config: config.clone(),
     });
 
@@ -683,6 +687,7 @@ async fn accept_loop(
                             security_protocol: accepted_on.protocol,
                             principal: crate::network::ANONYMOUS.into(),
                             session: None,
+                            muted: Default::default(),
                         });
                         let tls = accepted_on.tls.clone();
                         let sasl = accepted_on.sasl.clone();

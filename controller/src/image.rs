@@ -137,6 +137,10 @@ pub struct MetadataImage {
     /// in snapshots written before ACLs were served.
     #[serde(default)]
     pub acls: Arc<crate::acl::AclCache>,
+    /// Client quotas (Kafka's `ClientQuotasImage`). Absent in snapshots
+    /// written before quotas were stored.
+    #[serde(default)]
+    pub client_quotas: crate::quota::ClientQuotas,
     /// Raft log index of the last entry applied to this image (0 before any).
     pub last_applied_offset: u64,
 }
@@ -492,6 +496,24 @@ impl MetadataImage {
                     return Err(ReplayError::UnknownAclId { id: r.id });
                 }
                 Arc::make_mut(&mut self.acls).remove(&r.id);
+            }
+            MetadataRecord::ClientQuota(r) => {
+                // Kafka's ClientQuotaControlManager.replay: removing a key
+                // that is not set changes nothing.
+                let quotas = &mut self.client_quotas.0;
+                if r.remove {
+                    if let Some(values) = quotas.get_mut(&r.entity) {
+                        values.remove(&r.key);
+                        if values.is_empty() {
+                            quotas.remove(&r.entity);
+                        }
+                    }
+                } else {
+                    quotas
+                        .entry(r.entity.clone())
+                        .or_default()
+                        .insert(r.key.clone(), r.value);
+                }
             }
             MetadataRecord::FeatureLevel(r) => {
                 if r.feature_level == 0 {

@@ -31,6 +31,7 @@ pub mod observer;
 pub mod placement;
 pub mod quorum;
 pub mod quorum_state;
+pub mod quota;
 mod raft;
 pub mod records;
 pub mod transport;

@@ -346,6 +346,38 @@ impl MetadataController {
         }
     }
 
+    /// Sets and removes client quotas (AlterClientQuotas, KIP-546) as
+    /// [`control::alter_client_quotas`](crate::control::alter_client_quotas):
+    /// one result per entity; returns once this node's image has applied
+    /// them. A commit failure turns every result into that error.
+    pub async fn alter_client_quotas(
+        &self,
+        alterations: Vec<crate::control::QuotaAlteration>,
+    ) -> Vec<crate::control::QuotaAlterResult> {
+        let mut entities: Vec<crate::quota::QuotaEntity> = Vec::new();
+        for a in &alterations {
+            if !entities.contains(&a.entity) {
+                entities.push(a.entity.clone());
+            }
+        }
+        match self
+            .execute_one(
+                ControllerCommand::AlterClientQuotas(alterations),
+                |r| match r {
+                    CommandResponse::AlteredClientQuotas(results) => Ok(results),
+                    other => Err(other),
+                },
+            )
+            .await
+        {
+            Ok(results) => results,
+            Err(e) => entities
+                .into_iter()
+                .map(|en| (en, Err(e.clone())))
+                .collect(),
+        }
+    }
+
     /// Creates ACLs (CreateAcls) as
     /// [`control::create_acls`](crate::control::create_acls): one result
     /// per ACL in request order; returns once this node's image has applied

@@ -374,6 +374,7 @@ fn image_part(
         next_producer_id: image.next_producer_id,
         scram_credentials: image.scram_credentials.clone(),
         acls: image.acls.clone(),
+        client_quotas: image.client_quotas.clone(),
         last_applied_offset: image.last_applied_offset,
     };
     let start = after.map_or(Bound::Unbounded, Bound::Excluded);

@@ -204,6 +204,7 @@ pub(crate) enum ControllerCommand {
         upsertions: Vec<control::ScramUpsertion>,
     },
     CreateAcls(Vec<crate::acl::StandardAcl>),
+    AlterClientQuotas(Vec<control::QuotaAlteration>),
     DeleteAcls(Vec<crate::acl::AclBindingFilter>),
 }
 
@@ -222,6 +223,7 @@ pub(crate) enum CommandResponse {
     AlteredPartitions(AlterPartitionResponse),
     AlteredScramCredentials(Vec<control::ScramAlterResult>),
     CreatedAcls(Vec<Result<(), ControllerError>>),
+    AlteredClientQuotas(Vec<control::QuotaAlterResult>),
     DeletedAcls(Vec<control::AclDeleteResult>),
 }
 
@@ -1083,6 +1085,13 @@ impl Inner {
                 .run(|image| {
                     let r = control::alter_scram_credentials(image, &deletions, &upsertions);
                     Ok(r.map(CommandResponse::AlteredScramCredentials))
+                })
+                .await
+                .map(outcome),
+            ControllerCommand::AlterClientQuotas(alterations) => self
+                .run(|image| {
+                    let r = control::alter_client_quotas(image, &alterations);
+                    Ok(r.map(CommandResponse::AlteredClientQuotas))
                 })
                 .await
                 .map(outcome),

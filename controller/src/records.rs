@@ -51,6 +51,23 @@ pub enum MetadataRecord {
     AccessControlEntry(AccessControlEntryRecord),
     /// `RemoveAccessControlEntryRecord` (api key 14): an ACL was deleted.
     RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
+    /// `ClientQuotaRecord` (api key 14): a client quota was set or removed
+    /// (KIP-546).
+    ClientQuota(ClientQuotaRecord),
+}
+
+/// `ClientQuotaRecord`: `entity`'s quota `key` is set to `value`, or
+/// removed when `remove`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientQuotaRecord {
+    /// The entity.
+    pub entity: crate::quota::QuotaEntity,
+    /// The quota key, e.g. `producer_byte_rate`.
+    pub key: String,
+    /// The value (ignored when `remove`).
+    pub value: crate::quota::QuotaValue,
+    /// Whether the key is removed.
+    pub remove: bool,
 }
 
 /// `AccessControlEntryRecord`: the ACL `acl` exists under `id`.

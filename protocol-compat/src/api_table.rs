@@ -99,6 +99,7 @@ pub static SUPPORTED_APIS: &[SupportedApi] = &[
     api(ApiKey::OffsetDelete, 0, 0),
     // KIP-546.
     api(ApiKey::DescribeClientQuotas, 0, 1),
+    api(ApiKey::AlterClientQuotas, 0, 1),
     // KIP-554.
     api(ApiKey::DescribeUserScramCredentials, 0, 0),
     api(ApiKey::AlterUserScramCredentials, 0, 0),

@@ -45,6 +45,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{alter_client_quotas_response, AlterClientQuotasResponse};
 use kafka_protocol::messages::{
     AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
@@ -205,6 +206,32 @@ pub fn error_response(
                     result.error_code = error_code;
                     result.error_message = default_message(error_code);
                     result
+                })
+                .collect();
+            response.into()
+        }
+        // Kafka's AlterClientQuotasRequest.getErrorResponse: the error for
+        // each entry, with its entity.
+        RequestKind::AlterClientQuotas(request) => {
+            let mut response = AlterClientQuotasResponse::default();
+            response.entries = request
+                .entries
+                .iter()
+                .map(|entry| {
+                    let mut e = alter_client_quotas_response::EntryData::default();
+                    e.error_code = error_code;
+                    e.error_message = default_message(error_code);
+                    e.entity = entry
+                        .entity
+                        .iter()
+                        .map(|part| {
+                            let mut d = alter_client_quotas_response::EntityData::default();
+                            d.entity_type = part.entity_type.clone();
+                            d.entity_name = part.entity_name.clone();
+                            d
+                        })
+                        .collect();
+                    e
                 })
                 .collect();
             response.into()
@@ -537,6 +564,7 @@ pub fn request_api_key(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::SaslAuthenticate(_) => ApiKey::SaslAuthenticate,
         RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
         RequestKind::DescribeClientQuotas(_) => ApiKey::DescribeClientQuotas,
+        RequestKind::AlterClientQuotas(_) => ApiKey::AlterClientQuotas,
         RequestKind::DescribeAcls(_) => ApiKey::DescribeAcls,
         RequestKind::CreateAcls(_) => ApiKey::CreateAcls,
         RequestKind::DeleteAcls(_) => ApiKey::DeleteAcls,
@@ -883,6 +911,7 @@ mod tests {
                 r.results.iter().map(|u| u.error_code).collect()
             }
             ResponseKind::CreateAcls(r) => r.results.iter().map(|c| c.error_code).collect(),
+            ResponseKind::AlterClientQuotas(r) => r.entries.iter().map(|e| e.error_code).collect(),
             ResponseKind::DeleteAcls(r) => r.filter_results.iter().map(|f| f.error_code).collect(),
             _ => Vec::new(),
         }
@@ -933,6 +962,7 @@ mod tests {
                 .collect::<std::collections::BTreeSet<_>>()
                 .len(),
             RequestKind::CreateAcls(r) => r.creations.len(),
+            RequestKind::AlterClientQuotas(r) => r.entries.len(),
             RequestKind::DeleteAcls(r) => r.filters.len(),
             _ => 0,
         }

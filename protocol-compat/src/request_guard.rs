@@ -251,6 +251,7 @@ fn first_flexible_version(api_key: ApiKey) -> Option<i16> {
         // OffsetDelete has no flexible version.
         ApiKey::OffsetDelete => i16::MAX,
         ApiKey::DescribeClientQuotas => 1,
+        ApiKey::AlterClientQuotas => 1,
         ApiKey::DescribeAcls => 2,
         ApiKey::CreateAcls => 2,
         ApiKey::DeleteAcls => 2,
@@ -742,6 +743,23 @@ pub(crate) fn check_request_body(
                 c.int8()?; // permission_type
                 c.tagged_fields()
             })?; // filters
+        }
+        ApiKey::AlterClientQuotas => {
+            c.array_nullable(false, 2, |c| {
+                c.array_nullable(false, 2, |c| {
+                    c.string()?; // entity_type
+                    c.string_nullable(true)?; // entity_name
+                    c.tagged_fields()
+                })?; // entity
+                c.array_nullable(false, 10, |c| {
+                    c.string()?; // key
+                    c.int64()?; // value (float64)
+                    c.int8()?; // remove
+                    c.tagged_fields()
+                })?; // ops
+                c.tagged_fields()
+            })?; // entries
+            c.int8()?; // validate_only
         }
         ApiKey::DescribeUserScramCredentials => {
             c.array(2, |c| {

@@ -603,6 +603,34 @@ pub(crate) fn populated_request(api_key: ApiKey, v: i16) -> RequestKind {
             request.unknown_tagged_fields = tagged(flex);
             request.into()
         }
+        ApiKey::AlterClientQuotas => {
+            use kafka_protocol::messages::alter_client_quotas_request::{
+                EntityData, EntryData, OpData,
+            };
+            let mut request = kafka_protocol::messages::AlterClientQuotasRequest::default();
+            request.entries = [(Some("alice"), 1024.0, false), (None, 2048.0, true)]
+                .into_iter()
+                .map(|(user, value, remove)| {
+                    let mut entity = EntityData::default();
+                    entity.entity_type = StrBytes::from_static_str("user");
+                    entity.entity_name = user.map(StrBytes::from_static_str);
+                    entity.unknown_tagged_fields = tagged(flex);
+                    let mut op = OpData::default();
+                    op.key = StrBytes::from_static_str("producer_byte_rate");
+                    op.value = value;
+                    op.remove = remove;
+                    op.unknown_tagged_fields = tagged(flex);
+                    let mut entry = EntryData::default();
+                    entry.entity = vec![entity];
+                    entry.ops = vec![op];
+                    entry.unknown_tagged_fields = tagged(flex);
+                    entry
+                })
+                .collect();
+            request.validate_only = true;
+            request.unknown_tagged_fields = tagged(flex);
+            request.into()
+        }
         ApiKey::DescribeClientQuotas => {
             let mut request = DescribeClientQuotasRequest::default();
             request.components = [("user", 0, Some("alice")), ("client-id", 2, None)]

@@ -2,28 +2,70 @@
 //! match a filter, as `kafka-configs --describe --entity-type
 //! users|clients` asks them (it asks before it describes SCRAM users).
 //!
-//! Quotas are not stored yet (issue 19), so a valid filter matches no
-//! entity and the answer is an empty list, which is what Kafka answers
-//! when no quota is set. A filter Kafka refuses gets INVALID_REQUEST as in
+//! The quotas are the metadata image's (set with AlterClientQuotas); the
+//! entities a filter selects are answered with all their values, as
+//! Kafka's `ClientQuotasImage.describe`: an exact component (match type 0)
+//! wants that name, a default one (1) the default entity, a specified one
+//! (2) any entity with that type; `strict` wants no other types. A filter
+//! Kafka refuses gets INVALID_REQUEST as in
 //! Kafka's `ClientQuotaCache.describeClientQuotas`: a match type other
 //! than 0 (exact, with a name), 1 (default, without one) or 2 (any), an
 //! entity type other than `user`, `client-id` and `ip`, an entity type
 //! named twice, or `ip` together with `user` or `client-id`.
 
+use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 use kafka_protocol::ResponseError;
+use weir_controller::quota::{EntityName, QuotaEntity};
+use weir_controller::MetadataImage;
 
 use super::str_bytes;
 
 /// Kafka's entity types (`ClientQuotaEntity.USER`, `CLIENT_ID`, `IP`).
 const ENTITY_TYPES: [&str; 3] = ["user", "client-id", "ip"];
 
-/// Answers the filter: no quota matches (none are stored), or
-/// INVALID_REQUEST for a filter Kafka refuses.
-pub fn handle(request: &DescribeClientQuotasRequest) -> DescribeClientQuotasResponse {
+/// Answers the filter from `image`, or INVALID_REQUEST for a filter Kafka
+/// refuses.
+pub fn handle(
+    image: &MetadataImage,
+    request: &DescribeClientQuotasRequest,
+) -> DescribeClientQuotasResponse {
     let mut response = DescribeClientQuotasResponse::default();
     match check_filter(request) {
-        Ok(()) => response.entries = Some(Vec::new()),
+        Ok(()) => {
+            response.error_message = None;
+            response.entries = Some(
+                image
+                    .client_quotas
+                    .0
+                    .iter()
+                    .filter(|(entity, _)| matches(entity, request))
+                    .map(|(entity, values)| {
+                        let mut e = EntryData::default();
+                        e.entity = entity
+                            .parts()
+                            .into_iter()
+                            .map(|(entity_type, name)| {
+                                let mut d = EntityData::default();
+                                d.entity_type = str_bytes(entity_type);
+                                d.entity_name = name.as_option().map(str_bytes);
+                                d
+                            })
+                            .collect();
+                        e.values = values
+                            .iter()
+                            .map(|(key, value)| {
+                                let mut v = ValueData::default();
+                                v.key = str_bytes(key.clone());
+                                v.value = value.0;
+                                v
+                            })
+                            .collect();
+                        e
+                    })
+                    .collect(),
+            );
+        }
         Err(message) => {
             response.entries = None;
             response.error_code = ResponseError::InvalidRequest.code();
@@ -31,6 +73,21 @@ pub fn handle(request: &DescribeClientQuotasRequest) -> DescribeClientQuotasResp
         }
     }
     response
+}
+
+/// Kafka's `ClientQuotasImage.matches` for a checked filter.
+fn matches(entity: &QuotaEntity, request: &DescribeClientQuotasRequest) -> bool {
+    if request.strict && entity.parts().len() != request.components.len() {
+        return false;
+    }
+    request.components.iter().all(
+        |c| match (entity.part(c.entity_type.as_str()), c.match_type) {
+            (None, _) => false,
+            (Some(name), 0) => name.as_option() == c._match.as_deref(),
+            (Some(name), 1) => *name == EntityName::Default,
+            (Some(_), _) => true,
+        },
+    )
 }
 
 fn check_filter(request: &DescribeClientQuotasRequest) -> Result<(), String> {
@@ -91,7 +148,7 @@ mod tests {
     fn answer(components: Vec<ComponentData>) -> DescribeClientQuotasResponse {
         let mut request = DescribeClientQuotasRequest::default();
         request.components = components;
-        handle(&request)
+        handle(&MetadataImage::default(), &request)
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! logic lives in `ReplicaManager`, `Partition` and the controller).
 
 pub mod acls;
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;

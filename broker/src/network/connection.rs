@@ -461,7 +461,10 @@ async fn serve(
     tokio::pin!(idle_timer);
     let bytes_in = metrics::counter!("weir_network_bytes_in_total");
     let reason: &str = loop {
-        while may_take(pending.len(), in_flight_bytes) {
+        // A client over its quota is not read until its throttle time
+        // ends (KIP-219's channel muting, `crate::client_quotas`).
+        let muted_until = info.muted.until();
+        while muted_until.is_none() && may_take(pending.len(), in_flight_bytes) {
             match decode_frame(&mut buf, max_frame) {
                 Ok(Some(frame)) => {
                     // An expired SASL session may only re-authenticate
@@ -509,7 +512,8 @@ async fn serve(
         let flows =
             || unsent.available() > 0 && (limits.responses.available() > 0 || unsent.used() == 0);
         let responses_flow = flows();
-        let wants_read = responses_flow && may_take(pending.len(), in_flight_bytes);
+        let wants_read =
+            responses_flow && muted_until.is_none() && may_take(pending.len(), in_flight_bytes);
         let mut budget = if wants_read {
             take_budget(
                 &own_requests,
@@ -598,6 +602,7 @@ async fn serve(
                 rescue = None;
             }
             _ = wait_until([&unsent, &limits.responses], flows), if !responses_flow => {}
+            _ = tokio::time::sleep_until(muted_until.unwrap_or_else(tokio::time::Instant::now)), if muted_until.is_some() => {}
             _ = &mut idle_timer, if pending.is_empty() || !responses_flow || tx.capacity() == 0 => {
                 info!(%peer, idle_ms = idle.as_millis() as u64, "closing idle connection (connections.max.idle.ms)");
                 break "idle";

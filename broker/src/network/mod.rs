@@ -44,6 +44,39 @@ pub struct ConnectionInfo {
     /// The SASL session of a SASL listener's connection (its
     /// re-authentication and expiry, KIP-368); `None` elsewhere.
     pub session: Option<Arc<sasl::SaslSession>>,
+    /// Until when the connection reads no request (a client over its
+    /// quota, KIP-219's channel muting; `crate::client_quotas`).
+    pub muted: Arc<Mute>,
+}
+
+/// When a throttled connection may read again.
+#[derive(Debug, Default)]
+pub struct Mute(std::sync::Mutex<Option<tokio::time::Instant>>);
+
+impl Mute {
+    /// Reads nothing for `duration` from now (or longer, if already so).
+    pub fn mute_for(&self, duration: std::time::Duration) {
+        if duration.is_zero() {
+            return;
+        }
+        let until = tokio::time::Instant::now() + duration;
+        let mut muted = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if muted.is_none_or(|m| m < until) {
+            *muted = Some(until);
+        }
+    }
+
+    /// The instant reading may resume, while it is in the future.
+    pub fn until(&self) -> Option<tokio::time::Instant> {
+        let mut muted = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match *muted {
+            Some(until) if until > tokio::time::Instant::now() => Some(until),
+            _ => {
+                *muted = None;
+                None
+            }
+        }
+    }
 }
 
 /// Kafka's principal of an unauthenticated client.

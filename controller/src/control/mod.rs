@@ -35,6 +35,7 @@ mod brokers;
 mod elections;
 mod partition_change;
 mod producer_ids;
+mod quotas;
 mod scram;
 mod topics;
 
@@ -44,6 +45,7 @@ pub use brokers::*;
 pub use elections::*;
 pub use partition_change::*;
 pub use producer_ids::*;
+pub use quotas::*;
 pub use scram::*;
 pub use topics::*;
 
