@@ -176,21 +176,18 @@ fn resolve(quotas: &ClientQuotas, key: &str, user: &str, client_id: &str) -> Opt
     let user_only = (user.to_string(), String::new());
     let client_only = (String::new(), client_id.to_string());
     let order = [
-        (entity(named(user), named(client_id)), &both),
-        (entity(named(user), default()), &both),
-        (entity(named(user), None), &user_only),
-        (entity(default(), named(client_id)), &both),
-        (entity(default(), default()), &both),
-        (entity(default(), None), &user_only),
-        (entity(None, named(client_id)), &client_only),
-        (entity(None, default()), &client_only),
+        (entity(named(user), named(client_id)), both.clone()),
+        (entity(named(user), default()), both.clone()),
+        (entity(named(user), None), user_only.clone()),
+        (entity(default(), named(client_id)), both.clone()),
+        (entity(default(), default()), both.clone()),
+        (entity(default(), None), user_only.clone()),
+        (entity(None, named(client_id)), client_only.clone()),
+        (entity(None, default()), client_only.clone()),
     ];
-    let found = order.into_iter().find_map(|(entity, (u, c))| {
-        quotas
-            .get(&entity, key)
-            .map(|limit| (limit, u.clone(), c.clone()))
-    });
-    found
+    order
+        .into_iter()
+        .find_map(|(entity, (u, c))| quotas.get(&entity, key).map(|limit| (limit, u, c)))
 }
 
 /// Kafka's `Rate` over a `SampledStat` of sums: `samples` windows of

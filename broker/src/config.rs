@@ -1559,6 +1559,8 @@ mod tests {
             ("max.compaction.lag.ms", &["1"], &["0"]),
             ("file.delete.delay.ms", &["0"], &["-1"]),
             ("min.cleanable.dirty.ratio", &["0", "1"], &["-0.1", "1.01"]),
+            ("quota.window.num", &["1", "11"], &["0", INT_TOO_BIG]),
+            ("quota.window.size.seconds", &["1"], &["0", INT_TOO_BIG]),
             (
                 "internal.segment.bytes",
                 &["14", "4096"],

@@ -46,6 +46,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::DescribeClientQuotasRequest;
+use kafka_protocol::messages::{alter_client_quotas_request, AlterClientQuotasRequest};
 use kafka_protocol::messages::{
     alter_configs_request, incremental_alter_configs_request, AlterConfigsRequest, ApiKey,
     ApiVersionsResponse, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
@@ -82,6 +83,8 @@ const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const INVALID_GROUP_ID: i16 = 24;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 const INVALID_PARTITIONS: i16 = 37;
+/// Kafka's INVALID_REQUEST.
+const INVALID_REQUEST: i16 = 42;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 /// SaslHandshake / SaslAuthenticate on a listener without SASL (Kafka's
 /// `KafkaApis`).
@@ -590,6 +593,23 @@ fn every_advertised_api_version_is_answered_by_its_handler() {
                     r.filter_results.len() == 1
                         && r.filter_results[0].error_code == SECURITY_DISABLED
                 },
+            ),
+            ApiKey::AlterClientQuotas => probe(
+                c,
+                v,
+                "INVALID_REQUEST for a fractional producer_byte_rate (validate only)",
+                |_| {
+                    AlterClientQuotasRequest::default()
+                        .with_entries(vec![alter_client_quotas_request::EntryData::default()
+                            .with_entity(vec![alter_client_quotas_request::EntityData::default()
+                                .with_entity_type(StrBytes::from_static_str("client-id"))
+                                .with_entity_name(Some(StrBytes::from_static_str("probe")))])
+                            .with_ops(vec![alter_client_quotas_request::OpData::default()
+                                .with_key(StrBytes::from_static_str("producer_byte_rate"))
+                                .with_value(10.5)])])
+                        .with_validate_only(true)
+                },
+                |_, r| r.entries.len() == 1 && r.entries[0].error_code == INVALID_REQUEST,
             ),
             ApiKey::DescribeClientQuotas => probe(
                 c,

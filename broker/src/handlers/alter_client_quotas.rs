@@ -22,16 +22,20 @@ use super::str_bytes;
 use crate::context::BrokerContext;
 use crate::error::controller_error_code;
 
+/// One entity's answer: the entity, its parts as sent, and its result
+/// when known before the controller (an entity that does not parse).
+type Answer = (
+    QuotaEntity,
+    Vec<EntityData>,
+    Option<Result<(), ControllerError>>,
+);
+
 /// Applies (or, with `validate_only`, checks) the request's alterations.
 pub async fn handle(
     ctx: &BrokerContext,
     request: AlterClientQuotasRequest,
 ) -> AlterClientQuotasResponse {
-    let mut answers: Vec<(
-        QuotaEntity,
-        Vec<EntityData>,
-        Option<Result<(), ControllerError>>,
-    )> = Vec::new();
+    let mut answers: Vec<Answer> = Vec::new();
     let mut alterations = Vec::new();
     for entry in &request.entries {
         let wire: Vec<EntityData> = entry

@@ -152,6 +152,48 @@ mod tests {
     }
 
     #[test]
+    fn filters_select_entities_as_kafka() {
+        use weir_controller::quota::QuotaValue;
+        let mut image = MetadataImage::default();
+        let named = |s: &str| Some(EntityName::Named(s.into()));
+        for (user, client_id) in [
+            (named("alice"), None),
+            (Some(EntityName::Default), None),
+            (named("alice"), named("app")),
+            (None, named("app")),
+        ] {
+            image
+                .client_quotas
+                .0
+                .entry(QuotaEntity {
+                    user,
+                    client_id,
+                    ip: None,
+                })
+                .or_default()
+                .insert("producer_byte_rate".into(), QuotaValue(1024.0));
+        }
+        let count = |components: Vec<ComponentData>, strict: bool| {
+            let mut request = DescribeClientQuotasRequest::default();
+            request.components = components;
+            request.strict = strict;
+            handle(&image, &request).entries.map(|e| e.len())
+        };
+        assert_eq!(
+            count(vec![component("user", 0, Some("alice"))], false),
+            Some(2)
+        );
+        assert_eq!(
+            count(vec![component("user", 0, Some("alice"))], true),
+            Some(1)
+        );
+        assert_eq!(count(vec![component("user", 1, None)], false), Some(1));
+        assert_eq!(count(vec![component("user", 2, None)], true), Some(2));
+        assert_eq!(count(vec![component("client-id", 2, None)], false), Some(2));
+        assert_eq!(count(vec![], false), Some(4));
+    }
+
+    #[test]
     fn valid_filters_match_nothing_and_bad_ones_are_invalid_requests() {
         for ok in [
             vec![],
