@@ -49,9 +49,13 @@ pub struct ConnectionInfo {
     pub muted: Arc<Mute>,
 }
 
-/// When a throttled connection may read again.
+/// When a throttled connection may read again. Unthrottled connections
+/// only read an atomic flag per loop turn.
 #[derive(Debug, Default)]
-pub struct Mute(std::sync::Mutex<Option<tokio::time::Instant>>);
+pub struct Mute {
+    active: std::sync::atomic::AtomicBool,
+    until: std::sync::Mutex<Option<tokio::time::Instant>>,
+}
 
 impl Mute {
     /// Reads nothing for `duration` from now (or longer, if already so).
@@ -60,19 +64,26 @@ impl Mute {
             return;
         }
         let until = tokio::time::Instant::now() + duration;
-        let mut muted = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut muted = self.until.lock().unwrap_or_else(|e| e.into_inner());
         if muted.is_none_or(|m| m < until) {
             *muted = Some(until);
         }
+        self.active
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The instant reading may resume, while it is in the future.
     pub fn until(&self) -> Option<tokio::time::Instant> {
-        let mut muted = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.active.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        let mut muted = self.until.lock().unwrap_or_else(|e| e.into_inner());
         match *muted {
             Some(until) if until > tokio::time::Instant::now() => Some(until),
             _ => {
                 *muted = None;
+                self.active
+                    .store(false, std::sync::atomic::Ordering::Release);
                 None
             }
         }
@@ -117,5 +128,26 @@ impl NetworkLimits {
                 config.max_connections_per_ip_overrides.clone(),
             ),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Mute;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_mute_lasts_its_time_and_only_grows() {
+        let mute = Mute::default();
+        assert_eq!(mute.until(), None);
+        mute.mute_for(Duration::ZERO);
+        assert_eq!(mute.until(), None);
+        mute.mute_for(Duration::from_secs(2));
+        let until = mute.until().expect("muted");
+        mute.mute_for(Duration::from_secs(1));
+        assert_eq!(mute.until(), Some(until), "a shorter throttle does not shorten it");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(mute.until(), None);
     }
 }
