@@ -359,6 +359,11 @@ impl ReplicaManager {
     /// Kafka broker answers such a request NOT_LEADER_OR_FOLLOWER until
     /// then, which clients retry after a metadata refresh.
     ///
+    /// The same holds for a newer ISR (partition epoch) of a partition led
+    /// here: a client that saw the ISR shrink in Metadata gets acks=all
+    /// answered by it (NOT_ENOUGH_REPLICAS under `min.insync.replicas`),
+    /// not by the ISR before.
+    ///
     /// One atomic read when nothing is being applied. Synchronous, so that
     /// no iterator over a request is held across the wait.
     pub fn pending_leadership<'a>(
@@ -371,11 +376,19 @@ impl ReplicaManager {
             return None;
         }
         let pending = partitions.into_iter().any(|(topic, index)| {
-            let led_in_image = image
+            let Some(registration) = image
                 .topic(topic)
                 .and_then(|t| t.partitions.get(&index))
-                .is_some_and(|p| p.leader == self.node_id);
-            led_in_image && !self.partition(topic, index).is_some_and(|p| p.is_leader())
+                .filter(|p| p.leader == self.node_id)
+            else {
+                return false;
+            };
+            // Led here in the image: pending until the partition leads, and
+            // has the image's ISR (partition epoch), here.
+            match self.partition(topic, index) {
+                Some(p) if p.is_leader() => p.isr().1 < registration.partition_epoch,
+                _ => true,
+            }
         });
         pending.then_some(target)
     }
@@ -904,6 +917,18 @@ mod tests {
         assert_eq!(started.elapsed(), std::time::Duration::ZERO);
 
         assert_eq!(replicas.pending_leadership(&image, [("t", 0)]), None);
+
+        // A newer image changes the ISR of a partition led here (the
+        // controller fenced a follower): a request waits for it too, so
+        // that acks=all sees the ISR a client's Metadata showed.
+        let mut shrunk = (*image).clone();
+        shrunk.last_applied_offset = 2;
+        let topic = std::sync::Arc::make_mut(shrunk.topics.get_mut("t").unwrap());
+        let p = topic.partitions.get_mut(&0).unwrap();
+        p.partition_epoch += 1;
+        assert_eq!(replicas.pending_leadership(&shrunk, [("t", 0)]), Some(2));
+        replicas.apply_image(&shrunk).unwrap();
+        assert_eq!(replicas.pending_leadership(&shrunk, [("t", 0)]), None);
     }
 
     /// A log whose topic is gone is deleted, but an image with no topic
