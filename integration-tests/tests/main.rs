@@ -42,6 +42,7 @@ mod kafka_compat;
 mod lifecycle;
 mod log_config;
 mod metrics;
+mod quotas;
 mod replication;
 mod replication_matrix;
 mod replication_operators;
