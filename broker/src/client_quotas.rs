@@ -134,6 +134,27 @@ impl ClientQuotaManager {
         throttle
     }
 
+    /// The most bytes one response may carry for this client (Kafka's
+    /// `getMaxValueInQuotaWindow`: the quota times `quota.window.num - 1`
+    /// windows), or `None` when no quota applies. A Fetch is capped to it,
+    /// so that one response never exceeds what the quota allows in a
+    /// window (else every answer would be throttled and empty).
+    pub fn max_value_in_window(
+        &self,
+        image: &MetadataImage,
+        quota_type: QuotaType,
+        principal: &str,
+        client_id: &str,
+    ) -> Option<usize> {
+        if image.client_quotas.is_empty() {
+            return None;
+        }
+        let user = principal.strip_prefix("User:").unwrap_or(principal);
+        let (limit, _, _) = resolve(&image.client_quotas, quota_type.key(), user, client_id)?;
+        let windows = self.samples.saturating_sub(1) as f64 * self.window.as_secs_f64();
+        Some((limit * windows).min(usize::MAX as f64) as usize)
+    }
+
     /// Takes back `bytes` recorded at `now` (Kafka's
     /// `unrecordQuotaSensor`: a throttled Fetch sends no records).
     pub fn unrecord(
@@ -328,6 +349,14 @@ mod tests {
         // 3000 bytes over a 1 s window: (3000 - 1000) / 1000 * 1000 ms.
         assert_eq!(record("slow", 2000, t0), Duration::from_millis(2000));
         assert_eq!(record("fast", 1_000_000, t0), Duration::ZERO);
+        assert_eq!(
+            manager.max_value_in_window(&image, QuotaType::Produce, "User:ANONYMOUS", "slow"),
+            Some(1000)
+        );
+        assert_eq!(
+            manager.max_value_in_window(&image, QuotaType::Fetch, "User:ANONYMOUS", "slow"),
+            None
+        );
         // Two windows later the samples are gone.
         assert_eq!(
             record("slow", 500, t0 + Duration::from_secs(2)),

@@ -115,12 +115,27 @@ pub async fn handle_frame(
             }
             ResponseKind::Produce(response)
         }
-        RequestKind::Fetch(r) => {
+        RequestKind::Fetch(mut r) => {
             let from_follower = if version >= 15 {
                 r.replica_state.replica_id.0 >= 0
             } else {
                 r.replica_id.0 >= 0
             };
+            // Kafka's handleFetchRequest: a consumer's response is capped to
+            // what its consumer_byte_rate allows in a quota window.
+            if !from_follower {
+                let client_id = request.header.client_id.as_deref().unwrap_or("");
+                if let Some(cap) = ctx.client_quotas.max_value_in_window(
+                    &ctx.metadata(),
+                    crate::client_quotas::QuotaType::Fetch,
+                    &info.principal,
+                    client_id,
+                ) {
+                    let cap = cap.min(i32::MAX as usize) as i32;
+                    r.max_bytes = r.max_bytes.min(cap);
+                    r.min_bytes = r.min_bytes.min(r.max_bytes);
+                }
+            }
             let mut response =
                 handlers::fetch::handle(&ctx, version, correlation_id, r, &auth).await;
             if !from_follower {

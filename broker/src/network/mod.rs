@@ -146,7 +146,11 @@ mod tests {
         mute.mute_for(Duration::from_secs(2));
         let until = mute.until().expect("muted");
         mute.mute_for(Duration::from_secs(1));
-        assert_eq!(mute.until(), Some(until), "a shorter throttle does not shorten it");
+        assert_eq!(
+            mute.until(),
+            Some(until),
+            "a shorter throttle does not shorten it"
+        );
         tokio::time::advance(Duration::from_secs(2)).await;
         assert_eq!(mute.until(), None);
     }
