@@ -69,7 +69,17 @@ struct State {
     quotas: Arc<ClientQuotas>,
     resolved: HashMap<(QuotaType, String, String), Option<Applied>>,
     sensors: HashMap<(QuotaType, String, String), Rate>,
+    /// When sensors idle for [`SENSOR_EXPIRY`] were last dropped.
+    last_expiry: Option<Instant>,
 }
+
+/// A sensor nobody recorded into for this long is dropped (Kafka's
+/// `ClientQuotaManager.InactiveSensorExpirationTimeSeconds`, one hour), so
+/// clients with ever new ids do not grow the broker's memory.
+const SENSOR_EXPIRY: Duration = Duration::from_secs(3600);
+
+/// How often idle sensors are looked for.
+const EXPIRY_CHECK: Duration = Duration::from_secs(60);
 
 impl ClientQuotaManager {
     /// Sensors of `samples` windows of `window` each
@@ -102,6 +112,17 @@ impl ClientQuotaManager {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if *state.quotas != image.client_quotas {
             state.quotas = Arc::new(image.client_quotas.clone());
+            state.resolved.clear();
+        }
+        if state
+            .last_expiry
+            .is_none_or(|at| now.saturating_duration_since(at) >= EXPIRY_CHECK)
+        {
+            state.last_expiry = Some(now);
+            state
+                .sensors
+                .retain(|_, rate| now.saturating_duration_since(rate.last_record) < SENSOR_EXPIRY);
+            // Rebuilt on demand; it holds one entry per client seen.
             state.resolved.clear();
         }
         let key = (quota_type, user.to_string(), client_id.to_string());
@@ -219,6 +240,8 @@ struct Rate {
     window: Duration,
     /// (window start, sum), oldest first.
     windows: std::collections::VecDeque<(Instant, f64)>,
+    /// The last record's time.
+    last_record: Instant,
 }
 
 impl Rate {
@@ -227,6 +250,7 @@ impl Rate {
             samples,
             window,
             windows: std::collections::VecDeque::new(),
+            last_record: Instant::now(),
         }
     }
 
@@ -243,6 +267,7 @@ impl Rate {
 
     fn record(&mut self, value: f64, now: Instant) {
         self.purge(now);
+        self.last_record = self.last_record.max(now);
         match self.windows.back_mut() {
             Some((start, sum)) if now.saturating_duration_since(*start) < self.window => {
                 *sum += value;
@@ -333,7 +358,7 @@ mod tests {
     fn throttle_time_is_kafkas() {
         // 2 samples of 1 s: the rate is measured over at least 1 s.
         let manager = ClientQuotaManager::new(2, Duration::from_secs(1));
-        let image = quotas(&[(None, named("slow"), 1000.0)]);
+        let image = quotas(&[(None, named("slow"), 1000.0), (None, named("idle"), 1000.0)]);
         let t0 = Instant::now();
         let record = |client: &str, bytes, at| {
             manager.record(
@@ -361,6 +386,16 @@ mod tests {
         assert_eq!(
             record("slow", 500, t0 + Duration::from_secs(2)),
             Duration::ZERO
+        );
+        // An hour without records drops the sensor (and its history).
+        assert_eq!(record("idle", 10, t0), Duration::ZERO);
+        assert_eq!(manager.state.lock().unwrap().sensors.len(), 2);
+        let later = t0 + SENSOR_EXPIRY + Duration::from_secs(1);
+        assert_eq!(record("slow", 1000, later), Duration::ZERO);
+        assert_eq!(
+            manager.state.lock().unwrap().sensors.len(),
+            1,
+            "the sensor of `idle` is gone"
         );
     }
 }
