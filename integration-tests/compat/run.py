@@ -40,6 +40,10 @@ from areas.common import Check, Context  # noqa: E402
 BROKER_OVERRIDES = [
     "num.partitions=4",
     "node.id=0",
+    # Every check runs through the authorizer (as a super user: the
+    # clients connect as User:ANONYMOUS), and the ACL APIs are served.
+    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users=User:ANONYMOUS",
 ]
 
 
