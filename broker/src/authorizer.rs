@@ -232,8 +232,7 @@ impl<'a> RequestAuth<'a> {
 ///   DescribeUserScramCredentials (Describe on the cluster);
 ///   CreateAcls, DeleteAcls, AlterUserScramCredentials, ElectLeaders
 ///   (Alter); DescribeClientQuotas (DescribeConfigs); AlterClientQuotas
-///   (AlterConfigs); OffsetForLeaderEpoch
-///   from a follower (ClusterAction); InitProducerId without a
+///   (AlterConfigs); InitProducerId without a
 ///   transactional id (IdempotentWrite on the cluster, or Write on some
 ///   topic, KIP-679).
 /// - TransactionalIdAuthorizationFailed: Produce and InitProducerId with a
@@ -266,8 +265,6 @@ pub fn request_refused(
         | R::ElectLeaders(_) => cluster(Alter),
         R::DescribeClientQuotas(_) => cluster(DescribeConfigs),
         R::AlterClientQuotas(_) => cluster(AlterConfigs),
-        // CONSUMER_REPLICA_ID is -2; v0-2 requests carry no replica id.
-        R::OffsetForLeaderEpoch(r) if r.replica_id.0 != -2 => cluster(ClusterAction),
         R::Produce(r) => r
             .transactional_id
             .as_deref()
@@ -436,6 +433,34 @@ mod tests {
         assert!(alice.topic(AclOperation::Write, "t"));
         assert!(BrokerConfig::default().authorizer_class_name.is_empty());
         assert!(Authorizer::from_config(&BrokerConfig::default()).is_none());
+    }
+
+    /// Kafka's handleOffsetForLeaderEpochRequest lets anyone through to
+    /// its per-topic check (ClusterAction, or Describe on the topic),
+    /// whatever the replica id: librdkafka sends -1 where the Java
+    /// consumer sends -2.
+    #[test]
+    fn offset_for_leader_epoch_is_checked_per_topic_not_refused_whole() {
+        let a = authorizer(&[], false);
+        let image = image_with(vec![]);
+        let host = IpAddr::from([127, 0, 0, 1]);
+        let alice = RequestAuth::new(
+            Some(&a),
+            || image.clone(),
+            "User:alice",
+            host,
+            "OffsetForLeaderEpoch",
+        );
+        for replica_id in [-2, -1, 3] {
+            let mut request = kafka_protocol::messages::OffsetForLeaderEpochRequest::default();
+            request.replica_id = kafka_protocol::messages::BrokerId(replica_id);
+            let request = kafka_protocol::messages::RequestKind::OffsetForLeaderEpoch(request);
+            assert_eq!(
+                request_refused(&alice, &request),
+                None,
+                "replica id {replica_id}"
+            );
+        }
     }
 
     #[test]

@@ -16,13 +16,19 @@ pub fn handle(
     request: OffsetForLeaderEpochRequest,
     auth: &crate::authorizer::RequestAuth<'_>,
 ) -> OffsetForLeaderEpochResponse {
+    use weir_controller::acl::{AclOperation, AclResourceType, CLUSTER_NAME};
+    let cluster_action = auth.allowed_quietly(
+        AclOperation::ClusterAction,
+        AclResourceType::Cluster,
+        CLUSTER_NAME,
+    );
     let mut response = OffsetForLeaderEpochResponse::default();
     for topic in request.topics {
         let mut t = OffsetForLeaderTopicResult::default();
         t.topic = topic.topic.clone();
-        // Kafka's handleOffsetForLeaderEpochRequest: Describe on the topic
-        // (a follower's ClusterAction is checked before, in dispatch).
-        let allowed = auth.topic(weir_controller::acl::AclOperation::Describe, &topic.topic);
+        // Kafka's handleOffsetForLeaderEpochRequest: ClusterAction, or
+        // else Describe on the topic (KIP-320), whoever asks.
+        let allowed = cluster_action || auth.topic(AclOperation::Describe, &topic.topic);
         for p in topic.partitions {
             let mut r = EpochEndOffset::default();
             r.partition = p.partition;
