@@ -581,10 +581,15 @@ def rdkafka_end_to_end(args, port, topic, records, workdir):
     try:
         # The consumer has its fetch going before the first record is sent.
         time.sleep(1)
-        out = subprocess.run(base + ["-P", "-s", str(RECORD_SIZE), "-c", str(records), "-a", "1",
-                                     "-r", str(LATENCY_RATE)],
-                             check=True, capture_output=True, text=True,
-                             timeout=records / LATENCY_RATE + 120).stdout
+        try:
+            out = subprocess.run(base + ["-P", "-s", str(RECORD_SIZE), "-c", str(records), "-a", "1",
+                                         "-r", str(LATENCY_RATE)],
+                                 check=True, capture_output=True, text=True,
+                                 timeout=records / LATENCY_RATE + 120).stdout
+        except subprocess.CalledProcessError as e:
+            # Keep what the producer said: a failed run must be diagnosable.
+            raise RuntimeError(f"end-to-end producer exited {e.returncode}:\n"
+                               f"{(e.stdout or '')[-3000:]}\n{(e.stderr or '')[-3000:]}") from e
         m = RDK_PRODUCE_RE.search(out)
         if m is None:
             raise RuntimeError(f"no rdkafka_performance summary in:\n{out}")
