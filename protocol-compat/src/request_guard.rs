@@ -202,6 +202,19 @@ impl Cursor<'_> {
     }
 
     /// The tagged-field section ending every structure in flexible versions.
+    /// An ACL binding or binding filter as the ACL APIs (v1+) lay it out:
+    /// resource type, resource name (nullable in filters), pattern type,
+    /// principal, host (both nullable in filters), operation, permission.
+    fn acl_binding(&mut self) -> Result<(), GuardError> {
+        self.int8()?;
+        self.string()?;
+        self.int8()?;
+        self.string()?;
+        self.string()?;
+        self.int8()?;
+        self.int8()
+    }
+
     fn tagged_fields(&mut self) -> Result<(), GuardError> {
         if !self.flexible {
             return Ok(());
@@ -711,39 +724,15 @@ pub(crate) fn check_request_body(
             })?; // components
             c.int8()?; // strict
         }
-        ApiKey::DescribeAcls => {
-            c.int8()?; // resource_type_filter
-            c.string_nullable(true)?; // resource_name_filter
-            c.int8()?; // pattern_type_filter (v1+)
-            c.string_nullable(true)?; // principal_filter
-            c.string_nullable(true)?; // host_filter
-            c.int8()?; // operation
-            c.int8()?; // permission_type
-        }
-        ApiKey::CreateAcls => {
-            c.array_nullable(false, 7, |c| {
-                c.int8()?; // resource_type
-                c.string()?; // resource_name
-                c.int8()?; // resource_pattern_type (v1+)
-                c.string()?; // principal
-                c.string()?; // host
-                c.int8()?; // operation
-                c.int8()?; // permission_type
-                c.tagged_fields()
-            })?; // creations
-        }
-        ApiKey::DeleteAcls => {
-            c.array_nullable(false, 7, |c| {
-                c.int8()?; // resource_type_filter
-                c.string_nullable(true)?; // resource_name_filter
-                c.int8()?; // pattern_type_filter (v1+)
-                c.string_nullable(true)?; // principal_filter
-                c.string_nullable(true)?; // host_filter
-                c.int8()?; // operation
-                c.int8()?; // permission_type
-                c.tagged_fields()
-            })?; // filters
-        }
+        ApiKey::DescribeAcls => c.acl_binding()?, // the filter
+        ApiKey::CreateAcls => c.array_nullable(false, 7, |c| {
+            c.acl_binding()?;
+            c.tagged_fields()
+        })?, // creations
+        ApiKey::DeleteAcls => c.array_nullable(false, 7, |c| {
+            c.acl_binding()?;
+            c.tagged_fields()
+        })?, // filters
         ApiKey::AlterClientQuotas => {
             c.array_nullable(false, 2, |c| {
                 c.array_nullable(false, 2, |c| {
