@@ -26,6 +26,14 @@ measures ProducerPerformance acks=all throughput on 16-partition topics with
 replication factor 3 and min.insync.replicas=2, the brokers' summed CPU per GB
 and summed RSS, and weir-latency-probe at 20,000 records/s, acks=all; the
 table goes to bench/results/replicated.md.
+
+`--tls` (`scripts/bench tls`, issue 19) runs the TLS scenario instead: each round
+starts the single node of each, fresh, with its client listener SSL (a CA and a
+server certificate made at run time with openssl, PEM keystore and truststore,
+no client certificate; Kafka's CONTROLLER listener PLAINTEXT), and measures
+ProducerPerformance acks=1 and acks=all and ConsumerPerformance over TLS on
+16-partition topics: throughput, the CPU split of each run and the broker's RSS;
+the table goes to bench/results/tls.md.
 """
 
 import argparse
@@ -38,6 +46,7 @@ import resource
 import shutil
 import signal
 import socket
+import ssl
 import statistics
 import struct
 import subprocess
@@ -88,8 +97,21 @@ def _request(api_key, version, corr, body):
     return struct.pack(">i", len(msg)) + msg
 
 
-def _roundtrip(port, frame, timeout, host="127.0.0.1"):
-    with socket.create_connection((host, port), timeout=timeout) as s:
+def _connect(host, port, timeout, pki=None):
+    """A TCP connection to `host`:`port`; with `pki` (a `Pki`) a TLS one over it that checks
+    the broker's certificate against the PKI's CA and `host` (ssl.SSLError is an OSError)."""
+    sock = socket.create_connection((host, port), timeout=timeout)
+    if pki is None:
+        return sock
+    try:
+        return pki.context.wrap_socket(sock, server_hostname=host)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def _roundtrip(port, frame, timeout, host="127.0.0.1", pki=None):
+    with _connect(host, port, timeout, pki) as s:
         s.sendall(frame)
         buf = b""
         while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
@@ -100,11 +122,11 @@ def _roundtrip(port, frame, timeout, host="127.0.0.1"):
         return buf[4:]
 
 
-def metadata_brokers(port, host="127.0.0.1"):
+def metadata_brokers(port, host="127.0.0.1", pki=None):
     """The brokers a Metadata v4 request (all topics) lists, 0 when nothing answers."""
     body = struct.pack(">i?", -1, False)  # topics: null (all), allow_auto_topic_creation
     try:
-        resp = _roundtrip(port, _request(3, 4, 1, body), timeout=1.0, host=host)
+        resp = _roundtrip(port, _request(3, 4, 1, body), timeout=1.0, host=host, pki=pki)
     except OSError:
         return 0
     # correlation id, throttle_time_ms, brokers array length
@@ -112,13 +134,14 @@ def metadata_brokers(port, host="127.0.0.1"):
     return brokers
 
 
-def create_topic(port, name, partitions, configs=None, replication_factor=1, host="127.0.0.1"):
+def create_topic(port, name, partitions, configs=None, replication_factor=1, host="127.0.0.1",
+                 pki=None):
     """CreateTopics v4 for one topic; raises on a non-zero error code."""
     cfg = configs or {}
     topic = _str(name) + struct.pack(">ih", partitions, replication_factor) + struct.pack(">i", 0)
     topic += struct.pack(">i", len(cfg)) + b"".join(_str(k) + _str(v) for k, v in cfg.items())
     body = struct.pack(">i", 1) + topic + struct.pack(">i?", 30000, False)
-    resp = _roundtrip(port, _request(19, 4, 2, body), timeout=35.0, host=host)
+    resp = _roundtrip(port, _request(19, 4, 2, body), timeout=35.0, host=host, pki=pki)
     off = 4 + 4 + 4  # correlation id, throttle, topics count
     (nlen,) = struct.unpack(">h", resp[off:off + 2])
     off += 2 + nlen
@@ -127,11 +150,11 @@ def create_topic(port, name, partitions, configs=None, replication_factor=1, hos
         raise RuntimeError(f"CreateTopics {name}: error code {err}")
 
 
-def wait_for_leaders(port, topic, partitions, timeout=60, host="127.0.0.1"):
+def wait_for_leaders(port, topic, partitions, timeout=60, host="127.0.0.1", pki=None):
     """Polls Metadata until every partition of `topic` has a leader (Kafka answers
     CreateTopics before its broker knows the leaders)."""
     deadline = time.monotonic() + timeout
-    while partitions_with_leader(port, topic, host) < partitions:
+    while partitions_with_leader(port, topic, host, pki) < partitions:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{topic}: not every partition has a leader in {timeout} s")
         time.sleep(0.05)  # polling interval
@@ -174,11 +197,11 @@ def partitions_served(port, topic, partitions, host="127.0.0.1"):
     return served
 
 
-def partitions_with_leader(port, topic, host="127.0.0.1"):
+def partitions_with_leader(port, topic, host="127.0.0.1", pki=None):
     """Metadata v4 for one topic: how many of its partitions have a leader (-1 on error)."""
     body = struct.pack(">i", 1) + _str(topic) + struct.pack("?", False)
     try:
-        r = _roundtrip(port, _request(3, 4, 3, body), timeout=30.0, host=host)
+        r = _roundtrip(port, _request(3, 4, 3, body), timeout=30.0, host=host, pki=pki)
     except OSError:
         return -1
     off = 8  # correlation id, throttle_time_ms
@@ -274,6 +297,89 @@ def status_mb(pids, key):
     return sum(status_kb(pid, key) for pid in pids) / 1024
 
 
+# --- TLS (the tls scenario) ---------------------------------------------------
+
+# The server certificate's names: the brokers listen on, and clients connect to, 127.0.0.1.
+SERVER_SAN = "IP:127.0.0.1,DNS:localhost"
+CA_CONFIG = """[req]
+distinguished_name = dn
+x509_extensions = ca
+prompt = no
+[dn]
+CN = weir bench CA
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+"""
+SERVER_EXTENSIONS = f"""basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature
+extendedKeyUsage = serverAuth
+subjectAltName = {SERVER_SAN}
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+"""
+
+
+class Pki:
+    """A CA and a server certificate made at run time with the openssl command line in
+    `directory`: ECDSA P-256 keys in unencrypted PKCS#8 PEM (`BEGIN PRIVATE KEY`, which rustls
+    and Java's PEM stores both read), the server certificate signed by the CA for SERVER_SAN.
+    Files: ca.pem (the brokers' truststore and the clients'), server.pem (the server's key,
+    then its certificate and the CA's: both brokers' `ssl.keystore.type=PEM` keystore), and
+    client.properties (security.protocol=SSL over ca.pem, no client certificate) for
+    ProducerPerformance and ConsumerPerformance; `context` is the same client side for the
+    raw probes."""
+
+    def __init__(self, directory):
+        directory.mkdir(parents=True, exist_ok=True)
+        self.ca, self.keystore = directory / "ca.pem", directory / "server.pem"
+        self.client_properties = directory / "client.properties"
+        (directory / "ca.cnf").write_text(CA_CONFIG)
+        (directory / "server.ext").write_text(SERVER_EXTENSIONS)
+        for step in (
+            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+             "-out", "ca.key"],
+            ["req", "-x509", "-new", "-config", "ca.cnf", "-key", "ca.key", "-sha256",
+             "-days", "3650", "-out", "ca.pem"],
+            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+             "-out", "server.key"],
+            ["req", "-new", "-key", "server.key", "-subj", "/CN=localhost", "-out", "server.csr"],
+            ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-set_serial", str(uuid.uuid4().int >> 65), "-sha256", "-days", "3650",
+             "-extfile", "server.ext", "-out", "server.crt"],
+        ):
+            run = subprocess.run(["openssl", *step], cwd=directory, capture_output=True,
+                                 text=True)
+            if run.returncode != 0:
+                raise RuntimeError(f"openssl {' '.join(step)} exited with {run.returncode}: "
+                                   f"{run.stderr}")
+        if "BEGIN PRIVATE KEY" not in (directory / "server.key").read_text():
+            raise RuntimeError("openssl genpkey did not write an unencrypted PKCS#8 key")
+        self.keystore.write_text("".join((directory / f).read_text()
+                                         for f in ("server.key", "server.crt", "ca.pem")))
+        self.client_properties.write_text(
+            "security.protocol=SSL\nssl.truststore.type=PEM\n"
+            f"ssl.truststore.location={self.ca}\n")
+        self.context = ssl.create_default_context(cafile=str(self.ca))
+
+    def broker_props(self):
+        """The `ssl.*` keys of an SSL listener presenting server.pem (Kafka's names; Weir reads
+        the same), no client authentication (`ssl.client.auth` at its default, none)."""
+        return {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.ca),
+        }
+
+    def session(self, host, port):
+        """The protocol version and cipher suite a handshake with `host`:`port` agrees on with
+        Python's ssl (OpenSSL) as the client, e.g. "TLSv1.3 TLS_AES_256_GCM_SHA384"."""
+        with _connect(host, port, 5.0, self) as s:
+            return f"{s.version()} {s.cipher()[0]}"
+
+
 # --- brokers -------------------------------------------------------------------
 
 COMMON_PROPS = {
@@ -289,11 +395,13 @@ class Broker:
     """One broker process: node `node_id` on `host`, with its server.properties, log dir and
     broker.log under `workdir`, on free ports. Without `voters` it is the single node of the
     side-by-side run; `Cluster` sets `voters` (controller.quorum.voters) and `cluster_id` to
-    make it one combined broker+controller node of a cluster."""
+    make it one combined broker+controller node of a cluster. With `pki` (a `Pki`, single node
+    only) its client listener `port` is SSL (`listeners=SSL://...`) with the PKI's server
+    certificate, and the raw probes speak TLS to it."""
 
-    def __init__(self, kind, args, workdir, host="127.0.0.1", node_id=1):
+    def __init__(self, kind, args, workdir, host="127.0.0.1", node_id=1, pki=None):
         self.kind, self.args, self.workdir = kind, args, workdir
-        self.host, self.node_id = host, node_id
+        self.host, self.node_id, self.pki = host, node_id, pki
         self.port = free_port(host)
         self.controller_port = free_port(host)
         self.voters = self.cluster_id = None
@@ -304,6 +412,11 @@ class Broker:
     @property
     def bootstrap(self):
         return f"{self.host}:{self.port}"
+
+    @property
+    def client_listener(self):
+        """The name (and security protocol) of the client listener: SSL with a PKI."""
+        return "SSL" if self.pki else "PLAINTEXT"
 
     def write_props(self, props):
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -329,7 +442,7 @@ class Broker:
 
     def wait_for_brokers(self, brokers, deadline):
         """Polls Metadata until this node's answer lists `brokers` brokers."""
-        while metadata_brokers(self.port, self.host) < brokers:
+        while metadata_brokers(self.port, self.host, self.pki) < brokers:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.kind} node {self.node_id} exited with "
                                    f"{self.proc.returncode}; see {self.workdir / 'broker.log'}")
@@ -377,7 +490,7 @@ def run_formats(commands):
 class Weir(Broker):
     def commands(self):
         """(format command or None, broker command)."""
-        listeners = f"PLAINTEXT://{self.host}:{self.port}"
+        listeners = f"{self.client_listener}://{self.host}:{self.port}"
         if self.voters is None:
             props = dict(COMMON_PROPS)
         else:
@@ -390,6 +503,9 @@ class Weir(Broker):
             "log.dirs": str(self.logdir),
             "metrics.listener": "",
         })
+        if self.pki:
+            props["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,SSL:SSL"
+            props.update(self.pki.broker_props())
         path = self.write_props(props)
         fmt = None if self.voters is None else [
             self.args.weir_bin, "format", "--config", str(path), f"--cluster-id={self.cluster_id}"]
@@ -422,14 +538,17 @@ class Kafka(Broker):
             "process.roles": "broker,controller",
             "controller.quorum.voters": self.voters
             or f"{self.node_id}@{self.host}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{self.host}:{self.port},"
+            "listeners": f"{self.client_listener}://{self.host}:{self.port},"
                          f"CONTROLLER://{self.host}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "advertised.listeners": f"{self.client_listener}://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map":
+                f"{self.client_listener}:{self.client_listener},CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": self.client_listener,
             "log.dirs": str(self.logdir),
         })
+        if self.pki:
+            props.update(self.pki.broker_props())
         path = self.write_props(props)
         fmt = ["java", "-cp", self.args.classpath, "kafka.tools.StorageTool", "format",
                "-t", self.cluster_id or kafka_cluster_id(), "-c", str(path)]
@@ -491,13 +610,16 @@ PP_RE = re.compile(
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
 
 
-def producer_perf(args, bootstrap, topic, records, acks, throughput=-1):
+def producer_perf(args, bootstrap, topic, records, acks, throughput=-1, pki=None):
     """ProducerPerformance against `bootstrap` (host:port[,host:port...]), client defaults
-    except acks; returns {rec_s, mb_s, p50, p99, p999 (ms)} of its summary line."""
+    except acks (over TLS with `pki`: its client.properties); returns {rec_s, mb_s, p50, p99,
+    p999 (ms)} of its summary line."""
     cmd = ["java", "-cp", args.classpath, "org.apache.kafka.tools.ProducerPerformance",
            "--topic", topic, "--num-records", str(records), "--record-size", str(RECORD_SIZE),
-           "--throughput", str(throughput), "--producer-props",
-           f"bootstrap.servers={bootstrap}", f"acks={acks}"]
+           "--throughput", str(throughput)]
+    if pki:
+        cmd += ["--producer.config", str(pki.client_properties)]
+    cmd += ["--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800).stdout
     m = None
     for m in PP_RE.finditer(out):
@@ -508,10 +630,14 @@ def producer_perf(args, bootstrap, topic, records, acks, throughput=-1):
             "p99": float(m[8]), "p999": float(m[9])}
 
 
-def consumer_perf(args, port, topic, records):
+def consumer_perf(args, port, topic, records, pki=None):
+    """ConsumerPerformance of `records` records of `topic` from 127.0.0.1:`port` (over TLS with
+    `pki`: its client.properties); returns {mb_s, rec_s} (fetch.MB.sec, fetch.nMsg.sec)."""
     cmd = ["java", "-cp", args.classpath, "org.apache.kafka.tools.ConsumerPerformance",
            "--bootstrap-server", f"127.0.0.1:{port}", "--topic", topic,
            "--messages", str(records), "--timeout", "30000", "--group", f"bench-{topic}"]
+    if pki:
+        cmd += ["--consumer.config", str(pki.client_properties)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800).stdout
     lines = [line for line in out.splitlines() if line.count(",") >= 9]
     header = [h.strip() for h in lines[0].split(",")]
@@ -752,6 +878,63 @@ def run_cluster(kind, args, tmp, rnd):
     return res
 
 
+# --- one TLS run (tls scenario) -------------------------------------------------
+
+TLS_PARTITIONS = 16
+# (key, topic, acks, Weir's topic configs, label) of the TLS produce runs, in the order they
+# run (Kafka's topics have no configs); the consume run reads the first topic back. A label's
+# part before " (" names the run in the CPU rows.
+TLS_PRODUCE = (
+    ("produce_acks1", "tls-acks1", "1", {},
+     f"produce acks=1, {TLS_PARTITIONS} partitions over TLS"),
+    ("produce_acksall_default", "tls-acksall", "all", {},
+     f"produce acks=all, {TLS_PARTITIONS} partitions over TLS, defaults "
+     "(Weir fsyncs, Kafka does not)"),
+    ("produce_acksall_sameflush", "tls-acksall-cache", "all", {"write.caching": "true"},
+     f"produce acks=all, {TLS_PARTITIONS} partitions over TLS, no fsync on both "
+     "(Weir write.caching=true)"),
+)
+
+
+def run_tls(kind, args, tmp, rnd):
+    """Starts one fresh broker whose client listener is SSL (args.pki's server certificate),
+    runs ProducerPerformance (TLS_PRODUCE) then ConsumerPerformance over TLS on
+    TLS_PARTITIONS-partition topics, returns {figure: value}: throughput, the CPU split of
+    each run, and RSS."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"{kind}-tls-r{rnd}-", dir=tmp))
+    broker = (Weir if kind == "weir" else Kafka)(kind, args, workdir, pki=args.pki)
+    res = {}
+    n = args.records
+    gigabytes = n * RECORD_SIZE / 1e9
+    try:
+        res["start_to_metadata_ms"] = broker.start() * 1000
+        pid = broker.proc.pid
+        args.tls_sessions.setdefault(kind, set()).add(args.pki.session(broker.host, broker.port))
+        # Idle RSS once the broker has answered and sat idle for a moment.
+        time.sleep(args.idle_seconds)
+        res["rss_idle_mb"] = status_kb(pid, "VmRSS") / 1024
+        for _, topic, _, weir_configs, _ in TLS_PRODUCE:
+            create_topic(broker.port, topic, TLS_PARTITIONS,
+                         weir_configs if kind == "weir" else {}, pki=broker.pki)
+            wait_for_leaders(broker.port, topic, TLS_PARTITIONS, pki=broker.pki)
+        for key, topic, acks, _, _ in TLS_PRODUCE:
+            r, split = cpu_split([pid], gigabytes, lambda: producer_perf(
+                args, broker.bootstrap, topic, n, acks, pki=broker.pki))
+            res.update({f"{key}_mb_s": r["mb_s"], f"{key}_rec_s": r["rec_s"]})
+            res.update({f"{key}_{k}": v for k, v in split.items()})
+        res["rss_after_produce_mb"] = status_kb(pid, "VmRSS") / 1024
+        r, split = cpu_split([pid], gigabytes, lambda: consumer_perf(
+            args, broker.port, TLS_PRODUCE[0][1], n, pki=broker.pki))
+        res.update({"consume_mb_s": r["mb_s"], "consume_rec_s": r["rec_s"]})
+        res.update({f"consume_{k}": v for k, v in split.items()})
+        res["rss_peak_mb"] = status_kb(pid, "VmHWM") / 1024
+    finally:
+        broker.stop()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return res
+
+
 def probe_figures(key, run, setting):
     """The rows of one weir-latency-probe run (keys `<key>_rate`, `<key>_ack_<q>`,
     `<key>_e2e_<q>`): the rate reached, then send-to-ack and end-to-end p50, p99, p99.9."""
@@ -856,6 +1039,35 @@ REPLICATED_FIGURES = [
      PROBE),
 ]
 
+TLS_SCENARIOS = (
+    *((key, what, PP) for key, _, _, _, what in TLS_PRODUCE),
+    ("consume", f"consume {TLS_PARTITIONS} partitions over TLS from page cache (fetch.MB.sec, "
+     "fetch.nMsg.sec; no kTLS on either: Weir encrypts Fetch data with rustls in user space, "
+     "Kafka loses sendfile under TLS too)", CP_),
+)
+# The TLS scenario's table: throughput, then the CPU split of each run, then RSS.
+TLS_FIGURES = [
+    *(fig for key, what, gen in TLS_SCENARIOS for fig in (
+        (f"{key}_mb_s", what, "MiB/s", "higher", gen),
+        (f"{key}_rec_s", what.split(" (")[0], "records/s", "higher", gen),
+    )),
+    *(fig for key, what, gen in TLS_SCENARIOS for fig in (
+        (f"{key}_broker_cpu_s_per_gb", f"{what.split(' (')[0]}: broker CPU per GB", "s/GB",
+         "lower", f"{PROC}/stat"),
+        (f"{key}_client_cpu_s_per_gb", f"{what.split(' (')[0]}: load generator CPU per GB",
+         "s/GB", "context", f"getrusage of {gen}"),
+        (f"{key}_machine_busy_cpus",
+         f"{what.split(' (')[0]}: machine CPUs busy (of {os.cpu_count()})", "CPUs", "context",
+         "/proc/stat"),
+    )),
+    ("rss_idle_mb", "broker RSS idle (VmRSS)", "MiB", "lower", f"{PROC}/status"),
+    ("rss_after_produce_mb", "broker RSS after the produce runs (VmRSS)", "MiB", "lower",
+     f"{PROC}/status"),
+    ("rss_peak_mb", "broker peak RSS over the run (VmHWM)", "MiB", "lower", f"{PROC}/status"),
+    ("start_to_metadata_ms", "process start to first Metadata answer over TLS", "ms", "lower",
+     PROBE.replace("probe", "probe over TLS")),
+]
+
 
 def fmt(v):
     return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
@@ -957,25 +1169,70 @@ def replicated_settings(args):
     ]
 
 
+def tls_settings(args):
+    """The Settings lines of the TLS run (`scripts/bench tls`)."""
+    sessions = "; ".join(f"{name}: {', '.join(sorted(args.tls_sessions.get(kind, ())))}"
+                         for kind, name in (("weir", "Weir"), ("kafka", "Kafka")))
+    return [
+        "- both: 1 node, RF 1, " + ", ".join(f"{k}={v}" for k, v in COMMON_PROPS.items()
+                                              if k != "node.id")
+        + "; the one client listener is `SSL://127.0.0.1:<port>` "
+          "(listener.security.protocol.map maps SSL to SSL; Kafka's CONTROLLER listener is "
+          "PLAINTEXT and its inter.broker.listener.name is SSL), ssl.keystore.type=PEM "
+          "(ssl.keystore.location: the server's key, then its certificate and the CA's), "
+          "ssl.truststore.type=PEM, ssl.client.auth at its default (none: server-authenticated "
+          "TLS), ssl.enabled.protocols and cipher suites at their defaults; everything else at "
+          "its default (Weir: acks=all answered after fdatasync; Kafka: no fsync before the "
+          "answer); Weir's Prometheus endpoint off (metrics.listener empty)",
+        f"- certificates made at the start of the run with `{sh('openssl version')}`: a CA and "
+        f"a server certificate for {SERVER_SAN}, ECDSA P-256 keys in unencrypted PKCS#8 PEM; "
+        "the load generators' client properties: security.protocol=SSL, "
+        "ssl.truststore.type=PEM, ssl.truststore.location=<the CA's certificate> "
+        "(ssl.endpoint.identification.algorithm at its default, https)",
+        f"- TLS session a Python ssl (OpenSSL) client agreed on with each: {sessions}",
+        f"- {args.records} records of {RECORD_SIZE} B per produce and consume run, "
+        f"{TLS_PARTITIONS} partitions per topic; producer: ProducerPerformance with client "
+        "defaults except acks (batch.size=16384, linger.ms=5); consumer: ConsumerPerformance "
+        "defaults, reading the acks=1 topic just written",
+        "- CPU split (rows marked context): the broker's CPU (/proc/<pid>/stat), the load "
+        "generator's (getrusage of the finished child) and the machine's busy CPUs over the same "
+        "run. The load generator runs on the same machine and encrypts and decrypts too, so "
+        "when the machine is saturated, throughput is bounded by (client + broker) CPU seconds "
+        "per GB.",
+        "- no kernel TLS (kTLS) on either: Weir sends Fetch record data with sendfile over "
+        "plain TCP, but over TLS reads it into memory and encrypts it with rustls in user space; "
+        "Kafka's SslTransportLayer likewise copies it from the segment file and encrypts it in "
+        "the JVM (no sendfile under TLS). The same scenarios over PLAINTEXT are in "
+        "`scripts/bench kafka` (bench/results/latest.md, another run: compare its ratios, not "
+        "its figures).",
+    ]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--replicated", action="store_true",
                     help=f"the replicated scenario: {CLUSTER_NODES}-node clusters, RF={REPLICAS} "
                          f"(scripts/bench replicated; default --out bench/results/replicated.md)")
+    ap.add_argument("--tls", action="store_true",
+                    help="the TLS scenario: clients over an SSL listener on both brokers "
+                         "(scripts/bench tls; default --out bench/results/tls.md)")
     ap.add_argument("--quick", action="store_true",
                     help="1 round, 10k records per scenario (CI smoke run; figures not comparable)")
     ap.add_argument("--rounds", type=int, help="rounds of Weir, Kafka (default 3; --quick 1)")
     ap.add_argument("--records", type=int,
                     help="1 KiB records per produce/consume scenario (default 1000000; --quick 10000)")
     ap.add_argument("--latency-seconds", type=int,
-                    help="length in seconds of each fixed-rate latency run (default 30; --quick 1)")
+                    help="length in seconds of each fixed-rate latency run (default 30; --quick 1; "
+                         "not in --tls)")
     ap.add_argument("--many-partitions", type=int, nargs="*",
-                    help="partition counts of the many-partitions scenario "
-                         "(default 1000 10000; --quick 100; none to skip; not in --replicated)")
+                    help="partition counts of the many-partitions scenario (default 1000 "
+                         "10000; --quick 100; none to skip; not in --replicated or --tls)")
     ap.add_argument("--keep", action="store_true", help="keep the brokers' temp dirs")
     ap.add_argument("--out", help="the results file (default bench/results/latest.md, "
-                                  "or replicated.md with --replicated)")
+                                  "or replicated.md with --replicated, tls.md with --tls)")
     args = ap.parse_args()
+    if args.replicated and args.tls:
+        ap.error("--replicated and --tls are two scenarios: pick one")
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.records = args.records or (10_000 if args.quick else 1_000_000)
     args.latency_seconds = args.latency_seconds or (1 if args.quick else 30)
@@ -984,13 +1241,19 @@ def main():
     if args.many_partitions is None:
         args.many_partitions = [100] if args.quick else [1000, 10000]
     args.rdkafka_perf = os.environ.get("RDKAFKA_PERFORMANCE") or None
-    args.latency_probe = os.environ["LATENCY_PROBE"]
+    # The TLS scenario runs no latency probe (scripts/bench tls does not build it).
+    args.latency_probe = os.environ.get("LATENCY_PROBE") if args.tls \
+        else os.environ["LATENCY_PROBE"]
     args.classpath = Path(os.environ["KAFKA_CLASSPATH_FILE"]).read_text().strip()
     weir_build = os.environ.get("WEIR_BUILD", "release")
     if args.replicated:
         run, figures, command = run_cluster, REPLICATED_FIGURES, "scripts/bench replicated"
         title = f"Weir vs Apache Kafka: replicated, {CLUSTER_NODES} local nodes each"
         out = Path(args.out or REPO / "bench/results/replicated.md")
+    elif args.tls:
+        run, figures, command = run_tls, TLS_FIGURES, "scripts/bench tls"
+        title = "Weir vs Apache Kafka: produce and consume over TLS"
+        out = Path(args.out or REPO / "bench/results/tls.md")
     else:
         run, figures, command = run_broker, FIGURES, "scripts/bench kafka"
         title = "Weir vs Apache Kafka: side-by-side benchmark"
@@ -1003,6 +1266,8 @@ def main():
     info = machine(tmp)
     results = {"weir": [], "kafka": []}
     try:
+        if args.tls:
+            args.pki, args.tls_sessions = Pki(tmp / "pki"), {}
         for rnd in range(1, args.rounds + 1):
             for kind in ("weir", "kafka"):
                 log(f"round {rnd}/{args.rounds}: {kind}")
@@ -1039,7 +1304,8 @@ def main():
         f"- Weir {commit} ({weir_build} build, `{args.weir_bin}`); Apache Kafka {KAFKA_VERSION} "
         f"(Maven Central jars, KRaft broker+controller in one JVM per node, "
         f"{' '.join(KAFKA_JVM_OPTS[:2])}, G1)",
-        *(replicated_settings(args) if args.replicated else single_settings(args)),
+        *(replicated_settings(args) if args.replicated
+          else tls_settings(args) if args.tls else single_settings(args)),
         "",
         "## Machine",
         "",
