@@ -57,7 +57,7 @@ pub use placement::{ReplicaPlacer, StripedReplicaPlacer};
 pub use quorum::{ControllerConfig, QuorumController, QuorumOptions, RaftStatus};
 pub use quorum_state::{QuorumDescription, ReplicaProgress};
 pub use records::*;
-pub use transport::{MemoryRouter, QuorumTransport};
+pub use transport::{ChannelSecurity, MemoryRouter, QuorumTransport, SecuredStream};
 pub use voters::{InvalidVoters, QuorumVoter};
 
 /// Registers help text for the metrics this crate records (Prometheus

@@ -28,6 +28,14 @@
 //!
 //! A connection carries one request at a time. A frame that does not parse
 //! closes the connection with a logged reason; nothing panics.
+//!
+//! # Security
+//!
+//! The frames run over whatever [`ChannelSecurity`] makes of each TCP
+//! connection: the connection itself by default (PLAINTEXT), or TLS and a
+//! SASL exchange set up by the broker, which owns both (the CONTROLLER
+//! listener's `listener.security.protocol.map` entry, as Kafka secures its
+//! controller listener). This crate knows neither TLS nor SASL.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -36,6 +44,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use futures::future::BoxFuture;
+use futures::FutureExt;
 use futures::{SinkExt, StreamExt};
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
@@ -43,6 +53,7 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
@@ -62,6 +73,42 @@ const HEADER_BYTES: usize = 8;
 const RESPONSE_BIT: u8 = 0x80;
 /// Longest reason logged for a closed connection, in bytes.
 const MAX_LOGGED_REASON: usize = 256;
+
+/// A byte stream the transport's frames run over: a TCP connection, or
+/// what a [`ChannelSecurity`] made of one (TLS, after SASL).
+pub trait SecuredStream: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> SecuredStream for T {}
+
+/// How the TCP transport secures its connections, both those this node
+/// dials and those its CONTROLLER listener accepts: Kafka's security
+/// protocols (SSL, SASL_PLAINTEXT, SASL_SSL) as the broker implements them.
+/// Without one the transport speaks on the bare TCP connection
+/// (PLAINTEXT).
+pub trait ChannelSecurity: Send + Sync + 'static {
+    /// Secures a connection this node dialed to `addr` (`host:port`): the
+    /// TLS handshake and the SASL exchange of the client side.
+    ///
+    /// # Errors
+    /// Why the connection cannot be used (it is dropped, the request
+    /// reports the voter unreachable); never a secret.
+    fn connect(
+        &self,
+        stream: TcpStream,
+        addr: String,
+    ) -> BoxFuture<'static, Result<Box<dyn SecuredStream>, String>>;
+
+    /// Secures a connection accepted from `peer`: handshake,
+    /// authentication and the authorization of its principal.
+    ///
+    /// # Errors
+    /// Why the connection closes (logged by the transport).
+    fn accept(
+        &self,
+        stream: TcpStream,
+        peer: std::net::SocketAddr,
+    ) -> BoxFuture<'static, Result<Box<dyn SecuredStream>, String>>;
+}
 
 /// A request from one voter to another.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -280,7 +327,7 @@ impl std::fmt::Debug for QuorumTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match &self.kind {
             TransportKind::None => "single-voter",
-            TransportKind::Tcp(_) => "tcp",
+            TransportKind::Tcp { .. } => "tcp",
             TransportKind::Memory(_) => "memory",
         };
         f.debug_struct("QuorumTransport")
@@ -293,8 +340,12 @@ impl std::fmt::Debug for QuorumTransport {
 enum TransportKind {
     #[default]
     None,
-    /// The listener is taken by the first `serve`.
-    Tcp(Arc<Mutex<Option<TcpListener>>>),
+    Tcp {
+        /// Taken by the first `serve`.
+        listener: Arc<Mutex<Option<TcpListener>>>,
+        /// `None`: PLAINTEXT.
+        security: Option<Arc<dyn ChannelSecurity>>,
+    },
     Memory(MemoryRouter),
 }
 
@@ -327,7 +378,10 @@ impl QuorumTransport {
     /// already bound) and dial them at their voter addresses.
     pub fn tcp(listener: TcpListener) -> QuorumTransport {
         QuorumTransport {
-            kind: TransportKind::Tcp(Arc::new(Mutex::new(Some(listener)))),
+            kind: TransportKind::Tcp {
+                listener: Arc::new(Mutex::new(Some(listener))),
+                security: None,
+            },
         }
     }
 
@@ -337,7 +391,24 @@ impl QuorumTransport {
     /// (a Kafka broker-only node has no controller listener).
     pub fn tcp_dial_only() -> QuorumTransport {
         QuorumTransport {
-            kind: TransportKind::Tcp(Arc::new(Mutex::new(None))),
+            kind: TransportKind::Tcp {
+                listener: Arc::new(Mutex::new(None)),
+                security: None,
+            },
+        }
+    }
+
+    /// This TCP transport with its connections, dialed and accepted,
+    /// secured by `security`; other kinds are returned unchanged.
+    pub fn secured(self, security: Arc<dyn ChannelSecurity>) -> QuorumTransport {
+        match self.kind {
+            TransportKind::Tcp { listener, .. } => QuorumTransport {
+                kind: TransportKind::Tcp {
+                    listener,
+                    security: Some(security),
+                },
+            },
+            kind => QuorumTransport { kind },
         }
     }
 
@@ -361,14 +432,19 @@ impl QuorumTransport {
     ) -> ServeGuard {
         match &self.kind {
             TransportKind::None => ServeGuard { stop: None },
-            TransportKind::Tcp(listener) => {
+            TransportKind::Tcp { listener, security } => {
                 let listener = listener.lock().unwrap_or_else(|p| p.into_inner()).take();
                 let Some(listener) = listener else {
                     tracing::error!(node_id, "controller listener already served");
                     return ServeGuard { stop: None };
                 };
                 let token = CancellationToken::new();
-                tokio::spawn(accept_loop(listener, handler, token.clone()));
+                tokio::spawn(accept_loop(
+                    listener,
+                    security.clone(),
+                    handler,
+                    token.clone(),
+                ));
                 ServeGuard {
                     stop: Some(Box::new(move || token.cancel())),
                 }
@@ -387,8 +463,9 @@ impl QuorumTransport {
     pub(crate) fn client(&self, from: u64, target: u64, addr: &str) -> PeerClient {
         let kind = match &self.kind {
             TransportKind::None => ClientKind::None,
-            TransportKind::Tcp(_) => ClientKind::Tcp {
+            TransportKind::Tcp { security, .. } => ClientKind::Tcp {
                 addr: addr.to_string(),
+                security: security.clone(),
                 connection: None,
                 next_correlation_id: 0,
             },
@@ -409,8 +486,9 @@ enum ClientKind {
     None,
     Tcp {
         addr: String,
+        security: Option<Arc<dyn ChannelSecurity>>,
         /// Reconnected on the next call after any failure.
-        connection: Option<Box<Framed<TcpStream, LengthDelimitedCodec>>>,
+        connection: Option<Box<Framed<Box<dyn SecuredStream>, LengthDelimitedCodec>>>,
         next_correlation_id: u32,
     },
     Memory(MemoryRouter),
@@ -437,29 +515,38 @@ impl PeerClient {
             ClientKind::Memory(router) => router.call(self.from, target, request).await,
             ClientKind::Tcp {
                 addr,
+                security,
                 connection,
                 next_correlation_id,
             } => {
                 if connection
-                    .as_deref()
-                    .is_some_and(|framed| !is_idle_open(framed.get_ref()))
+                    .as_mut()
+                    .is_some_and(|framed| !is_idle_open(framed))
                 {
                     // The peer closed it (e.g. restarted) since the last
                     // request: reconnect instead of failing this request.
                     *connection = None;
                 }
                 if connection.is_none() {
-                    let stream = tokio::time::timeout(timeout, TcpStream::connect(addr.as_str()))
+                    let unreachable =
+                        |reason: String| TransportError::Unreachable { target, reason };
+                    let dial = async {
+                        let stream = TcpStream::connect(addr.as_str())
+                            .await
+                            .map_err(|e| format!("connecting to {addr}: {e}"))?;
+                        let _ = stream.set_nodelay(true);
+                        match security {
+                            None => Ok(Box::new(stream) as Box<dyn SecuredStream>),
+                            Some(security) => security
+                                .connect(stream, addr.clone())
+                                .await
+                                .map_err(|e| format!("securing the connection to {addr}: {e}")),
+                        }
+                    };
+                    let stream = tokio::time::timeout(timeout, dial)
                         .await
-                        .map_err(|_| TransportError::Unreachable {
-                            target,
-                            reason: format!("connecting to {addr} timed out"),
-                        })?
-                        .map_err(|e| TransportError::Unreachable {
-                            target,
-                            reason: format!("connecting to {addr}: {e}"),
-                        })?;
-                    let _ = stream.set_nodelay(true);
+                        .map_err(|_| unreachable(format!("connecting to {addr} timed out")))?
+                        .map_err(unreachable)?;
                     *connection = Some(Box::new(Framed::new(stream, codec())));
                 }
                 *next_correlation_id = next_correlation_id.wrapping_add(1);
@@ -512,13 +599,11 @@ impl PeerClient {
 }
 
 /// True when an idle client connection is still usable: the peer has not
-/// closed it and sent nothing unasked (a closed socket reads 0 bytes).
-fn is_idle_open(stream: &TcpStream) -> bool {
-    let mut probe = [0u8; 1];
-    match stream.try_read(&mut probe) {
-        Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
-        Ok(_) => false,
-    }
+/// closed it and sent nothing unasked. Polls the next frame once without
+/// waiting: pending means open (a closed connection reads its end, a TLS
+/// one its close_notify).
+fn is_idle_open(framed: &mut Framed<Box<dyn SecuredStream>, LengthDelimitedCodec>) -> bool {
+    framed.next().now_or_never().is_none()
 }
 
 fn truncated(reason: &str) -> &str {
@@ -534,6 +619,7 @@ fn truncated(reason: &str) -> &str {
 
 async fn accept_loop(
     listener: TcpListener,
+    security: Option<Arc<dyn ChannelSecurity>>,
     handler: Weak<dyn QuorumRequestHandler>,
     token: CancellationToken,
 ) {
@@ -545,12 +631,23 @@ async fn accept_loop(
         match accepted {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(serve_connection(
-                    stream,
-                    peer,
-                    handler.clone(),
-                    token.clone(),
-                ));
+                let (handler, token) = (handler.clone(), token.clone());
+                let secured = match &security {
+                    None => futures::future::ready(Ok(Box::new(stream) as Box<dyn SecuredStream>))
+                        .boxed(),
+                    Some(security) => security.accept(stream, peer),
+                };
+                tokio::spawn(async move {
+                    let secured = tokio::select! {
+                        _ = token.cancelled() => return,
+                        secured = secured => secured,
+                    };
+                    match secured {
+                        Ok(stream) => serve_connection(stream, peer, handler, token).await,
+                        Err(reason) => tracing::info!(%peer, reason = truncated(&reason),
+                            "closing controller connection before it was secured"),
+                    }
+                });
             }
             Err(e) => {
                 tracing::warn!(error = %e, "controller listener accept failed");
@@ -565,7 +662,7 @@ async fn accept_loop(
 }
 
 async fn serve_connection(
-    stream: TcpStream,
+    stream: Box<dyn SecuredStream>,
     peer: std::net::SocketAddr,
     handler: Weak<dyn QuorumRequestHandler>,
     token: CancellationToken,
@@ -986,9 +1083,9 @@ mod tests {
         while let ClientKind::Tcp {
             connection: Some(framed),
             ..
-        } = &client.kind
+        } = &mut client.kind
         {
-            if !is_idle_open(framed.get_ref()) {
+            if !is_idle_open(framed) {
                 break;
             }
             assert!(
