@@ -387,6 +387,141 @@ impl ScramServer {
     }
 }
 
+/// The client side of a SCRAM exchange (Kafka's `ScramSaslClient`): what
+/// a broker sends when it authenticates to another broker's SCRAM
+/// listener (inter-broker replication, `sasl.mechanism.inter.broker.protocol`).
+///
+/// [`client_first`](Self::client_first), then
+/// [`client_final`](Self::client_final) with the server-first message, then
+/// [`verify_server_final`](Self::verify_server_final) with server-final.
+pub struct ScramClient {
+    mechanism: ScramMechanism,
+    password: String,
+    client_first_bare: String,
+    nonce: String,
+    /// The server signature server-final must carry, once client-final is
+    /// made.
+    expected_server_signature: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for ScramClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScramClient")
+            .field("mechanism", &self.mechanism)
+            .field("client_first_bare", &self.client_first_bare)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The fewest iterations a client accepts from a server (Kafka's
+/// `ScramMechanism.minIterations`).
+pub const MIN_ITERATIONS: i32 = 4096;
+
+impl ScramClient {
+    /// A client of `user` with `password`, with a fresh 24-byte nonce.
+    ///
+    /// # Errors
+    /// The system's random generator failed.
+    pub fn new(mechanism: ScramMechanism, user: &str, password: &str) -> Result<Self, AuthFailure> {
+        Ok(Self::with_nonce(
+            mechanism,
+            user,
+            password,
+            BASE64.encode(random_bytes(24)?),
+        ))
+    }
+
+    fn with_nonce(mechanism: ScramMechanism, user: &str, password: &str, nonce: String) -> Self {
+        let saslname = user.replace('=', "=3D").replace(',', "=2C");
+        ScramClient {
+            mechanism,
+            password: password.to_string(),
+            client_first_bare: format!("n={saslname},r={nonce}"),
+            nonce,
+            expected_server_signature: None,
+        }
+    }
+
+    /// client-first: `n,,n=<user>,r=<nonce>` (no channel binding, no
+    /// authorization id).
+    pub fn client_first(&self) -> Vec<u8> {
+        format!("n,,{}", self.client_first_bare).into_bytes()
+    }
+
+    /// client-final for the server-first message `server_first`
+    /// (`r=<nonce>,s=<salt>,i=<iterations>`).
+    ///
+    /// # Errors
+    /// A server-first message that does not parse, whose nonce does not
+    /// extend the client's, or with fewer than [`MIN_ITERATIONS`].
+    pub fn client_final(&mut self, server_first: &[u8]) -> Result<Vec<u8>, String> {
+        let server_first = std::str::from_utf8(server_first)
+            .map_err(|_| "server-first message is not UTF-8".to_string())?;
+        let (mut nonce, mut salt, mut iterations) = (None, None, None);
+        for field in server_first.split(',') {
+            match field.split_at_checked(2) {
+                Some(("r=", v)) => nonce = Some(v),
+                Some(("s=", v)) => salt = Some(v),
+                Some(("i=", v)) => iterations = Some(v),
+                _ => {}
+            }
+        }
+        let (Some(nonce), Some(salt), Some(iterations)) = (nonce, salt, iterations) else {
+            return Err("server-first message lacks r, s or i".into());
+        };
+        if !nonce.starts_with(&self.nonce) || nonce.len() == self.nonce.len() {
+            return Err("server-first nonce does not extend the client nonce".into());
+        }
+        let salt = BASE64
+            .decode(salt)
+            .map_err(|_| "server-first salt is not base64".to_string())?;
+        let iterations: i32 = iterations
+            .parse()
+            .map_err(|_| "server-first iteration count is not a number".to_string())?;
+        if iterations < MIN_ITERATIONS {
+            return Err(format!(
+                "requested iterations {iterations} is less than the minimum {MIN_ITERATIONS}"
+            ));
+        }
+        let m = self.mechanism;
+        // The iteration count is positive here.
+        let salted = salted_password(m, self.password.as_bytes(), &salt, iterations as u32);
+        let without_proof = format!("c=biws,r={nonce}");
+        let auth_message = format!("{},{server_first},{without_proof}", self.client_first_bare);
+        let client_key = hmac(m, &salted, b"Client Key");
+        let signature = hmac(m, &hash(m, &client_key), auth_message.as_bytes());
+        let proof: Vec<u8> = client_key
+            .iter()
+            .zip(&signature)
+            .map(|(k, s)| k ^ s)
+            .collect();
+        let server_key = hmac(m, &salted, b"Server Key");
+        self.expected_server_signature = Some(hmac(m, &server_key, auth_message.as_bytes()));
+        Ok(format!("{without_proof},p={}", BASE64.encode(proof)).into_bytes())
+    }
+
+    /// Checks server-final (`v=<server signature>`): the server knew the
+    /// credential.
+    ///
+    /// # Errors
+    /// An error from the server (`e=...`), or a signature that is not the
+    /// expected one.
+    pub fn verify_server_final(&self, server_final: &[u8]) -> Result<(), String> {
+        let text = String::from_utf8_lossy(server_final);
+        if let Some(error) = text.strip_prefix("e=") {
+            return Err(format!("server refused: {error}"));
+        }
+        let signature = text
+            .strip_prefix("v=")
+            .and_then(|v| BASE64.decode(v.split(',').next().unwrap_or_default()).ok())
+            .ok_or_else(|| "server-final message has no signature".to_string())?;
+        match &self.expected_server_signature {
+            Some(expected) if super::sasl::constant_time_eq(expected, &signature) => Ok(()),
+            _ => Err("invalid server signature in server-final message".into()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -607,6 +742,68 @@ mod tests {
             server.step(b"anything", |_| None).is_err(),
             "no step after a failure"
         );
+    }
+
+    /// RFC 7677 section 3's example from the client's side: the same
+    /// client-final and server signature.
+    #[test]
+    fn client_makes_rfc_7677s_example() {
+        let mut client = ScramClient::with_nonce(
+            ScramMechanism::ScramSha256,
+            "user",
+            "pencil",
+            "rOprNGfwEbeRWgbNEkqO".into(),
+        );
+        assert_eq!(client.client_first(), b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
+        let last = client
+            .client_final(b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(last).unwrap(),
+            "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+        );
+        assert_eq!(
+            client.verify_server_final(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="),
+            Ok(())
+        );
+        assert!(client
+            .verify_server_final(b"v=AAAATRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+            .is_err());
+        assert!(client.verify_server_final(b"e=invalid-proof").is_err());
+    }
+
+    #[test]
+    fn client_and_server_agree_and_the_client_refuses_weak_or_foreign_challenges() {
+        for mechanism in ScramMechanism::ALL {
+            let stored = credential_for(mechanism, "s3cret", 4096);
+            let mut client = ScramClient::new(mechanism, "alice,=", "s3cret").unwrap();
+            let mut server = ScramServer::new(mechanism);
+            let ScramStep::Challenge(first) = server
+                .step(&client.client_first(), |user| {
+                    (user == "alice,=").then(|| stored.clone())
+                })
+                .unwrap()
+            else {
+                panic!("a challenge first");
+            };
+            let last = client.client_final(&first).unwrap();
+            let ScramStep::Authenticated { user, server_final } =
+                server.step(&last, |_| None).unwrap()
+            else {
+                panic!("authenticated");
+            };
+            assert_eq!(user, "alice,=");
+            client.verify_server_final(&server_final).unwrap();
+        }
+        let mut client =
+            ScramClient::with_nonce(ScramMechanism::ScramSha512, "a", "pw", "abc".into());
+        assert!(client
+            .client_final(b"r=abcdef,s=AAAA,i=100")
+            .unwrap_err()
+            .contains("minimum"));
+        assert!(client.client_final(b"r=xyzdef,s=AAAA,i=4096").is_err());
+        assert!(client.client_final(b"r=abc,s=AAAA,i=4096").is_err());
+        assert!(client.client_final(b"r=abcdef,i=4096").is_err());
     }
 
     #[test]
