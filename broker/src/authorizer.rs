@@ -53,6 +53,11 @@ impl Authorizer {
             allow_everyone_if_no_acl_found: config.allow_everyone_if_no_acl_found,
         })
     }
+
+    /// Whether `principal` (`User:<name>`) is one of `super.users`.
+    pub fn is_super_user(&self, principal: &str) -> bool {
+        self.super_users.contains(principal)
+    }
 }
 
 /// One request's view of authorization: who asks, from where, against the

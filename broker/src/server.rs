@@ -19,8 +19,9 @@ use weir_storage::LogManager;
 
 use crate::config::{BrokerConfig, Listener, SecurityProtocol};
 use crate::context::BrokerContext;
+use crate::network::channel::ClientChannel;
 use crate::network::sasl::SaslListener;
-use crate::network::{connection, ConnectionInfo};
+use crate::network::{connection, AcceptedOn, ConnectionInfo};
 use crate::producer_ids::ProducerIdManager;
 use crate::replica_manager::ReplicaManager;
 
@@ -83,7 +84,13 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     if broker_only {
         check_broker_only(&config)?;
     }
-    let security = listener_security(&config, multi_node)?;
+    let security = listener_security(&config)?;
+    // This node's own connections to other nodes: the replica fetchers'
+    // to the inter-broker listener, the quorum's to the controllers.
+    let inter_broker = inter_broker_channel(&config, multi_node)?;
+    let controller_metadata = Arc::new(std::sync::OnceLock::new());
+    let controller_channel =
+        controller_channel(&config, &security, multi_node, &controller_metadata)?;
     // One node formats itself on first start; the nodes of a quorum must
     // share one cluster id, so they are formatted first (as KRaft).
     if multi_node
@@ -158,7 +165,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             options,
             voters,
             config.controller_quorum_bootstrap_servers.clone(),
-            QuorumTransport::tcp_dial_only(),
+            secured(QuorumTransport::tcp_dial_only(), &controller_channel),
         );
         tokio::select! {
             started = started => started.context("following the metadata quorum")?.into(),
@@ -186,7 +193,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
                 .await
                 .with_context(|| format!("binding controller listener {}://{addr}", l.name))?;
             info!(listener = %l.name, address = %listener.local_addr()?, "metadata quorum listening");
-            QuorumTransport::tcp(listener)
+            secured(QuorumTransport::tcp(listener), &controller_channel)
         } else {
             QuorumTransport::single_voter()
         };
@@ -198,6 +205,9 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             }
         }
     };
+
+    // The controller listener's authorization and SCRAM look-ups read it.
+    let _ = controller_metadata.set(controller.clone());
 
     let mut bound = Vec::new();
     let mut listeners = Vec::new();
@@ -274,7 +284,8 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
     let replica_fetchers = Arc::new(crate::replication::fetcher::ReplicaFetcherManager::new(
         config.node_id,
         broker_epoch,
-        config.replication.clone(),
+        inter_broker.0,
+        inter_broker.1,
         replica_manager.clone(),
         fetcher_shutdown.clone(),
     ));
@@ -588,27 +599,14 @@ fn advertised_listeners(config: &BrokerConfig, bound: &[Listener]) -> Vec<Listen
         .collect()
 }
 
-/// The listener an accept loop serves.
-#[derive(Clone)]
-struct AcceptedOn {
-    name: Arc<str>,
-    protocol: SecurityProtocol,
-    /// The TLS side of an SSL or SASL_SSL listener.
-    tls: Option<crate::network::tls::TlsListener>,
-    /// The SASL settings of a SASL_PLAINTEXT or SASL_SSL listener.
-    sasl: Option<Arc<SaslListener>>,
-}
-
 /// Each listener's security protocol, with the TLS acceptor of an SSL or
 /// SASL_SSL listener built from its `ssl.*` keys and the SASL settings of a
 /// SASL listener (so a bad keystore or JAAS entry stops the start, naming
 /// the key, before anything is bound).
 ///
 /// # Errors
-/// A TLS or SASL controller or inter-broker listener in a cluster of
-/// several nodes (the quorum and replication clients speak plain TCP for
-/// now); a listener's TLS or SASL configuration error.
-fn listener_security(config: &BrokerConfig, multi_node: bool) -> anyhow::Result<Vec<AcceptedOn>> {
+/// A listener's TLS or SASL configuration error.
+fn listener_security(config: &BrokerConfig) -> anyhow::Result<Vec<AcceptedOn>> {
     let mut out = Vec::new();
     for l in &config.listeners {
         // BrokerConfig::from_pairs checked that every listener is mapped.
@@ -626,21 +624,6 @@ fn listener_security(config: &BrokerConfig, multi_node: bool) -> anyhow::Result<
             }
             SecurityProtocol::Plaintext | SecurityProtocol::Ssl => None,
         };
-        if protocol != SecurityProtocol::Plaintext && multi_node {
-            if config.is_controller_listener(&l.name) {
-                anyhow::bail!(
-                    "controller listener {}: the metadata quorum speaks PLAINTEXT only for now \
-                     (map it to PLAINTEXT in listener.security.protocol.map)",
-                    l.name
-                );
-            }
-            if config.replication.inter_broker_listener_name.as_deref() == Some(l.name.as_str()) {
-                anyhow::bail!(
-                    "inter.broker.listener.name={}: replication speaks PLAINTEXT only for now",
-                    l.name
-                );
-            }
-        }
         out.push(AcceptedOn {
             name: l.name.as_str().into(),
             protocol,
@@ -648,16 +631,96 @@ fn listener_security(config: &BrokerConfig, multi_node: bool) -> anyhow::Result<
             sasl,
         });
     }
-    let plaintext_client_listener = out.iter().any(|a| {
-        a.protocol == SecurityProtocol::Plaintext && !config.is_controller_listener(&a.name)
-    });
-    if multi_node && !plaintext_client_listener {
+    Ok(out)
+}
+
+/// The replication config with its effective inter-broker listener, and
+/// the channel followers dial it with. The listener is
+/// `inter.broker.listener.name`, else the one named after
+/// `security.inter.broker.protocol` when that is not PLAINTEXT (Kafka's
+/// `interBrokerListenerName`), else (PLAINTEXT) the leader's first
+/// PLAINTEXT listener. A single node dials no one: PLAINTEXT.
+///
+/// # Errors
+/// The listener's protocol is unknown, or its TLS or SASL client side
+/// cannot be built (the error names the key).
+fn inter_broker_channel(
+    config: &BrokerConfig,
+    multi_node: bool,
+) -> anyhow::Result<(crate::config::ReplicationConfig, ClientChannel)> {
+    let mut replication = config.replication.clone();
+    if replication.inter_broker_listener_name.is_none()
+        && config.security_inter_broker_protocol != SecurityProtocol::Plaintext
+    {
+        replication.inter_broker_listener_name =
+            Some(config.security_inter_broker_protocol.name().to_string());
+    }
+    let channel = match (&replication.inter_broker_listener_name, multi_node) {
+        (Some(name), true) => {
+            let protocol = config.security_protocol(name).with_context(|| {
+                format!("inter-broker listener {name}: no security protocol in listener.security.protocol.map")
+            })?;
+            ClientChannel::for_listener(
+                config,
+                name,
+                protocol,
+                "sasl.mechanism.inter.broker.protocol",
+            )?
+        }
+        _ => ClientChannel::plaintext(),
+    };
+    Ok((replication, channel))
+}
+
+/// The quorum's channel when the controller listener is not PLAINTEXT:
+/// the first of `controller.listener.names`, its protocol from
+/// `listener.security.protocol.map`; a voter also accepts on it (its TLS
+/// and SASL from `security`). `None` for PLAINTEXT or a single voter.
+///
+/// # Errors
+/// SCRAM as `sasl.mechanism.controller.protocol` (its credentials live in
+/// the metadata log the quorum replicates), or a TLS or SASL client
+/// configuration error.
+fn controller_channel(
+    config: &BrokerConfig,
+    security: &[AcceptedOn],
+    multi_node: bool,
+    metadata: &Arc<std::sync::OnceLock<weir_controller::MetadataController>>,
+) -> anyhow::Result<Option<Arc<crate::network::channel::ControllerChannel>>> {
+    let Some(name) = config.controller_listener_names.first() else {
+        return Ok(None);
+    };
+    let protocol = config
+        .security_protocol(name)
+        .unwrap_or(SecurityProtocol::Plaintext);
+    if !multi_node || protocol == SecurityProtocol::Plaintext {
+        return Ok(None);
+    }
+    let client =
+        ClientChannel::for_listener(config, name, protocol, "sasl.mechanism.controller.protocol")?;
+    if let Some(mechanism) = client.sasl_mechanism().filter(|m| m.starts_with("SCRAM-")) {
         anyhow::bail!(
-            "replication between brokers speaks PLAINTEXT only for now: a node of a cluster \
-             needs a PLAINTEXT listener besides its controller listener"
+            "sasl.mechanism.controller.protocol={mechanism}: SCRAM credentials live in the              metadata log, which the controllers' connections replicate; use PLAIN (or SSL)              for the controller listener"
         );
     }
-    Ok(out)
+    let accepted = security
+        .iter()
+        .find(|a| config.is_controller_listener(&a.name))
+        .cloned();
+    Ok(Some(Arc::new(
+        crate::network::channel::ControllerChannel::new(config, client, accepted, metadata.clone()),
+    )))
+}
+
+/// `transport` secured by `channel`, if any.
+fn secured(
+    transport: QuorumTransport,
+    channel: &Option<Arc<crate::network::channel::ControllerChannel>>,
+) -> QuorumTransport {
+    match channel {
+        Some(channel) => transport.secured(channel.clone()),
+        None => transport,
+    }
 }
 
 /// Accepts connections while `max.connections` allows (waiting for a slot

@@ -25,6 +25,7 @@ mod cluster;
 mod cluster_faults;
 mod cluster_groups;
 mod cluster_script;
+mod cluster_security;
 mod compaction;
 mod create_partitions;
 mod describe_quorum;

@@ -349,7 +349,7 @@ pub(crate) fn scram_credential(
 /// `DefaultKafkaPrincipalBuilder`; `info` itself on SASL_SSL, where SASL
 /// names the principal. `None` (logged) when the certificate does not
 /// parse or no rule applies: the connection closes, as Kafka fails it.
-fn certificate_principal(
+pub(crate) fn certificate_principal(
     stream: &TlsStream<TcpStream>,
     tls: &super::tls::TlsListener,
     info: Arc<ConnectionInfo>,

@@ -2,6 +2,7 @@
 //! and the limits every connection shares (request and response bytes,
 //! connection counts).
 
+pub mod channel;
 pub mod connection;
 pub mod memory_pool;
 pub mod principal;
@@ -47,6 +48,20 @@ pub struct ConnectionInfo {
     /// Until when the connection reads no request (a client over its
     /// quota, KIP-219's channel muting; `crate::client_quotas`).
     pub muted: Arc<Mute>,
+}
+
+/// A listener as its accept loop serves it: its name, security protocol,
+/// and the TLS and SASL settings built from its keys at start.
+#[derive(Clone, Debug)]
+pub struct AcceptedOn {
+    /// The listener's name as written in `listeners`.
+    pub name: Arc<str>,
+    /// Its security protocol.
+    pub protocol: crate::config::SecurityProtocol,
+    /// The TLS side of an SSL or SASL_SSL listener.
+    pub tls: Option<tls::TlsListener>,
+    /// The SASL settings of a SASL_PLAINTEXT or SASL_SSL listener.
+    pub sasl: Option<Arc<sasl::SaslListener>>,
 }
 
 /// When a throttled connection may read again. Unthrottled connections

@@ -135,7 +135,8 @@ pub fn server_config(
         ClientAuth::None => builder.with_no_client_auth(),
         auth => {
             let mut roots = RootCertStore::empty();
-            for cert in trusted_certificates(&keys)? {
+            let missing = "ssl.client.auth asks for client certificates but no truststore is given";
+            for cert in trusted_certificates(&keys, missing)? {
                 roots
                     .add(cert)
                     .map_err(|e| keys.invalid("ssl.truststore.location", e.to_string()))?;
@@ -161,6 +162,112 @@ pub fn server_config(
     // the first response. Resumption still works through the session cache.
     config.send_tls13_tickets = 0;
     Ok(Arc::new(config))
+}
+
+/// The rustls client configuration this broker connects with to another
+/// node's listener `listener` (the inter-broker or a controller listener),
+/// from the same `ssl.*` keys as that listener (Kafka's client-mode
+/// `SslFactory` on the inter-broker listener): the truststore verifies the
+/// other node's certificate, the keystore, when set, is presented to a
+/// listener that asks for client certificates, and the host name is
+/// checked against the certificate unless
+/// `ssl.endpoint.identification.algorithm` is empty.
+///
+/// # Errors
+/// [`TlsConfigError`] naming the key that is missing or wrong; a
+/// truststore is required.
+pub fn client_config(
+    config: &BrokerConfig,
+    listener: &str,
+) -> Result<Arc<rustls::ClientConfig>, TlsConfigError> {
+    let keys = ListenerKeys { config, listener };
+    let provider = Arc::new(provider(&keys)?);
+    let versions = protocol_versions(&keys)?;
+    let mut roots = RootCertStore::empty();
+    let missing = "a broker verifies the brokers and controllers it connects to with the truststore, and none is given";
+    for cert in trusted_certificates(&keys, missing)? {
+        roots
+            .add(cert)
+            .map_err(|e| keys.invalid("ssl.truststore.location", e.to_string()))?;
+    }
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .map_err(|e| keys.rustls(e))?;
+    let verifier: Arc<dyn rustls::client::danger::ServerCertVerifier> =
+        match config.listener_value(listener, "ssl.endpoint.identification.algorithm") {
+            Some("") => Arc::new(NoHostnameVerification(verifier)),
+            _ => verifier,
+        };
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| keys.rustls(e))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier);
+    let has_keystore = ["ssl.keystore.location", "ssl.keystore.key"]
+        .iter()
+        .any(|k| keys.get(k).is_some());
+    let config = if has_keystore {
+        let (chain, key) = key_and_chain(&keys)?;
+        builder
+            .with_client_auth_cert(chain, key)
+            .map_err(|e| keys.rustls(e))?
+    } else {
+        builder.with_no_client_auth()
+    };
+    Ok(Arc::new(config))
+}
+
+/// Verifies a server's certificate chain as webpki does but accepts it
+/// for any host name: `ssl.endpoint.identification.algorithm=` (empty),
+/// Kafka's way to turn host name verification off.
+#[derive(Debug)]
+struct NoHostnameVerification(Arc<rustls::client::WebPkiServerVerifier>);
+
+impl rustls::client::danger::ServerCertVerifier for NoHostnameVerification {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &rustls_pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        use rustls::CertificateError::{NotValidForName, NotValidForNameContext};
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                NotValidForName | NotValidForNameContext { .. },
+            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
 }
 
 /// One listener's view of the `ssl.*` keys.
@@ -400,17 +507,14 @@ fn decrypt_key(der: &[u8], password: &str) -> Result<PrivateKeyDer<'static>, Str
     Ok(PrivateKeyDer::Pkcs8(document.as_bytes().to_vec().into()))
 }
 
+/// The truststore's certificates; `missing` says why one is needed.
 fn trusted_certificates(
     keys: &ListenerKeys<'_>,
+    missing: &str,
 ) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
     let pem = keys
         .pem("ssl.truststore.location", "ssl.truststore.certificates")?
-        .ok_or_else(|| {
-            keys.invalid(
-                "ssl.truststore.location",
-                "ssl.client.auth asks for client certificates but no truststore is given",
-            )
-        })?;
+        .ok_or_else(|| keys.invalid("ssl.truststore.location", missing))?;
     keys.require_pem("ssl.truststore.type")?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()

@@ -10,6 +10,9 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use weir_controller::SecuredStream;
+
+use crate::network::channel::ClientChannel;
 
 /// Why an inter-broker request failed; the fetcher backs off and
 /// reconnects on any of them.
@@ -29,6 +32,14 @@ pub enum ClientError {
         /// The leader's address.
         address: String,
     },
+    /// The TLS handshake or the SASL exchange failed.
+    #[error("securing the connection to broker at {address}: {reason}")]
+    Secure {
+        /// The leader's address.
+        address: String,
+        /// What failed.
+        reason: String,
+    },
     /// A request could not be encoded or a response decoded.
     #[error("{api:?} v{version}: {message}")]
     Codec {
@@ -44,25 +55,38 @@ pub enum ClientError {
 /// A connection to one broker.
 pub struct BrokerClient {
     address: String,
-    framed: Framed<TcpStream, LengthDelimitedCodec>,
+    framed: Framed<Box<dyn SecuredStream>, LengthDelimitedCodec>,
     client_id: StrBytes,
     next_correlation_id: i32,
 }
 
 impl BrokerClient {
-    /// Connects to `address` (`host:port`), naming itself `client_id` in
-    /// request headers (Kafka's fetchers use `broker-<id>-fetcher-<n>`).
+    /// Connects to `address` (`host:port`) and secures the connection
+    /// with `channel` (the inter-broker listener's TLS and SASL), naming
+    /// itself `client_id` in request headers (Kafka's fetchers use
+    /// `broker-<id>-fetcher-<n>`).
     ///
     /// # Errors
-    /// [`ClientError::Io`].
-    pub async fn connect(address: &str, client_id: String) -> Result<Self, ClientError> {
+    /// [`ClientError::Io`], [`ClientError::Secure`].
+    pub async fn connect(
+        address: &str,
+        client_id: String,
+        channel: &ClientChannel,
+    ) -> Result<Self, ClientError> {
         let stream = TcpStream::connect(address)
             .await
             .map_err(|source| ClientError::Io {
                 address: address.to_string(),
                 source,
             })?;
-        let _ = stream.set_nodelay(true);
+        let stream =
+            channel
+                .secure(stream, address)
+                .await
+                .map_err(|reason| ClientError::Secure {
+                    address: address.to_string(),
+                    reason,
+                })?;
         let codec = LengthDelimitedCodec::builder()
             .length_field_length(4)
             .max_frame_length(i32::MAX as usize)

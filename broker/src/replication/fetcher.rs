@@ -58,6 +58,7 @@ use crate::config::ReplicationConfig;
 use crate::fetch_session::{
     PartitionKey, PartitionRequest, QuietPartition, QuietWatch, SessionWaker,
 };
+use crate::network::channel::ClientChannel;
 use crate::partition::Partition;
 use crate::replica_manager::ReplicaManager;
 
@@ -272,6 +273,8 @@ pub struct ReplicaFetcherManager {
     node_id: i32,
     broker_epoch: i64,
     config: ReplicationConfig,
+    /// The inter-broker listener's TLS and SASL.
+    channel: ClientChannel,
     replica_manager: Arc<ReplicaManager>,
     fetchers: Mutex<HashMap<(i32, usize), FetcherHandle>>,
     shutdown: CancellationToken,
@@ -285,6 +288,7 @@ impl ReplicaFetcherManager {
         node_id: i32,
         broker_epoch: i64,
         config: ReplicationConfig,
+        channel: ClientChannel,
         replica_manager: Arc<ReplicaManager>,
         shutdown: CancellationToken,
     ) -> Self {
@@ -292,6 +296,7 @@ impl ReplicaFetcherManager {
             node_id,
             broker_epoch,
             config,
+            channel,
             replica_manager,
             fetchers: Mutex::new(HashMap::new()),
             shutdown,
@@ -396,6 +401,7 @@ impl ReplicaFetcherManager {
                 node_id: self.node_id,
                 broker_epoch: self.broker_epoch,
                 config: self.config.clone(),
+                channel: self.channel.clone(),
                 leader_id: key.0,
                 client_id: format!("broker-{}-fetcher-{}", self.node_id, key.1),
                 address,
@@ -444,6 +450,8 @@ struct Fetcher {
     node_id: i32,
     broker_epoch: i64,
     config: ReplicationConfig,
+    /// The inter-broker listener's TLS and SASL.
+    channel: ClientChannel,
     leader_id: i32,
     client_id: String,
     address: String,
@@ -478,10 +486,18 @@ impl Fetcher {
                 continue;
             }
             if client.is_none() {
-                match BrokerClient::connect(&self.address, self.client_id.clone()).await {
+                match BrokerClient::connect(&self.address, self.client_id.clone(), &self.channel)
+                    .await
+                {
                     Ok(c) => client = Some(c),
                     Err(e) => {
-                        debug!(leader = self.leader_id, error = %e, "replica fetcher cannot connect");
+                        if matches!(e, super::client::ClientError::Secure { .. }) {
+                            // A handshake or login the leader refused is a
+                            // configuration to fix, not a restart to wait out.
+                            warn!(leader = self.leader_id, error = %e, "replica fetcher cannot connect");
+                        } else {
+                            debug!(leader = self.leader_id, error = %e, "replica fetcher cannot connect");
+                        }
                         if self.pause(backoff).await {
                             return;
                         }
@@ -951,6 +967,7 @@ mod tests {
             node_id: 1,
             broker_epoch: 5,
             config: replication,
+            channel: ClientChannel::plaintext(),
             leader_id: 2,
             client_id: "broker-1-fetcher-0".to_string(),
             address: "127.0.0.1:1".to_string(),
