@@ -41,7 +41,7 @@ use tokio::net::TcpStream;
 use weir_controller::acl::{AclOperation, AclResourceType};
 use weir_controller::{MetadataController, ScramMechanism, SecuredStream};
 
-use super::sasl::{jaas_key, parse_jaas, SaslListener};
+use super::sasl::{jaas_key, single_entry, SaslListener};
 use super::scram::ScramClient;
 use super::tls::TlsListener;
 use crate::authorizer::{Authorizer, RequestAuth};
@@ -157,16 +157,7 @@ impl ClientChannel {
                         format!("a node logs in to {mechanism} with this entry's username and password, and it is not set"),
                     )
                 })?;
-                let mut entries = parse_jaas(text).map_err(|reason| invalid(&key, reason))?;
-                let entry = match entries.len() {
-                    1 => entries.remove(0),
-                    n => {
-                        return Err(invalid(
-                            &key,
-                            format!("JAAS config contains {n} login modules, should be 1 module"),
-                        ))
-                    }
-                };
+                let entry = single_entry(text).map_err(|reason| invalid(&key, reason))?;
                 let option = |name: &str| {
                     entry.options.get(name).cloned().ok_or_else(|| {
                         invalid(

@@ -356,7 +356,7 @@ pub fn jaas_key(listener: &str, mechanism: &str) -> String {
 
 /// The one login module of a listener's JAAS entry (Kafka's
 /// `JaasContext`: "should be 1 module").
-fn single_entry(text: &str) -> Result<JaasEntry, String> {
+pub(crate) fn single_entry(text: &str) -> Result<JaasEntry, String> {
     let mut entries = parse_jaas(text)?;
     match entries.len() {
         1 => Ok(entries.remove(0)),
