@@ -40,6 +40,9 @@ pub struct BrokerContext {
     pub authorizer: Option<crate::authorizer::Authorizer>,
     /// Byte-rate quotas and their sensors.
     pub client_quotas: crate::client_quotas::ClientQuotaManager,
+    /// The TLS side of every SSL and SASL_SSL listener (the controller
+    /// listener's too): what AlterConfigs reloads.
+    pub tls_listeners: Vec<crate::network::tls::TlsListener>,
 }
 
 impl BrokerContext {

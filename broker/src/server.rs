@@ -326,6 +326,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             config.quota_window_num.max(1) as usize,
             std::time::Duration::from_secs(config.quota_window_size_seconds.max(1) as u64),
         ),
+        tls_listeners: security.iter().filter_map(|a| a.tls.clone()).collect(),
         config: config.clone(),
     });
 
@@ -466,6 +467,17 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
                     LOGS_PER_CLEANER_PASS,
                 )
             },
+        ));
+    }
+    // KIP-226's keystore update, by file: every TLS listener (the
+    // controller listener's too) re-reads its stores when they change.
+    let tls_listeners = ctx.tls_listeners.clone();
+    if !tls_listeners.is_empty() {
+        let config = Arc::new(config.clone());
+        tracker.spawn(every(
+            TLS_STORE_CHECK_INTERVAL_MS,
+            stop.clone(),
+            move || reload_tls_stores(tls_listeners.clone(), config.clone()),
         ));
     }
     let connections = TaskTracker::new();
@@ -955,6 +967,40 @@ async fn run_periodically<T, E>(
         }
     })
     .await
+}
+
+/// How often every TLS listener's keystore and truststore are checked for
+/// new content (ms).
+const TLS_STORE_CHECK_INTERVAL_MS: u64 = 10_000;
+
+/// Has each listener of `listeners` re-read its stores
+/// ([`crate::network::tls::TlsListener::reload_if_changed`], off the
+/// runtime's workers); logs and counts what changed.
+async fn reload_tls_stores(
+    listeners: Vec<crate::network::tls::TlsListener>,
+    config: Arc<BrokerConfig>,
+) {
+    use crate::network::tls::Reload;
+    for listener in listeners {
+        let name = listener.name().to_string();
+        let config = config.clone();
+        let outcome =
+            tokio::task::spawn_blocking(move || listener.reload_if_changed(&config)).await;
+        match outcome {
+            Ok(Ok(Reload::Reloaded)) => {
+                info!(listener = %name, "reloaded the listener's TLS keystore and truststore; new connections use them");
+                metrics::counter!("weir_tls_store_reloads_total", "listener" => name, "outcome" => "reloaded")
+                    .increment(1);
+            }
+            Ok(Ok(Reload::Unchanged | Reload::StillRefused)) => {}
+            Ok(Err(e)) => {
+                warn!(listener = %name, error = %e, "the listener's TLS stores changed but cannot be used; it keeps serving the previous ones");
+                metrics::counter!("weir_tls_store_reloads_total", "listener" => name, "outcome" => "refused")
+                    .increment(1);
+            }
+            Err(e) => error!(error = %e, "TLS store check failed"),
+        }
+    }
 }
 
 /// Awaits `tick()` every `interval_ms` (see [`task_period`]) until

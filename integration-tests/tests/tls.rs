@@ -448,3 +448,119 @@ fn kafkajs_round_trips_over_mutual_tls() {
         ],
     );
 }
+
+/// Certificate renewal without a restart (issue 19, KIP-226's keystore
+/// update, by file): the SSL listener's keystore file is overwritten with
+/// a certificate from another CA for the same names; within the broker's
+/// store check (every 10 s) new connections get it (kcat trusting only the
+/// new CA lists the broker, one trusting only the old CA is refused), and
+/// the broker logs the reload.
+#[test]
+fn a_renewed_keystore_file_is_served_to_new_connections_without_a_restart() {
+    let pki = TestPki::new().expect("test PKI");
+    let broker = start_ssl_broker(&pki, &[]);
+    support::assert_kcat_listed(&broker, SSL, &kcat_ssl(&pki, None));
+    // The old CA, kept before its files are overwritten.
+    let old = TestPki::new().expect("a second PKI");
+    std::fs::copy(pki.ca(), old.ca()).expect("keeping the old CA");
+
+    let renewed = TestPki::new().expect("the renewed PKI");
+    // Written next to it, then renamed over it, as certificate tools do.
+    let staged = pki.dir().join("server.pem.new");
+    std::fs::copy(renewed.server().pem, &staged).expect("staging the renewed keystore");
+    std::fs::rename(&staged, pki.server().pem).expect("replacing the keystore");
+    support::poll_until(
+        Duration::from_secs(60),
+        "kcat trusting only the renewed CA lists the broker",
+        || {
+            support::kcat_list(&broker, SSL, &kcat_ssl(&renewed, None))
+                .status
+                .success()
+                .then_some(())
+        },
+    );
+    support::assert_kcat_listed(&broker, SSL, &kcat_ssl(&renewed, None));
+    assert_refused(
+        &broker,
+        &kcat_ssl(&old, None),
+        "a client trusting only the old CA",
+    );
+    let log = std::fs::read_to_string(broker.log_path()).expect("the broker's log");
+    assert!(
+        log.contains("reloaded the listener's TLS keystore and truststore"),
+        "{log}"
+    );
+}
+
+/// KIP-226's keystore update as Kafka users run it: `kafka-configs
+/// --entity-type brokers --entity-name 1 --alter --add-config
+/// listener.name.ssl.ssl.keystore.location=<the same path>` after the file
+/// was replaced makes the listener serve the new certificate when the
+/// command returns; a file that does not load is refused with Kafka's
+/// "Validation of dynamic config update of SSLFactory failed" and the
+/// served certificate stays; another path is refused.
+#[test]
+fn kafka_configs_setting_the_same_keystore_path_reloads_it_now() {
+    let pki = TestPki::new().expect("test PKI");
+    let broker = start_ssl_broker(&pki, &[]);
+    let keystore = pki.server().pem.display().to_string();
+    let alter = |value: &str| {
+        support::kafka_configs(
+            &broker.bootstrap(),
+            &[
+                "--entity-type",
+                "brokers",
+                "--entity-name",
+                "1",
+                "--alter",
+                "--add-config",
+                &format!("listener.name.ssl.ssl.keystore.location={value}"),
+            ],
+        )
+    };
+
+    // Not loadable: refused, the listener keeps serving the first one.
+    let original = std::fs::read(&keystore).expect("the keystore");
+    std::fs::write(&keystore, "-----BEGIN PRIVATE KEY-----\n").expect("breaking the keystore");
+    let refused = alter(&keystore);
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("Validation of dynamic config update of SSLFactory failed"),
+        "{}",
+        refused.stderr
+    );
+    support::assert_kcat_listed(&broker, SSL, &kcat_ssl(&pki, None));
+    std::fs::write(&keystore, &original).expect("restoring the keystore");
+
+    let old = TestPki::new().expect("a second PKI");
+    std::fs::copy(pki.ca(), old.ca()).expect("keeping the old CA");
+    let renewed = TestPki::new().expect("the renewed PKI");
+    std::fs::copy(renewed.server().pem, &keystore).expect("replacing the keystore");
+    let reloaded = alter(&keystore);
+    reloaded.assert_success();
+    assert!(
+        reloaded
+            .stdout_text()
+            .contains("Completed updating config for broker 1."),
+        "{}",
+        reloaded.stdout_text()
+    );
+    support::assert_kcat_listed(&broker, SSL, &kcat_ssl(&renewed, None));
+    assert_refused(
+        &broker,
+        &kcat_ssl(&old, None),
+        "a client trusting only the old CA",
+    );
+
+    let moved = alter(&renewed.server().pem.display().to_string());
+    assert!(!moved.status.success(), "{moved:?}");
+    assert!(
+        moved.stderr.contains(
+            "Cannot update listener.name.ssl.ssl.keystore.location dynamically to another value"
+        ),
+        "{}",
+        moved.stderr
+    );
+}

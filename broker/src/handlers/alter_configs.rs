@@ -16,9 +16,10 @@
 //!   key or a bad value INVALID_CONFIG (the checks IncrementalAlterConfigs
 //!   uses); `validate_only` checks without changing anything.
 //! - BROKER (4): a non-empty name must be this node's id (else
-//!   INVALID_REQUEST, as Kafka); no broker config is dynamically updatable
-//!   here, so any key gets what IncrementalAlterConfigs answers
-//!   (INVALID_CONFIG naming the keys); an empty set changes nothing.
+//!   INVALID_REQUEST, as Kafka); a TLS listener's store keys set to their
+//!   value reload its stores, any other key gets INVALID_CONFIG
+//!   (`broker_configs`, as IncrementalAlterConfigs); an empty set changes
+//!   nothing.
 //! - any other type (BROKER_LOGGER, CLIENT_METRICS, GROUP, unknown):
 //!   INVALID_REQUEST.
 
@@ -30,8 +31,8 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::ResponseError;
 
 use super::incremental_alter_configs::{
-    apply_changed_configs, broker_change_refused, check_topic_config, controller_failure,
-    resource_counts, result_fields, Failure,
+    apply_changed_configs, check_topic_config, controller_failure, resource_counts, result_fields,
+    Failure,
 };
 use crate::context::BrokerContext;
 
@@ -130,13 +131,12 @@ async fn alter_resource(
                     )));
                 }
             }
-            if resource.configs.is_empty() {
-                Ok(false)
-            } else {
-                Err(broker_change_refused(
-                    resource.configs.iter().map(|c| c.name.as_str()),
-                ))
-            }
+            let changes: Vec<(&str, Option<&str>)> = resource
+                .configs
+                .iter()
+                .map(|c| (c.name.as_str(), c.value.as_deref()))
+                .collect();
+            super::broker_configs::alter(ctx, &changes, validate_only).await
         }
         other => Err(invalid_request(format!("Unknown resource type {other}"))),
     }

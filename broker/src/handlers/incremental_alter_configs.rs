@@ -10,9 +10,10 @@
 //!   get INVALID_CONFIG), starting from the current value or the default;
 //!   another operation, a null SET value, or the same key twice is
 //!   INVALID_REQUEST. `validate_only` checks without changing anything.
-//! - BROKER (4): Weir has no dynamically updatable broker configs
-//!   (DescribeConfigs reports them read-only), so any change gets
-//!   INVALID_CONFIG naming the keys, as Kafka answers for a static key.
+//! - BROKER (4): a SET of a TLS listener's store key to its value reloads
+//!   its stores (KIP-226's keystore update, `broker_configs`); any other
+//!   change gets INVALID_CONFIG naming the keys, as Kafka answers for a
+//!   static key.
 //! - anything else (BROKER_LOGGER, CLIENT_METRICS, GROUP, ...):
 //!   INVALID_REQUEST.
 //!
@@ -41,9 +42,8 @@ const SUBTRACT: i8 = 3;
 /// An error code and message for one resource.
 pub(crate) type Failure = (ResponseError, String);
 
-/// The answer to a change of broker configs (`keys`, non-empty): Weir has
-/// no dynamically updatable broker config, so INVALID_CONFIG naming them.
-/// Shared with legacy AlterConfigs.
+/// The answer to a change of broker configs (`keys`, non-empty) that are
+/// not dynamic here (see `broker_configs`): INVALID_CONFIG naming them.
 pub(crate) fn broker_change_refused<'a>(keys: impl Iterator<Item = &'a str>) -> Failure {
     (
         ResponseError::InvalidConfig,
@@ -152,10 +152,17 @@ pub async fn handle(
         } else {
             match resource.resource_type {
                 TOPIC => alter_topic(ctx, resource, request.validate_only).await,
-                BROKER if resource.configs.is_empty() => Ok(false),
-                BROKER => Err(broker_change_refused(
-                    resource.configs.iter().map(|c| c.name.as_str()),
-                )),
+                BROKER => {
+                    let changes: Vec<(&str, Option<&str>)> = resource
+                        .configs
+                        .iter()
+                        .map(|c| {
+                            let set = c.config_operation == SET;
+                            (c.name.as_str(), c.value.as_deref().filter(|_| set))
+                        })
+                        .collect();
+                    super::broker_configs::alter(ctx, &changes, request.validate_only).await
+                }
                 other => Err((
                     ResponseError::InvalidRequest,
                     format!("unsupported resource type {other}"),

@@ -5,6 +5,7 @@ pub mod acls;
 pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod api_versions;
+pub(crate) mod broker_configs;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;

@@ -455,7 +455,7 @@ impl ControllerListener {
                 Ok(Box::new(stream))
             }
             Some(tls) => {
-                let mut stream = tls.acceptor.accept(stream).await.map_err(|e| {
+                let mut stream = tls.acceptor().accept(stream).await.map_err(|e| {
                     format!("Failed authentication with {peer} (SSL handshake failed): {e}")
                 })?;
                 let info = super::connection::certificate_principal(&stream, tls, info)

@@ -292,7 +292,7 @@ pub async fn run(
         Some(tls) => {
             let handshake = tokio::select! {
                 _ = shutdown.cancelled() => None,
-                done = tokio::time::timeout(idle_timeout(&ctx), tls.acceptor.accept(stream)) => Some(done),
+                done = tokio::time::timeout(idle_timeout(&ctx), tls.acceptor().accept(stream)) => Some(done),
             };
             match handshake {
                 None => {}

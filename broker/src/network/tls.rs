@@ -71,22 +71,57 @@ pub enum TlsConfigError {
 }
 
 /// What an SSL or SASL_SSL listener accepts connections with: its rustls
-/// configuration and, for SSL, how a client certificate names the
-/// principal.
+/// configuration, replaced when its stores change
+/// ([`TlsListener::reload_if_changed`], KIP-226's keystore update), and,
+/// for SSL, how a client certificate names the principal. Clones share
+/// the current configuration.
 #[derive(Clone)]
 pub struct TlsListener {
-    /// The handshake.
-    pub acceptor: tokio_rustls::TlsAcceptor,
+    name: Arc<str>,
+    current: Arc<std::sync::RwLock<Current>>,
     /// `ssl.principal.mapping.rules` of the listener.
     pub principal_mapper: Arc<super::principal::SslPrincipalMapper>,
+}
+
+/// The configuration a listener serves now and what it was built from.
+struct Current {
+    acceptor: tokio_rustls::TlsAcceptor,
+    /// SHA-256 over the stores' PEM text (files or inline values).
+    fingerprint: Vec<u8>,
+    /// The subject and alternative names of the served certificate.
+    identity: CertificateIdentity,
+    /// The fingerprint of stores that failed to load, so a broken file is
+    /// reported once rather than at every check.
+    refused: Option<Vec<u8>>,
+}
+
+/// Who the served certificate says the broker is: what Kafka's
+/// `SslFactory` requires a new keystore to keep (`ssl.allow.dn.changes`,
+/// `ssl.allow.san.changes`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct CertificateIdentity {
+    subject: String,
+    alternative_names: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for TlsListener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsListener")
+            .field("name", &self.name)
             .field("principal_mapper", &self.principal_mapper)
             .finish_non_exhaustive()
     }
+}
+
+/// The outcome of [`TlsListener::reload_if_changed`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reload {
+    /// The stores hold what the served configuration was built from.
+    Unchanged,
+    /// New connections get the configuration built from the new stores.
+    Reloaded,
+    /// The stores changed but were refused before (not reported again).
+    StillRefused,
 }
 
 /// The TLS side of listener `listener`: [`server_config`] and its
@@ -99,9 +134,163 @@ pub fn listener(config: &BrokerConfig, listener: &str) -> Result<TlsListener, Tl
     let rules = keys.get_or("ssl.principal.mapping.rules", "DEFAULT");
     let principal_mapper = super::principal::SslPrincipalMapper::from_rules(rules)
         .map_err(|reason| keys.invalid("ssl.principal.mapping.rules", reason))?;
+    let fingerprint = store_fingerprint(&keys)?;
+    let (server, identity) = server_config_and_identity(config, listener)?;
     Ok(TlsListener {
-        acceptor: tokio_rustls::TlsAcceptor::from(server_config(config, listener)?),
+        name: listener.into(),
+        current: Arc::new(std::sync::RwLock::new(Current {
+            acceptor: tokio_rustls::TlsAcceptor::from(server),
+            fingerprint,
+            identity,
+            refused: None,
+        })),
         principal_mapper: Arc::new(principal_mapper),
+    })
+}
+
+impl TlsListener {
+    /// The handshake new connections get.
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .acceptor
+            .clone()
+    }
+
+    /// Reads the listener's stores again (`ssl.keystore.*`,
+    /// `ssl.truststore.*`, the files as they are now) and, when they
+    /// changed, serves new connections with the configuration they give;
+    /// connections already open keep theirs. The new certificate must
+    /// keep the served one's subject and alternative names unless
+    /// `ssl.allow.dn.changes` / `ssl.allow.san.changes` are true (Kafka's
+    /// `SslFactory.validateReconfiguration`). Blocking file reads: call it
+    /// off the runtime's workers.
+    ///
+    /// # Errors
+    /// The new stores do not load or change the identity: the served
+    /// configuration stays (the error is returned once per content).
+    pub fn reload_if_changed(&self, config: &BrokerConfig) -> Result<Reload, TlsConfigError> {
+        self.reload(config, false)
+    }
+
+    /// What [`reload_if_changed`](Self::reload_if_changed) would do,
+    /// without serving anything new: whether the stores changed and load
+    /// (AlterConfigs with `validate_only`).
+    ///
+    /// # Errors
+    /// As [`reload_if_changed`](Self::reload_if_changed); nothing is
+    /// remembered.
+    pub fn check_stores(&self, config: &BrokerConfig) -> Result<Reload, TlsConfigError> {
+        self.reload(config, true)
+    }
+
+    fn reload(&self, config: &BrokerConfig, dry_run: bool) -> Result<Reload, TlsConfigError> {
+        let keys = ListenerKeys {
+            config,
+            listener: &self.name,
+        };
+        // The fingerprint first: stores that change while the
+        // configuration is built are seen changed at the next check.
+        let fingerprint = store_fingerprint(&keys)?;
+        {
+            let current = self.current.read().unwrap_or_else(|e| e.into_inner());
+            if current.fingerprint == fingerprint {
+                return Ok(Reload::Unchanged);
+            }
+            if current.refused.as_ref() == Some(&fingerprint) && !dry_run {
+                return Ok(Reload::StillRefused);
+            }
+        }
+        let refuse = |error: TlsConfigError| {
+            if !dry_run {
+                self.current
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .refused = Some(fingerprint.clone());
+            }
+            Err(error)
+        };
+        let (server, identity) = match server_config_and_identity(config, &self.name) {
+            Ok(built) => built,
+            Err(e) => return refuse(e),
+        };
+        let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+        let allow = |key: &str| keys.get_or(key, "false").eq_ignore_ascii_case("true");
+        if identity.subject != current.identity.subject && !allow("ssl.allow.dn.changes") {
+            let reason = format!(
+                "Keystore DistinguishedName does not match: existing={{{}}}, new={{{}}}",
+                current.identity.subject, identity.subject
+            );
+            drop(current);
+            return refuse(keys.invalid("ssl.keystore.location", reason));
+        }
+        if identity.alternative_names != current.identity.alternative_names
+            && !allow("ssl.allow.san.changes")
+        {
+            let reason = format!(
+                "Keystore SubjectAltNames do not match: existing={:?}, new={:?}",
+                current.identity.alternative_names, identity.alternative_names
+            );
+            drop(current);
+            return refuse(keys.invalid("ssl.keystore.location", reason));
+        }
+        if !dry_run {
+            *current = Current {
+                acceptor: tokio_rustls::TlsAcceptor::from(server),
+                fingerprint,
+                identity,
+                refused: None,
+            };
+        }
+        Ok(Reload::Reloaded)
+    }
+
+    /// The listener's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// SHA-256 over the PEM text of the listener's keystore and truststore
+/// (files or inline values) and the key password, as they are now.
+fn store_fingerprint(keys: &ListenerKeys<'_>) -> Result<Vec<u8>, TlsConfigError> {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [
+        keys.pem("ssl.keystore.location", "ssl.keystore.key")?,
+        keys.get("ssl.keystore.certificate.chain")
+            .map(|c| c.as_bytes().to_vec()),
+        keys.pem("ssl.truststore.location", "ssl.truststore.certificates")?,
+        keys.get("ssl.key.password").map(|p| p.as_bytes().to_vec()),
+    ] {
+        let part = part.unwrap_or_default();
+        context.update(&(part.len() as u64).to_be_bytes());
+        context.update(&part);
+    }
+    Ok(context.finish().as_ref().to_vec())
+}
+
+/// The subject (RFC 2253) and alternative names of certificate `der`.
+fn certificate_identity(der: &[u8]) -> Result<CertificateIdentity, String> {
+    use x509_parser::prelude::FromDer as _;
+    let subject = super::principal::subject_dn(der)?;
+    let (_, cert) = x509_parser::certificate::X509Certificate::from_der(der)
+        .map_err(|e| format!("the certificate does not parse: {e}"))?;
+    let alternative_names = cert
+        .subject_alternative_name()
+        .ok()
+        .flatten()
+        .map(|ext| {
+            ext.value
+                .general_names
+                .iter()
+                .map(|name| format!("{name:?}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(CertificateIdentity {
+        subject,
+        alternative_names,
     })
 }
 
@@ -125,6 +314,14 @@ pub fn server_config(
     config: &BrokerConfig,
     listener: &str,
 ) -> Result<Arc<ServerConfig>, TlsConfigError> {
+    server_config_and_identity(config, listener).map(|(server, _)| server)
+}
+
+/// [`server_config`] and the identity of the certificate it serves.
+fn server_config_and_identity(
+    config: &BrokerConfig,
+    listener: &str,
+) -> Result<(Arc<ServerConfig>, CertificateIdentity), TlsConfigError> {
     let keys = ListenerKeys { config, listener };
     let provider = Arc::new(provider(&keys)?);
     let versions = protocol_versions(&keys)?;
@@ -152,6 +349,8 @@ pub fn server_config(
         }
     };
     let (chain, key) = key_and_chain(&keys)?;
+    let identity =
+        certificate_identity(&chain[0]).map_err(|e| keys.invalid("ssl.keystore.location", e))?;
     let mut config = builder
         .with_single_cert(chain, key)
         .map_err(|e| keys.rustls(e))?;
@@ -161,7 +360,7 @@ pub fn server_config(
     // its first failed. The JDK, under Kafka, sends its ticket only after
     // the first response. Resumption still works through the session cache.
     config.send_tls13_tickets = 0;
-    Ok(Arc::new(config))
+    Ok((Arc::new(config), identity))
 }
 
 /// The rustls client configuration this broker connects with to another
@@ -543,15 +742,21 @@ mod tests {
 
     impl Pki {
         fn new() -> Pki {
+            Pki::for_names(&["127.0.0.1"])
+        }
+
+        /// A PKI whose server certificate names `names`.
+        fn for_names(names: &[&str]) -> Pki {
             let dir = tempfile::tempdir().unwrap();
             let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
             ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
             let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
             let server_key = KeyPair::generate().unwrap();
-            let server = CertificateParams::new(vec!["127.0.0.1".to_string()])
-                .unwrap()
-                .signed_by(&server_key, &ca)
-                .unwrap();
+            let server =
+                CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                    .unwrap()
+                    .signed_by(&server_key, &ca)
+                    .unwrap();
             let client_key = KeyPair::generate().unwrap();
             let client = CertificateParams::new(Vec::<String>::new())
                 .unwrap()
@@ -619,9 +824,13 @@ mod tests {
     /// Runs one TLS exchange: the client sends "ping", the server answers
     /// "pong". Returns whether the client read "pong".
     async fn exchange(server: Arc<ServerConfig>, client: TlsConnector) -> bool {
+        exchange_with(TlsAcceptor::from(server), client).await
+    }
+
+    /// [`exchange`] with a listener's acceptor.
+    async fn exchange_with(acceptor: TlsAcceptor, client: TlsConnector) -> bool {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let acceptor = TlsAcceptor::from(server);
         let served = tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
             let mut tls = acceptor.accept(tcp).await.ok()?;
@@ -824,5 +1033,61 @@ mod tests {
             exchange(server, pki.connector(false)).await,
             "TLS 1.3 by its JDK name"
         );
+    }
+
+    /// KIP-226 by file: new store content is served to new connections;
+    /// a certificate with other alternative names is refused (once) and
+    /// the previous one kept, unless `ssl.allow.san.changes=true`.
+    #[tokio::test]
+    async fn changed_stores_are_reloaded_and_a_new_identity_is_refused() {
+        let pki = Pki::new();
+        let config = pki.config(&[]);
+        let listener = listener(&config, "SSL").unwrap();
+        assert_eq!(
+            listener.reload_if_changed(&config).unwrap(),
+            Reload::Unchanged
+        );
+        assert!(exchange_with(listener.acceptor(), pki.connector(false)).await);
+
+        // A new CA and server certificate for the same name, written over
+        // the files the listener was started with.
+        let renewed = Pki::new();
+        for file in ["server.pem", "ca.pem"] {
+            std::fs::copy(renewed.path(file), pki.path(file)).unwrap();
+        }
+        assert_eq!(
+            listener.reload_if_changed(&config).unwrap(),
+            Reload::Reloaded
+        );
+        assert!(exchange_with(listener.acceptor(), renewed.connector(false)).await);
+        assert!(!exchange_with(listener.acceptor(), pki.connector(false)).await);
+
+        // Another name: refused, reported once, the renewed one still served.
+        let other = Pki::for_names(&["localhost"]);
+        std::fs::copy(other.path("server.pem"), pki.path("server.pem")).unwrap();
+        let refused = listener.reload_if_changed(&config).unwrap_err().to_string();
+        assert!(
+            refused.contains("SubjectAltNames do not match"),
+            "{refused}"
+        );
+        assert_eq!(
+            listener.reload_if_changed(&config).unwrap(),
+            Reload::StillRefused
+        );
+        assert!(exchange_with(listener.acceptor(), renewed.connector(false)).await);
+        // A listener started with ssl.allow.san.changes=true takes it.
+        std::fs::copy(renewed.path("server.pem"), pki.path("server.pem")).unwrap();
+        let allowing = pki.config(&[("ssl.allow.san.changes", "true")]);
+        let lenient = super::listener(&allowing, "SSL").unwrap();
+        std::fs::copy(other.path("server.pem"), pki.path("server.pem")).unwrap();
+        assert_eq!(
+            lenient.reload_if_changed(&allowing).unwrap(),
+            Reload::Reloaded
+        );
+
+        // A file that does not load yet (half written) keeps the served one.
+        std::fs::write(pki.path("server.pem"), "-----BEGIN PRIVATE KEY-----\n").unwrap();
+        assert!(listener.reload_if_changed(&config).is_err());
+        assert!(exchange_with(listener.acceptor(), renewed.connector(false)).await);
     }
 }
