@@ -747,3 +747,51 @@ fn log_in_plain_ok(client: &mut RawClient) {
         answer.error_message
     );
 }
+
+/// KIP-368 with the Java client (kafka-clients): with
+/// `connections.max.reauth.ms=3000` a producer that keeps sending for 8
+/// seconds on its SASL_PLAINTEXT connection re-authenticates on it by
+/// itself before each session ends (its `successful-reauthentication-total`
+/// metric counts at least one: the client starts at 85-95% of the 3,000 ms
+/// the broker announced), every send is acknowledged, and the broker never
+/// closes a connection for an expired session.
+#[test]
+fn the_java_client_re_authenticates_by_itself_before_its_session_ends() {
+    let broker = TestBroker::builder()
+        .sasl_plaintext_listener(&[ALICE])
+        .config("connections.max.reauth.ms", "3000")
+        .start()
+        .expect("starting weir with connections.max.reauth.ms");
+    let mut java =
+        weir_integration_tests::clients::java_client_tool().expect("Java client harness");
+    java.args([
+        "reauth-produce".to_owned(),
+        broker.bootstrap_for(SASL_PLAINTEXT),
+        "reauth-java".to_owned(),
+        "8".to_owned(),
+        "security.protocol=SASL_PLAINTEXT".to_owned(),
+        "sasl.mechanism=PLAIN".to_owned(),
+        format!(
+            "sasl.jaas.config={}",
+            sasl::plain_client_jaas_config(ALICE.0, ALICE.1)
+        ),
+    ]);
+    let output = weir_integration_tests::clients::run(java, None, support::CLIENT_TIMEOUT)
+        .expect("java reauth-produce");
+    output.assert_success();
+    let stdout = output.stdout_text();
+    let count = |label: &str| -> u64 {
+        stdout
+            .lines()
+            .find_map(|line| line.strip_prefix(label))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no '{label}' line in:\n{stdout}"))
+    };
+    assert!(count("produced ") > 0, "{stdout}");
+    assert!(count("reauthenticated ") >= 1, "{stdout}");
+    let log = std::fs::read_to_string(broker.log_path()).expect("the broker's log");
+    assert!(
+        !log.contains("the SASL session expired"),
+        "a session expired:\n{log}"
+    );
+}

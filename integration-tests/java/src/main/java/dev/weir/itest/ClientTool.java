@@ -66,6 +66,13 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *     describeCluster (CLUSTER_ID, one node 1 on PORT), listOffsets
  *     earliest/latest/max-timestamp after the producer wrote five records to
  *     partition 0, deleteTopics. Prints "admin ok".
+ * reauth-produce BOOTSTRAP TOPIC SECONDS [KEY=VALUE ...]
+ *     One producer (KEY=VALUE client properties, e.g. SASL) sends one record
+ *     to partition 0 and waits for its ack, again and again for SECONDS
+ *     seconds, on one connection whose SASL session the broker limits
+ *     (connections.max.reauth.ms, KIP-368): the client re-authenticates on
+ *     it by itself. Prints "produced N" and "reauthenticated R", R the
+ *     producer's successful-reauthentication-total metric.
  * group-consume | assignor-churn | join-timing ...
  *     Consumer-group programs, see {@link GroupTool}.
  * </pre>
@@ -95,6 +102,12 @@ public final class ClientTool {
             case "admin" -> {
                 requireArgs(args, 5);
                 admin(args[1], args[2], args[3], Integer.parseInt(args[4]));
+            }
+            case "reauth-produce" -> {
+                if (args.length < 4) {
+                    fail("reauth-produce BOOTSTRAP TOPIC SECONDS [KEY=VALUE ...]");
+                }
+                reauthProduce(args[1], args[2], Integer.parseInt(args[3]), GroupTool.options(args, 4));
             }
             case "group-consume" -> {
                 if (args.length < 4) {
@@ -157,6 +170,34 @@ public final class ClientTool {
 
     private static long timestamp(int index) {
         return BASE_TIMESTAMP_MS + index;
+    }
+
+    /** {@code reauth-produce}: see the class comment. */
+    private static void reauthProduce(String bootstrap, String topic, int seconds,
+            Map<String, String> clientProperties) throws Exception {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.putAll(clientProperties);
+        long end = System.nanoTime() + Duration.ofSeconds(seconds).toNanos();
+        long produced = 0;
+        double reauthenticated = 0;
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            while (System.nanoTime() < end) {
+                byte[] value = ("record " + produced).getBytes(StandardCharsets.UTF_8);
+                producer.send(new ProducerRecord<>(topic, 0, null, value)).get();
+                produced++;
+            }
+            for (var metric : producer.metrics().entrySet()) {
+                if (metric.getKey().name().equals("successful-reauthentication-total")
+                        && metric.getKey().group().equals("producer-metrics")) {
+                    reauthenticated += ((Number) metric.getValue().metricValue()).doubleValue();
+                }
+            }
+        }
+        System.out.println("produced " + produced);
+        System.out.println("reauthenticated " + (long) reauthenticated);
     }
 
     private static void produceConsume(String bootstrap, String topic, int count, int valueBytes,
