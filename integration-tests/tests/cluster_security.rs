@@ -35,9 +35,49 @@ use crate::support;
 
 const SASL_SSL: &str = "SASL_SSL";
 
+/// A cluster of SASL_SSL nodes being started: its id and every node's
+/// keys (see the module doc).
+struct SecuredCluster {
+    cluster_id: String,
+    config: Vec<(String, String)>,
+}
+
+impl SecuredCluster {
+    /// Starts node `node_id` with `listeners` and `extra` keys, formatted
+    /// with the cluster's id and SCRAM users.
+    fn start_node(
+        &self,
+        node_id: i32,
+        listeners: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<TestBroker, weir_integration_tests::HarnessError> {
+        let mut builder = TestBroker::builder()
+            .node_id(node_id)
+            .format_cluster_id(&self.cluster_id)
+            .format_add_scram(&format!(
+                "SCRAM-SHA-512=[name={},password={}]",
+                ADMIN.0, ADMIN.1
+            ))
+            .format_add_scram(&format!(
+                "SCRAM-SHA-512=[name={},password={}]",
+                ALICE.0, ALICE.1
+            ))
+            .override_config("listeners", listeners);
+        for (key, value) in &self.config {
+            builder = builder.override_config(key, value);
+        }
+        for (key, value) in extra {
+            builder = builder.override_config(key, value);
+        }
+        builder.start()
+    }
+}
+
 /// Starts nodes 1..=3 of one cluster, every listener SASL_SSL (see the
-/// module doc); returns them with their controller ports.
-fn start_sasl_ssl_cluster(pki: &TestPki) -> (Vec<TestBroker>, Vec<u16>) {
+/// module doc); returns them with their controller ports and the cluster.
+fn start_sasl_ssl_cluster(
+    pki: &TestPki,
+) -> (Vec<TestBroker>, Vec<u16>, std::sync::Arc<SecuredCluster>) {
     let controller_ports = free_ports(3);
     let voters = voters_of(&controller_ports);
     let cluster_id = weir_storage::random_kafka_uuid();
@@ -77,31 +117,18 @@ fn start_sasl_ssl_cluster(pki: &TestPki) -> (Vec<TestBroker>, Vec<u16>) {
         ("super.users".into(), format!("User:{}", ADMIN.0)),
     ];
     config.extend(pki.broker_config());
+    let cluster = std::sync::Arc::new(SecuredCluster { cluster_id, config });
     let starting: Vec<_> = controller_ports
         .iter()
         .enumerate()
         .map(|(i, port)| {
-            let (config, cluster_id, port) = (config.clone(), cluster_id.clone(), *port);
+            let (cluster, port) = (cluster.clone(), *port);
             std::thread::spawn(move || {
-                let mut builder = TestBroker::builder()
-                    .node_id(i as i32 + 1)
-                    .format_cluster_id(&cluster_id)
-                    .format_add_scram(&format!(
-                        "SCRAM-SHA-512=[name={},password={}]",
-                        ADMIN.0, ADMIN.1
-                    ))
-                    .format_add_scram(&format!(
-                        "SCRAM-SHA-512=[name={},password={}]",
-                        ALICE.0, ALICE.1
-                    ))
-                    .override_config(
-                        "listeners",
-                        &format!("SASL_SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
-                    );
-                for (key, value) in &config {
-                    builder = builder.override_config(key, value);
-                }
-                builder.start()
+                cluster.start_node(
+                    i as i32 + 1,
+                    &format!("SASL_SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
+                    &[],
+                )
             })
         })
         .collect();
@@ -109,7 +136,7 @@ fn start_sasl_ssl_cluster(pki: &TestPki) -> (Vec<TestBroker>, Vec<u16>) {
         .into_iter()
         .map(|t| t.join().expect("starter thread").expect("starting weir"))
         .collect();
-    (brokers, controller_ports)
+    (brokers, controller_ports, cluster)
 }
 
 /// kcat's options for SCRAM-SHA-512 over SASL_SSL as `user`.
@@ -158,7 +185,8 @@ fn leader_of(
 }
 
 /// Every node of a cluster without a PLAINTEXT listener replicates and
-/// elects through SASL_SSL: a topic of replication factor 3 created by
+/// elects through SASL_SSL: a broker-only node follows the quorum through
+/// the controllers' SASL_SSL listener; a topic on nodes 1-3 created by
 /// `kafka-topics` over SASL_SSL (SCRAM-SHA-512) gets every record on every
 /// replica (byte-identical segments: the followers fetched over SASL_SSL
 /// with SCRAM, authorized as the super user), the ISR holds all three;
@@ -169,7 +197,7 @@ fn leader_of(
 #[test]
 fn three_nodes_replicate_and_elect_over_sasl_ssl_only() {
     let pki = TestPki::new().expect("test PKI");
-    let (mut brokers, controller_ports) = start_sasl_ssl_cluster(&pki);
+    let (mut brokers, controller_ports, cluster) = start_sasl_ssl_cluster(&pki);
     let options = kcat_options(&pki, ADMIN);
     let bootstrap = brokers[0].bootstrap_for(SASL_SSL);
 
@@ -191,10 +219,8 @@ fn three_nodes_replicate_and_elect_over_sasl_ssl_only() {
             "--create",
             "--topic",
             "secured",
-            "--partitions",
-            "1",
-            "--replication-factor",
-            "3",
+            "--replica-assignment",
+            "1:2:3",
             "--config",
             "min.insync.replicas=2",
         ],
@@ -205,6 +231,24 @@ fn three_nodes_replicate_and_elect_over_sasl_ssl_only() {
         "{}",
         created.stdout_text()
     );
+
+    // A broker-only node (no controller listener) follows the quorum as
+    // an observer over SASL_SSL with PLAIN, registers, and serves the
+    // topic's metadata.
+    let observer = cluster
+        .start_node(4, "SASL_SSL://127.0.0.1:0", &[("process.roles", "broker")])
+        .expect("starting the broker-only node");
+    leader_of(
+        &observer.bootstrap_for(SASL_SSL),
+        &options,
+        "secured",
+        &[1, 2, 3],
+        3,
+    );
+    let mut args = vec!["-L", "-t", "secured"];
+    args.extend(support::strs(&options));
+    let listed = support::kcat(&observer.bootstrap_for(SASL_SSL), &args, None).stdout_text();
+    assert!(listed.contains("broker 4 at"), "{listed}");
 
     let first = support::lines("before", 200);
     support::kcat_produce(&bootstrap, "secured", &first, &support::strs(&options));
