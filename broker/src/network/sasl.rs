@@ -107,9 +107,10 @@ pub struct JaasEntry {
 }
 
 /// Parses a `sasl.jaas.config` value: login modules, each
-/// `<class> <flag> (<name>=<value>)* ;`, a value bare or double-quoted
-/// (backslash escapes the next character), as Kafka's `JaasConfig`
-/// tokenizer reads it.
+/// `<class> <flag> (<name>=<value>)* ;`, a value bare, double-quoted or
+/// single-quoted (backslash escapes the next character), as Kafka's
+/// `JaasConfig` reads it with `java.io.StreamTokenizer`, whose quote
+/// characters are `"` and `'`.
 ///
 /// # Errors
 /// A description of the first malformed part; it never quotes an option's
@@ -125,7 +126,7 @@ pub fn parse_jaas(text: &str) -> Result<Vec<JaasEntry>, String> {
     let word = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
         let mut out = String::new();
         while let Some(&c) = chars.peek() {
-            if c.is_whitespace() || c == ';' || c == '=' || c == '"' {
+            if c.is_whitespace() || c == ';' || c == '=' || c == '"' || c == '\'' {
                 break;
             }
             out.push(c);
@@ -170,12 +171,11 @@ pub fn parse_jaas(text: &str) -> Result<Vec<JaasEntry>, String> {
                 return Err(format!("login module {login_module}: expected name=value"));
             }
             skip_space(&mut chars);
-            let value = if chars.peek() == Some(&'"') {
-                chars.next();
+            let value = if let Some(quote) = chars.next_if(|&c| c == '"' || c == '\'') {
                 let mut value = String::new();
                 loop {
                     match chars.next() {
-                        Some('"') => break,
+                        Some(c) if c == quote => break,
                         Some('\\') => match chars.next() {
                             Some(c) => value.push(c),
                             None => {
@@ -929,6 +929,23 @@ mod tests {
             let err = parse_jaas(bad).unwrap_err();
             assert!(!err.contains("v\""), "{bad}: {err} quotes a value");
         }
+    }
+
+    /// Kafka's `JaasConfig` reads with `java.io.StreamTokenizer`, whose
+    /// quote characters are `"` and `'`: a value in single quotes is the
+    /// text between them (a user's `password='s3cret'` logged in with the
+    /// quotes as part of the password before).
+    #[test]
+    fn jaas_values_in_single_quotes_are_read_as_kafka_reads_them() {
+        let entries = parse_jaas(
+            "org.apache.kafka.common.security.plain.PlainLoginModule required \
+             username='admin' password='a \\'quoted\\' secret' user_bob=\"b'c\";",
+        )
+        .unwrap();
+        assert_eq!(entries[0].options["username"], "admin");
+        assert_eq!(entries[0].options["password"], "a 'quoted' secret");
+        assert_eq!(entries[0].options["user_bob"], "b'c");
+        assert!(parse_jaas("a.B required k='v;").is_err());
     }
 
     #[test]
