@@ -907,8 +907,11 @@ fn client_for<'a>(
 /// (openraft leaders do not step down on their own), and a voter with a
 /// newer log names the new active controller. Ends when aborted.
 async fn follow(inner: Arc<ObserverInner>) {
-    let mut slot: Option<(VoterAddress, PeerClient)> = None;
-    let mut probe_slot: Option<(VoterAddress, PeerClient)> = None;
+    // One connection per voter address, kept across calls: the probes
+    // alternate between the voters that are not the leader, and a single
+    // slot dialled (and, over TLS, handshook and authenticated) anew at
+    // each switch, closing the previous connection every few hundred ms.
+    let mut slots: BTreeMap<String, Option<(VoterAddress, PeerClient)>> = BTreeMap::new();
     let mut next_bootstrap = 0usize;
     let mut next_probe = 0usize;
     let mut full_image = false;
@@ -923,18 +926,14 @@ async fn follow(inner: Arc<ObserverInner>) {
         let leader_target = inner.leader();
         let probing = probe && leader_target.is_some();
         probe = false;
-        let (target, max_wait, slot) = match (&leader_target, probing) {
-            (Some(leader), true) => (
-                inner.other_voter(leader, &mut next_probe),
-                Duration::ZERO,
-                &mut probe_slot,
-            ),
+        let (target, max_wait) = match (&leader_target, probing) {
+            (Some(leader), true) => (inner.other_voter(leader, &mut next_probe), Duration::ZERO),
             _ => (
                 inner.leader_or_bootstrap(&mut next_bootstrap),
                 FETCH_MAX_WAIT,
-                &mut slot,
             ),
         };
+        let slot = slots.entry(target.address.clone()).or_default();
         let request = FetchMetadataRequest {
             observer_id: inner.node_id,
             after_offset,

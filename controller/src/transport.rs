@@ -495,11 +495,6 @@ enum ClientKind {
 }
 
 impl PeerClient {
-    /// The voter this client talks to.
-    pub(crate) fn target(&self) -> u64 {
-        self.target
-    }
-
     /// Sends `request` and waits at most `timeout` for the response.
     pub(crate) async fn call(
         &mut self,
@@ -521,7 +516,7 @@ impl PeerClient {
             } => {
                 if connection
                     .as_mut()
-                    .is_some_and(|framed| !is_idle_open(framed))
+                    .is_some_and(|framed| !is_idle_open(framed, *next_correlation_id))
                 {
                     // The peer closed it (e.g. restarted) since the last
                     // request: reconnect instead of failing this request.
@@ -565,12 +560,18 @@ impl PeerClient {
                 };
                 let exchange = async {
                     framed.send(frame).await.map_err(|e| e.to_string())?;
-                    let reply = framed
-                        .next()
-                        .await
-                        .ok_or_else(|| "connection closed".to_string())?
-                        .map_err(|e| e.to_string())?;
-                    let (id, response) = decode_response(&reply).map_err(|e| e.to_string())?;
+                    let (id, response) = loop {
+                        let reply = framed
+                            .next()
+                            .await
+                            .ok_or_else(|| "connection closed".to_string())?
+                            .map_err(|e| e.to_string())?;
+                        let (id, response) = decode_response(&reply).map_err(|e| e.to_string())?;
+                        // The late answer to a call given up on.
+                        if !is_stale(id, correlation_id) {
+                            break (id, response);
+                        }
+                    };
                     if id != correlation_id {
                         return Err(format!(
                             "response correlation id {id}, expected {correlation_id}"
@@ -585,25 +586,51 @@ impl PeerClient {
                     }
                     Ok(response)
                 };
-                let result = match tokio::time::timeout(timeout, exchange).await {
-                    Ok(result) => result,
-                    Err(_) => Err(format!("no response within {} ms", timeout.as_millis())),
-                };
-                result.map_err(|reason| {
-                    *connection = None;
-                    TransportError::Network { target, reason }
-                })
+                match tokio::time::timeout(timeout, exchange).await {
+                    Ok(Ok(response)) => Ok(response),
+                    Ok(Err(reason)) => {
+                        *connection = None;
+                        Err(TransportError::Network { target, reason })
+                    }
+                    // The connection stays: the answer, if it comes, is
+                    // skipped by its correlation id (as when openraft
+                    // drops a call at its own timeout, which is this one).
+                    Err(_) => Err(TransportError::Network {
+                        target,
+                        reason: format!("no response within {} ms", timeout.as_millis()),
+                    }),
+                }
             }
         }
     }
 }
 
 /// True when an idle client connection is still usable: the peer has not
-/// closed it and sent nothing unasked. Polls the next frame once without
-/// waiting: pending means open (a closed connection reads its end, a TLS
-/// one its close_notify).
-fn is_idle_open(framed: &mut Framed<Box<dyn SecuredStream>, LengthDelimitedCodec>) -> bool {
-    framed.next().now_or_never().is_none()
+/// closed it and sent nothing unasked. Reads what is ready without
+/// waiting, skipping late answers to calls given up on (ids up to
+/// `last_sent`): pending means open (a closed connection reads its end, a
+/// TLS one its close_notify).
+fn is_idle_open(
+    framed: &mut Framed<Box<dyn SecuredStream>, LengthDelimitedCodec>,
+    last_sent: u32,
+) -> bool {
+    loop {
+        match framed.next().now_or_never() {
+            None => return true,
+            Some(Some(Ok(frame))) => match decode_response(&frame) {
+                Ok((id, _)) if is_stale(id, last_sent.wrapping_add(1)) => continue,
+                _ => return false,
+            },
+            Some(_) => return false,
+        }
+    }
+}
+
+/// Whether answer `id` belongs to a request sent before request `current`
+/// on the same connection (correlation ids count up and wrap).
+fn is_stale(id: u32, current: u32) -> bool {
+    let behind = current.wrapping_sub(id);
+    behind != 0 && behind < u32::MAX / 2
 }
 
 fn truncated(reason: &str) -> &str {
@@ -676,6 +703,13 @@ async fn serve_connection(
         let frame = match frame {
             None => return,
             Some(Ok(frame)) => frame,
+            // A peer that drops its end without TLS's close_notify (a
+            // client replaced, a node stopped) is a close, not a fault.
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                tracing::debug!(%peer, reason = truncated(&e.to_string()),
+                    "controller connection closed by its peer");
+                return;
+            }
             Some(Err(e)) => break e.to_string(),
         };
         let (correlation_id, request) = match decode_request(&frame) {
@@ -1082,10 +1116,11 @@ mod tests {
         let deadline = tokio::time::Instant::now() + timeout;
         while let ClientKind::Tcp {
             connection: Some(framed),
+            next_correlation_id,
             ..
         } = &mut client.kind
         {
-            if !is_idle_open(framed) {
+            if !is_idle_open(framed, *next_correlation_id) {
                 break;
             }
             assert!(
@@ -1098,6 +1133,83 @@ mod tests {
             client.call(command(), timeout).await.unwrap(),
             QuorumResponse::Command(Err(ControllerError::NotController { leader: None }))
         ));
+    }
+
+    /// openraft gives up on a call by dropping its future (its timeout is
+    /// the heartbeat interval, as this transport's own): the late answer
+    /// is skipped by its correlation id and the next call is answered on
+    /// the same connection. Each such call closed the connection and
+    /// dialled (TLS, SASL) a new one before, several times a second on a
+    /// busy node.
+    #[tokio::test]
+    async fn a_call_given_up_on_keeps_its_connection_and_its_late_answer_is_skipped() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client_transport =
+            QuorumTransport::tcp(TcpListener::bind("127.0.0.1:0").await.unwrap());
+        let mut client = client_transport.client(2, 1, &addr.to_string());
+        let command = || QuorumRequest::Command(ControllerCommand::ReadOffset);
+        let answer = |id: u32| {
+            encode_response(
+                id,
+                &QuorumResponse::Command(Err(ControllerError::NotController {
+                    leader: Some(id as i32),
+                })),
+            )
+            .unwrap()
+        };
+
+        // Given up on before the server answers (dropped, as openraft's
+        // timeout drops it), then by this transport's own timeout.
+        let accepted = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            (listener, Framed::new(stream, codec()))
+        });
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(50),
+            client.call(command(), Duration::from_secs(60)),
+        )
+        .await;
+        assert!(dropped.is_err(), "the server has not answered");
+        let (listener, mut server) = accepted.await.unwrap();
+        let first = server.next().await.unwrap().unwrap();
+        let (first_id, _) = decode_request(&first).unwrap();
+        let timed_out = client
+            .call(command(), Duration::from_millis(50))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(timed_out, TransportError::Network { .. }),
+            "{timed_out}"
+        );
+        let second = server.next().await.unwrap().unwrap();
+        let (second_id, _) = decode_request(&second).unwrap();
+
+        // Both late answers arrive; one is already readable when the next
+        // call starts, the other comes before its answer.
+        server.send(answer(first_id)).await.unwrap();
+        let third = tokio::spawn(async move {
+            let answered = client.call(command(), Duration::from_secs(60)).await;
+            (client, answered)
+        });
+        let request = server.next().await.unwrap().unwrap();
+        let (third_id, _) = decode_request(&request).unwrap();
+        server.send(answer(second_id)).await.unwrap();
+        server.send(answer(third_id)).await.unwrap();
+        let (_client, answered) = third.await.unwrap();
+        assert!(
+            matches!(
+                answered.unwrap(),
+                QuorumResponse::Command(Err(ControllerError::NotController { leader: Some(id) }))
+                    if id == third_id as i32
+            ),
+            "the third call gets its own answer"
+        );
+        // One connection served all three calls.
+        assert!(
+            listener.accept().now_or_never().is_none(),
+            "the client dialled again"
+        );
     }
 
     #[tokio::test(start_paused = true)]

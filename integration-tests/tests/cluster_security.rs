@@ -254,6 +254,22 @@ fn three_nodes_replicate_and_elect_over_sasl_ssl_only() {
     support::kcat_produce(&bootstrap, "secured", &first, &support::strs(&options));
     support::assert_replicas_identical(&brokers, "secured", 0);
     let leader = leader_of(&bootstrap, &options, "secured", &[1, 2, 3], 3);
+    // The voters' controller listeners saw no faulty connection: a peer
+    // dropping a TLS connection without close_notify is a close, and the
+    // observer keeps one connection per voter (a warning per replaced
+    // connection, several a second, filled the logs before).
+    for broker in &brokers {
+        let log = std::fs::read_to_string(broker.log_path()).expect("reading a node's log");
+        let warnings: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("closing controller connection"))
+            .collect();
+        assert!(
+            warnings.is_empty(),
+            "node {}: {warnings:#?}",
+            broker.node_id()
+        );
+    }
 
     // The leader dies; the quorum (two voters left, over SASL_SSL) moves
     // leadership to a survivor, which takes acks=all writes.

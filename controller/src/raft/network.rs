@@ -55,7 +55,7 @@ fn entries_that_fit(rpc: &AppendEntriesRequest<MetadataTypeConfig>) -> Option<u6
 }
 
 /// Creates clients from this voter to the others.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct QuorumNetworkFactory {
     node_id: u64,
     transport: QuorumTransport,
@@ -65,6 +65,25 @@ pub(crate) struct QuorumNetworkFactory {
     /// the initializing voter's view (as Kafka, each node uses its own
     /// config to reach the others).
     voter_addresses: Arc<BTreeMap<u64, String>>,
+    /// Clients openraft dropped, by (voter, address), for its next ones
+    /// (see [`VoterClient`]).
+    idle: Arc<IdleClients>,
+}
+
+/// Idle clients (and their open connections) by (voter, address).
+type IdleClients = std::sync::Mutex<BTreeMap<(u64, String), Vec<PeerClient>>>;
+
+/// How many idle clients are kept per voter: openraft's leadership checks
+/// run one at a time per voter, replication streams keep their own.
+const MAX_IDLE_CLIENTS_PER_VOTER: usize = 2;
+
+impl std::fmt::Debug for QuorumNetworkFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuorumNetworkFactory")
+            .field("node_id", &self.node_id)
+            .field("voter_addresses", &self.voter_addresses)
+            .finish_non_exhaustive()
+    }
 }
 
 impl QuorumNetworkFactory {
@@ -78,6 +97,7 @@ impl QuorumNetworkFactory {
             transport,
             contacts: Arc::default(),
             voter_addresses,
+            idle: Arc::default(),
         }
     }
 
@@ -87,10 +107,45 @@ impl QuorumNetworkFactory {
     }
 }
 
-/// A client to one voter.
+/// A client to one voter. openraft makes one per replication stream, vote
+/// round and leadership check (`ensure_linearizable` sends a heartbeat
+/// round with new clients); a dropped client's [`PeerClient`], with its
+/// open (TLS, authenticated) connection, goes back to the factory for the
+/// next client to that voter instead of being closed.
 pub(crate) struct VoterClient {
-    client: PeerClient,
+    /// `None` only while being dropped.
+    client: Option<PeerClient>,
+    /// (voter, address): where the client goes back to.
+    key: (u64, String),
+    idle: Arc<IdleClients>,
     contacts: Arc<ReplicaContacts>,
+}
+
+impl VoterClient {
+    fn peer(&mut self) -> Result<&mut PeerClient, TransportError> {
+        let target = self.key.0;
+        self.client
+            .as_mut()
+            .ok_or_else(|| TransportError::Unreachable {
+                target,
+                reason: "client dropped".into(),
+            })
+    }
+}
+
+impl Drop for VoterClient {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        let Ok(mut idle) = self.idle.lock() else {
+            return;
+        };
+        let clients = idle.entry(std::mem::take(&mut self.key)).or_default();
+        if clients.len() < MAX_IDLE_CLIENTS_PER_VOTER {
+            clients.push(client);
+        }
+    }
 }
 
 fn rpc_error<E: std::error::Error>(e: TransportError) -> RPCError<u64, BasicNode, E> {
@@ -115,12 +170,19 @@ impl RaftNetworkFactory<MetadataTypeConfig> for QuorumNetworkFactory {
     type Network = VoterClient;
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> Self::Network {
+        let addr = self.voter_addresses.get(&target).unwrap_or(&node.addr);
+        let key = (target, addr.clone());
+        let pooled = self
+            .idle
+            .lock()
+            .ok()
+            .and_then(|mut idle| idle.get_mut(&key).and_then(Vec::pop));
         VoterClient {
-            client: self.transport.client(
-                self.node_id,
-                target,
-                self.voter_addresses.get(&target).unwrap_or(&node.addr),
+            client: Some(
+                pooled.unwrap_or_else(|| self.transport.client(self.node_id, target, addr)),
             ),
+            key,
+            idle: self.idle.clone(),
             contacts: self.contacts.clone(),
         }
     }
@@ -132,7 +194,7 @@ impl RaftNetwork<MetadataTypeConfig> for VoterClient {
         rpc: AppendEntriesRequest<MetadataTypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        let target = self.client.target();
+        let target = self.key.0;
         if let Some(fit) = entries_that_fit(&rpc) {
             // openraft sends fewer entries at once and retries at once.
             return Err(RPCError::PayloadTooLarge(
@@ -140,7 +202,8 @@ impl RaftNetwork<MetadataTypeConfig> for VoterClient {
             ));
         }
         match self
-            .client
+            .peer()
+            .map_err(rpc_error)?
             .call(QuorumRequest::AppendEntries(rpc), option.hard_ttl())
             .await
             .map_err(rpc_error)?
@@ -161,9 +224,10 @@ impl RaftNetwork<MetadataTypeConfig> for VoterClient {
         InstallSnapshotResponse<u64>,
         RPCError<u64, BasicNode, RaftError<u64, InstallSnapshotError>>,
     > {
-        let target = self.client.target();
+        let target = self.key.0;
         match self
-            .client
+            .peer()
+            .map_err(rpc_error)?
             .call(QuorumRequest::InstallSnapshot(rpc), option.hard_ttl())
             .await
             .map_err(rpc_error)?
@@ -180,9 +244,10 @@ impl RaftNetwork<MetadataTypeConfig> for VoterClient {
         rpc: VoteRequest<u64>,
         option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        let target = self.client.target();
+        let target = self.key.0;
         match self
-            .client
+            .peer()
+            .map_err(rpc_error)?
             .call(QuorumRequest::Vote(rpc), option.hard_ttl())
             .await
             .map_err(rpc_error)?
@@ -198,6 +263,8 @@ impl RaftNetwork<MetadataTypeConfig> for VoterClient {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use futures::FutureExt;
 
     use super::*;
 
@@ -257,6 +324,57 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, RPCError::Unreachable(_)), "{err}");
+    }
+
+    /// openraft makes a client per target for each leadership check
+    /// (`ensure_linearizable`, a heartbeat round) and drops it after one
+    /// call; each of those dialled (TLS, SASL) and closed a connection
+    /// before, dozens a minute. A dropped client's connection serves the
+    /// next client to the same voter.
+    #[tokio::test]
+    async fn clients_openraft_drops_hand_their_connection_to_the_next_one() {
+        use futures::{SinkExt, StreamExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let transport =
+            QuorumTransport::tcp(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+        let mut factory =
+            QuorumNetworkFactory::new(1, transport, Arc::new(BTreeMap::from([(2, addr.clone())])));
+        let server = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut framed = tokio_util::codec::Framed::new(stream, crate::transport::codec());
+            for _ in 0..3 {
+                let frame = framed.next().await.unwrap().unwrap();
+                let (id, _) = crate::transport::decode_request(&frame).unwrap();
+                let answer = QuorumResponse::Vote(Ok(VoteResponse {
+                    vote: openraft::Vote::new(1, 1),
+                    vote_granted: true,
+                    last_log_id: None,
+                }));
+                framed
+                    .send(crate::transport::encode_response(id, &answer).unwrap())
+                    .await
+                    .unwrap();
+            }
+            // A second connection would be waiting by now.
+            listener.accept().now_or_never().is_none()
+        });
+        let option = RPCOption::new(Duration::from_secs(30));
+        for _ in 0..3 {
+            let mut client = factory.new_client(2, &BasicNode::default()).await;
+            let granted = client
+                .vote(
+                    VoteRequest::new(openraft::Vote::new(1, 1), None),
+                    option.clone(),
+                )
+                .await
+                .unwrap();
+            assert!(granted.vote_granted);
+        }
+        assert!(
+            server.await.unwrap(),
+            "one connection served the three clients"
+        );
     }
 
     #[tokio::test]
