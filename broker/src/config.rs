@@ -274,6 +274,10 @@ pub struct BrokerConfig {
     /// `broker.session.timeout.ms`: the active controller fences a broker
     /// whose last heartbeat is older than this, ms (>= 1). Default: 9000.
     pub broker_session_timeout_ms: u64,
+    /// `controller.quorum.election.timeout.ms`: a voter that hears no
+    /// leader for a random time in [this, twice this] stands for election
+    /// (Kafka's `QuorumConfig` randomization), ms (>= 10). Default: 1000.
+    pub controller_quorum_election_timeout_ms: u64,
     /// `auto.leader.rebalance.enable`: the active controller periodically
     /// moves leadership back to preferred replicas. Default: true.
     pub auto_leader_rebalance_enable: bool,
@@ -561,6 +565,7 @@ impl Default for BrokerConfig {
             controller_listener_names: vec!["CONTROLLER".to_string()],
             broker_heartbeat_interval_ms: 2000,
             broker_session_timeout_ms: 9000,
+            controller_quorum_election_timeout_ms: 1000,
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval_seconds: 300,
             leader_imbalance_per_broker_percentage: 10,
@@ -852,6 +857,22 @@ impl BrokerConfig {
                         .cloned()
                         .unwrap_or_else(|| DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP.into()),
                     reason: format!("No security protocol defined for listener {}", l.name),
+                });
+            }
+        }
+        // Weir keeps the metadata log (`__cluster_metadata-0`) in the first
+        // log directory; Kafka's metadata.log.dir naming that directory is
+        // the same layout, another directory is not served.
+        if let Some(dir) = c.explicit.get("metadata.log.dir") {
+            if std::path::Path::new(dir.trim()) != c.log_dir() {
+                return Err(ConfigError::InvalidValue {
+                    key: "metadata.log.dir".into(),
+                    value: dir.clone(),
+                    reason: format!(
+                        "Weir keeps the metadata log in the first log directory ({}); \
+                         remove metadata.log.dir or set it to that directory",
+                        c.log_dir().display()
+                    ),
                 });
             }
         }
@@ -1216,6 +1237,50 @@ mod tests {
         }
     }
 
+    /// Keys of Kafka's own configurations (its shipped
+    /// `config/server.properties` and common security set-ups) that Weir
+    /// does not act on are accepted, as Kafka accepts them; before, each
+    /// stopped the start as an unknown key.
+    #[test]
+    fn kafka_keys_weir_does_not_act_on_are_accepted() {
+        let dir = "/var/lib/kafka/data";
+        let c = config_of(&[
+            ("log.dirs", dir),
+            ("metadata.log.dir", "/var/lib/kafka/data/"),
+            ("share.coordinator.state.topic.replication.factor", "1"),
+            ("share.coordinator.state.topic.min.isr", "1"),
+            ("ssl.secure.random.implementation", "SHA1PRNG"),
+            ("ssl.provider", ""),
+            (
+                "principal.builder.class",
+                "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+            ),
+            ("sasl.kerberos.service.name", "kafka"),
+            ("sasl.kerberos.principal.to.local.rules", "DEFAULT"),
+            ("sasl.login.refresh.window.factor", "0.8"),
+            ("sasl.login.connect.timeout.ms", "10000"),
+            ("early.start.listeners", "CONTROLLER"),
+            ("controller.quorum.election.timeout.ms", "1500"),
+            ("controller.quorum.fetch.timeout.ms", "3000"),
+            ("ssl.enabled.protocols", "TLSv1.1,TLSv1.2,TLSv1.3"),
+        ])
+        .unwrap();
+        assert_eq!(c.controller_quorum_election_timeout_ms, 1500);
+        // The metadata log lives in the first log directory: another
+        // directory, or another principal builder, would be ignored
+        // silently, so they are refused with the reason.
+        for (key, value) in [
+            ("metadata.log.dir", "/var/lib/kafka/meta"),
+            (
+                "principal.builder.class",
+                "com.example.CustomPrincipalBuilder",
+            ),
+        ] {
+            let err = config_of(&[("log.dirs", dir), (key, value)]).unwrap_err();
+            assert!(err.to_string().contains(key), "{err}");
+        }
+    }
+
     #[test]
     fn unknown_key_is_named() {
         let err =
@@ -1504,6 +1569,49 @@ mod tests {
                 &["0", SHORT_TOO_BIG],
             ),
             ("transaction.state.log.min.isr", &["1"], &["0"]),
+            (
+                "share.coordinator.state.topic.replication.factor",
+                &["1"],
+                &["0", SHORT_TOO_BIG],
+            ),
+            ("share.coordinator.state.topic.min.isr", &["1"], &["0"]),
+            (
+                "controller.quorum.election.timeout.ms",
+                &["10", "1000"],
+                &["9", INT_TOO_BIG],
+            ),
+            (
+                "controller.quorum.fetch.timeout.ms",
+                &["2000"],
+                &[INT_TOO_BIG],
+            ),
+            (
+                "sasl.kerberos.min.time.before.relogin",
+                &["60000"],
+                &[LONG_TOO_BIG],
+            ),
+            ("sasl.kerberos.ticket.renew.jitter", &["0.05"], &["x"]),
+            ("sasl.kerberos.ticket.renew.window.factor", &["0.8"], &["x"]),
+            ("sasl.login.refresh.window.factor", &["0.8"], &["x"]),
+            ("sasl.login.refresh.window.jitter", &["0.05"], &["x"]),
+            (
+                "sasl.login.refresh.min.period.seconds",
+                &["60"],
+                &[SHORT_TOO_BIG],
+            ),
+            (
+                "sasl.login.refresh.buffer.seconds",
+                &["300"],
+                &[SHORT_TOO_BIG],
+            ),
+            ("sasl.login.connect.timeout.ms", &["10000"], &[INT_TOO_BIG]),
+            ("sasl.login.read.timeout.ms", &["10000"], &[INT_TOO_BIG]),
+            ("sasl.login.retry.backoff.ms", &["100"], &[LONG_TOO_BIG]),
+            (
+                "sasl.login.retry.backoff.max.ms",
+                &["10000"],
+                &[LONG_TOO_BIG],
+            ),
             ("socket.request.max.bytes", &["1"], &["0", INT_TOO_BIG]),
             ("socket.send.buffer.bytes", &["-1"], &[INT_TOO_BIG]),
             ("socket.receive.buffer.bytes", &["-1"], &[INT_TOO_BIG]),

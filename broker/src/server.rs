@@ -155,6 +155,12 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
             min_insync_replicas: config.min_insync_replicas,
         },
         bootstrap_records: crate::bootstrap::read(&log_dir)?,
+        // Kafka's QuorumConfig: the election timeout is drawn from
+        // [timeout, 2 * timeout]; the leader heartbeats well inside it.
+        election_timeout_min_ms: config.controller_quorum_election_timeout_ms,
+        election_timeout_max_ms: 2 * config.controller_quorum_election_timeout_ms,
+        heartbeat_interval_ms: (config.controller_quorum_election_timeout_ms / 2)
+            .min(QuorumOptions::default().heartbeat_interval_ms),
         ..QuorumOptions::default()
     };
     let controller: MetadataController = if broker_only {

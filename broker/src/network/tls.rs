@@ -29,7 +29,7 @@ use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, SecurityProtocol, LISTENER_PREFIX};
 
 /// Why a listener's TLS configuration cannot be built; the message names
 /// the key to change.
@@ -539,12 +539,43 @@ impl ListenerKeys<'_> {
     }
 }
 
+/// The listener's `ssl.client.auth`. As Kafka's `ChannelBuilders`, the
+/// broker-wide key applies only to SSL listeners: a SASL_SSL listener uses
+/// its listener-prefixed key or `none` (with Kafka's warning when the
+/// broker-wide key asks for more).
 fn client_auth(keys: &ListenerKeys<'_>) -> Result<ClientAuth, TlsConfigError> {
-    match keys
-        .get_or("ssl.client.auth", "none")
-        .to_ascii_lowercase()
-        .as_str()
-    {
+    let value = if keys.config.security_protocol(keys.listener) == Some(SecurityProtocol::SaslSsl) {
+        let prefixed = format!(
+            "{LISTENER_PREFIX}{}.ssl.client.auth",
+            keys.listener.to_ascii_lowercase()
+        );
+        match keys
+            .config
+            .explicit
+            .get(&prefixed)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+        {
+            Some(value) => value,
+            None => {
+                if keys
+                    .get("ssl.client.auth")
+                    .is_some_and(|v| !v.eq_ignore_ascii_case("none"))
+                {
+                    tracing::warn!(
+                        listener = keys.listener,
+                        "Broker configuration 'ssl.client.auth' is applied only to SSL listeners. \
+                         Listener-prefixed configuration can be used to enable SSL client \
+                         authentication for SASL_SSL listeners."
+                    );
+                }
+                "none"
+            }
+        }
+    } else {
+        keys.get_or("ssl.client.auth", "none")
+    };
+    match value.to_ascii_lowercase().as_str() {
         "none" => Ok(ClientAuth::None),
         "requested" => Ok(ClientAuth::Requested),
         "required" => Ok(ClientAuth::Required),
@@ -568,6 +599,15 @@ fn protocol_versions(
         versions.push(match name {
             "TLSv1.3" => &rustls::version::TLS13,
             "TLSv1.2" => &rustls::version::TLS12,
+            // The JDK names them and Kafka starts with them, but its
+            // jdk.tls.disabledAlgorithms turns them off: skipped.
+            "TLSv1" | "TLSv1.1" => {
+                tracing::warn!(
+                    listener = keys.listener,
+                    "ssl.enabled.protocols: {name} is not served (TLSv1.2 and TLSv1.3 are)"
+                );
+                continue;
+            }
             other => {
                 return Err(keys.invalid(
                     "ssl.enabled.protocols",
@@ -577,7 +617,10 @@ fn protocol_versions(
         });
     }
     if versions.is_empty() {
-        return Err(keys.invalid("ssl.enabled.protocols", "no protocol enabled"));
+        return Err(keys.invalid(
+            "ssl.enabled.protocols",
+            "no protocol Weir serves is enabled (TLSv1.2, TLSv1.3)",
+        ));
     }
     Ok(versions)
 }
@@ -604,17 +647,34 @@ fn provider(keys: &ListenerKeys<'_>) -> Result<CryptoProvider, TlsConfigError> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect();
-    for name in &wanted {
-        if !provider
+    let served = |name: &str| {
+        provider
             .cipher_suites
             .iter()
-            .any(|s| iana_suite_name(s.suite()) == *name)
-        {
-            return Err(keys.invalid(
-                "ssl.cipher.suites",
-                format!("{name} is not a cipher suite Weir serves"),
-            ));
-        }
+            .any(|s| iana_suite_name(s.suite()) == name)
+    };
+    let skipped: Vec<&str> = wanted.iter().copied().filter(|n| !served(n)).collect();
+    if skipped.len() == wanted.len() {
+        return Err(keys.invalid(
+            "ssl.cipher.suites",
+            format!(
+                "none of {} is a cipher suite Weir serves ({})",
+                wanted.join(","),
+                provider
+                    .cipher_suites
+                    .iter()
+                    .map(|s| iana_suite_name(s.suite()))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        ));
+    }
+    if !skipped.is_empty() {
+        tracing::warn!(
+            listener = keys.listener,
+            skipped = skipped.join(","),
+            "ssl.cipher.suites names suites Weir does not serve (rustls offers no CBC or RSA key exchange suites); serving the others"
+        );
     }
     provider
         .cipher_suites
@@ -903,6 +963,30 @@ mod tests {
         );
     }
 
+    /// Kafka's `ChannelBuilders` applies the broker-wide `ssl.client.auth`
+    /// only to SSL listeners: a SASL_SSL listener asks for a client
+    /// certificate only by its listener-prefixed key (a SASL_SSL listener
+    /// refused every SASL client without a certificate before).
+    #[tokio::test]
+    async fn broker_wide_ssl_client_auth_applies_only_to_ssl_listeners() {
+        let pki = Pki::new();
+        let config = pki.config(&[("ssl.client.auth", "required")]);
+        let sasl_ssl = server_config(&config, "SASL_SSL").unwrap();
+        assert!(
+            exchange(sasl_ssl, pki.connector(false)).await,
+            "SASL_SSL: the broker-wide key does not apply"
+        );
+        let ssl = server_config(&config, "SSL").unwrap();
+        assert!(!exchange(ssl, pki.connector(false)).await, "SSL: it does");
+        let prefixed = pki.config(&[("listener.name.sasl_ssl.ssl.client.auth", "required")]);
+        let sasl_ssl = server_config(&prefixed, "SASL_SSL").unwrap();
+        assert!(
+            !exchange(sasl_ssl.clone(), pki.connector(false)).await,
+            "SASL_SSL: the listener-prefixed key applies"
+        );
+        assert!(exchange(sasl_ssl, pki.connector(true)).await);
+    }
+
     #[test]
     fn inline_pem_keys_serve_as_the_keystore_file() {
         let pki = Pki::new();
@@ -1005,6 +1089,16 @@ mod tests {
         }
     }
 
+    /// The IANA names of the suites `server` offers.
+    fn served_suites(server: &ServerConfig) -> Vec<String> {
+        server
+            .crypto_provider()
+            .cipher_suites
+            .iter()
+            .map(|s| iana_suite_name(s.suite()))
+            .collect()
+    }
+
     #[tokio::test]
     async fn cipher_suites_and_protocols_restrict_the_handshake() {
         let pki = Pki::new();
@@ -1016,13 +1110,10 @@ mod tests {
             ),
         ]);
         let server = server_config(&tls12_only, "SSL").unwrap();
-        let suites: Vec<String> = server
-            .crypto_provider()
-            .cipher_suites
-            .iter()
-            .map(|s| iana_suite_name(s.suite()))
-            .collect();
-        assert_eq!(suites, ["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"]);
+        assert_eq!(
+            served_suites(&server),
+            ["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"]
+        );
         assert!(
             exchange(server, pki.connector(false)).await,
             "TLS 1.2 with the one suite"
@@ -1033,6 +1124,36 @@ mod tests {
             exchange(server, pki.connector(false)).await,
             "TLS 1.3 by its JDK name"
         );
+    }
+
+    /// A Kafka configuration names what the JDK serves: CBC suites and
+    /// TLSv1/TLSv1.1 (which the JDK's `jdk.tls.disabledAlgorithms` turns
+    /// off anyway). Weir serves the rest of the list, warning about what it
+    /// skips, and refuses only a list of which it serves nothing (Kafka's
+    /// configurations with such entries stopped Weir's start before).
+    #[tokio::test]
+    async fn suites_and_versions_rustls_lacks_are_skipped_when_others_remain() {
+        let pki = Pki::new();
+        let config = pki.config(&[
+            ("ssl.enabled.protocols", "TLSv1,TLSv1.1,TLSv1.2"),
+            (
+                "ssl.cipher.suites",
+                "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256, TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+            ),
+        ]);
+        let server = server_config(&config, "SSL").unwrap();
+        assert_eq!(
+            served_suites(&server),
+            ["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"]
+        );
+        assert!(exchange(server, pki.connector(false)).await);
+        for (key, value) in [
+            ("ssl.enabled.protocols", "TLSv1,TLSv1.1"),
+            ("ssl.cipher.suites", "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256"),
+        ] {
+            let err = server_config(&pki.config(&[(key, value)]), "SSL").unwrap_err();
+            assert!(err.to_string().contains(key), "{err}");
+        }
     }
 
     /// KIP-226 by file: new store content is served to new connections;
