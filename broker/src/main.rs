@@ -17,7 +17,7 @@ use weir_broker::config::BrokerConfig;
 #[command(name = "weir", version, about)]
 struct Cli {
     /// A Kafka-style server.properties file.
-    #[arg(long, value_name = "FILE", global = true)]
+    #[arg(long, short = 'c', value_name = "FILE", global = true)]
     config: Option<PathBuf>,
     /// A `key=value` that overrides the file (repeatable), as
     /// kafka-server-start.sh --override.
@@ -49,8 +49,22 @@ enum Command {
         cluster_id: String,
         /// Succeed without writing when the directory is already formatted
         /// with the same cluster id and node id.
-        #[arg(long)]
+        #[arg(long, short = 'g')]
         ignore_formatted: bool,
+        /// As `kafka-storage format --standalone` (KIP-853): this
+        /// controller alone is the quorum. Weir's single node is that
+        /// already; refused with `controller.quorum.voters` set, as Kafka.
+        #[arg(long, short = 's')]
+        standalone: bool,
+        /// `kafka-storage format --initial-controllers`: a dynamic quorum,
+        /// which Weir does not have (its voters are
+        /// `controller.quorum.voters`); refused with the reason.
+        #[arg(long, short = 'I', value_name = "VOTERS")]
+        initial_controllers: Option<String>,
+        /// `kafka-storage format --no-initial-controllers`: accepted; the
+        /// voters are `controller.quorum.voters`.
+        #[arg(long, short = 'N')]
+        no_initial_controllers: bool,
         /// A SCRAM user the new cluster starts with, as `kafka-storage
         /// format --add-scram`: `SCRAM-SHA-256=[name=alice,password=secret]`
         /// (also `iterations=`, `salt=` base64, `saltedpassword=` base64).
@@ -76,8 +90,17 @@ fn main() -> ExitCode {
         Some(Command::Format {
             cluster_id,
             ignore_formatted,
+            standalone,
+            initial_controllers,
+            no_initial_controllers: _,
             add_scram,
-        }) => return format(&cli, cluster_id, *ignore_formatted, add_scram),
+        }) => {
+            let quorum = QuorumFlags {
+                standalone: *standalone,
+                initial_controllers: initial_controllers.is_some(),
+            };
+            return format(&cli, cluster_id, *ignore_formatted, quorum, add_scram);
+        }
         None => {}
     }
     tracing_subscriber::fmt()
@@ -139,9 +162,56 @@ async fn wait_for_signal() {
     }
 }
 
+/// `weir format`'s quorum flags, as `kafka-storage format`'s.
+#[derive(Clone, Copy, Debug, Default)]
+struct QuorumFlags {
+    /// `--standalone`.
+    standalone: bool,
+    /// `--initial-controllers` was given.
+    initial_controllers: bool,
+}
+
+/// Whether `flags` fit `config`, as Kafka's `StorageTool`: neither
+/// `--standalone` nor `--initial-controllers` with static voters; Weir has
+/// no dynamic quorum, so `--initial-controllers` is refused and
+/// `--standalone` serves a single controller (which Weir's one-voter quorum
+/// is).
+///
+/// # Errors
+/// What to change, in Kafka's words where Kafka refuses too.
+fn check_quorum_flags(config: &BrokerConfig, flags: QuorumFlags) -> Result<(), String> {
+    if !config.controller_quorum_voters.trim().is_empty()
+        && (flags.standalone || flags.initial_controllers)
+    {
+        return Err(
+            "You cannot specify controller.quorum.voters and format the node with \
+                    --initial-controllers or --standalone. If you want to use dynamic quorum, \
+                    please remove controller.quorum.voters and specify \
+                    controller.quorum.bootstrap.servers instead."
+                .into(),
+        );
+    }
+    if flags.initial_controllers {
+        return Err("Weir's metadata quorum is static: list the voters in \
+                    controller.quorum.voters on every node and format without \
+                    --initial-controllers"
+            .into());
+    }
+    if flags.standalone && !config.is_controller() {
+        return Err("--standalone formats a controller: process.roles has no controller".into());
+    }
+    Ok(())
+}
+
 /// `weir format`: formats the first of `log.dirs` (the only one used),
 /// writing the bootstrap records of `add_scram` first.
-fn format(cli: &Cli, cluster_id: &str, ignore_formatted: bool, add_scram: &[String]) -> ExitCode {
+fn format(
+    cli: &Cli,
+    cluster_id: &str,
+    ignore_formatted: bool,
+    quorum: QuorumFlags,
+    add_scram: &[String],
+) -> ExitCode {
     let config = match BrokerConfig::load(cli.config.as_deref(), &cli.overrides) {
         Ok(c) => c,
         Err(e) => {
@@ -149,6 +219,10 @@ fn format(cli: &Cli, cluster_id: &str, ignore_formatted: bool, add_scram: &[Stri
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = check_quorum_flags(&config, quorum) {
+        eprintln!("weir: {e}");
+        return ExitCode::from(2);
+    }
     if !weir_storage::is_kafka_uuid(cluster_id) {
         eprintln!(
             "weir: cluster id {cluster_id:?} is not a Kafka UUID (22 base64url characters \
@@ -219,5 +293,76 @@ fn dump_log(files: &[PathBuf]) -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_of(pairs: &[(&str, &str)]) -> BrokerConfig {
+        BrokerConfig::from_pairs(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+        .unwrap()
+    }
+
+    /// Kafka 4's quickstart formats with `kafka-storage.sh format -t <id>
+    /// -c config/server.properties --standalone`; the same words format a
+    /// Weir node (only long names and no --standalone were read before).
+    #[test]
+    fn kafka_storage_format_words_are_read() {
+        let cli = Cli::try_parse_from([
+            "weir",
+            "format",
+            "-t",
+            "-x5QSHbfRHSPPmbCOtYpSw",
+            "-c",
+            "config/server.properties",
+            "--standalone",
+            "-g",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.config.as_deref(),
+            Some(std::path::Path::new("config/server.properties"))
+        );
+        match cli.command {
+            Some(Command::Format {
+                cluster_id,
+                ignore_formatted: true,
+                standalone: true,
+                ..
+            }) => assert_eq!(cluster_id, "-x5QSHbfRHSPPmbCOtYpSw"),
+            other => panic!("{other:?}"),
+        }
+        let single = config_of(&[]);
+        let standalone = QuorumFlags {
+            standalone: true,
+            initial_controllers: false,
+        };
+        check_quorum_flags(&single, standalone).unwrap();
+        check_quorum_flags(&single, QuorumFlags::default()).unwrap();
+        let voters = config_of(&[(
+            "controller.quorum.voters",
+            "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095",
+        )]);
+        let err = check_quorum_flags(&voters, standalone).unwrap_err();
+        assert!(
+            err.contains("You cannot specify controller.quorum.voters"),
+            "{err}"
+        );
+        check_quorum_flags(&voters, QuorumFlags::default()).unwrap();
+        let dynamic = QuorumFlags {
+            standalone: false,
+            initial_controllers: true,
+        };
+        let err = check_quorum_flags(&single, dynamic).unwrap_err();
+        assert!(err.contains("controller.quorum.voters"), "{err}");
+        let broker_only = config_of(&[("process.roles", "broker")]);
+        assert!(check_quorum_flags(&broker_only, standalone).is_err());
     }
 }
