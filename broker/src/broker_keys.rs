@@ -706,7 +706,7 @@ pub static BROKER_KEYS: &[BrokerKey] = {
             "the keystore's password (PEM: not used, as Kafka)",
             set: |_, _, _| Ok(()), get: |_| None),
         custom!("ssl.key.password", Password, null,
-            "the password of the keystore's encrypted PKCS#8 private key (`ENCRYPTED PRIVATE KEY`, PBES2 with AES)",
+            "the password of the keystore's encrypted PKCS#8 private key (`ENCRYPTED PRIVATE KEY`: PBES2 with AES, or PKCS#12's PBE-SHA1-3DES, which the JDK under Kafka reads)",
             set: |_, _, _| Ok(()), get: |_| None),
         custom!("ssl.keystore.key", Password, null,
             "the private key in PEM, inline (instead of `ssl.keystore.location`)",

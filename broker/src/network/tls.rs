@@ -7,7 +7,8 @@
 //! - keystore: `ssl.keystore.type=PEM` with `ssl.keystore.location` (one
 //!   PEM file holding the private key and the certificate chain) or inline
 //!   `ssl.keystore.key` + `ssl.keystore.certificate.chain` (KIP-651); an
-//!   encrypted PKCS#8 key (`ENCRYPTED PRIVATE KEY`, PBES2 with AES) is
+//!   encrypted PKCS#8 key (`ENCRYPTED PRIVATE KEY`, PBES2 with AES or
+//!   PKCS#12's PBE-SHA1-3DES) is
 //!   decrypted with `ssl.key.password`. JKS and PKCS12 stores are refused
 //!   with an error naming the key;
 //! - truststore (verifies client certificates): `ssl.truststore.type=PEM`
@@ -753,17 +754,75 @@ fn encrypted_key_der(pem: &[u8]) -> Option<Vec<u8>> {
         .map(|(_, der)| der)
 }
 
-/// Decrypts an encrypted PKCS#8 key (PBES2: PBKDF2 with AES-CBC, what
-/// `openssl pkcs8 -topk8 -v2 aes-256-cbc` and Kafka's PEM keystores use,
-/// KIP-651) with `password`. The error never holds the password.
+/// Decrypts an encrypted PKCS#8 key with `password`: PBES2 (PBKDF2 with
+/// AES-CBC, what `openssl pkcs8 -topk8` writes by default) or PKCS#12's
+/// `pbeWithSHAAnd3-KeyTripleDES-CBC` (`-v1 PBE-SHA1-3DES`, which the JDK
+/// under Kafka's PEM keystores reads, KIP-651). The error never holds the
+/// password.
 fn decrypt_key(der: &[u8], password: &str) -> Result<PrivateKeyDer<'static>, String> {
+    const CANNOT: &str = "cannot decrypt the private key with this password (or its cipher is \
+                          neither PBES2 with AES nor PBE-SHA1-3DES)";
+    if let Some(plaintext) = decrypt_pkcs12_3des(der, password) {
+        let plaintext = plaintext.map_err(|()| CANNOT.to_string())?;
+        return Ok(PrivateKeyDer::Pkcs8(plaintext.into()));
+    }
     let encrypted = pkcs8::EncryptedPrivateKeyInfo::try_from(der)
         .map_err(|e| format!("the encrypted private key is malformed ({e})"))?;
-    let document = encrypted.decrypt(password).map_err(|_| {
-        "cannot decrypt the private key with this password (or its cipher is not PBES2 with AES)"
-            .to_string()
-    })?;
+    let document = encrypted
+        .decrypt(password)
+        .map_err(|_| CANNOT.to_string())?;
     Ok(PrivateKeyDer::Pkcs8(document.as_bytes().to_vec().into()))
+}
+
+/// `EncryptedPrivateKeyInfo` under PKCS#12's
+/// `pbeWithSHAAnd3-KeyTripleDES-CBC` (RFC 7292 Appendix C): `None` when
+/// `der` uses another algorithm, else the decrypted PKCS#8 DER, or `Err`
+/// when it does not decrypt (a wrong password, as the JDK's
+/// `BadPaddingException`). Key and IV come from the PKCS#12 KDF with SHA-1
+/// over the password as a BMPString (Appendix B).
+fn decrypt_pkcs12_3des(der: &[u8], password: &str) -> Option<Result<Vec<u8>, ()>> {
+    use cbc::cipher::{block_padding::Pkcs7, BlockDecryptMut, KeyIvInit};
+    use der::{Decode, Reader};
+    use pkcs12::kdf::{derive_key_utf8, Pkcs12KeyType};
+    let mut reader = der::SliceReader::new(der).ok()?;
+    let (algorithm, data) = reader
+        .sequence(|r| {
+            Ok((
+                spki::AlgorithmIdentifierOwned::decode(r)?,
+                der::asn1::OctetString::decode(r)?,
+            ))
+        })
+        .ok()?;
+    if algorithm.oid != pkcs12::PKCS_12_PBE_WITH_SHAAND3_KEY_TRIPLE_DES_CBC {
+        return None;
+    }
+    let decrypt = || -> Result<Vec<u8>, ()> {
+        let params: pkcs12::pbe_params::Pkcs12PbeParams = algorithm
+            .parameters
+            .as_ref()
+            .ok_or(())?
+            .decode_as()
+            .map_err(|_| ())?;
+        let salt = params.salt.as_bytes();
+        let derive = |kind, len| {
+            derive_key_utf8::<sha1::Sha1>(password, salt, kind, params.iterations, len)
+                .map_err(|_| ())
+        };
+        let key = derive(Pkcs12KeyType::EncryptionKey, 24)?;
+        let iv = derive(Pkcs12KeyType::Iv, 8)?;
+        cbc::Decryptor::<des::TdesEde3>::new_from_slices(&key, &iv)
+            .map_err(|_| ())?
+            .decrypt_padded_vec_mut::<Pkcs7>(data.as_bytes())
+            .map_err(|_| ())
+            // A wrong password can leave valid padding by chance.
+            .and_then(
+                |plain| match pkcs8::PrivateKeyInfo::try_from(plain.as_slice()) {
+                    Ok(_) => Ok(plain),
+                    Err(_) => Err(()),
+                },
+            )
+    };
+    Some(decrypt())
 }
 
 /// The truststore's certificates; `missing` says why one is needed.
@@ -998,6 +1057,45 @@ mod tests {
             ("ssl.keystore.certificate.chain", chain),
         ]);
         server_config(&config, "SSL").unwrap();
+    }
+
+    /// A key encrypted with PKCS#12's `pbeWithSHAAnd3-KeyTripleDES-CBC`
+    /// (`openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES`), the form the JDK 17
+    /// that runs Kafka reads (it does not read every PBES2 key), so Kafka
+    /// users' encrypted keys take it; refused before. A throwaway P-256
+    /// key made for this test with that command, password
+    /// `weir-test-only`; its public key (from `openssl pkey -pubout`) is
+    /// below.
+    #[test]
+    fn a_pkcs12_pbe_sha1_3des_key_is_read_as_the_jdk_reads_it() {
+        use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+        const KEY: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----
+MIGxMBwGCiqGSIb3DQEMAQMwDgQIoi12ssdvTVsCAggABIGQbFWCoGKpPZtkSv6n
+EJsvTDT++6hMyJrKioqPKHZ6Uzo/gn8sHnqnFLqlikVlmFqsqdoU8vKg935BUZVP
++6ia70AJBUcVmkUdNXGeJwKIj+DdgcR3sjDBq4WT0ld7gDEY0WD9z07rda3p14/i
+FkZY1uYya0Y8G1A05qNrR0GfX8EbOxxPi5BmpKFyOICFZjdw
+-----END ENCRYPTED PRIVATE KEY-----
+";
+        const PUBLIC_KEY: &str = "046295438034781870bccc3671115b08bba9399051132dd145aa359f\
+                                  7371f2f91e46e612573da3df71f49a46fe29d81b5f82c6dd199f6f03\
+                                  d155d8f234af1dc36a";
+        let der = encrypted_key_der(KEY.as_bytes()).unwrap();
+        let key = decrypt_key(&der, "weir-test-only").unwrap();
+        let pair = EcdsaKeyPair::from_pkcs8(
+            &ECDSA_P256_SHA256_ASN1_SIGNING,
+            key.secret_der(),
+            &ring::rand::SystemRandom::new(),
+        )
+        .unwrap();
+        let hex: String = pair
+            .public_key()
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(hex, PUBLIC_KEY);
+        let err = decrypt_key(&der, "wrong").unwrap_err();
+        assert!(!err.contains("wrong"), "{err}");
     }
 
     /// An encrypted PKCS#8 key (PBES2: PBKDF2-SHA256, AES-256-CBC, as
