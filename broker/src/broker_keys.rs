@@ -287,11 +287,15 @@ fn set_metrics_listener(c: &mut BrokerConfig, key: &str, value: &str) -> Result<
 
 /// True for a key a listener may override with
 /// `listener.name.<listener>.<key>` (Kafka's listener-prefixed configs):
-/// the `ssl.*` keys and `sasl.enabled.mechanisms` (the JAAS entries,
-/// `listener.name.<listener>.<mechanism>.sasl.jaas.config`, are read by
+/// the `ssl.*` keys, `sasl.enabled.mechanisms` and
+/// `connections.max.reauth.ms` (the per-mechanism forms,
+/// `listener.name.<listener>.<mechanism>.sasl.jaas.config` and
+/// `...<mechanism>.connections.max.reauth.ms`, are read by
 /// `BrokerConfig::set` itself).
 pub fn is_listener_key(name: &str) -> bool {
-    name.starts_with("ssl.") || name == "sasl.enabled.mechanisms"
+    name.starts_with("ssl.")
+        || name == "sasl.enabled.mechanisms"
+        || name == "connections.max.reauth.ms"
 }
 
 /// A key whose value is kept as written (read through
@@ -827,7 +831,7 @@ pub static BROKER_KEYS: &[BrokerKey] = {
         // Kafka defines no validator for these two; a receive size under 1
         // byte would refuse every request, so Weir wants at least 1.
         num!("connections.max.reauth.ms", Long Any, "0", connections_max_reauth_ms,
-            "SASL session lifetime (KIP-368, ms): a client re-authenticates within it or its connection is closed at its next request; 0: sessions do not expire"),
+            "SASL session lifetime (KIP-368, ms): a client re-authenticates within it or its connection is closed at its next request; 0: sessions do not expire; `listener.name.<listener>[.<mechanism>].connections.max.reauth.ms` sets it per listener and mechanism, as Kafka"),
         num!("connection.failed.authentication.delay.ms", Int AtLeast(0), "100",
             connection_failed_authentication_delay_ms,
             "how long the answer to a failed SASL authentication is held before the connection closes (ms)"),

@@ -928,6 +928,22 @@ impl BrokerConfig {
         if let Some(rest) = key.strip_prefix(LISTENER_PREFIX) {
             // listener.name.<name>.<mechanism>.sasl.jaas.config: a JAAS
             // entry (its value holds passwords: never in an error).
+            // listener.name.<name>.<mechanism>.connections.max.reauth.ms:
+            // KIP-368's per-mechanism session lifetime, read by
+            // `network::sasl::session_lifetimes`.
+            if let Some((_, k)) = rest.split_once('.') {
+                if k.split_once('.')
+                    .is_some_and(|(_, k)| k == "connections.max.reauth.ms")
+                {
+                    return value.trim().parse::<i64>().map(|_| ()).map_err(|e| {
+                        ConfigError::InvalidValue {
+                            key: key.to_string(),
+                            value: value.to_string(),
+                            reason: e.to_string(),
+                        }
+                    });
+                }
+            }
             if rest
                 .split_once('.')
                 .is_some_and(|(_, k)| k.ends_with(".sasl.jaas.config"))
@@ -950,7 +966,8 @@ impl BrokerConfig {
                 .ok_or_else(|| ConfigError::UnknownKey {
                     key: key.to_string(),
                 })?;
-            return listener_key.apply(self, value);
+            // Validated only: the broker-wide value stays as it is.
+            return listener_key.apply(&mut BrokerConfig::default(), value);
         }
         crate::broker_keys::broker_key(key)
             .ok_or_else(|| ConfigError::UnknownKey {

@@ -212,9 +212,10 @@ pub struct SaslListener {
     failed_delay: Duration,
     /// `sasl.server.max.receive.size`, bytes.
     max_receive: usize,
-    /// `connections.max.reauth.ms` when positive: how long a session lasts
-    /// before the client must re-authenticate (KIP-368).
-    session_lifetime: Option<Duration>,
+    /// By mechanism (upper case), `connections.max.reauth.ms` when
+    /// positive: how long a session lasts before the client must
+    /// re-authenticate (KIP-368); see [`SaslListener::session_lifetime`].
+    session_lifetimes: BTreeMap<String, Duration>,
 }
 
 impl SaslListener {
@@ -287,6 +288,8 @@ impl SaslListener {
                 }
             }
         }
+        let session_lifetimes = session_lifetimes(config, listener, &mechanisms)
+            .map_err(|(key, reason)| error(&key, reason))?;
         Ok(SaslListener {
             mechanisms,
             plain_users,
@@ -294,10 +297,7 @@ impl SaslListener {
                 u64::try_from(config.connection_failed_authentication_delay_ms).unwrap_or(0),
             ),
             max_receive: usize::try_from(config.sasl_server_max_receive_size).unwrap_or(0),
-            session_lifetime: u64::try_from(config.connections_max_reauth_ms)
-                .ok()
-                .filter(|ms| *ms > 0)
-                .map(Duration::from_millis),
+            session_lifetimes,
         })
     }
 
@@ -346,12 +346,7 @@ impl SaslListener {
 /// The key of listener `listener`'s JAAS entry for `mechanism`:
 /// `listener.name.<listener>.<mechanism>.sasl.jaas.config`, lower case.
 pub fn jaas_key(listener: &str, mechanism: &str) -> String {
-    format!(
-        "{}{}.{}.sasl.jaas.config",
-        crate::config::LISTENER_PREFIX,
-        listener.to_ascii_lowercase(),
-        mechanism.to_ascii_lowercase()
-    )
+    mechanism_key(listener, mechanism, "sasl.jaas.config")
 }
 
 /// The one login module of a listener's JAAS entry (Kafka's
@@ -555,7 +550,7 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                     Step::Authenticated { user, token } => {
                         response.auth_bytes = token.into();
                         if version >= 1 {
-                            response.session_lifetime_ms = sasl.session_lifetime_ms();
+                            response.session_lifetime_ms = sasl.session_lifetime_ms(mechanism);
                         }
                         write(stream, &respond(ResponseKind::SaslAuthenticate(response))?).await?;
                         return Ok(SaslSession::new(sasl, mechanism, &user));
@@ -604,11 +599,64 @@ fn size_prefixed(token: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Each mechanism's session lifetime (KIP-368): the first of
+/// `listener.name.<listener>.<mechanism>.connections.max.reauth.ms`,
+/// `listener.name.<listener>.connections.max.reauth.ms` and
+/// `connections.max.reauth.ms` that is set, as Kafka's
+/// `ListenerName.saslMechanismConfigPrefix` lookup; mechanisms whose value
+/// is not positive are left out (their sessions do not expire).
+///
+/// # Errors
+/// `(key, reason)` for a mechanism-prefixed value that is not a number.
+fn session_lifetimes(
+    config: &BrokerConfig,
+    listener: &str,
+    mechanisms: &[String],
+) -> Result<BTreeMap<String, Duration>, (String, String)> {
+    let mut lifetimes = BTreeMap::new();
+    for mechanism in mechanisms {
+        let key = mechanism_key(listener, mechanism, "connections.max.reauth.ms");
+        let ms = match config.explicit.get(&key) {
+            Some(value) => value
+                .trim()
+                .parse::<i64>()
+                .map_err(|e| (key.clone(), format!("not a number of ms: {e}")))?,
+            None => match config.listener_value(listener, "connections.max.reauth.ms") {
+                Some(value) => value.parse::<i64>().unwrap_or(0),
+                None => config.connections_max_reauth_ms,
+            },
+        };
+        if let Ok(ms) = u64::try_from(ms) {
+            if ms > 0 {
+                lifetimes.insert(mechanism.clone(), Duration::from_millis(ms));
+            }
+        }
+    }
+    Ok(lifetimes)
+}
+
+/// `listener.name.<listener>.<mechanism>.<key>` (both lower case), Kafka's
+/// per-mechanism form of a SASL key.
+pub fn mechanism_key(listener: &str, mechanism: &str, key: &str) -> String {
+    format!(
+        "{}{}.{}.{key}",
+        crate::config::LISTENER_PREFIX,
+        listener.to_ascii_lowercase(),
+        mechanism.to_ascii_lowercase()
+    )
+}
+
 impl SaslListener {
+    /// How long a session authenticated with `mechanism` lasts, `None`
+    /// when it does not expire (KIP-368).
+    fn session_lifetime(&self, mechanism: &str) -> Option<Duration> {
+        self.session_lifetimes.get(mechanism).copied()
+    }
+
     /// `session_lifetime_ms` of a successful SaslAuthenticate (v1+): the
     /// session's lifetime, 0 without re-authentication (KIP-368).
-    fn session_lifetime_ms(&self) -> i64 {
-        self.session_lifetime
+    fn session_lifetime_ms(&self, mechanism: &str) -> i64 {
+        self.session_lifetime(mechanism)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
     }
 }
@@ -679,7 +727,9 @@ impl SaslSession {
             mechanism: mechanism.to_string(),
             principal: format!("User:{user}"),
             state: std::sync::Mutex::new(SessionState {
-                expires_at: listener.session_lifetime.map(|d| Instant::now() + d),
+                expires_at: listener
+                    .session_lifetime(mechanism)
+                    .map(|d| Instant::now() + d),
                 ..SessionState::default()
             }),
         })
@@ -699,7 +749,7 @@ impl SaslSession {
     /// Whether the session expires (`connections.max.reauth.ms` > 0); a
     /// session that does not is never checked per request.
     pub fn expires(&self) -> bool {
-        self.listener.session_lifetime.is_some()
+        self.listener.session_lifetime(&self.mechanism).is_some()
     }
 
     /// Whether a request with API key `api_key` may be served at `now`:
@@ -736,7 +786,7 @@ impl SaslSession {
                 let too_soon = state
                     .last_reauth_start
                     .is_some_and(|at| now.duration_since(at) < MIN_REAUTH_INTERVAL);
-                if self.listener.session_lifetime.is_none() || too_soon {
+                if self.listener.session_lifetime(&self.mechanism).is_none() || too_soon {
                     return Reauthentication::NotServed;
                 }
                 state.last_reauth_start = Some(now);
@@ -798,12 +848,15 @@ impl SaslSession {
                             );
                             return refuse(response, message.clone(), message);
                         }
-                        state.expires_at =
-                            self.listener.session_lifetime.map(|d| Instant::now() + d);
+                        state.expires_at = self
+                            .listener
+                            .session_lifetime(&self.mechanism)
+                            .map(|d| Instant::now() + d);
                         metrics::counter!("weir_sasl_reauthentications_total").increment(1);
                         response.auth_bytes = token.into();
                         if version >= 1 {
-                            response.session_lifetime_ms = self.listener.session_lifetime_ms();
+                            response.session_lifetime_ms =
+                                self.listener.session_lifetime_ms(&self.mechanism);
                         }
                         Reauthentication::Answer(ResponseKind::SaslAuthenticate(response))
                     }
@@ -1275,6 +1328,40 @@ mod tests {
         })
     }
 
+    /// KIP-368's per-listener and per-mechanism forms, as Kafka reads them
+    /// (`listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms` in
+    /// its docs): the mechanism-prefixed key wins over the
+    /// listener-prefixed one, which wins over the broker-wide one (both
+    /// prefixed forms stopped the start as unknown keys before).
+    #[test]
+    fn connections_max_reauth_ms_is_read_per_listener_and_mechanism() {
+        let sasl = listener(&[
+            (
+                "sasl.enabled.mechanisms",
+                "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            ),
+            ("connections.max.reauth.ms", "1000"),
+            (
+                "listener.name.sasl_plaintext.connections.max.reauth.ms",
+                "30000",
+            ),
+            (
+                "listener.name.sasl_plaintext.plain.connections.max.reauth.ms",
+                "60000",
+            ),
+            (
+                "listener.name.sasl_plaintext.scram-sha-512.connections.max.reauth.ms",
+                "0",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(sasl.session_lifetime_ms("PLAIN"), 60000);
+        assert_eq!(sasl.session_lifetime_ms("SCRAM-SHA-256"), 30000);
+        assert_eq!(sasl.session_lifetime_ms("SCRAM-SHA-512"), 0);
+        let session = SaslSession::new(&Arc::new(sasl), "SCRAM-SHA-512", "alice");
+        assert!(!session.expires());
+    }
+
     /// KIP-368: a session with `connections.max.reauth.ms` re-authenticates
     /// with its mechanism and principal and gets a new lifetime; too soon
     /// after the last one, or without a lifetime, the handshake is not
@@ -1283,7 +1370,7 @@ mod tests {
     fn a_session_re_authenticates_with_the_same_mechanism_and_principal() {
         let no_creds = |_: &str, _| None;
         let sasl = reauth_listener("60000");
-        assert_eq!(sasl.session_lifetime_ms(), 60000);
+        assert_eq!(sasl.session_lifetime_ms("PLAIN"), 60000);
         let session = SaslSession::new(&sasl, "PLAIN", "alice");
         let begun = session.reauthenticate(&handshake_body("PLAIN"), 1, &no_creds);
         assert!(matches!(begun, Reauthentication::Answer(_)));
