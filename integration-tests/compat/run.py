@@ -108,12 +108,19 @@ def run_check(check: Check, logs: Path) -> tuple[bool, float]:
     started = time.monotonic()
     with open(log_path, "wb") as log:
         try:
-            completed = subprocess.run(check.argv, cwd=check.cwd, env=env, stdout=log,
-                                       stderr=subprocess.STDOUT, timeout=check.timeout)
-            ok = completed.returncode == 0
-            note = f"exit {completed.returncode}"
-        except subprocess.TimeoutExpired:
-            ok, note = False, f"timed out after {check.timeout:.0f} s"
+            # Its own process group, so that a timeout also ends what the
+            # check started (librdkafka's test-runner under run_test.py).
+            process = subprocess.Popen(check.argv, cwd=check.cwd, env=env, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                returncode = process.wait(timeout=check.timeout)
+                ok, note = returncode == 0, f"exit {returncode}"
+            except subprocess.TimeoutExpired:
+                ok, note = False, f"timed out after {check.timeout:.0f} s"
+            finally:
+                if process.returncode is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
         except OSError as e:
             ok, note = False, f"cannot run {check.argv[0]}: {e}"
     seconds = time.monotonic() - started
