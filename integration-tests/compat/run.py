@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Weir's client compatibility matrix (issue 5): starts one Weir broker on a
-free port with a temporary data directory, runs every check of every area
+"""Weir's client compatibility matrix (issue 5): starts one Weir broker on
+free ports with a temporary data directory, runs every check of every area
 (areas/<area>.py) against it, prints one row per check (client, version,
 check, result, seconds), writes the same rows to <out>/compat.csv, ends with
 "N passed, N failed" and exits non-zero if any check failed.
@@ -10,6 +10,13 @@ Usage: run.py --weir PATH --out DIR [--only SUBSTRING] [--try-all]
 <out>/env holds what scripts/compat installed (KEY=VALUE lines). Each
 check's output goes to <out>/logs/<client>-<check>.log; the tail of a
 failing one is printed.
+
+Besides its PLAINTEXT listener (Context.bootstrap, which most checks use)
+the broker has an SSL listener that requires client certificates (mTLS)
+and a SASL_SSL listener with SCRAM-SHA-512, whose user is seeded with
+`weir format --add-scram`; their certificates are a throwaway PKI made in
+the scratch directory (pki.py). Context.listeners gives their addresses,
+Context.pki the files, Context.scram_user the credentials.
 """
 
 import argparse
@@ -30,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from areas.common import Check, Context  # noqa: E402
+from pki import CLIENT_SUBJECT, Pki  # noqa: E402
 
 # Broker settings every check runs with:
 # - num.partitions=4: what librdkafka's test clusters (trivup) and
@@ -41,10 +49,13 @@ BROKER_OVERRIDES = [
     "num.partitions=4",
     "node.id=0",
     # Every check runs through the authorizer (as a super user: the
-    # clients connect as User:ANONYMOUS), and the ACL APIs are served.
+    # clients connect as User:ANONYMOUS on PLAINTEXT, as the SCRAM user on
+    # SASL_SSL and as their certificate's subject on SSL), and the ACL APIs
+    # are served.
     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-    "super.users=User:ANONYMOUS",
 ]
+# The SCRAM-SHA-512 user of the SASL_SSL listener: (name, password).
+SCRAM_USER = ("weir-compat", "weir-compat-secret")
 
 
 def free_port() -> int:
@@ -54,17 +65,42 @@ def free_port() -> int:
 
 
 class Broker:
-    """One Weir process on 127.0.0.1:<free port>."""
+    """One Weir process with a PLAINTEXT, an SSL (client certificates
+    required) and a SASL_SSL (SCRAM-SHA-512) listener, each on
+    127.0.0.1:<free port>; the TLS listeners present pki's broker
+    certificate and verify clients against its CA."""
 
-    def __init__(self, weir: Path, work: Path):
-        self.port = free_port()
+    def __init__(self, weir: Path, work: Path, pki: Pki):
+        self.listeners = {protocol: f"127.0.0.1:{free_port()}"
+                          for protocol in ("PLAINTEXT", "SSL", "SASL_SSL")}
+        self.port = int(self.listeners["PLAINTEXT"].rsplit(":", 1)[1])
         self.data = work / "data"
         self.log_path = work / "weir.log"
-        args = [str(weir), "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                "--override", f"log.dirs={self.data}", "--override", "metrics.listener="]
-        for o in BROKER_OVERRIDES:
+        overrides = BROKER_OVERRIDES + [
+            "listeners=" + ",".join(f"{p}://{a}" for p, a in self.listeners.items()),
+            f"log.dirs={self.data}",
+            "metrics.listener=",
+            f"super.users=User:ANONYMOUS;User:{SCRAM_USER[0]};User:{CLIENT_SUBJECT}",
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={pki.broker_keystore}",
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={pki.ca}",
+            "listener.name.ssl.ssl.client.auth=required",
+            "sasl.enabled.mechanisms=SCRAM-SHA-512",
+        ]
+        args = [str(weir)]
+        for o in overrides:
             args += ["--override", o]
         self.log = open(self.log_path, "wb")
+        cluster_id = subprocess.run([str(weir), "random-uuid"], capture_output=True, text=True,
+                                    check=True).stdout.strip()
+        formatted = subprocess.run(
+            args + ["format", "--cluster-id", cluster_id, "--add-scram",
+                    f"SCRAM-SHA-512=[name={SCRAM_USER[0]},password={SCRAM_USER[1]}]"],
+            stdout=self.log, stderr=subprocess.STDOUT, check=False)
+        if formatted.returncode != 0:
+            raise SystemExit(f"weir format exited with {formatted.returncode}; "
+                             f"see {self.log_path}")
         self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while True:
@@ -144,9 +180,11 @@ def main():
     logs = args.out / "logs"
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
-    broker = Broker(args.weir, work)
+    pki = Pki(work / "pki")
+    broker = Broker(args.weir, work, pki)
     ctx = Context(bootstrap=broker.bootstrap, work=work, repo=HERE.parent.parent,
-                  installed=read_env(args.out / "env"), try_all=args.try_all)
+                  installed=read_env(args.out / "env"), try_all=args.try_all,
+                  listeners=broker.listeners, pki=pki, scram_user=SCRAM_USER)
     rows = []
     try:
         checks = []

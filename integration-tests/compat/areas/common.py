@@ -31,3 +31,10 @@ class Context:
     installed: dict
     # --try-all: also run checks that are not on a pass list, to grow it.
     try_all: bool
+    # The broker's listeners by security protocol (PLAINTEXT, SSL: client
+    # certificates required, SASL_SSL: SCRAM-SHA-512), "host:port" each.
+    listeners: dict = field(default_factory=dict)
+    # The run's throwaway PKI (pki.Pki): the CA, the client's certificate.
+    pki: object = None
+    # The SASL_SSL listener's SCRAM-SHA-512 user: (name, password).
+    scram_user: tuple = ()
