@@ -678,6 +678,9 @@ pub struct SaslSession {
     listener: Arc<SaslListener>,
     mechanism: String,
     principal: String,
+    /// The mechanism's session lifetime on this listener, looked up once
+    /// (checked before every request).
+    lifetime: Option<Duration>,
     state: std::sync::Mutex<SessionState>,
 }
 
@@ -722,14 +725,14 @@ pub enum Reauthentication {
 
 impl SaslSession {
     fn new(listener: &Arc<SaslListener>, mechanism: &str, user: &str) -> Arc<SaslSession> {
+        let lifetime = listener.session_lifetime(mechanism);
         Arc::new(SaslSession {
             listener: listener.clone(),
             mechanism: mechanism.to_string(),
             principal: format!("User:{user}"),
+            lifetime,
             state: std::sync::Mutex::new(SessionState {
-                expires_at: listener
-                    .session_lifetime(mechanism)
-                    .map(|d| Instant::now() + d),
+                expires_at: lifetime.map(|d| Instant::now() + d),
                 ..SessionState::default()
             }),
         })
@@ -749,7 +752,7 @@ impl SaslSession {
     /// Whether the session expires (`connections.max.reauth.ms` > 0); a
     /// session that does not is never checked per request.
     pub fn expires(&self) -> bool {
-        self.listener.session_lifetime(&self.mechanism).is_some()
+        self.lifetime.is_some()
     }
 
     /// Whether a request with API key `api_key` may be served at `now`:
@@ -786,7 +789,7 @@ impl SaslSession {
                 let too_soon = state
                     .last_reauth_start
                     .is_some_and(|at| now.duration_since(at) < MIN_REAUTH_INTERVAL);
-                if self.listener.session_lifetime(&self.mechanism).is_none() || too_soon {
+                if self.lifetime.is_none() || too_soon {
                     return Reauthentication::NotServed;
                 }
                 state.last_reauth_start = Some(now);
@@ -848,10 +851,7 @@ impl SaslSession {
                             );
                             return refuse(response, message.clone(), message);
                         }
-                        state.expires_at = self
-                            .listener
-                            .session_lifetime(&self.mechanism)
-                            .map(|d| Instant::now() + d);
+                        state.expires_at = self.lifetime.map(|d| Instant::now() + d);
                         metrics::counter!("weir_sasl_reauthentications_total").increment(1);
                         response.auth_bytes = token.into();
                         if version >= 1 {
