@@ -1,37 +1,57 @@
-//! Client byte-rate quotas (KIP-13, KIP-55 for users, KIP-219 for the
-//! throttle protocol): Kafka's `ClientQuotaManager` with its
+//! Client quotas enforced by the broker (KIP-13 byte rates, KIP-55 for
+//! users, KIP-124 request time, KIP-219 for the throttle protocol):
+//! Kafka's `ClientQuotaManager` (and `ClientRequestQuotaManager`) with its
 //! `DefaultQuotaCallback`, over the quotas of the metadata image
 //! (`weir_controller::quota`, set with AlterClientQuotas).
 //!
 //! A Produce records its request's size against `producer_byte_rate`, a
-//! consumer's Fetch its response's size against `consumer_byte_rate`, each
-//! in the sensor of the (user, client id) the quota applies to; the rate is
-//! Kafka's sampled `Rate` (`quota.window.num` samples of
-//! `quota.window.size.seconds`, at least `num - 1` windows long). A rate
-//! over the quota gives a throttle time of `(rate - quota) / quota *
-//! window` ms (Kafka's `QuotaUtils.throttleTime`): the response carries it
-//! in `throttle_time_ms` and the connection reads nothing more for that
-//! long (the channel muting of KIP-219). A throttled Fetch answers no
-//! records (Kafka's `getThrottledResponse`) and its bytes are not counted.
-//! `request_percentage` and `controller_mutation_rate` are stored and
-//! described but not enforced yet.
+//! consumer's Fetch its response's size against `consumer_byte_rate`, and
+//! every request that is not exempt its handling time against
+//! `request_percentage` (see `dispatch`), each in the sensor of the (user,
+//! client id) the quota applies to; the rate is Kafka's sampled `Rate`
+//! (`quota.window.num` samples of `quota.window.size.seconds`, at least
+//! `num - 1` windows long). A rate over the quota gives a throttle time of
+//! `(rate - quota) / quota * window` ms (Kafka's `QuotaUtils.throttleTime`;
+//! for the request quota at most one window, Kafka's
+//! `ClientRequestQuotaManager.throttleTime`): the response carries it in
+//! `throttle_time_ms` and the connection reads nothing more for that long
+//! (the channel muting of KIP-219). A throttled Fetch answers no records
+//! (Kafka's `getThrottledResponse`) and its bytes are not counted.
+//!
+//! The request quota's measure is Weir's, as Weir has no request-handler
+//! thread pool: the time the request's handler future spends being polled
+//! (`dispatch::PollTimed`), in percent of one thread's second (Kafka's
+//! `ClientRequestQuotaManager.nanosToPercentage`), so a handler waiting
+//! (for a disk flush, the quorum, a long poll) costs nothing while it
+//! waits, as a Kafka request parked in purgatory frees its thread.
+//!
+//! `controller_mutation_rate` (KIP-599) is counted by the active
+//! controller (`weir_controller::mutation_quota`); the broker applies the
+//! throttle time it answers with.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use weir_controller::quota::{
-    ClientQuotas, EntityName, QuotaEntity, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE,
+    AppliedQuota, ClientQuotas, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
 };
-use weir_controller::MetadataImage;
+use weir_controller::{MetadataImage, MutatingClient};
 
-/// Which byte rate a request counts against.
+/// Which quota a request counts against (Kafka's `QuotaType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QuotaType {
     /// `producer_byte_rate`: Produce request bytes.
     Produce,
     /// `consumer_byte_rate`: consumer Fetch response bytes.
     Fetch,
+    /// `request_percentage`: request handling time, in percent of one
+    /// thread (KIP-124).
+    Request,
+    /// `controller_mutation_rate`: partitions created or deleted per
+    /// second (KIP-599), counted by the active controller; the broker only
+    /// applies and counts its throttle ([`count_throttle`]).
+    ControllerMutation,
 }
 
 impl QuotaType {
@@ -39,6 +59,8 @@ impl QuotaType {
         match self {
             QuotaType::Produce => PRODUCER_BYTE_RATE,
             QuotaType::Fetch => CONSUMER_BYTE_RATE,
+            QuotaType::Request => REQUEST_PERCENTAGE,
+            QuotaType::ControllerMutation => weir_controller::quota::CONTROLLER_MUTATION_RATE,
         }
     }
 
@@ -47,13 +69,61 @@ impl QuotaType {
         match self {
             QuotaType::Produce => "produce",
             QuotaType::Fetch => "fetch",
+            QuotaType::Request => "request",
+            QuotaType::ControllerMutation => "controller_mutation",
         }
     }
 }
 
-/// The quota that applies to a (user, client id) and the sensor it shares
-/// (Kafka's metric tags): `(limit in bytes/s, user tag, client id tag)`.
-type Applied = (f64, String, String);
+/// Who sent a request, as quotas see it: its principal (`User:<name>`)
+/// and its header's client id (empty when null).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaClient<'a> {
+    /// The connection's principal.
+    pub principal: &'a str,
+    /// The request's client id.
+    pub client_id: &'a str,
+}
+
+impl QuotaClient<'_> {
+    /// The user quota entities name: the principal without `User:`.
+    fn user(&self) -> &str {
+        self.principal
+            .strip_prefix("User:")
+            .unwrap_or(self.principal)
+    }
+
+    /// This client as the controller mutation quota sees it, strict or
+    /// permissive by the request's version (Kafka's
+    /// `ControllerMutationQuotaManager.newQuotaFor(request,
+    /// strictSinceVersion)`).
+    pub fn mutating(&self, strict: bool) -> MutatingClient {
+        MutatingClient {
+            principal: self.principal.to_string(),
+            client_id: self.client_id.to_string(),
+            strict,
+        }
+    }
+}
+
+/// Counts a throttled response in `weir_quota_throttled_total` and its
+/// throttle time in `weir_quota_throttle_time_ms_total`, labelled by the
+/// quota (Kafka's per-quota `throttle-time` sensors); nothing for a zero
+/// throttle.
+pub fn count_throttle(quota_type: QuotaType, throttle: Duration) {
+    if throttle.is_zero() {
+        return;
+    }
+    metrics::counter!("weir_quota_throttled_total", "quota" => quota_type.label()).increment(1);
+    metrics::counter!("weir_quota_throttle_time_ms_total", "quota" => quota_type.label())
+        .increment(throttle.as_millis() as u64);
+}
+
+/// Kafka's `ClientRequestQuotaManager.nanosToPercentage`: handling time as
+/// the percent of one thread's second it takes.
+pub fn request_time_percentage(time: Duration) -> f64 {
+    time.as_nanos() as f64 * 100.0 / 1e9
+}
 
 /// The broker's byte-rate quotas and their sensors.
 #[derive(Debug)]
@@ -67,7 +137,7 @@ pub struct ClientQuotaManager {
 struct State {
     /// The quotas the cache below was resolved against.
     quotas: Arc<ClientQuotas>,
-    resolved: HashMap<(QuotaType, String, String), Option<Applied>>,
+    resolved: HashMap<(QuotaType, String, String), Option<AppliedQuota>>,
     sensors: HashMap<(QuotaType, String, String), Rate>,
     /// When sensors idle for [`SENSOR_EXPIRY`] were last dropped.
     last_expiry: Option<Instant>,
@@ -92,23 +162,25 @@ impl ClientQuotaManager {
         }
     }
 
-    /// Records `bytes` for the client (`principal`, e.g. `User:alice`,
-    /// and `client_id`) against `quota_type` at `now` and returns the
-    /// throttle time; zero when no quota applies (then nothing is
-    /// recorded, as Kafka's `quotasEnabled`) or the rate is within it.
+    /// Records `value` (bytes, or for [`QuotaType::Request`] percent) for
+    /// `client` against `quota_type` at `now`, counts a throttle in the
+    /// metrics ([`count_throttle`]) and returns the throttle time; zero
+    /// when no quota applies (then nothing is recorded, as Kafka's
+    /// `quotasEnabled`) or the rate is within it. The request quota's
+    /// throttle is at most one window (Kafka's
+    /// `ClientRequestQuotaManager.maxThrottleTimeMs`).
     pub fn record(
         &self,
         image: &MetadataImage,
         quota_type: QuotaType,
-        principal: &str,
-        client_id: &str,
-        bytes: usize,
+        client: QuotaClient<'_>,
+        value: f64,
         now: Instant,
     ) -> Duration {
         if image.client_quotas.is_empty() {
             return Duration::ZERO;
         }
-        let user = principal.strip_prefix("User:").unwrap_or(principal);
+        let (user, client_id) = (client.user(), client.client_id);
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if *state.quotas != image.client_quotas {
             state.quotas = Arc::new(image.client_quotas.clone());
@@ -129,29 +201,35 @@ impl ClientQuotaManager {
         let applied = match state.resolved.get(&key) {
             Some(applied) => applied.clone(),
             None => {
-                let applied = resolve(&state.quotas, quota_type.key(), user, client_id);
+                let applied = state.quotas.applied(quota_type.key(), user, client_id);
                 state.resolved.insert(key, applied.clone());
                 applied
             }
         };
-        let Some((limit, user_tag, client_tag)) = applied else {
+        let Some(AppliedQuota {
+            limit,
+            user_tag,
+            client_id_tag,
+        }) = applied
+        else {
             return Duration::ZERO;
         };
         let (samples, window) = (self.samples, self.window);
         let rate = state
             .sensors
-            .entry((quota_type, user_tag, client_tag))
+            .entry((quota_type, user_tag, client_id_tag))
             .or_insert_with(|| Rate::new(samples, window));
-        rate.record(bytes as f64, now);
-        let (value, window_size) = rate.measure(now);
-        if value <= limit {
+        rate.record(value, now);
+        let (measured, window_size) = rate.measure(now);
+        if measured <= limit {
             return Duration::ZERO;
         }
-        let throttle_ms = ((value - limit) / limit * window_size.as_millis() as f64).round();
-        let throttle = Duration::from_millis(throttle_ms.max(0.0) as u64);
-        metrics::counter!("weir_quota_throttled_total", "quota" => quota_type.label()).increment(1);
-        metrics::counter!("weir_quota_throttle_time_ms_total", "quota" => quota_type.label())
-            .increment(throttle.as_millis() as u64);
+        let throttle_ms = ((measured - limit) / limit * window_size.as_millis() as f64).round();
+        let mut throttle = Duration::from_millis(throttle_ms.max(0.0) as u64);
+        if quota_type == QuotaType::Request {
+            throttle = throttle.min(self.window);
+        }
+        count_throttle(quota_type, throttle);
         throttle
     }
 
@@ -164,16 +242,14 @@ impl ClientQuotaManager {
         &self,
         image: &MetadataImage,
         quota_type: QuotaType,
-        principal: &str,
-        client_id: &str,
+        client: QuotaClient<'_>,
     ) -> Option<usize> {
-        if image.client_quotas.is_empty() {
-            return None;
-        }
-        let user = principal.strip_prefix("User:").unwrap_or(principal);
-        let (limit, _, _) = resolve(&image.client_quotas, quota_type.key(), user, client_id)?;
+        let applied =
+            image
+                .client_quotas
+                .applied(quota_type.key(), client.user(), client.client_id)?;
         let windows = self.samples.saturating_sub(1) as f64 * self.window.as_secs_f64();
-        Some((limit * windows).min(usize::MAX as f64) as usize)
+        Some((applied.limit * windows).min(usize::MAX as f64) as usize)
     }
 
     /// Takes back `bytes` recorded at `now` (Kafka's
@@ -181,55 +257,27 @@ impl ClientQuotaManager {
     pub fn unrecord(
         &self,
         quota_type: QuotaType,
-        principal: &str,
-        client_id: &str,
-        bytes: usize,
+        client: QuotaClient<'_>,
+        value: f64,
         now: Instant,
     ) {
-        let user = principal.strip_prefix("User:").unwrap_or(principal);
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(Some((_, user_tag, client_tag))) = state
+        let Some(Some(applied)) = state
             .resolved
-            .get(&(quota_type, user.to_string(), client_id.to_string()))
+            .get(&(
+                quota_type,
+                client.user().to_string(),
+                client.client_id.to_string(),
+            ))
             .cloned()
         else {
             return;
         };
-        if let Some(rate) = state.sensors.get_mut(&(quota_type, user_tag, client_tag)) {
-            rate.record(-(bytes as f64), now);
+        let sensor = (quota_type, applied.user_tag, applied.client_id_tag);
+        if let Some(rate) = state.sensors.get_mut(&sensor) {
+            rate.record(-value, now);
         }
     }
-}
-
-/// The quota of `key` for (`user`, `client_id`) and its sensor's tags, in
-/// Kafka's precedence (`DefaultQuotaCallback.quotaLimit` and
-/// `quotaMetricTags`): user and client id, user and default client id,
-/// user alone, default user and client id, default user and default
-/// client id, default user alone, client id alone, default client id.
-fn resolve(quotas: &ClientQuotas, key: &str, user: &str, client_id: &str) -> Option<Applied> {
-    let named = |s: &str| Some(EntityName::Named(s.to_string()));
-    let default = || Some(EntityName::Default);
-    let entity = |user: Option<EntityName>, client_id: Option<EntityName>| QuotaEntity {
-        user,
-        client_id,
-        ip: None,
-    };
-    let both = (user.to_string(), client_id.to_string());
-    let user_only = (user.to_string(), String::new());
-    let client_only = (String::new(), client_id.to_string());
-    let order = [
-        (entity(named(user), named(client_id)), both.clone()),
-        (entity(named(user), default()), both.clone()),
-        (entity(named(user), None), user_only.clone()),
-        (entity(default(), named(client_id)), both.clone()),
-        (entity(default(), default()), both.clone()),
-        (entity(default(), None), user_only.clone()),
-        (entity(None, named(client_id)), client_only.clone()),
-        (entity(None, default()), client_only.clone()),
-    ];
-    order
-        .into_iter()
-        .find_map(|(entity, (u, c))| quotas.get(&entity, key).map(|limit| (limit, u, c)))
 }
 
 /// Kafka's `Rate` over a `SampledStat` of sums: `samples` windows of
@@ -302,100 +350,106 @@ impl Rate {
 
 #[cfg(test)]
 mod tests {
-    use weir_controller::quota::QuotaValue;
+    use weir_controller::quota::{EntityName, QuotaEntity, QuotaValue};
 
     use super::*;
 
-    fn quotas(entries: &[(Option<EntityName>, Option<EntityName>, f64)]) -> MetadataImage {
+    /// An image where each client id of `entries` has quota `key` = value.
+    fn quotas(key: &str, entries: &[(&str, f64)]) -> MetadataImage {
         let mut image = MetadataImage::default();
-        for (user, client_id, limit) in entries {
+        for (client_id, limit) in entries {
             image
                 .client_quotas
                 .0
                 .entry(QuotaEntity {
-                    user: user.clone(),
-                    client_id: client_id.clone(),
-                    ip: None,
+                    client_id: Some(EntityName::Named((*client_id).into())),
+                    ..QuotaEntity::default()
                 })
                 .or_default()
-                .insert(PRODUCER_BYTE_RATE.into(), QuotaValue(*limit));
+                .insert(key.into(), QuotaValue(*limit));
         }
         image
     }
 
-    fn named(s: &str) -> Option<EntityName> {
-        Some(EntityName::Named(s.into()))
-    }
-
-    #[test]
-    fn precedence_follows_kafka() {
-        let image = quotas(&[
-            (named("alice"), None, 100.0),
-            (None, named("app"), 200.0),
-            (Some(EntityName::Default), None, 300.0),
-            (named("alice"), named("app"), 400.0),
-        ]);
-        let q = &image.client_quotas;
-        let limit = |u, c| resolve(q, PRODUCER_BYTE_RATE, u, c).map(|a| a.0);
-        assert_eq!(limit("alice", "app"), Some(400.0));
-        assert_eq!(limit("alice", "other"), Some(100.0));
-        assert_eq!(
-            limit("bob", "app"),
-            Some(300.0),
-            "a default user comes before client ids"
-        );
-        let only_clients = quotas(&[(None, named("app"), 200.0)]);
-        let q = &only_clients.client_quotas;
-        assert_eq!(
-            resolve(q, PRODUCER_BYTE_RATE, "bob", "app").map(|a| a.0),
-            Some(200.0)
-        );
-        assert_eq!(resolve(q, PRODUCER_BYTE_RATE, "bob", "x"), None);
-        assert_eq!(resolve(q, CONSUMER_BYTE_RATE, "bob", "app"), None);
+    fn client(client_id: &str) -> QuotaClient<'_> {
+        QuotaClient {
+            principal: "User:ANONYMOUS",
+            client_id,
+        }
     }
 
     #[test]
     fn throttle_time_is_kafkas() {
         // 2 samples of 1 s: the rate is measured over at least 1 s.
         let manager = ClientQuotaManager::new(2, Duration::from_secs(1));
-        let image = quotas(&[(None, named("slow"), 1000.0), (None, named("idle"), 1000.0)]);
+        let image = quotas(PRODUCER_BYTE_RATE, &[("slow", 1000.0), ("idle", 1000.0)]);
         let t0 = Instant::now();
-        let record = |client: &str, bytes, at| {
-            manager.record(
-                &image,
-                QuotaType::Produce,
-                "User:ANONYMOUS",
-                client,
-                bytes,
-                at,
-            )
+        let record = |client_id: &str, bytes: f64, at| {
+            manager.record(&image, QuotaType::Produce, client(client_id), bytes, at)
         };
-        assert_eq!(record("slow", 1000, t0), Duration::ZERO);
+        assert_eq!(record("slow", 1000.0, t0), Duration::ZERO);
         // 3000 bytes over a 1 s window: (3000 - 1000) / 1000 * 1000 ms.
-        assert_eq!(record("slow", 2000, t0), Duration::from_millis(2000));
-        assert_eq!(record("fast", 1_000_000, t0), Duration::ZERO);
+        assert_eq!(record("slow", 2000.0, t0), Duration::from_millis(2000));
+        assert_eq!(record("fast", 1_000_000.0, t0), Duration::ZERO);
         assert_eq!(
-            manager.max_value_in_window(&image, QuotaType::Produce, "User:ANONYMOUS", "slow"),
+            manager.max_value_in_window(&image, QuotaType::Produce, client("slow")),
             Some(1000)
         );
         assert_eq!(
-            manager.max_value_in_window(&image, QuotaType::Fetch, "User:ANONYMOUS", "slow"),
+            manager.max_value_in_window(&image, QuotaType::Fetch, client("slow")),
             None
         );
         // Two windows later the samples are gone.
         assert_eq!(
-            record("slow", 500, t0 + Duration::from_secs(2)),
+            record("slow", 500.0, t0 + Duration::from_secs(2)),
             Duration::ZERO
         );
         // An hour without records drops the sensor (and its history).
-        assert_eq!(record("idle", 10, t0), Duration::ZERO);
+        assert_eq!(record("idle", 10.0, t0), Duration::ZERO);
         assert_eq!(manager.state.lock().unwrap().sensors.len(), 2);
         let later = t0 + SENSOR_EXPIRY + Duration::from_secs(1);
-        assert_eq!(record("slow", 1000, later), Duration::ZERO);
+        assert_eq!(record("slow", 1000.0, later), Duration::ZERO);
         assert_eq!(
             manager.state.lock().unwrap().sensors.len(),
             1,
             "the sensor of `idle` is gone"
+        );
+    }
+
+    #[test]
+    fn request_time_is_a_percentage_of_one_thread_and_its_throttle_is_at_most_one_window() {
+        assert_eq!(request_time_percentage(Duration::from_secs(1)), 100.0);
+        assert_eq!(request_time_percentage(Duration::from_millis(5)), 0.5);
+        // 2 samples of 1 s; 10 percent of one thread.
+        let manager = ClientQuotaManager::new(2, Duration::from_secs(1));
+        let image = quotas(REQUEST_PERCENTAGE, &[("busy", 10.0)]);
+        let t0 = Instant::now();
+        let record = |client_id: &str, time: Duration| {
+            let percent = request_time_percentage(time);
+            manager.record(&image, QuotaType::Request, client(client_id), percent, t0)
+        };
+        // 50 ms of handling in a second: 5 percent, within the quota.
+        assert_eq!(record("busy", Duration::from_millis(50)), Duration::ZERO);
+        // 150 ms: 15 percent, (15 - 10) / 10 * 1 s.
+        assert_eq!(
+            record("busy", Duration::from_millis(100)),
+            Duration::from_millis(500)
+        );
+        // A whole second: 115 percent would be 10.5 s, bounded to one window.
+        assert_eq!(
+            record("busy", Duration::from_secs(1)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            record("other", Duration::from_secs(10)),
+            Duration::ZERO,
+            "no request_percentage for another client id"
+        );
+        // The byte rates are not bounded that way.
+        let bytes = quotas(PRODUCER_BYTE_RATE, &[("busy", 10.0)]);
+        assert_eq!(
+            manager.record(&bytes, QuotaType::Produce, client("busy"), 1000.0, t0),
+            Duration::from_millis(99_000)
         );
     }
 }

@@ -245,11 +245,19 @@ pub struct BrokerConfig {
     /// to is open to everyone. Default: false.
     pub allow_everyone_if_no_acl_found: bool,
     /// `quota.window.num`: samples a client quota's rate is measured over
-    /// (KIP-13). Default: 11.
+    /// (KIP-13; byte rates and request time, KIP-124). Default: 11.
     pub quota_window_num: i32,
-    /// `quota.window.size.seconds`: length of one sample, seconds.
-    /// Default: 1.
+    /// `quota.window.size.seconds`: length of one sample, seconds; also the
+    /// longest throttle of the request quota. Default: 1.
     pub quota_window_size_seconds: i32,
+    /// `controller.quota.window.num`: samples of the controller mutation
+    /// quota (KIP-599); a client's token bucket holds its
+    /// `controller_mutation_rate` times this times the sample length.
+    /// Default: 11.
+    pub controller_quota_window_num: i32,
+    /// `controller.quota.window.size.seconds`: length of one controller
+    /// mutation quota sample, seconds. Default: 1.
+    pub controller_quota_window_size_seconds: i32,
     /// `connection.failed.authentication.delay.ms`: how long the answer to
     /// a failed SASL authentication is held, ms. Default: 100.
     pub connection_failed_authentication_delay_ms: i32,
@@ -558,6 +566,8 @@ impl Default for BrokerConfig {
             allow_everyone_if_no_acl_found: false,
             quota_window_num: 11,
             quota_window_size_seconds: 1,
+            controller_quota_window_num: 11,
+            controller_quota_window_size_seconds: 1,
             connection_failed_authentication_delay_ms: 100,
             sasl_server_max_receive_size: 524_288,
             controller_quorum_voters: String::new(),
@@ -1686,6 +1696,16 @@ mod tests {
             ("min.cleanable.dirty.ratio", &["0", "1"], &["-0.1", "1.01"]),
             ("quota.window.num", &["1", "11"], &["0", INT_TOO_BIG]),
             ("quota.window.size.seconds", &["1"], &["0", INT_TOO_BIG]),
+            (
+                "controller.quota.window.num",
+                &["1", "11"],
+                &["0", INT_TOO_BIG],
+            ),
+            (
+                "controller.quota.window.size.seconds",
+                &["1"],
+                &["0", INT_TOO_BIG],
+            ),
             (
                 "internal.segment.bytes",
                 &["14", "4096"],

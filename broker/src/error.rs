@@ -53,6 +53,9 @@ pub fn controller_error_code(error: &ControllerError) -> i16 {
         }
         ControllerError::InvalidRequest { .. } => ResponseError::InvalidRequest.code(),
         ControllerError::PolicyViolation { .. } => ResponseError::PolicyViolation.code(),
+        ControllerError::ThrottlingQuotaExceeded { .. } => {
+            ResponseError::ThrottlingQuotaExceeded.code()
+        }
         ControllerError::UnknownTopic { .. } | ControllerError::UnknownPartition { .. } => {
             ResponseError::UnknownTopicOrPartition.code()
         }
@@ -286,6 +289,12 @@ mod tests {
             ),
             (ControllerError::InvalidRequest { reason: "r".into() }, 42),
             (ControllerError::PolicyViolation { reason: "r".into() }, 44),
+            (
+                ControllerError::ThrottlingQuotaExceeded {
+                    throttle_time_ms: 1,
+                },
+                89,
+            ),
             (
                 ControllerError::UnsupportedSaslMechanism { reason: "r".into() },
                 33,

@@ -161,6 +161,10 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         election_timeout_max_ms: 2 * config.controller_quorum_election_timeout_ms,
         heartbeat_interval_ms: (config.controller_quorum_election_timeout_ms / 2)
             .min(QuorumOptions::default().heartbeat_interval_ms),
+        mutation_quota: weir_controller::MutationQuotaConfig {
+            samples: config.controller_quota_window_num.max(1) as u32,
+            window: Duration::from_secs(config.controller_quota_window_size_seconds.max(1) as u64),
+        },
         ..QuorumOptions::default()
     };
     let controller: MetadataController = if broker_only {

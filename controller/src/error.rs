@@ -77,6 +77,16 @@ pub enum ControllerError {
         /// What the request would have exceeded.
         reason: String,
     },
+    /// `THROTTLING_QUOTA_EXCEEDED` (89): a strict controller mutation quota
+    /// (KIP-599, [`crate::mutation_quota`]) was already exhausted when the
+    /// topic's turn came, so it was not changed. The message is Kafka's
+    /// (`Errors.THROTTLING_QUOTA_EXCEEDED`, which `ApiError.fromThrowable`
+    /// puts in the topic's result).
+    #[error("The throttling quota has been exceeded.")]
+    ThrottlingQuotaExceeded {
+        /// How long until the quota allows mutations again (ms).
+        throttle_time_ms: u64,
+    },
     /// `UNKNOWN_TOPIC_OR_PARTITION` (3).
     #[error("unknown topic '{name}'")]
     UnknownTopic {

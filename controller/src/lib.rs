@@ -7,7 +7,8 @@
 //! voter set ([`voters`]) and the transport between voters ([`transport`]),
 //! the running [`QuorumController`] ([`quorum`]) of a voter, the
 //! [`MetadataObserver`] ([`observer`]) of a broker-only node, and the
-//! [`MetadataController`] over both that the broker talks to. The quorum's
+//! [`MetadataController`] over both that the broker talks to, and the
+//! active controller's mutation quotas ([`mutation_quota`], KIP-599). The quorum's
 //! randomness and blocking file I/O go through [`determinism`], whose
 //! [`DeterministicScope`] makes a simulated run a function of its seed.
 //!
@@ -27,6 +28,7 @@ pub mod error;
 pub mod fuzz;
 pub mod image;
 pub mod metadata_controller;
+pub mod mutation_quota;
 pub mod observer;
 pub mod placement;
 pub mod quorum;
@@ -51,7 +53,8 @@ pub use image::{
     BrokerRegistration, MetadataImage, PartitionRegistration, ReplayError, TopicChanges, TopicId,
     TopicImage,
 };
-pub use metadata_controller::MetadataController;
+pub use metadata_controller::{MetadataController, MutationOutcome};
+pub use mutation_quota::{MutatingClient, MutationQuotaConfig};
 pub use observer::MetadataObserver;
 pub use placement::{ReplicaPlacer, StripedReplicaPlacer};
 pub use quorum::{ControllerConfig, QuorumController, QuorumOptions, RaftStatus};

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -24,6 +25,7 @@ use crate::control::{
 };
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
+use crate::mutation_quota::MutatingClient;
 use crate::observer::MetadataObserver;
 use crate::quorum::{CommandOutcome, CommandResponse, ControllerCommand, QuorumController};
 use crate::quorum_state::QuorumDescription;
@@ -51,6 +53,18 @@ impl From<MetadataObserver> for MetadataController {
     fn from(observer: MetadataObserver) -> Self {
         MetadataController::Observer(observer)
     }
+}
+
+/// The per-topic results of a command that creates or deletes partitions,
+/// and the throttle time its controller mutation quota gave (KIP-599): the
+/// client is to wait that long before mutating again (Kafka's
+/// `throttle_time_ms`). Zero when no quota applies or it was not exceeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MutationOutcome<T> {
+    /// One result per topic, in request order.
+    pub results: Vec<Result<T, ControllerError>>,
+    /// How long the client should be throttled, as of the answer.
+    pub throttle: Duration,
 }
 
 fn unexpected(response: CommandResponse) -> ControllerError {
@@ -111,19 +125,32 @@ impl MetadataController {
         pick(self.execute(command).await?.response).map_err(unexpected)
     }
 
-    /// [`MetadataController::execute`] for a command answered per item of a
-    /// request of `n` items: a request-level failure (or an unexpected
-    /// answer) becomes every item's error.
-    async fn execute_each<T>(
+    /// [`MetadataController::execute`] for a command that creates or
+    /// deletes partitions, answered per topic of a request of `n` topics (a
+    /// request-level failure, or an unexpected answer, becomes every
+    /// topic's error), with the throttle time of its controller mutation
+    /// quota.
+    async fn execute_mutation<T>(
         &self,
         command: ControllerCommand,
         n: usize,
         pick: impl FnOnce(CommandResponse) -> Result<Vec<Result<T, ControllerError>>, CommandResponse>,
-    ) -> Vec<Result<T, ControllerError>> {
-        match self.execute_one(command, pick).await {
-            Ok(results) => results,
-            Err(e) => (0..n).map(|_| Err(e.clone())).collect(),
-        }
+    ) -> MutationOutcome<T> {
+        let outcome = match self.execute(command).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                return MutationOutcome {
+                    results: (0..n).map(|_| Err(e.clone())).collect(),
+                    throttle: Duration::ZERO,
+                }
+            }
+        };
+        let throttle = Duration::from_millis(outcome.throttle_time_ms);
+        let results = pick(outcome.response).unwrap_or_else(|other| {
+            let e = unexpected(other);
+            (0..n).map(|_| Err(e.clone())).collect()
+        });
+        MutationOutcome { results, throttle }
     }
 
     /// Registers (or re-registers with a new incarnation) a broker with its
@@ -188,17 +215,36 @@ impl MetadataController {
     /// validate-only too; `__cluster_metadata` and duplicate names give
     /// [`ControllerError::InvalidRequest`]. A commit failure turns every
     /// would-be success into that error.
+    ///
+    /// No controller mutation quota applies (the broker's own creations);
+    /// a client's request goes through [`MetadataController::create_topics_for`].
     pub async fn create_topics(
         &self,
         topics: Vec<CreatableTopic>,
         validate_only: bool,
     ) -> Vec<Result<CreatedTopic, ControllerError>> {
+        self.create_topics_for(None, topics, validate_only)
+            .await
+            .results
+    }
+
+    /// [`MetadataController::create_topics`] for `client`, whose controller
+    /// mutation quota the active controller applies to each topic (see
+    /// [`control::create_topics_under_quota`](crate::control::create_topics_under_quota)
+    /// and [`crate::mutation_quota`]).
+    pub async fn create_topics_for(
+        &self,
+        client: Option<MutatingClient>,
+        topics: Vec<CreatableTopic>,
+        validate_only: bool,
+    ) -> MutationOutcome<CreatedTopic> {
         let n = topics.len();
         let command = ControllerCommand::CreateTopics {
             topics,
             validate_only,
+            client,
         };
-        self.execute_each(command, n, |r| match r {
+        self.execute_mutation(command, n, |r| match r {
             CommandResponse::CreatedTopics(results) => Ok(results),
             other => Err(other),
         })
@@ -212,13 +258,27 @@ impl MetadataController {
     /// `__cluster_metadata` [`ControllerError::InvalidRequest`], and more
     /// than [`MAX_RECORDS_PER_USER_OP`](crate::MAX_RECORDS_PER_USER_OP)
     /// removals fail whole with [`ControllerError::PolicyViolation`].
+    ///
+    /// No controller mutation quota applies; a client's request goes
+    /// through [`MetadataController::delete_topics_for`].
     pub async fn delete_topics(
         &self,
         topics: Vec<TopicRef>,
     ) -> Vec<Result<(String, TopicId), ControllerError>> {
+        self.delete_topics_for(None, topics).await.results
+    }
+
+    /// [`MetadataController::delete_topics`] for `client`, whose controller
+    /// mutation quota the active controller applies to each topic (see
+    /// [`control::delete_topics_under_quota`](crate::control::delete_topics_under_quota)).
+    pub async fn delete_topics_for(
+        &self,
+        client: Option<MutatingClient>,
+        topics: Vec<TopicRef>,
+    ) -> MutationOutcome<(String, TopicId)> {
         let n = topics.len();
-        let command = ControllerCommand::DeleteTopics { topics };
-        self.execute_each(command, n, |r| match r {
+        let command = ControllerCommand::DeleteTopics { topics, client };
+        self.execute_mutation(command, n, |r| match r {
             CommandResponse::DeletedTopics(results) => Ok(results),
             other => Err(other),
         })
@@ -275,17 +335,36 @@ impl MetadataController {
     /// and the call returns once it is applied to this node's image.
     /// `validate_only` writes nothing. A commit failure turns every would-be
     /// success into that error.
+    ///
+    /// No controller mutation quota applies; a client's request goes
+    /// through [`MetadataController::create_partitions_for`].
     pub async fn create_partitions(
         &self,
         topics: Vec<NewPartitions>,
         validate_only: bool,
     ) -> Vec<Result<(), ControllerError>> {
+        self.create_partitions_for(None, topics, validate_only)
+            .await
+            .results
+    }
+
+    /// [`MetadataController::create_partitions`] for `client`, whose
+    /// controller mutation quota the active controller applies to each
+    /// topic (see
+    /// [`control::create_partitions_under_quota`](crate::control::create_partitions_under_quota)).
+    pub async fn create_partitions_for(
+        &self,
+        client: Option<MutatingClient>,
+        topics: Vec<NewPartitions>,
+        validate_only: bool,
+    ) -> MutationOutcome<()> {
         let n = topics.len();
         let command = ControllerCommand::CreatePartitions {
             topics,
             validate_only,
+            client,
         };
-        self.execute_each(command, n, |r| match r {
+        self.execute_mutation(command, n, |r| match r {
             CommandResponse::CreatedPartitions(results) => Ok(results),
             other => Err(other),
         })

@@ -49,6 +49,9 @@ use crate::control::{
 };
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
+use crate::mutation_quota::{
+    ControllerMutationQuotaManager, MutatingClient, MutationQuotaConfig, PartitionMutationQuota,
+};
 use crate::observer::{self, FetchMetadataRequest, FetchMetadataResponse, RecentBatches};
 use crate::placement::{ReplicaPlacer, StripedReplicaPlacer};
 use crate::quorum_state::{self, QuorumDescription, ReplicaContacts};
@@ -123,6 +126,10 @@ pub struct QuorumOptions {
     /// first broker registration of a metadata log that holds nothing yet,
     /// never again. Default: none.
     pub bootstrap_records: Vec<crate::records::MetadataRecord>,
+    /// `controller.quota.window.num` and
+    /// `controller.quota.window.size.seconds`: the burst of the controller
+    /// mutation quotas (KIP-599). Default: Kafka's, 11 samples of 1 s.
+    pub mutation_quota: MutationQuotaConfig,
 }
 
 impl Default for QuorumOptions {
@@ -140,6 +147,7 @@ impl Default for QuorumOptions {
             leader_imbalance_check_interval: Some(Duration::from_secs(300)),
             static_config: StaticConfig::default(),
             bootstrap_records: Vec::new(),
+            mutation_quota: MutationQuotaConfig::default(),
         }
     }
 }
@@ -168,9 +176,16 @@ pub(crate) enum ControllerCommand {
     CreateTopics {
         topics: Vec<CreatableTopic>,
         validate_only: bool,
+        /// Whose controller mutation quota it counts against (KIP-599);
+        /// `None`: none (the broker's own creations).
+        #[serde(default)]
+        client: Option<MutatingClient>,
     },
     DeleteTopics {
         topics: Vec<TopicRef>,
+        /// See `CreateTopics`.
+        #[serde(default)]
+        client: Option<MutatingClient>,
     },
     AllocateProducerIds {
         broker_id: i32,
@@ -183,6 +198,9 @@ pub(crate) enum ControllerCommand {
     CreatePartitions {
         topics: Vec<NewPartitions>,
         validate_only: bool,
+        /// See `CreateTopics`.
+        #[serde(default)]
+        client: Option<MutatingClient>,
     },
     ReplaceTopicConfigs {
         topic: String,
@@ -228,11 +246,16 @@ pub(crate) enum CommandResponse {
 }
 
 /// A command's response plus the metadata log offset the caller's image
-/// must have applied to see its effect.
+/// must have applied to see its effect, and the throttle time its
+/// controller mutation quota gave (KIP-599; zero for other commands).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct CommandOutcome {
     pub(crate) response: CommandResponse,
     pub(crate) offset: u64,
+    /// Milliseconds, as of the answer (Kafka's
+    /// `AbstractControllerMutationQuota.throttleTime`).
+    #[serde(default)]
+    pub(crate) throttle_time_ms: u64,
 }
 
 struct Inner {
@@ -264,6 +287,9 @@ struct Inner {
     leader_balancer: Mutex<Option<JoinHandle<()>>>,
     /// Entries applied last, served to observers (broker-only nodes).
     recent: Arc<RecentBatches>,
+    /// The active controller's controller mutation quota buckets (never
+    /// in the log; a std mutex taken only under the command lock).
+    mutation_quotas: Mutex<ControllerMutationQuotaManager>,
 }
 
 /// The active controller's in-memory broker session clocks (Kafka's
@@ -531,6 +557,9 @@ impl QuorumController {
                 leader_balancer: Mutex::new(None),
                 voter_addresses: voter_addresses.clone(),
                 recent,
+                mutation_quotas: Mutex::new(ControllerMutationQuotaManager::new(
+                    options.mutation_quota,
+                )),
             }),
         };
         tokio::spawn(quorum_state::watch_caught_up(raft.metrics(), contacts));
@@ -981,7 +1010,11 @@ impl Inner {
         &self,
         command: ControllerCommand,
     ) -> Result<CommandOutcome, ControllerError> {
-        let outcome = |(response, offset)| CommandOutcome { response, offset };
+        let outcome = |(response, offset)| CommandOutcome {
+            response,
+            offset,
+            throttle_time_ms: 0,
+        };
         let placer = self.placer.as_ref();
         match command {
             ControllerCommand::RegisterBroker(request) => self
@@ -1038,19 +1071,21 @@ impl Inner {
             ControllerCommand::CreateTopics {
                 topics,
                 validate_only,
-            } => self
-                .run(|image| {
-                    let r = control::create_topics(image, &topics, validate_only, placer);
-                    Ok(r.map(CommandResponse::CreatedTopics))
+                client,
+            } => {
+                self.run_mutation(client.as_ref(), |image, quota| {
+                    control::create_topics_under_quota(image, &topics, validate_only, placer, quota)
+                        .map(CommandResponse::CreatedTopics)
                 })
                 .await
-                .map(outcome),
-            ControllerCommand::DeleteTopics { topics } => self
-                .run(|image| {
-                    Ok(control::delete_topics(image, &topics).map(CommandResponse::DeletedTopics))
+            }
+            ControllerCommand::DeleteTopics { topics, client } => {
+                self.run_mutation(client.as_ref(), |image, quota| {
+                    control::delete_topics_under_quota(image, &topics, quota)
+                        .map(CommandResponse::DeletedTopics)
                 })
                 .await
-                .map(outcome),
+            }
             ControllerCommand::AllocateProducerIds {
                 broker_id,
                 broker_epoch,
@@ -1071,13 +1106,20 @@ impl Inner {
             ControllerCommand::CreatePartitions {
                 topics,
                 validate_only,
-            } => self
-                .run(|image| {
-                    let r = control::create_partitions(image, &topics, validate_only, placer);
-                    Ok(r.map(CommandResponse::CreatedPartitions))
+                client,
+            } => {
+                self.run_mutation(client.as_ref(), |image, quota| {
+                    control::create_partitions_under_quota(
+                        image,
+                        &topics,
+                        validate_only,
+                        placer,
+                        quota,
+                    )
+                    .map(CommandResponse::CreatedPartitions)
                 })
                 .await
-                .map(outcome),
+            }
             ControllerCommand::AlterScramCredentials {
                 deletions,
                 upsertions,
@@ -1144,6 +1186,7 @@ impl Inner {
                 Ok(CommandOutcome {
                     response: CommandResponse::AlteredPartitions(response?),
                     offset,
+                    throttle_time_ms: 0,
                 })
             }
             ControllerCommand::DescribeQuorum => {
@@ -1157,6 +1200,7 @@ impl Inner {
                 Ok(CommandOutcome {
                     response: CommandResponse::Quorum(description),
                     offset: 0,
+                    throttle_time_ms: 0,
                 })
             }
             ControllerCommand::ReadOffset => {
@@ -1165,6 +1209,7 @@ impl Inner {
                 Ok(CommandOutcome {
                     response: CommandResponse::Done,
                     offset,
+                    throttle_time_ms: 0,
                 })
             }
         }
@@ -1188,6 +1233,43 @@ impl Inner {
             self.commit(result.records).await?
         };
         Ok((result.response, offset))
+    }
+
+    /// [`Inner::run`] for a command that creates or deletes partitions:
+    /// `compute` gets the controller mutation quota of `client` (Kafka's
+    /// `ControllerMutationQuotaManager.newQuotaFor`, applied by the active
+    /// controller as Kafka's `ControllerApis` does), and the outcome carries
+    /// the throttle time it gave, as of the answer.
+    async fn run_mutation(
+        &self,
+        client: Option<&MutatingClient>,
+        compute: impl FnOnce(
+            &MetadataImage,
+            &mut dyn PartitionMutationQuota,
+        ) -> ControllerResult<CommandResponse>,
+    ) -> Result<CommandOutcome, ControllerError> {
+        let mut throttle = None;
+        let (response, offset) = self
+            .run(|image| {
+                let mut quotas = self
+                    .mutation_quotas
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                let now = Instant::now();
+                let mut quota = quotas.quota_for(&image.client_quotas, client, now);
+                let result = compute(image, &mut quota);
+                throttle = Some((quota.throttle_time(now), now));
+                Ok(result)
+            })
+            .await?;
+        let throttle_time = throttle.map_or(Duration::ZERO, |(throttle, at)| {
+            throttle.saturating_sub(at.elapsed())
+        });
+        Ok(CommandOutcome {
+            response,
+            offset,
+            throttle_time_ms: throttle_time.as_millis() as u64,
+        })
     }
 
     /// The broker sessions (a std mutex held only briefly, never across

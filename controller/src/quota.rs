@@ -141,6 +141,61 @@ impl ClientQuotas {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// The quota of `key` that applies to `user` (a principal's name,
+    /// without `User:`) with `client_id`, and the entity whose sensor it
+    /// shares, in Kafka's precedence (`DefaultQuotaCallback.quotaLimit` and
+    /// `quotaMetricTags`): user and client id, user and default client id,
+    /// user alone, default user and client id, default user and default
+    /// client id, default user alone, client id alone, default client id.
+    /// `None` when none applies (the client is not limited).
+    pub fn applied(&self, key: &str, user: &str, client_id: &str) -> Option<AppliedQuota> {
+        if self.is_empty() {
+            return None;
+        }
+        let named = |s: &str| Some(EntityName::Named(s.to_string()));
+        let default = || Some(EntityName::Default);
+        let entity = |user: Option<EntityName>, client_id: Option<EntityName>| QuotaEntity {
+            user,
+            client_id,
+            ip: None,
+        };
+        // (entity, whether its sensor is per user, per client id)
+        let order = [
+            (entity(named(user), named(client_id)), true, true),
+            (entity(named(user), default()), true, true),
+            (entity(named(user), None), true, false),
+            (entity(default(), named(client_id)), true, true),
+            (entity(default(), default()), true, true),
+            (entity(default(), None), true, false),
+            (entity(None, named(client_id)), false, true),
+            (entity(None, default()), false, true),
+        ];
+        order
+            .into_iter()
+            .find_map(|(entity, per_user, per_client)| {
+                self.get(&entity, key).map(|limit| AppliedQuota {
+                    limit,
+                    user_tag: if per_user { user } else { "" }.to_string(),
+                    client_id_tag: if per_client { client_id } else { "" }.to_string(),
+                })
+            })
+    }
+}
+
+/// The quota that applies to a client (see [`ClientQuotas::applied`]) and
+/// the sensor it is measured in: Kafka's quota metric tags, which clients
+/// share when the quota is set on their user alone or on a default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppliedQuota {
+    /// The quota's value (bytes/s, percent, partition mutations/s).
+    pub limit: f64,
+    /// The `user` tag: the user's name, or empty when the quota is per
+    /// client id only.
+    pub user_tag: String,
+    /// The `client-id` tag: the client id, or empty when the quota is per
+    /// user only.
+    pub client_id_tag: String,
 }
 
 /// The type of a quota key's value (Kafka's `QuotaConfig` definitions):
@@ -240,6 +295,60 @@ mod tests {
             ..user(None)
         };
         assert!(keys_for_entity(&mixed).is_err());
+    }
+
+    #[test]
+    fn precedence_follows_kafka() {
+        let named = |s: &str| Some(EntityName::Named(s.into()));
+        let quotas = |entries: &[(Option<EntityName>, Option<EntityName>, f64)]| {
+            let mut quotas = ClientQuotas::default();
+            for (user, client_id, limit) in entries {
+                quotas
+                    .0
+                    .entry(QuotaEntity {
+                        user: user.clone(),
+                        client_id: client_id.clone(),
+                        ip: None,
+                    })
+                    .or_default()
+                    .insert(PRODUCER_BYTE_RATE.into(), QuotaValue(*limit));
+            }
+            quotas
+        };
+        let q = quotas(&[
+            (named("alice"), None, 100.0),
+            (None, named("app"), 200.0),
+            (Some(EntityName::Default), None, 300.0),
+            (named("alice"), named("app"), 400.0),
+        ]);
+        let limit = |u, c| q.applied(PRODUCER_BYTE_RATE, u, c).map(|a| a.limit);
+        assert_eq!(limit("alice", "app"), Some(400.0));
+        assert_eq!(limit("alice", "other"), Some(100.0));
+        assert_eq!(
+            limit("bob", "app"),
+            Some(300.0),
+            "a default user comes before client ids"
+        );
+        assert_eq!(
+            q.applied(PRODUCER_BYTE_RATE, "alice", "other"),
+            Some(AppliedQuota {
+                limit: 100.0,
+                user_tag: "alice".into(),
+                client_id_tag: String::new(),
+            }),
+            "a user's quota is shared by all its client ids"
+        );
+        let only_clients = quotas(&[(None, named("app"), 200.0)]);
+        assert_eq!(
+            only_clients.applied(PRODUCER_BYTE_RATE, "bob", "app"),
+            Some(AppliedQuota {
+                limit: 200.0,
+                user_tag: String::new(),
+                client_id_tag: "app".into(),
+            })
+        );
+        assert_eq!(only_clients.applied(PRODUCER_BYTE_RATE, "bob", "x"), None);
+        assert_eq!(only_clients.applied(CONSUMER_BYTE_RATE, "bob", "app"), None);
     }
 
     #[test]

@@ -21,6 +21,10 @@
 //! Quotas the enforcement tests need are set with a raw AlterClientQuotas
 //! (faster than a JVM), and the tests wait until DescribeClientQuotas
 //! shows them, which reads the same metadata image the enforcement does.
+//!
+//! The request-time quota (KIP-124, `request_percentage`) is tested in
+//! `quotas/request_time.rs`, the controller mutation quota (KIP-599,
+//! `controller_mutation_rate`) in `quotas/controller_mutation.rs`.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -39,6 +43,9 @@ use weir_integration_tests::records::{self, NewRecord};
 use weir_integration_tests::{RawClient, TestBroker};
 
 use crate::support::{self, error_code, FetchSpec, TopicInfo};
+
+mod controller_mutation;
+mod request_time;
 
 /// The topic the enforcement tests write and read.
 const TOPIC: &str = "metered";
@@ -101,6 +108,20 @@ fn set_client_quota(
         "AlterClientQuotas {key}={value} for client id {client_id}: {:?}",
         entry.error_message
     );
+    wait_for_client_quota(client, versions, client_id, key, value);
+}
+
+/// Waits until DescribeClientQuotas (newest version) answers the quota
+/// `key` = `value` for client id `client_id`: it reads the metadata image
+/// the enforcement reads.
+#[track_caller]
+fn wait_for_client_quota(
+    client: &mut RawClient,
+    versions: &ApiVersionsResponse,
+    client_id: &str,
+    key: &str,
+    value: f64,
+) {
     let version =
         support::newest::<DescribeClientQuotasRequest>(versions, ApiKey::DescribeClientQuotas);
     let describe = DescribeClientQuotasRequest::default().with_components(vec![
@@ -126,6 +147,21 @@ fn set_client_quota(
                 .then_some(())
         },
     );
+}
+
+/// The value of the Prometheus counter `name` with the label
+/// `quota="<quota>"` in the broker's `/metrics` (0 when absent).
+#[track_caller]
+fn quota_counter(broker: &TestBroker, name: &str, quota: &str) -> f64 {
+    let addr = broker.metrics_addr().expect("metrics enabled");
+    let response =
+        weir_integration_tests::metrics::http_get(addr, "/metrics").expect("GET /metrics");
+    let text = String::from_utf8(response.body).expect("UTF-8 metrics");
+    let label = format!("quota=\"{quota}\"");
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(&label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// One uncompressed batch of `count` records whose values are

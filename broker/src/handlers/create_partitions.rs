@@ -23,11 +23,19 @@
 //!   INVALID_REPLICA_ASSIGNMENT; internal topics may grow, as in Kafka;
 //! - `validate_only`: the same answers, nothing written.
 //!
+//! The controller mutation quota (KIP-599): the added partitions count
+//! against the client's `controller_mutation_rate` on the active
+//! controller, strictly from v3 (a topic over it gets
+//! THROTTLING_QUOTA_EXCEEDED) and permissively before (Kafka's
+//! `ControllerApis.handleCreatePartitions`, `strictSinceVersion = 3`); the
+//! handler returns the throttle time the controller gave.
+//!
 //! One result per distinct name, at the position of its first occurrence
 //! (Kafka lists duplicates first, then the others in hash order; clients
 //! match results by name).
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
@@ -35,16 +43,23 @@ use kafka_protocol::ResponseError;
 use weir_controller::{ControllerError, NewPartitions};
 
 use super::{controller_deadline_passed, str_bytes};
+use crate::client_quotas::QuotaClient;
 use crate::context::BrokerContext;
 use crate::error::controller_error_code;
 
-/// Adds the requested partitions; one result per distinct topic name.
+/// The first CreatePartitions version whose controller mutation quota is
+/// strict (Kafka's `strictSinceVersion`).
+const STRICT_QUOTA_SINCE_VERSION: i16 = 3;
+
+/// Adds the requested partitions; one result per distinct topic name, and
+/// the throttle time of `client`'s controller mutation quota.
 pub async fn handle(
     ctx: &BrokerContext,
-    _version: i16,
+    version: i16,
     request: CreatePartitionsRequest,
     auth: &crate::authorizer::RequestAuth<'_>,
-) -> CreatePartitionsResponse {
+    client: QuotaClient<'_>,
+) -> (CreatePartitionsResponse, Duration) {
     let mut response = CreatePartitionsResponse::default();
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for topic in &request.topics {
@@ -64,7 +79,7 @@ pub async fn handle(
                 result
             })
             .collect();
-        return response;
+        return (response, Duration::ZERO);
     }
     let mut reported: HashSet<&str> = HashSet::new();
     let mut results: Vec<CreatePartitionsTopicResult> = Vec::with_capacity(counts.len());
@@ -111,14 +126,17 @@ pub async fn handle(
             results[slot].error_message = Some(str_bytes(message.clone()));
         }
         response.results = results;
-        return response;
+        return (response, Duration::ZERO);
     }
-    let outcomes = if topics.is_empty() {
-        Vec::new()
+    let (outcomes, throttle) = if topics.is_empty() {
+        (Vec::new(), Duration::ZERO)
     } else {
-        ctx.controller
-            .create_partitions(topics, request.validate_only)
-            .await
+        let strict = version >= STRICT_QUOTA_SINCE_VERSION;
+        let outcome = ctx
+            .controller
+            .create_partitions_for(Some(client.mutating(strict)), topics, request.validate_only)
+            .await;
+        (outcome.results, outcome.throttle)
     };
     let mut logs_failed = None;
     if !request.validate_only && outcomes.iter().any(Result::is_ok) {
@@ -151,5 +169,5 @@ pub async fn handle(
         }
     }
     response.results = results;
-    response
+    (response, throttle)
 }

@@ -25,6 +25,13 @@
 //! unless the request names nothing but duplicates (not queued; they get
 //! INVALID_REQUEST). A success carries a null error message, as Kafka's.
 //!
+//! The controller mutation quota (KIP-599): the topics' partitions count
+//! against the client's `controller_mutation_rate` on the active
+//! controller (`weir_controller::mutation_quota`), strictly from v6 (a
+//! topic over it gets THROTTLING_QUOTA_EXCEEDED) and permissively before
+//! (Kafka's `ControllerApis.handleCreateTopics`, `strictSinceVersion = 6`);
+//! the handler returns the throttle time the controller gave.
+//!
 //! Out of file descriptors (issue 15): a request that would leave fewer
 //! than [`crate::descriptors::CREATION_HEADROOM`] free creates nothing and
 //! answers KAFKA_STORAGE_ERROR (see [`crate::descriptors`]). A log that
@@ -45,17 +52,24 @@ use weir_controller::CreatableTopic;
 
 use super::describe_configs::topic_config_entries;
 use super::{controller_deadline_passed, str_bytes};
+use crate::client_quotas::QuotaClient;
 use crate::context::BrokerContext;
 use crate::error::controller_error_code;
 use crate::topic_config;
 
-/// Creates the requested topics; per-topic results in request order.
+/// The first CreateTopics version whose controller mutation quota is strict
+/// (Kafka's `strictSinceVersion`).
+const STRICT_QUOTA_SINCE_VERSION: i16 = 6;
+
+/// Creates the requested topics; per-topic results in request order, and
+/// the throttle time of `client`'s controller mutation quota.
 pub async fn handle(
     ctx: &BrokerContext,
     version: i16,
     request: CreateTopicsRequest,
     auth: &crate::authorizer::RequestAuth<'_>,
-) -> CreateTopicsResponse {
+    client: QuotaClient<'_>,
+) -> (CreateTopicsResponse, Duration) {
     let mut response = CreateTopicsResponse::default();
     if controller_deadline_passed(
         request.timeout_ms,
@@ -74,7 +88,7 @@ pub async fn handle(
                 result
             })
             .collect();
-        return response;
+        return (response, Duration::ZERO);
     }
     let mut results: Vec<Option<CreatableTopicResult>> = Vec::with_capacity(request.topics.len());
     let mut to_create = Vec::new();
@@ -178,7 +192,7 @@ pub async fn handle(
             results[slot] = Some(result);
         }
         response.topics = results.into_iter().flatten().collect();
-        return response;
+        return (response, Duration::ZERO);
     }
     if !creatable.is_empty() && !request.validate_only {
         // Backpressure: the logs of earlier creations first, so that
@@ -188,12 +202,19 @@ pub async fn handle(
         let earlier = ctx.metadata().last_applied_offset;
         ctx.replica_manager.wait_for_applied(earlier, wait).await;
     }
-    let outcomes = if creatable.is_empty() {
-        Vec::new()
+    let (outcomes, throttle) = if creatable.is_empty() {
+        (Vec::new(), Duration::ZERO)
     } else {
-        ctx.controller
-            .create_topics(creatable, request.validate_only)
-            .await
+        let strict = version >= STRICT_QUOTA_SINCE_VERSION;
+        let outcome = ctx
+            .controller
+            .create_topics_for(
+                Some(client.mutating(strict)),
+                creatable,
+                request.validate_only,
+            )
+            .await;
+        (outcome.results, outcome.throttle)
     };
     if !request.validate_only && outcomes.iter().any(Result::is_ok) {
         // The logs are created from now on, not once the metadata follower
@@ -249,5 +270,5 @@ pub async fn handle(
         results[slot] = Some(result);
     }
     response.topics = results.into_iter().flatten().collect();
-    response
+    (response, throttle)
 }

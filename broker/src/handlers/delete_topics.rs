@@ -3,9 +3,18 @@
 //! the groups' committed offsets of the topic are deleted before the
 //! response.
 //!
+//! The controller mutation quota (KIP-599): each deleted topic's
+//! partitions count against the client's `controller_mutation_rate` on
+//! the active controller, strictly from v5 (a topic over it gets
+//! THROTTLING_QUOTA_EXCEEDED and stays) and permissively before (Kafka's
+//! `ControllerApis.handleDeleteTopics`, `strictSinceVersion = 5`); the
+//! handler returns the throttle time the controller gave.
+//!
 //! A topic named (or identified) more than once is not deleted and gets one
 //! INVALID_REQUEST, "Duplicate topic name." / "Duplicate topic id." (Kafka's
 //! `ControllerApis.deleteTopics`).
+
+use std::time::Duration;
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
@@ -14,6 +23,7 @@ use uuid::Uuid;
 use weir_controller::TopicRef;
 
 use super::str_bytes;
+use crate::client_quotas::QuotaClient;
 use crate::context::BrokerContext;
 use crate::error::controller_error_code;
 
@@ -29,13 +39,19 @@ fn invalid(message: &'static str) -> Refusal {
     (ResponseError::InvalidRequest.code(), Some(message))
 }
 
-/// Deletes the requested topics; per-topic results in request order.
+/// The first DeleteTopics version whose controller mutation quota is strict
+/// (Kafka's `strictSinceVersion`).
+const STRICT_QUOTA_SINCE_VERSION: i16 = 5;
+
+/// Deletes the requested topics; per-topic results in request order, and
+/// the throttle time of `client`'s controller mutation quota.
 pub async fn handle(
     ctx: &BrokerContext,
     version: i16,
     request: DeleteTopicsRequest,
     auth: &crate::authorizer::RequestAuth<'_>,
-) -> DeleteTopicsResponse {
+    client: QuotaClient<'_>,
+) -> (DeleteTopicsResponse, Duration) {
     let requested: Vec<Requested> = if version >= 6 {
         request
             .topics
@@ -72,12 +88,17 @@ pub async fn handle(
         .iter()
         .filter_map(|(_, _, r)| r.clone().ok())
         .collect();
-    let mut outcomes = if refs.is_empty() {
-        Vec::new()
+    let (outcomes, throttle) = if refs.is_empty() {
+        (Vec::new(), Duration::ZERO)
     } else {
-        ctx.controller.delete_topics(refs).await
-    }
-    .into_iter();
+        let strict = version >= STRICT_QUOTA_SINCE_VERSION;
+        let outcome = ctx
+            .controller
+            .delete_topics_for(Some(client.mutating(strict)), refs)
+            .await;
+        (outcome.results, outcome.throttle)
+    };
+    let mut outcomes = outcomes.into_iter();
     // Off the runtime: deleting thousands of partition directories takes
     // seconds of file system calls, as creating them does.
     if let Err(e) = ctx
@@ -119,7 +140,7 @@ pub async fn handle(
         }
         response.responses.push(r);
     }
-    response
+    (response, throttle)
 }
 
 /// `requested` with each repeated name or id once, at its first place,

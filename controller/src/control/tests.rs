@@ -2137,3 +2137,118 @@ fn the_static_min_insync_replicas_is_the_last_fallback() {
         1
     );
 }
+
+/// A quota that lets `allowed` topics through, then refuses, noting the
+/// partition counts it was asked to record.
+struct RecordingQuota {
+    allowed: usize,
+    recorded: Vec<usize>,
+}
+
+impl crate::mutation_quota::PartitionMutationQuota for RecordingQuota {
+    fn record(&mut self, partitions: usize) -> Result<(), ControllerError> {
+        self.recorded.push(partitions);
+        if self.recorded.len() > self.allowed {
+            return Err(ControllerError::ThrottlingQuotaExceeded {
+                throttle_time_ms: 7,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn mutations_count_valid_topics_partitions_and_a_refused_topic_changes_nothing() {
+    fn refused<T>() -> Result<T, ControllerError> {
+        Err(ControllerError::ThrottlingQuotaExceeded {
+            throttle_time_ms: 7,
+        })
+    }
+    let placer = StripedReplicaPlacer::default();
+    let mut image = image_with_brokers(3);
+    created(&mut image, &[topic("existing", 2, 1)]);
+
+    // CreateTopics: an invalid topic is not counted; the second valid one
+    // is refused and gets no records.
+    let mut quota = RecordingQuota {
+        allowed: 1,
+        recorded: Vec::new(),
+    };
+    let result = create_topics_under_quota(
+        &image,
+        &[topic("existing", 4, 1), topic("a", 3, 1), topic("b", 1, 1)],
+        false,
+        &placer,
+        &mut quota,
+    );
+    assert_eq!(quota.recorded, vec![3, 1], "partitions of each valid topic");
+    assert!(matches!(
+        result.response[0],
+        Err(ControllerError::TopicAlreadyExists { .. })
+    ));
+    assert!(result.response[1].is_ok());
+    assert_eq!(result.response[2], refused());
+    replay(&mut image, &result.records);
+    assert!(image.topic("a").is_some());
+    assert!(image.topic("b").is_none(), "a refused topic is not created");
+
+    // Validate-only creations count too (Kafka's KRaft controller).
+    let mut quota = RecordingQuota {
+        allowed: 0,
+        recorded: Vec::new(),
+    };
+    let checked = create_topics_under_quota(&image, &[topic("c", 5, 1)], true, &placer, &mut quota);
+    assert_eq!(
+        (quota.recorded, checked.response),
+        (vec![5], vec![refused()])
+    );
+
+    // CreatePartitions counts the partitions added.
+    let mut quota = RecordingQuota {
+        allowed: 1,
+        recorded: Vec::new(),
+    };
+    let result = create_partitions_under_quota(
+        &image,
+        &[
+            grow("a", 5, None),
+            grow("existing", 3, None),
+            grow("nope", 2, None),
+        ],
+        false,
+        &placer,
+        &mut quota,
+    );
+    assert_eq!(quota.recorded, vec![2, 1]);
+    assert_eq!(result.response[0], Ok(()));
+    assert_eq!(result.response[1], refused());
+    assert!(matches!(
+        result.response[2],
+        Err(ControllerError::UnknownTopic { .. })
+    ));
+    replay(&mut image, &result.records);
+    assert_eq!(image.topic("a").unwrap().partitions.len(), 5);
+    assert_eq!(image.topic("existing").unwrap().partitions.len(), 2);
+
+    // DeleteTopics counts each found topic's partitions once.
+    let a_id = image.topic("a").unwrap().topic_id;
+    let mut quota = RecordingQuota {
+        allowed: 1,
+        recorded: Vec::new(),
+    };
+    let result = delete_topics_under_quota(
+        &image,
+        &[
+            TopicRef::Name("a".into()),
+            TopicRef::Id(a_id),
+            TopicRef::Name("existing".into()),
+        ],
+        &mut quota,
+    );
+    assert_eq!(quota.recorded, vec![5, 2]);
+    assert!(result.response[0].is_ok() && result.response[1].is_ok());
+    assert_eq!(result.response[2], refused());
+    replay(&mut image, &result.records);
+    assert!(image.topic("a").is_none());
+    assert!(image.topic("existing").is_some(), "a refused topic stays");
+}

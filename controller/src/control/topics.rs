@@ -8,6 +8,7 @@ use super::partition_change::{is_active, MIN_INSYNC_REPLICAS};
 use super::ControllerResult;
 use crate::error::ControllerError;
 use crate::image::{MetadataImage, TopicId};
+use crate::mutation_quota::{PartitionMutationQuota, UnboundedMutationQuota};
 use crate::placement::ReplicaPlacer;
 use crate::records::{
     ConfigRecord, ConfigResourceType, MetadataRecord, PartitionChangeRecord, PartitionRecord,
@@ -142,11 +143,35 @@ fn excessively_large_batch() -> ControllerError {
 ///
 /// With `validate_only` the responses are the same (the cap included) but no
 /// records are returned.
+///
+/// No controller mutation quota applies; see [`create_topics_under_quota`].
 pub fn create_topics(
     image: &MetadataImage,
     topics: &[CreatableTopic],
     validate_only: bool,
     placer: &dyn ReplicaPlacer,
+) -> ControllerResult<Vec<Result<CreatedTopic, ControllerError>>> {
+    create_topics_under_quota(
+        image,
+        topics,
+        validate_only,
+        placer,
+        &mut UnboundedMutationQuota,
+    )
+}
+
+/// [`create_topics`] with each valid, placed topic's partitions counted
+/// against `quota` just before the topic gets its id (Kafka's
+/// `ReplicationControlManager.createTopic` calling
+/// `applyPartitionChangeQuota(numPartitions)`, validate-only requests
+/// included); a topic the quota refuses gets its error
+/// ([`ControllerError::ThrottlingQuotaExceeded`]) and no records.
+pub fn create_topics_under_quota(
+    image: &MetadataImage,
+    topics: &[CreatableTopic],
+    validate_only: bool,
+    placer: &dyn ReplicaPlacer,
+    quota: &mut dyn PartitionMutationQuota,
 ) -> ControllerResult<Vec<Result<CreatedTopic, ControllerError>>> {
     let mut name_counts: HashMap<&str, usize> = HashMap::new();
     for t in topics {
@@ -201,6 +226,10 @@ pub fn create_topics(
                 }
             },
         };
+        if let Err(e) = quota.record(placement.len()) {
+            responses.push(Err(e));
+            continue;
+        }
         let topic_id = loop {
             let id = crate::determinism::uuid_v4();
             if !id.is_nil() && used_ids.insert(id) {
@@ -431,9 +460,24 @@ fn validate_manual_assignment(
 /// no records. (Kafka bounds the same record list but reports the topics past
 /// the bound one by one as `UNKNOWN_SERVER_ERROR` while deleting the first
 /// 10000; Weir refuses the whole request, as it does for CreateTopics.)
+///
+/// No controller mutation quota applies; see [`delete_topics_under_quota`].
 pub fn delete_topics(
     image: &MetadataImage,
     topics: &[TopicRef],
+) -> ControllerResult<Vec<Result<(String, TopicId), ControllerError>>> {
+    delete_topics_under_quota(image, topics, &mut UnboundedMutationQuota)
+}
+
+/// [`delete_topics`] with each found topic's partitions counted against
+/// `quota` before its `RemoveTopicRecord` (Kafka's
+/// `ReplicationControlManager.deleteTopic` calling
+/// `applyPartitionChangeQuota(numPartitions)`); a topic the quota refuses
+/// gets its error ([`ControllerError::ThrottlingQuotaExceeded`]) and stays.
+pub fn delete_topics_under_quota(
+    image: &MetadataImage,
+    topics: &[TopicRef],
+    quota: &mut dyn PartitionMutationQuota,
 ) -> ControllerResult<Vec<Result<(String, TopicId), ControllerError>>> {
     let mut counts: HashMap<&TopicRef, usize> = HashMap::new();
     for t in topics {
@@ -469,8 +513,11 @@ pub fn delete_topics(
             if topic.name == CLUSTER_METADATA_TOPIC_NAME {
                 return Err(internal());
             }
-            // The same topic named once by name and once by id is removed once.
-            if removed.insert(topic.topic_id) {
+            // The same topic named once by name and once by id is removed
+            // (and counted) once.
+            if !removed.contains(&topic.topic_id) {
+                quota.record(topic.partitions.len())?;
+                removed.insert(topic.topic_id);
                 records.push(MetadataRecord::RemoveTopic(RemoveTopicRecord {
                     topic_id: topic.topic_id,
                 }));
@@ -592,11 +639,36 @@ pub struct NewPartitions {
 /// [`ControllerError::PolicyViolation`] and there are no records (counted
 /// before any placement). With `validate_only` the responses are the same
 /// but no records are returned.
+///
+/// No controller mutation quota applies; see [`create_partitions_under_quota`].
 pub fn create_partitions(
     image: &MetadataImage,
     topics: &[NewPartitions],
     validate_only: bool,
     placer: &dyn ReplicaPlacer,
+) -> ControllerResult<Vec<Result<(), ControllerError>>> {
+    create_partitions_under_quota(
+        image,
+        topics,
+        validate_only,
+        placer,
+        &mut UnboundedMutationQuota,
+    )
+}
+
+/// [`create_partitions`] with each valid topic's added partitions counted
+/// against `quota` before they are placed (Kafka's
+/// `ReplicationControlManager.createPartitions` calling
+/// `applyPartitionChangeQuota(additional)`, validate-only requests
+/// included; Kafka counts before it checks each manually assigned replica
+/// list, Weir after); a topic the quota refuses gets its error
+/// ([`ControllerError::ThrottlingQuotaExceeded`]) and no partitions.
+pub fn create_partitions_under_quota(
+    image: &MetadataImage,
+    topics: &[NewPartitions],
+    validate_only: bool,
+    placer: &dyn ReplicaPlacer,
+    quota: &mut dyn PartitionMutationQuota,
 ) -> ControllerResult<Vec<Result<(), ControllerError>>> {
     let mut name_counts: HashMap<&str, usize> = HashMap::new();
     for t in topics {
@@ -619,6 +691,10 @@ pub fn create_partitions(
                 continue;
             }
         };
+        if let Err(e) = quota.record(plan.additional) {
+            responses.push(Err(e));
+            continue;
+        }
         planned_records = planned_records.saturating_add(plan.additional);
         if planned_records > MAX_RECORDS_PER_USER_OP {
             return ControllerResult {
