@@ -353,8 +353,16 @@ fn assert_refused(output: &CommandOutput) {
 /// Kafka's own tools: `kafka-configs` gives client id `slow` a
 /// controller_mutation_rate of 0.01; `kafka-topics` (the Java Admin
 /// client, newest versions: strict) as `slow` creates one topic, then is
-/// refused another topic, new partitions and a deletion with Kafka's
-/// message, while `kafka-topics` as `fast` creates a topic meanwhile.
+/// refused another topic and a deletion with Kafka's message, while
+/// `kafka-topics` as `fast` creates a topic meanwhile.
+///
+/// `kafka-topics --alter` is left to the raw CreatePartitions v3 case
+/// above: TopicCommand 4.1 queues CreatePartitions and DescribeTopics at
+/// once, and when the throttled CreatePartitions answer comes first the
+/// Java client holds the still unsent DescribeTopicPartitions until the
+/// throttle time ends (its `NetworkClient` throttles the node, KIP-219),
+/// and `Admin.close()` waits for it: about 200 s at this rate, as against
+/// Kafka. It did so in 1 run in 3 here.
 #[test]
 fn kafka_topics_over_its_mutation_rate_is_refused_and_another_client_is_not() {
     let (broker, mut admin, versions) = start_mutation_broker();
@@ -407,11 +415,6 @@ fn kafka_topics_over_its_mutation_rate_is_refused_and_another_client_is_not() {
     output.assert_success();
     assert!(output.stdout_text().contains("Created topic third."));
 
-    assert_refused(&kafka_topics_as(
-        &broker,
-        &slow,
-        &["--alter", "--topic", "third", "--partitions", "6"],
-    ));
     assert_refused(&kafka_topics_as(
         &broker,
         &slow,
