@@ -391,14 +391,14 @@ fn raft_err(e: impl std::fmt::Display) -> ControllerError {
 pub(crate) fn forward_connection_lost(
     target: &str,
     reason: &str,
-    forward_timeout: Duration,
+    waited: Duration,
 ) -> ControllerError {
     ControllerError::Timeout {
         operation: format!(
             "{target} to answer a forwarded command (connection lost: {reason}; it may or may \
              not have run)"
         ),
-        waited_ms: forward_timeout.as_millis() as u64,
+        waited_ms: waited.as_millis() as u64,
     }
 }
 
@@ -864,6 +864,7 @@ impl QuorumController {
                     }
                 }
                 Some(l) if l != inner.raft_id => {
+                    let sent = Instant::now();
                     match self
                         .forward(l, leader_addr.as_deref().unwrap_or(""), &command)
                         .await
@@ -887,7 +888,7 @@ impl QuorumController {
                             return Err(forward_connection_lost(
                                 &format!("the active controller {l}"),
                                 &reason,
-                                inner.options.forward_timeout,
+                                sent.elapsed(),
                             ));
                         }
                     }
@@ -925,6 +926,19 @@ impl QuorumController {
     }
 
     /// Sends `command` to the active controller `leader` at `addr`.
+    ///
+    /// Gives up as soon as this voter learns that `leader` no longer leads
+    /// (a new leader, or an election under way): a leader that stopped
+    /// answering without closing its connections (paused, cut off) would
+    /// otherwise hold the command for the whole `forward_timeout`, and a
+    /// broker heartbeat held that long misses the new controller's session
+    /// timeout (the new controller starts every session at its takeover,
+    /// and fenced every live broker with it). Kafka's
+    /// `NodeToControllerRequestThread` likewise disconnects from the old
+    /// controller when KRaft names a new one. The connection is dropped
+    /// (the call may have been cut in the middle of a frame); the caller
+    /// sees a lost connection: a read-only command is asked again, any
+    /// other may or may not have run.
     async fn forward(
         &self,
         leader: u64,
@@ -936,12 +950,24 @@ impl QuorumController {
         let client = clients
             .entry(leader)
             .or_insert_with(|| inner.transport.client(inner.raft_id, leader, addr));
-        let response = client
-            .call(
+        let mut metrics = inner.raft.metrics();
+        let deposed =
+            metrics.wait_for(|m| m.current_leader != Some(leader) || m.running_state.is_err());
+        let answer = tokio::select! {
+            answer = client.call(
                 QuorumRequest::Command(command.clone()),
                 inner.options.forward_timeout,
-            )
-            .await?;
+            ) => Some(answer),
+            _ = deposed => None,
+        };
+        let Some(answer) = answer else {
+            clients.remove(&leader);
+            return Err(TransportError::Network {
+                target: leader,
+                reason: "the active controller changed while the command was in flight".to_owned(),
+            });
+        };
+        let response = answer?;
         match response {
             QuorumResponse::Command(result) => Ok(result),
             other => Err(TransportError::Network {

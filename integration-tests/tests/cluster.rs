@@ -533,6 +533,56 @@ fn a_killed_active_controller_is_fenced_by_its_successor_and_returns() {
     kill_fence_and_restart(true);
 }
 
+/// SIGSTOP of the active controller with short broker sessions: unlike
+/// kill -9 its connections stay open and unanswered, so the survivors'
+/// broker heartbeats in flight to it get no error. The successor starts
+/// every session at its takeover and must fence the paused node alone:
+/// each survivor gives up its heartbeat as soon as it learns of the new
+/// leader and heartbeats to the successor within its session timeout, so
+/// the survivors' partitions never go offline. (The survivors used to wait
+/// out the 10 s forward timeout and were fenced with it.)
+#[test]
+fn a_paused_active_controller_is_fenced_by_its_successor_alone() {
+    let (brokers, _) = start_three_nodes_with(&FAST_SESSIONS);
+    let mut clients: Vec<RawClient> = brokers.iter().map(support::connect).collect();
+    let versions = support::api_versions(&mut clients[0]);
+    let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    let victim = agreed_controller(&mut clients, version, None);
+    create_assigned(&mut clients[0], "rf1", &[&[1], &[2], &[3]]);
+    let live = |id: i32| (error_code::NONE, id, vec![id], vec![]);
+    let all_live = (vec![live(1), live(2), live(3)], vec![1, 2, 3]);
+    for client in clients.iter_mut() {
+        support::poll_until(Duration::from_secs(10), "rf1 led by every broker", || {
+            (topic_state(client, version, "rf1")? == all_live).then_some(())
+        });
+    }
+
+    let index = brokers.iter().position(|b| b.node_id() == victim).unwrap();
+    support::pause(&brokers[index]);
+    let survivor_ids: Vec<i32> = (1..=3).filter(|&id| id != victim).collect();
+    let offline = (error_code::LEADER_NOT_AVAILABLE, -1, vec![], vec![victim]);
+    for i in (0..3).filter(|&i| i != index) {
+        support::poll_until(
+            Duration::from_secs(20),
+            &format!("node {}: the paused controller {victim} fenced", i + 1),
+            || {
+                let (rf1, listed) = topic_state(&mut clients[i], version, "rf1")?;
+                for &id in &survivor_ids {
+                    assert_eq!(
+                        rf1[id as usize - 1],
+                        live(id),
+                        "node {}: broker {id} kept heartbeating, yet its partition went \
+                         offline (fenced with the paused controller {victim})",
+                        i + 1
+                    );
+                }
+                (rf1[victim as usize - 1] == offline && listed == survivor_ids).then_some(())
+            },
+        );
+    }
+    support::resume(&brokers[index]);
+}
+
 /// kill -9 one of three nodes (the active controller or not) with short
 /// broker sessions: its RF=1 partition goes offline on the survivors, the
 /// RF=3 partition it led moves to the next ISR member (every replica starts

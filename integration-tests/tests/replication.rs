@@ -278,16 +278,6 @@ fn followers_hold_the_leaders_batches_byte_for_byte() {
     );
 }
 
-/// Sends `signal` (`-STOP`, `-CONT`) to `broker`'s process.
-fn signal(broker: &TestBroker, signal: &str) {
-    let pid = broker.pid().expect("a running broker").to_string();
-    let status = std::process::Command::new("kill")
-        .args([signal, &pid])
-        .status()
-        .expect("kill");
-    assert!(status.success(), "kill {signal} {pid}");
-}
-
 /// A leader paused with SIGSTOP past its session timeout is fenced and
 /// replaced; an acks=all produce it received while paused is not
 /// acknowledged once it resumes (its followers fetch from the new leader,
@@ -306,7 +296,7 @@ fn a_paused_leader_acknowledges_nothing_after_the_new_epoch() {
     assert_eq!(error, error_code::NONE);
 
     let mut to_paused = support::connect(&brokers[at]);
-    signal(&brokers[at], "-STOP");
+    support::pause(&brokers[at]);
     let produce_version = v.produce;
     let paused_topic = topic.clone();
     let during = std::thread::spawn(move || {
@@ -349,7 +339,7 @@ fn a_paused_leader_acknowledges_nothing_after_the_new_epoch() {
             }
         },
     );
-    signal(&brokers[at], "-CONT");
+    support::resume(&brokers[at]);
 
     let answered = during.join().expect("the paused leader's produce");
     assert_ne!(

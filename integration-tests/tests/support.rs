@@ -805,3 +805,51 @@ pub fn assert_replicas_identical(brokers: &[TestBroker], topic: &str, partition:
     );
     assert_segments_identical(&dirs, topic, partition)
 }
+
+/// Sends `signal` (`-STOP`, `-CONT`) to `broker`'s process.
+#[track_caller]
+fn signal(broker: &TestBroker, signal: &str) {
+    let pid = broker.pid().expect("a running broker").to_string();
+    let status = Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+/// Pauses `broker` with SIGSTOP and returns once every thread of its
+/// process is stopped (state `T` in `/proc/<pid>/task/<tid>/stat`).
+/// SIGSTOP is asynchronous for a process with many threads: `kill`
+/// returns once the signal is queued, one thread takes it and only then
+/// stops the others, so on a loaded machine the others may serve requests
+/// for milliseconds more (a produce sent right after `kill` was once
+/// appended, replicated and acknowledged before the pause began). A paused
+/// broker keeps its connections open and answers nothing, as a hung
+/// machine or a cut network does.
+#[track_caller]
+pub fn pause(broker: &TestBroker) {
+    signal(broker, "-STOP");
+    let pid = broker.pid().expect("a running broker");
+    let tasks = format!("/proc/{pid}/task");
+    poll_until(
+        Duration::from_secs(30),
+        &format!("every thread of process {pid} to stop"),
+        || {
+            let entries = std::fs::read_dir(&tasks).unwrap_or_else(|e| panic!("{tasks}: {e}"));
+            let all_stopped = entries.flatten().all(|task| {
+                std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+                    // `pid (comm) state ...`: the state follows the last ')'.
+                    stat.rsplit_once(')')
+                        .is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+                })
+            });
+            all_stopped.then_some(())
+        },
+    );
+}
+
+/// Resumes a broker [`pause`]d with SIGCONT.
+#[track_caller]
+pub fn resume(broker: &TestBroker) {
+    signal(broker, "-CONT");
+}
