@@ -2,7 +2,9 @@
 distribution, unpacked with our two shims by kafka_python_suite.sh), run
 against Weir through KAFKA_URI: one check per test id on
 kafka-python-tests.txt, or every collected test with --try-all (to grow the
-list). SASL tests are never run (Weir serves PLAINTEXT only)."""
+list). They run over the compat broker's PLAINTEXT listener; the suite's
+SASL tests are not run (kafka-python over SASL_PLAINTEXT and SASL_SSL
+against Weir is tested in integration-tests/tests/sasl.rs)."""
 
 import subprocess
 from pathlib import Path
