@@ -434,6 +434,52 @@ fn kafkajs_round_trips_over_sasl_plaintext_with_scram_sha_512() {
     );
 }
 
+/// kafka-python with SCRAM-SHA-512 as alice over SASL_SSL: admin-created
+/// 3-partition topic, 2,000 records with acks=all, read back with
+/// assign(). Options: `security_protocol=SASL_SSL`,
+/// `sasl_mechanism=SCRAM-SHA-512`, `sasl_plain_username`,
+/// `sasl_plain_password`, `ssl_cafile`.
+#[test]
+fn kafka_python_round_trips_over_sasl_ssl_with_scram_sha_512() {
+    let (pki, broker) = start_scram_broker();
+    add_alice_scram_sha_512(&broker);
+    support::script_round_trip(
+        RoundTripScript::KafkaPython,
+        broker.bootstrap_for(SASL_SSL),
+        "scram-ssl-kafka-python",
+        2000,
+        &[
+            "security_protocol=SASL_SSL".to_owned(),
+            "sasl_mechanism=SCRAM-SHA-512".to_owned(),
+            format!("sasl_plain_username={}", ALICE.0),
+            format!("sasl_plain_password={}", ALICE.1),
+            format!("ssl_cafile={}", pki.ca().display()),
+        ],
+    );
+}
+
+/// KafkaJS with SCRAM-SHA-512 as alice over SASL_SSL: admin-created
+/// 3-partition topic, 2,000 records with acks=-1, read back by a consumer
+/// group. Options: `sasl: { mechanism: 'scram-sha-512', username,
+/// password }`, `ssl: { ca: [ca.pem] }`.
+#[test]
+fn kafkajs_round_trips_over_sasl_ssl_with_scram_sha_512() {
+    let (pki, broker) = start_scram_broker();
+    add_alice_scram_sha_512(&broker);
+    support::script_round_trip(
+        RoundTripScript::KafkaJs,
+        broker.bootstrap_for(SASL_SSL),
+        "scram-ssl-kafkajs",
+        2000,
+        &[
+            "sasl.mechanism=scram-sha-512".to_owned(),
+            format!("sasl.username={}", ALICE.0),
+            format!("sasl.password={}", ALICE.1),
+            format!("ssl.ca={}", pki.ca().display()),
+        ],
+    );
+}
+
 /// kcat with SCRAM-SHA-512 as alice with a wrong password gets no
 /// metadata and librdkafka reports the broker's message for SCRAM
 /// ("Authentication failed during authentication due to invalid

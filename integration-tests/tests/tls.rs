@@ -449,6 +449,57 @@ fn kafkajs_round_trips_over_mutual_tls() {
     );
 }
 
+/// Server-authenticated TLS (no client certificate, `ssl.client.auth` at
+/// its default, none) with every client library the tests drive, one after
+/// another on one broker: confluent-kafka, kafka-python and KafkaJS each
+/// create a 3-partition topic and round-trip 2,000 records, the Java
+/// client 2,000 records of 512 bytes compared field by field. Each trusts
+/// only the test CA (`ssl.ca.location`, `ssl_cafile`, `ssl.ca`, a PEM
+/// truststore) and checks the broker's name.
+#[test]
+fn every_client_round_trips_over_tls_without_a_client_certificate() {
+    let pki = TestPki::new().expect("test PKI");
+    let broker = start_ssl_broker(&pki, &[]);
+    let ca = pki.ca().display().to_string();
+    support::script_round_trip(
+        RoundTripScript::Confluent,
+        broker.bootstrap_for(SSL),
+        "tls1-confluent",
+        2000,
+        &[
+            "security.protocol=SSL".to_owned(),
+            format!("ssl.ca.location={ca}"),
+        ],
+    );
+    support::script_round_trip(
+        RoundTripScript::KafkaPython,
+        broker.bootstrap_for(SSL),
+        "tls1-kafka-python",
+        2000,
+        &[
+            "security_protocol=SSL".to_owned(),
+            format!("ssl_cafile={ca}"),
+        ],
+    );
+    support::script_round_trip(
+        RoundTripScript::KafkaJs,
+        broker.bootstrap_for(SSL),
+        "tls1-kafkajs",
+        2000,
+        &[format!("ssl.ca={ca}")],
+    );
+    support::java_produce_consume(
+        broker.bootstrap_for(SSL),
+        "tls1-java",
+        2000,
+        &[
+            "security.protocol=SSL".to_owned(),
+            "ssl.truststore.type=PEM".to_owned(),
+            format!("ssl.truststore.location={ca}"),
+        ],
+    );
+}
+
 /// Certificate renewal without a restart (issue 19, KIP-226's keystore
 /// update, by file): the SSL listener's keystore file is overwritten with
 /// a certificate from another CA for the same names; within the broker's
