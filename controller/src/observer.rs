@@ -599,6 +599,7 @@ impl MetadataObserver {
         let mut last_leader = None;
         loop {
             let target = inner.leader_or_bootstrap(&mut next_bootstrap);
+            let sent = Instant::now();
             match inner.forward(&target, &command).await {
                 Ok(Ok(outcome)) => {
                     self.wait_applied(outcome.offset).await?;
@@ -626,7 +627,7 @@ impl MetadataObserver {
                     return Err(forward_connection_lost(
                         &format!("the active controller at {}", target.address),
                         &reason,
-                        inner.options.forward_timeout,
+                        sent.elapsed(),
                     ));
                 }
             }

@@ -533,6 +533,28 @@ fn a_killed_active_controller_is_fenced_by_its_successor_and_returns() {
     kill_fence_and_restart(true);
 }
 
+/// The state of a one-replica partition that broker `id` leads.
+fn led_by(id: i32) -> PartitionState {
+    (error_code::NONE, id, vec![id], vec![])
+}
+
+/// Topic `rf1` (one partition per broker, `create_assigned(.., "rf1",
+/// &[&[1], &[2], &[3]])`) with every broker leading its own, and the
+/// listed brokers, as [`topic_state`] gives them.
+fn all_rf1_led() -> (Vec<PartitionState>, Vec<i32>) {
+    (vec![led_by(1), led_by(2), led_by(3)], vec![1, 2, 3])
+}
+
+/// Polls every client until its Metadata shows [`all_rf1_led`].
+#[track_caller]
+fn wait_for_rf1_led_by_every_broker(clients: &mut [RawClient], version: i16) {
+    for client in clients.iter_mut() {
+        support::poll_until(Duration::from_secs(10), "rf1 led by every broker", || {
+            (topic_state(client, version, "rf1")? == all_rf1_led()).then_some(())
+        });
+    }
+}
+
 /// SIGSTOP of the active controller with short broker sessions: unlike
 /// kill -9 its connections stay open and unanswered, so the survivors'
 /// broker heartbeats in flight to it get no error. The successor starts
@@ -549,13 +571,7 @@ fn a_paused_active_controller_is_fenced_by_its_successor_alone() {
     let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
     let victim = agreed_controller(&mut clients, version, None);
     create_assigned(&mut clients[0], "rf1", &[&[1], &[2], &[3]]);
-    let live = |id: i32| (error_code::NONE, id, vec![id], vec![]);
-    let all_live = (vec![live(1), live(2), live(3)], vec![1, 2, 3]);
-    for client in clients.iter_mut() {
-        support::poll_until(Duration::from_secs(10), "rf1 led by every broker", || {
-            (topic_state(client, version, "rf1")? == all_live).then_some(())
-        });
-    }
+    wait_for_rf1_led_by_every_broker(&mut clients, version);
 
     let index = brokers.iter().position(|b| b.node_id() == victim).unwrap();
     support::pause(&brokers[index]);
@@ -570,7 +586,7 @@ fn a_paused_active_controller_is_fenced_by_its_successor_alone() {
                 for &id in &survivor_ids {
                     assert_eq!(
                         rf1[id as usize - 1],
-                        live(id),
+                        led_by(id),
                         "node {}: broker {id} kept heartbeating, yet its partition went \
                          offline (fenced with the paused controller {victim})",
                         i + 1
@@ -610,13 +626,7 @@ fn kill_fence_and_restart(kill_the_active_controller: bool) {
         "rf3",
         &[&[victim, first, second], &[first, victim, second]],
     );
-    let live = |id: i32| (error_code::NONE, id, vec![id], vec![]);
-    let all_live = (vec![live(1), live(2), live(3)], vec![1, 2, 3]);
-    for client in clients.iter_mut() {
-        support::poll_until(Duration::from_secs(10), "rf1 led by every broker", || {
-            (topic_state(client, version, "rf1")? == all_live).then_some(())
-        });
-    }
+    wait_for_rf1_led_by_every_broker(&mut clients, version);
 
     let index = brokers.iter().position(|b| b.node_id() == victim).unwrap();
     brokers[index].kill9().expect("kill -9 a broker");
@@ -640,7 +650,7 @@ fn kill_fence_and_restart(kill_the_active_controller: bool) {
                         if id == victim {
                             offline.clone()
                         } else {
-                            live(id)
+                            led_by(id)
                         }
                     })
                     .collect();
@@ -678,7 +688,7 @@ fn kill_fence_and_restart(kill_the_active_controller: bool) {
                 // The RF=3 partitions keep their leader (the victim is back
                 // in their ISR only once it has caught up).
                 let led_by_first = |p: &PartitionState| (p.0, p.1, p.3.is_empty());
-                (rf1 == all_live
+                (rf1 == all_rf1_led()
                     && rf3.iter().map(led_by_first).collect::<Vec<_>>()
                         == vec![(error_code::NONE, first, true); 2])
                 .then_some(())
