@@ -53,21 +53,28 @@
 //! would have been answered with nothing: its request and its state are
 //! those of the read that found it quiet. The one thing the skipped reads
 //! did in Kafka is refresh the follower's fetch state on the leader
-//! (`Replica.updateFetchStateOrThrow`); a follower at the log end offset
-//! is in sync whatever its fetch time (`ReplicaState.isCaughtUp`), and the
-//! session hands each quiet partition back for a refresh (without a read)
-//! every `quiet_refresh_ms` ([`FetchContext::Incremental::refresh`]), so
-//! that when the log end moves the follower's last fetch time is at most
-//! that old: the follower may leave the ISR up to `quiet_refresh_ms`
-//! sooner than in Kafka, never later. An idle session then costs
-//! O(changed partitions) per Fetch.
+//! (`Replica.updateFetchStateOrThrow`): every Fetch of the session counts
+//! as a fetch of each of its partitions at the offset it last asked for.
+//! A quiet partition keeps that without a read: its watch carries a
+//! [`QuietLink`] that the partition attaches to the follower's state on
+//! the leader, through which the follower's fetch time is the session's
+//! last Fetch (the follower was at the leader's log end offset when the
+//! read found it quiet, and nothing changed since). The partition's next
+//! change freezes the link at the session's last Fetch before it, as do
+//! the partition becoming active again or being forgotten; the follower's
+//! next recorded Fetch replaces it. So the follower's last fetch and
+//! caught-up times are Kafka's, with no periodic work (one departure: a
+//! session Fetch that lands between a change and the freeze right after it
+//! still counts, as one read just before the change would have). An idle
+//! session then costs O(changed partitions) per Fetch.
 //!
 //! This module owns the session rules only: it reads no log and resolves
 //! no partition (`handlers/fetch.rs` does both and hands back what it read
 //! as [`PartitionAnswer`]s); partitions are seen only through
 //! [`QuietPartition`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use kafka_protocol::protocol::StrBytes;
@@ -144,14 +151,6 @@ pub struct PartitionAnswer<H> {
     pub quiet: Option<(H, u64)>,
 }
 
-/// How often a session refreshes a quiet partition's follower fetch state:
-/// an eighth of `replica.lag.time.max.ms` (`max_lag_ms`), so that a
-/// follower is never dropped from the ISR much sooner than in Kafka (see
-/// the module docs).
-pub fn quiet_refresh_ms(max_lag_ms: i64) -> i64 {
-    (max_lag_ms / 8).max(1)
-}
-
 /// A partition as a session sees it, to skip it while it is quiet.
 pub trait QuietPartition: Clone {
     /// A number that changes (before the change is visible) whenever a
@@ -167,11 +166,14 @@ pub trait QuietPartition: Clone {
 
 /// What a quiet partition wakes at its next change: a session's
 /// [`SessionWaker`] (weakly: a closed session is not kept alive) and the
-/// key under which the session holds the partition.
+/// key under which the session holds the partition; for a follower's
+/// session, the [`QuietLink`] that stands for the follower's fetches of
+/// the partition while it is quiet.
 #[derive(Debug)]
 pub struct QuietWatch {
     waker: Weak<SessionWaker>,
     key: PartitionKey,
+    link: Option<Arc<QuietLink>>,
 }
 
 impl QuietWatch {
@@ -180,15 +182,98 @@ impl QuietWatch {
         QuietWatch {
             waker: Arc::downgrade(waker),
             key,
+            link: None,
         }
     }
 
-    /// Tells the session the partition changed; nothing when the session
-    /// is gone.
+    /// A follower session's watch: wakes `waker` with `key` and carries
+    /// `link`.
+    pub(crate) fn with_link(
+        waker: &Arc<SessionWaker>,
+        key: PartitionKey,
+        link: Arc<QuietLink>,
+    ) -> Self {
+        QuietWatch {
+            waker: Arc::downgrade(waker),
+            key,
+            link: Some(link),
+        }
+    }
+
+    /// The follower session's link, which the partition attaches to the
+    /// follower's state (see the module docs).
+    pub fn link(&self) -> Option<&Arc<QuietLink>> {
+        self.link.as_ref()
+    }
+
+    /// Tells the session the partition changed (freezing the link first);
+    /// nothing more when the session is gone.
     pub fn wake(self) {
+        if let Some(link) = &self.link {
+            link.freeze();
+        }
         if let Some(waker) = self.waker.upgrade() {
             waker.wake(self.key);
         }
+    }
+}
+
+/// `frozen_ms` of a [`QuietLink`] that still follows its session.
+const LINK_LIVE: i64 = i64::MIN;
+
+/// The follower's fetches of one quiet partition of its session: each
+/// Fetch of the session (stamped in [`FetchManager::new_context`]) counts
+/// as a fetch of the partition at the leader's log end offset, until the
+/// link is frozen (at the partition's first change, or when the session
+/// reads it again or forgets it) at the session's last Fetch before that.
+/// Atomics only: the leader reads it under the partition's replication
+/// lock; the session stamps it under its cache lock.
+#[derive(Debug)]
+pub struct QuietLink {
+    follower: i32,
+    /// The session's last Fetch, ms since the epoch (shared by the
+    /// session's links).
+    session_fetch_ms: Arc<AtomicI64>,
+    /// The fetch time once frozen, [`LINK_LIVE`] before.
+    frozen_ms: AtomicI64,
+}
+
+impl QuietLink {
+    /// A live link of `follower`'s session, whose last Fetch is
+    /// `session_fetch_ms`.
+    pub(crate) fn new(follower: i32, session_fetch_ms: Arc<AtomicI64>) -> Self {
+        QuietLink {
+            follower,
+            session_fetch_ms,
+            frozen_ms: AtomicI64::new(LINK_LIVE),
+        }
+    }
+
+    /// The follower broker whose session this is.
+    pub fn follower(&self) -> i32 {
+        self.follower
+    }
+
+    /// When the follower last fetched the partition at the log end offset
+    /// the link stands for, ms since the epoch.
+    pub fn fetch_ms(&self) -> i64 {
+        match self.frozen_ms.load(Ordering::SeqCst) {
+            LINK_LIVE => self.session_fetch_ms.load(Ordering::SeqCst),
+            frozen => frozen,
+        }
+    }
+
+    /// Stops following the session: later Fetches of it do not count.
+    pub fn freeze(&self) {
+        let last = self.session_fetch_ms.load(Ordering::SeqCst);
+        let _ =
+            self.frozen_ms
+                .compare_exchange(LINK_LIVE, last, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// Whether the link was frozen.
+    pub fn is_frozen(&self) -> bool {
+        self.frozen_ms.load(Ordering::SeqCst) != LINK_LIVE
     }
 }
 
@@ -232,18 +317,15 @@ impl SessionWaker {
     }
 }
 
-/// A quiet partition of a session: its handle, the version it was quiet
-/// at, and when the follower's fetch state was last refreshed.
+/// A quiet partition of a session: the link its watch carries.
 #[derive(Clone, Debug)]
-struct Quiet<H> {
-    handle: H,
-    version: u64,
-    refreshed_ms: i64,
+struct Quiet {
+    link: Arc<QuietLink>,
 }
 
 /// Kafka's `CachedPartition`: one partition of a session.
 #[derive(Clone, Debug)]
-struct CachedPartition<H> {
+struct CachedPartition {
     /// The fetcher's last request for it.
     request: PartitionRequest,
     /// The high watermark last answered; -1 after an error so the
@@ -256,10 +338,10 @@ struct CachedPartition<H> {
     /// Its place in the fetch order ([`FetchSession::order`] while active).
     position: u64,
     /// Set while the partition is quiet (out of [`FetchSession::order`]).
-    quiet: Option<Quiet<H>>,
+    quiet: Option<Quiet>,
 }
 
-impl<H> CachedPartition<H> {
+impl CachedPartition {
     fn new(request: PartitionRequest) -> Self {
         CachedPartition {
             request,
@@ -275,7 +357,7 @@ impl<H> CachedPartition<H> {
     /// answer must be sent (records, an error, a diverging epoch, or a high
     /// watermark, last stable offset or log start offset other than the
     /// one last sent), remembering what is sent.
-    fn maybe_update_response_data(&mut self, answer: &PartitionAnswer<H>) -> bool {
+    fn maybe_update_response_data<H>(&mut self, answer: &PartitionAnswer<H>) -> bool {
         let mut must_respond = answer.record_bytes > 0 || answer.diverging_epoch;
         if self.high_watermark != answer.high_watermark {
             must_respond = true;
@@ -303,10 +385,10 @@ impl<H> CachedPartition<H> {
 /// next request must carry and when it was last used; and, past Kafka,
 /// its quiet partitions (see the module docs).
 #[derive(Debug)]
-struct FetchSession<H> {
+struct FetchSession {
     /// Whether the session names topics by id (v13+).
     uses_topic_ids: bool,
-    partitions: HashMap<PartitionKey, CachedPartition<H>>,
+    partitions: HashMap<PartitionKey, CachedPartition>,
     /// Fetch order of the active (not quiet) partitions: position to
     /// partition.
     order: BTreeMap<u64, PartitionKey>,
@@ -317,13 +399,15 @@ struct FetchSession<H> {
     last_used_ms: i64,
     /// Woken by quiet partitions that changed.
     waker: Arc<SessionWaker>,
-    /// Quiet partitions by the time their refresh was last due (entries of
-    /// partitions no longer quiet at that time are skipped when popped).
-    refresh_queue: VecDeque<(i64, PartitionKey)>,
+    /// The follower broker whose session this is.
+    follower: i32,
+    /// When the follower last fetched (the session's Fetch was accepted),
+    /// ms since the epoch; what its [`QuietLink`]s follow.
+    fetched_ms: Arc<AtomicI64>,
 }
 
-impl<H: QuietPartition> FetchSession<H> {
-    fn new(uses_topic_ids: bool, now_ms: i64) -> Self {
+impl FetchSession {
+    fn new(uses_topic_ids: bool, follower: i32, now_ms: i64) -> Self {
         FetchSession {
             uses_topic_ids,
             partitions: HashMap::new(),
@@ -332,13 +416,14 @@ impl<H: QuietPartition> FetchSession<H> {
             epoch: next_epoch(INITIAL_EPOCH),
             last_used_ms: now_ms,
             waker: Arc::new(SessionWaker::default()),
-            refresh_queue: VecDeque::new(),
+            follower,
+            fetched_ms: Arc::new(AtomicI64::new(now_ms)),
         }
     }
 
     /// Adds `key` at the end of the fetch order (or moves it there); it is
     /// active.
-    fn push(&mut self, key: PartitionKey, mut cached: CachedPartition<H>) {
+    fn push(&mut self, key: PartitionKey, mut cached: CachedPartition) {
         if let Some(old) = self.partitions.get(&key) {
             self.order.remove(&old.position);
         }
@@ -349,34 +434,34 @@ impl<H: QuietPartition> FetchSession<H> {
         self.partitions.insert(key, cached);
     }
 
-    /// Puts a quiet partition back in the fetch order at its place.
+    /// Puts a quiet partition back in the fetch order at its place; its
+    /// link stops following the session (the partition is read again).
     fn activate(&mut self, key: &PartitionKey) {
         if let Some(cached) = self.partitions.get_mut(key) {
-            if cached.quiet.take().is_some() {
+            if let Some(quiet) = cached.quiet.take() {
+                quiet.link.freeze();
                 self.order.insert(cached.position, key.clone());
             }
         }
     }
 
     /// Takes `key` out of the fetch order while it stays at `version`, if
-    /// the partition accepts the watch.
-    fn quiet(&mut self, key: &PartitionKey, handle: H, version: u64, now_ms: i64) {
+    /// the partition accepts the watch (which carries a [`QuietLink`] to
+    /// this session's Fetches).
+    fn quiet<H: QuietPartition>(&mut self, key: &PartitionKey, handle: H, version: u64) {
         let Some(cached) = self.partitions.get_mut(key) else {
             return;
         };
         if cached.quiet.is_some() {
             return;
         }
-        if !handle.watch_quiet(version, QuietWatch::new(&self.waker, key.clone())) {
+        let link = Arc::new(QuietLink::new(self.follower, self.fetched_ms.clone()));
+        let watch = QuietWatch::with_link(&self.waker, key.clone(), link.clone());
+        if !handle.watch_quiet(version, watch) {
             return;
         }
-        cached.quiet = Some(Quiet {
-            handle,
-            version,
-            refreshed_ms: now_ms,
-        });
+        cached.quiet = Some(Quiet { link });
         self.order.remove(&cached.position);
-        self.refresh_queue.push_back((now_ms, key.clone()));
     }
 
     /// Kafka's `FetchSession.update`: the request's partitions are added
@@ -399,43 +484,18 @@ impl<H: QuietPartition> FetchSession<H> {
         for key in forgotten {
             if let Some(cached) = self.partitions.remove(key) {
                 self.order.remove(&cached.position);
+                if let Some(quiet) = cached.quiet {
+                    quiet.link.freeze();
+                }
             }
         }
     }
 
-    /// Puts back the quiet partitions that changed, and returns those whose
-    /// refresh is due at `now_ms` (every `refresh_ms`) with their requests,
-    /// marked refreshed.
-    fn wake_and_refresh(&mut self, now_ms: i64, refresh_ms: i64) -> Vec<(H, PartitionRequest)> {
+    /// Puts back the quiet partitions that changed.
+    fn wake(&mut self) {
         for key in self.waker.take_woken() {
             self.activate(&key);
         }
-        let mut due = Vec::new();
-        while let Some((since, _)) = self.refresh_queue.front() {
-            if now_ms.saturating_sub(*since) < refresh_ms {
-                break;
-            }
-            let Some((since, key)) = self.refresh_queue.pop_front() else {
-                break;
-            };
-            let Some(cached) = self.partitions.get_mut(&key) else {
-                continue;
-            };
-            let Some(quiet) = cached.quiet.as_mut() else {
-                continue;
-            };
-            if quiet.refreshed_ms != since {
-                continue;
-            }
-            if quiet.handle.fetch_state_version() == quiet.version {
-                quiet.refreshed_ms = now_ms;
-                due.push((quiet.handle.clone(), cached.request));
-                self.refresh_queue.push_back((now_ms, key));
-            }
-            // A changed partition has woken the session; it is put back at
-            // the next request.
-        }
-        due
     }
 
     /// Every active partition with its cached request, in fetch order.
@@ -450,14 +510,14 @@ impl<H: QuietPartition> FetchSession<H> {
 /// Kafka's `FetchSessionCache`: sessions by id, and by last use for
 /// eviction.
 #[derive(Debug)]
-pub struct FetchSessionCache<H> {
+pub struct FetchSessionCache {
     max_entries: usize,
-    sessions: HashMap<i32, FetchSession<H>>,
+    sessions: HashMap<i32, FetchSession>,
     /// `(last_used_ms, id)` of every session: the first is evicted.
     last_used: BTreeSet<(i64, i32)>,
 }
 
-impl<H: QuietPartition> FetchSessionCache<H> {
+impl FetchSessionCache {
     /// An empty cache of at most `max_entries` sessions
     /// (`max.incremental.fetch.session.cache.slots`; 0: no session is
     /// ever created).
@@ -497,7 +557,7 @@ impl<H: QuietPartition> FetchSessionCache<H> {
     /// Kafka's `maybeCreateSession`: caches `session` (evicting the least
     /// recently used one at the limit) and returns its id, or
     /// [`INVALID_SESSION_ID`] when the cache holds no slot.
-    fn maybe_create_session(&mut self, session: FetchSession<H>) -> i32 {
+    fn maybe_create_session(&mut self, session: FetchSession) -> i32 {
         if self.max_entries == 0 {
             return INVALID_SESSION_ID;
         }
@@ -548,9 +608,9 @@ pub struct SessionRequest {
     pub epoch: i32,
     /// The request names topics by id (v13+).
     pub uses_topic_ids: bool,
-    /// The request comes from a follower (a replica id): only such fetches
-    /// create sessions.
-    pub is_follower: bool,
+    /// The follower's broker id when the request comes from a follower (a
+    /// replica id): only such fetches create sessions.
+    pub follower: Option<i32>,
     /// The request's partitions, each once, in request order.
     pub fetch_data: Vec<(PartitionKey, PartitionRequest)>,
     /// `forgotten_topics_data` (v7+).
@@ -559,7 +619,7 @@ pub struct SessionRequest {
 
 /// Kafka's `FetchContext`: how a Fetch is read and answered.
 #[derive(Debug)]
-pub enum FetchContext<H> {
+pub enum FetchContext {
     /// `SessionErrorContext`: answered with this top-level error, session id
     /// 0 and no partition; nothing is read.
     SessionError(i16),
@@ -571,6 +631,8 @@ pub enum FetchContext<H> {
     Full {
         /// The request names topics by id (v13+).
         uses_topic_ids: bool,
+        /// The follower whose session it creates.
+        follower: i32,
         /// The request's partitions.
         partitions: Vec<(PartitionKey, PartitionRequest)>,
     },
@@ -584,9 +646,6 @@ pub enum FetchContext<H> {
         request_epoch: i32,
         /// The session's active partitions in fetch order.
         partitions: Vec<(PartitionKey, PartitionRequest)>,
-        /// Quiet partitions whose follower fetch state is to be refreshed
-        /// now (recorded as fetched at their request's offset, unread).
-        refresh: Vec<(H, PartitionRequest)>,
         /// The session's waker when it has quiet partitions: a parked
         /// Fetch also completes when one of them changes, and then reads
         /// them ([`FetchManager::take_woken`]).
@@ -594,7 +653,7 @@ pub enum FetchContext<H> {
     },
 }
 
-impl<H> FetchContext<H> {
+impl FetchContext {
     /// The partitions to read, in order.
     pub fn partitions(&self) -> &[(PartitionKey, PartitionRequest)] {
         match self {
@@ -622,23 +681,21 @@ pub struct SessionAnswer {
 /// never held while a log is read or a fetch is parked.
 #[derive(Debug)]
 pub struct FetchManager<H> {
-    cache: Mutex<FetchSessionCache<H>>,
-    /// How often a quiet partition's follower fetch state is refreshed, ms.
-    quiet_refresh_ms: i64,
+    cache: Mutex<FetchSessionCache>,
+    handles: std::marker::PhantomData<fn() -> H>,
 }
 
 impl<H: QuietPartition> FetchManager<H> {
     /// A manager whose cache holds at most `max_entries` sessions
-    /// (`max.incremental.fetch.session.cache.slots`), refreshing quiet
-    /// partitions every `quiet_refresh_ms` (see the module docs).
-    pub fn new(max_entries: usize, quiet_refresh_ms: i64) -> Self {
+    /// (`max.incremental.fetch.session.cache.slots`).
+    pub fn new(max_entries: usize) -> Self {
         FetchManager {
             cache: Mutex::new(FetchSessionCache::new(max_entries)),
-            quiet_refresh_ms: quiet_refresh_ms.max(1),
+            handles: std::marker::PhantomData,
         }
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, FetchSessionCache<H>> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, FetchSessionCache> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -656,12 +713,12 @@ impl<H: QuietPartition> FetchManager<H> {
     /// metadata (see the module doc) and returns what to read. An
     /// incremental request updates its session and advances its epoch
     /// here, before the read.
-    pub fn new_context(&self, request: SessionRequest, now_ms: i64) -> FetchContext<H> {
+    pub fn new_context(&self, request: SessionRequest, now_ms: i64) -> FetchContext {
         let SessionRequest {
             session_id,
             epoch,
             uses_topic_ids,
-            is_follower,
+            follower,
             fetch_data,
             forgotten,
         } = request;
@@ -670,13 +727,13 @@ impl<H: QuietPartition> FetchManager<H> {
             if session_id != INVALID_SESSION_ID && cache.remove(session_id) {
                 tracing::debug!(session_id, "fetch session closed by a full fetch");
             }
-            return if epoch == FINAL_EPOCH || !is_follower {
-                FetchContext::Sessionless(fetch_data)
-            } else {
-                FetchContext::Full {
+            return match follower {
+                Some(follower) if epoch != FINAL_EPOCH => FetchContext::Full {
                     uses_topic_ids,
+                    follower,
                     partitions: fetch_data,
-                }
+                },
+                _ => FetchContext::Sessionless(fetch_data),
             };
         }
         let Some(session) = cache.sessions.get_mut(&session_id) else {
@@ -700,7 +757,10 @@ impl<H: QuietPartition> FetchManager<H> {
             return FetchContext::Sessionless(fetch_data);
         }
         session.epoch = next_epoch(session.epoch);
-        let refresh = session.wake_and_refresh(now_ms, self.quiet_refresh_ms);
+        session.wake();
+        // After the partitions this request activates froze their links:
+        // this Fetch counts for the quiet ones only.
+        session.fetched_ms.fetch_max(now_ms, Ordering::SeqCst);
         let partitions = session.requests();
         let waker = (partitions.len() < session.partitions.len()).then(|| session.waker.clone());
         cache.touch(session_id, now_ms);
@@ -708,7 +768,6 @@ impl<H: QuietPartition> FetchManager<H> {
             session_id,
             request_epoch: epoch,
             partitions,
-            refresh,
             waker,
         }
     }
@@ -717,7 +776,7 @@ impl<H: QuietPartition> FetchManager<H> {
     /// changed since the fetch began, now active again, with their cached
     /// requests: a completed parked Fetch reads them too. Empty for other
     /// contexts or when the session is gone.
-    pub fn take_woken(&self, context: &FetchContext<H>) -> Vec<(PartitionKey, PartitionRequest)> {
+    pub fn take_woken(&self, context: &FetchContext) -> Vec<(PartitionKey, PartitionRequest)> {
         let FetchContext::Incremental { session_id, .. } = context else {
             return Vec::new();
         };
@@ -749,7 +808,7 @@ impl<H: QuietPartition> FetchManager<H> {
     /// (see the module docs).
     pub fn update_and_generate(
         &self,
-        context: &FetchContext<H>,
+        context: &FetchContext,
         woken: &[(PartitionKey, PartitionRequest)],
         answers: Vec<PartitionAnswer<H>>,
         now_ms: i64,
@@ -767,15 +826,16 @@ impl<H: QuietPartition> FetchManager<H> {
             },
             FetchContext::Full {
                 uses_topic_ids,
+                follower,
                 partitions,
             } => {
-                let mut session = FetchSession::new(*uses_topic_ids, now_ms);
+                let mut session = FetchSession::new(*uses_topic_ids, *follower, now_ms);
                 for ((key, request), answer) in partitions.iter().zip(answers) {
                     let mut cached = CachedPartition::new(*request);
                     cached.maybe_update_response_data(&answer);
                     session.push(key.clone(), cached);
                     if let Some((handle, version)) = answer.quiet {
-                        session.quiet(key, handle, version, now_ms);
+                        session.quiet(key, handle, version);
                     }
                 }
                 let session_id = self.cache().maybe_create_session(session);
@@ -827,7 +887,7 @@ impl<H: QuietPartition> FetchManager<H> {
                     };
                     keep.push(send);
                     if let Some((handle, version)) = answer.quiet {
-                        session.quiet(key, handle, version, now_ms);
+                        session.quiet(key, handle, version);
                     }
                 }
                 for key in to_end {
@@ -851,7 +911,8 @@ pub(crate) mod tests {
 
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    const REFRESH_MS: i64 = 1_000;
+    /// The broker id of the tests' follower.
+    const FOLLOWER: i32 = 2;
 
     /// A partition as the session sees it: a version and its watches.
     #[derive(Debug, Default)]
@@ -861,6 +922,16 @@ pub(crate) mod tests {
     }
 
     impl TestPartition {
+        /// The link of the newest watch set.
+        fn link(&self) -> Arc<QuietLink> {
+            let watches = self.watches.lock().unwrap();
+            watches
+                .last()
+                .and_then(QuietWatch::link)
+                .expect("a follower's watch")
+                .clone()
+        }
+
         /// A change: the version moves and the watches fire.
         fn change(&self) {
             self.version.fetch_add(1, Ordering::SeqCst);
@@ -926,7 +997,7 @@ pub(crate) mod tests {
             session_id,
             epoch,
             uses_topic_ids: true,
-            is_follower: true,
+            follower: Some(FOLLOWER),
             fetch_data,
             forgotten,
         }
@@ -950,7 +1021,7 @@ pub(crate) mod tests {
         answer.session_id
     }
 
-    fn read_offsets(context: &FetchContext<Handle>) -> Vec<(i32, i64)> {
+    fn read_offsets(context: &FetchContext) -> Vec<(i32, i64)> {
         context
             .partitions()
             .iter()
@@ -970,7 +1041,7 @@ pub(crate) mod tests {
     /// cached.
     #[test]
     fn a_sessionless_fetch_caches_nothing() {
-        let manager = Manager::new(10, REFRESH_MS);
+        let manager = Manager::new(10);
         let context = manager.new_context(follower(0, -1, vec![(key(0), request(0))], vec![]), 0);
         assert!(matches!(context, FetchContext::Sessionless(_)));
         let answer = manager.update_and_generate(&context, &[], vec![idle(0)], 0);
@@ -983,9 +1054,9 @@ pub(crate) mod tests {
     /// sessions for followers only).
     #[test]
     fn a_consumers_full_fetch_gets_no_session() {
-        let manager = Manager::new(10, REFRESH_MS);
+        let manager = Manager::new(10);
         let mut consumer = follower(0, 0, vec![(key(0), request(0))], vec![]);
-        consumer.is_follower = false;
+        consumer.follower = None;
         let context = manager.new_context(consumer, 0);
         let answer = manager.update_and_generate(&context, &[], vec![idle(0)], 0);
         assert_eq!(answer.session_id, INVALID_SESSION_ID);
@@ -998,7 +1069,7 @@ pub(crate) mod tests {
     /// named, and answer only partitions with records or changed offsets.
     #[test]
     fn incremental_fetches_answer_only_what_changed() {
-        let manager = Manager::new(10, REFRESH_MS);
+        let manager = Manager::new(10);
         let id = create(&manager, 3, 0);
         assert_eq!(manager.len(), 1);
 
@@ -1035,12 +1106,13 @@ pub(crate) mod tests {
 
     /// An answer marked quiet (past Kafka, see the module docs) takes the
     /// partition out of the reads until it changes or is named again; a
-    /// change during a parked fetch is handed back by `take_woken`; a
-    /// quiet partition is handed back for a refresh every `REFRESH_MS`; a
-    /// partition that changed before its watch was set stays active.
+    /// change during a parked fetch is handed back by `take_woken`; each
+    /// Fetch of the session counts for its quiet partitions through their
+    /// links until they change, are named again or forgotten; a partition
+    /// that changed before its watch was set stays active.
     #[test]
     fn quiet_partitions_are_skipped_until_they_change_or_are_named() {
-        let manager = Manager::new(10, REFRESH_MS);
+        let manager = Manager::new(10);
         let id = create(&manager, 4, 0);
         let parts: Vec<Handle> = (0..4).map(|_| Handle::default()).collect();
         let quiet_answer = |p: usize| {
@@ -1060,11 +1132,11 @@ pub(crate) mod tests {
         // Epoch 2: only 2 and 3 are read; the session has a waker.
         let context = manager.new_context(follower(id, 2, vec![], vec![]), 20);
         assert_eq!(read_offsets(&context), vec![(2, 0), (3, 0)]);
-        let FetchContext::Incremental { waker, refresh, .. } = &context else {
+        let FetchContext::Incremental { waker, .. } = &context else {
             panic!("not incremental");
         };
         let waker = waker.clone().expect("quiet partitions: a waker");
-        assert!(refresh.is_empty() && !waker.any_woken());
+        assert!(!waker.any_woken());
         // Partition 1 changes while the fetch is parked: the waker knows,
         // and the fetch reads it after the others.
         parts[1].change();
@@ -1088,43 +1160,35 @@ pub(crate) mod tests {
         ];
         manager.update_and_generate(&context, &[], answers, 30);
 
-        // All quiet: nothing is read; their refresh is due REFRESH_MS after
-        // they went quiet, and then every REFRESH_MS.
-        let context = manager.new_context(follower(id, 4, vec![], vec![]), 30 + REFRESH_MS - 1);
+        // All quiet: nothing is read. Their links follow the session's
+        // Fetches, from the last one before they went quiet.
+        let links: Vec<Arc<QuietLink>> = parts.iter().map(|p| p.link()).collect();
+        assert!(links
+            .iter()
+            .all(|l| l.follower() == FOLLOWER && l.fetch_ms() == 30));
+        let context = manager.new_context(follower(id, 4, vec![], vec![]), 40);
         assert!(read_offsets(&context).is_empty());
-        let FetchContext::Incremental { refresh, .. } = &context else {
-            panic!("not incremental");
-        };
-        assert!(refresh.is_empty());
-        manager.update_and_generate(&context, &[], Vec::new(), 30 + REFRESH_MS - 1);
-        let context = manager.new_context(follower(id, 5, vec![], vec![]), 30 + REFRESH_MS);
-        let FetchContext::Incremental { refresh, .. } = &context else {
-            panic!("not incremental");
-        };
-        assert_eq!(
-            refresh
-                .iter()
-                .map(|(_, r)| r.fetch_offset)
-                .collect::<Vec<_>>(),
-            vec![4, 0, 0, 0]
-        );
-        manager.update_and_generate(&context, &[], Vec::new(), 30 + REFRESH_MS);
-        // A changed partition is not refreshed: it is read at the next
-        // request.
+        manager.update_and_generate(&context, &[], Vec::new(), 40);
+        assert!(links.iter().all(|l| l.fetch_ms() == 40 && !l.is_frozen()));
+        // Partition 3 changes, 2 is named again and 1 forgotten: their
+        // links keep the last Fetch before that; 0's counts the next one.
         parts[3].change();
-        let at = 30 + 2 * REFRESH_MS;
-        let context = manager.new_context(follower(id, 6, vec![], vec![]), at);
-        assert_eq!(read_offsets(&context), vec![(3, 0)]);
-        let FetchContext::Incremental { refresh, .. } = &context else {
-            panic!("not incremental");
-        };
-        assert_eq!(refresh.len(), 3);
+        let context = manager.new_context(
+            follower(id, 5, vec![(key(2), request(0))], vec![key(1)]),
+            50,
+        );
+        assert_eq!(read_offsets(&context), vec![(2, 0), (3, 0)]);
+        assert_eq!(links[0].fetch_ms(), 50);
+        for (p, link) in links.iter().enumerate().skip(1) {
+            assert!(link.is_frozen(), "partition {p}");
+            assert_eq!(link.fetch_ms(), 40, "partition {p}");
+        }
     }
 
     /// A closed session's watches fire into nothing.
     #[test]
     fn a_closed_sessions_quiet_watch_fires_harmlessly() {
-        let manager = Manager::new(10, REFRESH_MS);
+        let manager = Manager::new(10);
         let id = create(&manager, 1, 0);
         let part = Handle::default();
         let context = manager.new_context(follower(id, 1, vec![], vec![]), 1);
@@ -1140,7 +1204,7 @@ pub(crate) mod tests {
     /// gone; a log start offset change and a diverging epoch are answered.
     #[test]
     fn errors_log_start_and_divergence_are_answered() {
-        let manager = Manager::new(10, REFRESH_MS);
+        let manager = Manager::new(10);
         let id = create(&manager, 2, 0);
         let context = manager.new_context(follower(id, 1, vec![], vec![]), 1);
         let mut answers = vec![idle(0); 2];
@@ -1168,7 +1232,7 @@ pub(crate) mod tests {
     /// FETCH_SESSION_ID_NOT_FOUND; topic ids must not change.
     #[test]
     fn wrong_epochs_and_unknown_ids_are_session_errors() {
-        let manager = Manager::new(10, REFRESH_MS);
+        let manager = Manager::new(10);
         let id = create(&manager, 1, 0);
         for epoch in [2, 5] {
             let context = manager.new_context(follower(id, epoch, vec![], vec![]), 1);
@@ -1205,7 +1269,7 @@ pub(crate) mod tests {
     /// finds the session moved on and answers INVALID_FETCH_SESSION_EPOCH.
     #[test]
     fn a_session_moved_on_during_the_read_answers_invalid_epoch() {
-        let manager = Manager::new(10, REFRESH_MS);
+        let manager = Manager::new(10);
         let id = create(&manager, 1, 0);
         let first = manager.new_context(follower(id, 1, vec![], vec![]), 1);
         let second = manager.new_context(follower(id, 2, vec![], vec![]), 2);
@@ -1222,7 +1286,7 @@ pub(crate) mod tests {
     /// session left empty is closed and the fetch answered sessionless.
     #[test]
     fn forgotten_partitions_leave_the_session() {
-        let manager = Manager::new(10, REFRESH_MS);
+        let manager = Manager::new(10);
         let id = create(&manager, 3, 0);
         let context = manager.new_context(follower(id, 1, vec![], vec![key(1)]), 1);
         assert_eq!(read_offsets(&context), vec![(0, 0), (2, 0)]);
@@ -1242,7 +1306,7 @@ pub(crate) mod tests {
     /// closes it and creates a new one.
     #[test]
     fn a_full_fetch_naming_a_session_closes_it() {
-        let manager = Manager::new(10, REFRESH_MS);
+        let manager = Manager::new(10);
         let id = create(&manager, 1, 0);
         let context = manager.new_context(follower(id, -1, vec![(key(0), request(0))], vec![]), 1);
         assert!(matches!(context, FetchContext::Sessionless(_)));
@@ -1265,7 +1329,7 @@ pub(crate) mod tests {
     /// with no slot no session is created.
     #[test]
     fn the_least_recently_used_session_is_evicted_at_the_limit() {
-        let manager = Manager::new(2, REFRESH_MS);
+        let manager = Manager::new(2);
         let a = create(&manager, 1, 0);
         let b = create(&manager, 1, 1);
         // `a` used at 2: `b` is now the least recently used.
@@ -1281,7 +1345,7 @@ pub(crate) mod tests {
         );
         drop(cache);
 
-        let none = Manager::new(0, REFRESH_MS);
+        let none = Manager::new(0);
         let context = none.new_context(follower(0, 0, vec![(key(0), request(0))], vec![]), 0);
         let answer = none.update_and_generate(&context, &[], vec![idle(0)], 0);
         assert_eq!(answer.session_id, INVALID_SESSION_ID);

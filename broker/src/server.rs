@@ -327,7 +327,6 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         replica_fetchers: replica_fetchers.clone(),
         fetch_sessions: crate::fetch_session::FetchManager::new(
             config.max_incremental_fetch_session_cache_slots.max(0) as usize,
-            crate::fetch_session::quiet_refresh_ms(config.replication.replica_lag_time_max_ms),
         ),
         producer_ids: ProducerIdManager::new(config.node_id, broker_epoch),
         advertised_listeners: advertised.clone(),

@@ -121,7 +121,7 @@ pub async fn handle(
     let topic_allowed: std::sync::Mutex<HashMap<String, bool>> = Default::default();
     let uses_topic_ids = version >= 13;
     let context = ctx.fetch_sessions.new_context(
-        session_request(version, &request, follower.is_some()),
+        session_request(version, &request, follower.map(|(id, _)| id)),
         crate::handlers::now_ms(),
     );
     let image = ctx.metadata();
@@ -214,13 +214,13 @@ fn follower_of(version: i16, request: &FetchRequest) -> Option<FollowerId> {
 }
 
 /// The request's session metadata and partitions.
-fn session_request(version: i16, request: &FetchRequest, is_follower: bool) -> SessionRequest {
+fn session_request(version: i16, request: &FetchRequest, follower: Option<i32>) -> SessionRequest {
     let uses_topic_ids = version >= 13;
     SessionRequest {
         session_id: request.session_id,
         epoch: request.session_epoch,
         uses_topic_ids,
-        is_follower,
+        follower,
         fetch_data: fetch_data(uses_topic_ids, request),
         forgotten: forgotten(uses_topic_ids, request),
     }
@@ -305,7 +305,7 @@ type Sessions = FetchManager<Arc<Partition>>;
 async fn serve(
     sessions: &Sessions,
     reader: &Reader<'_>,
-    context: FetchContext<Arc<Partition>>,
+    context: FetchContext,
     resolve: impl Fn(&PartitionKey) -> Result<Arc<Partition>, i16>,
     min_bytes: usize,
     deadline: Instant,
@@ -327,10 +327,7 @@ async fn serve(
     };
     let targets = to_targets(context.partitions(), 0);
     let waker = match &context {
-        FetchContext::Incremental { refresh, waker, .. } => {
-            reader.refresh_quiet(refresh);
-            waker.as_deref()
-        }
+        FetchContext::Incremental { waker, .. } => waker.as_deref(),
         _ => None,
     };
     let mut read = if targets.is_empty() && waker.is_none() {
@@ -631,28 +628,6 @@ impl Reader<'_> {
                     tracing::error!(error = %e, "fetch read failed");
                 }
                 Err(storage_error_code(&e))
-            }
-        }
-    }
-
-    /// Refreshes the follower's fetch state of quiet session partitions
-    /// (recorded as fetched now at the offsets of its last recorded Fetch,
-    /// which are still the log end: [`Partition::refresh_follower_fetch`]),
-    /// without reading them.
-    fn refresh_quiet(&self, refresh: &[(Arc<Partition>, PartitionRequest)]) {
-        let Some((replica_id, broker_epoch)) = self.follower else {
-            return;
-        };
-        if refresh.is_empty() {
-            return;
-        }
-        let now_ms = crate::handlers::now_ms();
-        for (partition, _) in refresh {
-            // A refusal (the follower left the replicas) is answered when
-            // the change that caused it wakes the partition.
-            if let Err(e) = partition.refresh_follower_fetch(replica_id, broker_epoch, now_ms) {
-                tracing::debug!(topic_partition = %partition.topic_partition(), error = %e,
-                    "follower fetch refused");
             }
         }
     }
@@ -982,7 +957,7 @@ mod tests {
             "the reader is for another fetcher"
         );
         let context = sessions.new_context(
-            session_request(17, request, follower.is_some()),
+            session_request(17, request, follower.map(|(id, _)| id)),
             crate::handlers::now_ms(),
         );
         let resolve = |key: &PartitionKey| -> Result<Arc<Partition>, i16> {
@@ -1031,7 +1006,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let replica_manager = replica_manager(dir.path());
         let (partitions, _) = replicated(dir.path(), 16);
-        let sessions = Sessions::new(10, 1_000);
+        let sessions = Sessions::new(10);
         let reader = follower_2_reader(&replica_manager);
         let all: Vec<(i32, i64)> = (0..16).map(|p| (p, 0)).collect();
         let now = Instant::now;
@@ -1098,7 +1073,7 @@ mod tests {
         let replica_manager = replica_manager(dir.path());
         let (partitions, _) = replicated(dir.path(), 32);
         let reads = || partitions.iter().map(|p| p.reads()).sum::<usize>();
-        let sessions = Sessions::new(10, 1_000);
+        let sessions = Sessions::new(10);
         let reader = follower_2_reader(&replica_manager);
         let all: Vec<(i32, i64)> = (0..32).map(|p| (p, 0)).collect();
         let full = fetch_request(2, (0, 0), &all, &[]);
@@ -1137,6 +1112,59 @@ mod tests {
         assert_eq!(reads(), 33, "only the partition that changed was read");
     }
 
+    /// Kafka reads every partition of a follower's session on each Fetch,
+    /// which keeps the follower's caught-up time fresh; a quiet partition
+    /// (not read) gets it from its watch's link to the session's Fetches.
+    /// A follower whose session kept fetching long after the read that
+    /// found the partition quiet therefore stays in the ISR when the log
+    /// end moves, for `replica.lag.time.max.ms` after the session's last
+    /// Fetch before the append; a Fetch after the append does not count.
+    /// Ignoring the link removes it at once (its last read was long ago).
+    #[test]
+    fn a_quiet_partitions_link_keeps_its_follower_in_the_isr() {
+        use std::sync::atomic::{AtomicI64, Ordering};
+
+        use crate::fetch_session::{QuietLink, QuietPartition, QuietWatch, SessionWaker};
+        use crate::replication::leader::FollowerFetch;
+        const LAG: i64 = 30_000;
+        let dir = tempfile::tempdir().unwrap();
+        let (partitions, _) = replicated(dir.path(), 1);
+        let partition = &partitions[0];
+        let fetch = FollowerFetch {
+            replica_id: 2,
+            broker_epoch: -1,
+            fetch_offset: 0,
+            log_start_offset: 0,
+            leader_end_offset: 0,
+            now_ms: 1_000,
+        };
+        partition.record_follower_fetch(&fetch).unwrap();
+        let session_fetch_ms = Arc::new(AtomicI64::new(1_000));
+        let link = Arc::new(QuietLink::new(2, session_fetch_ms.clone()));
+        let waker = Arc::new(SessionWaker::default());
+        let key = PartitionKey {
+            topic_id: TOPIC_ID,
+            topic: Default::default(),
+            partition: 0,
+        };
+        let watch = QuietWatch::with_link(&waker, key, link.clone());
+        assert!(partition.watch_quiet(partition.fetch_state_version(), watch));
+        session_fetch_ms.store(1_000 + 10 * LAG, Ordering::SeqCst);
+        assert_eq!(
+            partition.maybe_shrink_isr(1_000 + 100 * LAG),
+            None,
+            "at the log end"
+        );
+        partition.append_records_as_leader(&batch("x"), 0).unwrap();
+        assert!(link.is_frozen(), "the append froze the link");
+        session_fetch_ms.store(1_000 + 20 * LAG, Ordering::SeqCst);
+        assert_eq!(partition.maybe_shrink_isr(1_000 + 11 * LAG), None);
+        let shrink = partition
+            .maybe_shrink_isr(1_000 + 11 * LAG + 1)
+            .expect("lagging since the last Fetch before the append");
+        assert_eq!(shrink.new_isr, vec![1]);
+    }
+
     /// A follower outside the ISR is never skipped: the leader must see its
     /// fetches to let it join (Kafka's `maybeExpandIsr` on every fetch).
     #[tokio::test]
@@ -1148,7 +1176,7 @@ mod tests {
             p.append_records_as_leader(&batch("x"), 0).unwrap();
         }
         let reads = || partitions.iter().map(|p| p.reads()).sum::<usize>();
-        let sessions = Sessions::new(10, 1_000);
+        let sessions = Sessions::new(10);
         let reader = follower_2_reader(&replica_manager);
         // At the log end already, but only the leader is in the ISR.
         let all: Vec<(i32, i64)> = (0..4).map(|p| (p, 1)).collect();
@@ -1167,7 +1195,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let replica_manager = replica_manager(dir.path());
         let (partitions, _) = targets(dir.path(), 3);
-        let sessions = Sessions::new(10, 1_000);
+        let sessions = Sessions::new(10);
         let reader = Reader {
             replica_manager: &replica_manager,
             max_bytes: 1 << 20,

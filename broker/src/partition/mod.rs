@@ -27,7 +27,7 @@ use weir_storage::{
     FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata, StorageError, TopicPartition,
 };
 
-use crate::fetch_session::{QuietPartition, QuietWatch};
+use crate::fetch_session::{QuietLink, QuietPartition, QuietWatch};
 use crate::replication::leader::{
     AliveBrokerEpoch, FollowerFetch, FollowerFetchError, FollowerState, LeaderState,
 };
@@ -613,12 +613,21 @@ impl QuietPartition for Arc<Partition> {
     }
 
     fn watch_quiet(&self, version: u64, watch: QuietWatch) -> bool {
+        let link = watch.link().cloned();
         {
             let mut watches = self.quiet_watches.lock().unwrap_or_else(|e| e.into_inner());
             watches.push(watch);
             self.has_quiet_watches.store(true, Ordering::SeqCst);
         }
-        self.fetch_state_version.load(Ordering::SeqCst) == version
+        if self.fetch_state_version.load(Ordering::SeqCst) != version {
+            return false;
+        }
+        // Any change from here on fires the watch, which freezes the link
+        // (also one made before the link is attached).
+        if let Some(link) = link {
+            self.link_quiet_follower(link);
+        }
+        true
     }
 }
 

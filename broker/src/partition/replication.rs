@@ -274,26 +274,13 @@ impl Partition {
         Ok(proposal)
     }
 
-    /// [`LeaderState::refresh_follower_fetch`]: a follower's Fetch of a
-    /// partition its fetch session skips as quiet (nothing changed since
-    /// the follower fetched at this leader's log end; it is a committed ISR
-    /// member with no change in flight), recorded at `now_ms` without the
-    /// log, the high watermark or an ISR evaluation, none of which it can
-    /// move.
-    ///
-    /// # Errors
-    /// As [`Partition::record_follower_fetch`].
-    pub fn refresh_follower_fetch(
-        &self,
-        replica_id: i32,
-        broker_epoch: i64,
-        now_ms: i64,
-    ) -> Result<(), FollowerFetchError> {
-        let mut guard = self.replication_state();
-        let ReplicationState { leader, alive, .. } = &mut *guard;
-        leader.refresh_follower_fetch(replica_id, broker_epoch, now_ms, &|b: i32| {
-            alive.get(&b).copied()
-        })
+    /// Attaches a follower session's [`QuietLink`] to the follower's
+    /// state ([`LeaderState::link_quiet`]): the session skips the
+    /// partition as quiet and each of its Fetches counts as the follower's
+    /// Fetch at this leader's log end offset, without a read, until the
+    /// partition's next change freezes the link.
+    pub(crate) fn link_quiet_follower(&self, link: Arc<QuietLink>) {
+        self.replication_state().leader.link_quiet(link);
     }
 
     /// The ISR shrink to propose for followers not caught up within

@@ -1,11 +1,16 @@
 //! The leader's view of a partition's replicas: per-follower fetch state,
 //! the ISR with its pending change, and the rules that move the high
 //! watermark and the ISR (Kafka 4.1's `cluster/Replica.scala` and
-//! `cluster/Partition.scala`). Pure: time and broker liveness are passed
-//! in, so every rule has a table test below; `crate::partition` holds one
-//! [`LeaderState`] per partition under a mutex and acts on the answers.
+//! `cluster/Partition.scala`). Pure but for a quiet follower's link (an
+//! atomic read of its session's last Fetch): time and broker liveness are
+//! passed in, so every rule has a table test below; `crate::partition`
+//! holds one [`LeaderState`] per partition under a mutex and acts on the
+//! answers.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::fetch_session::QuietLink;
 
 /// Offset meaning "not known yet" (Kafka's `UnifiedLog.UNKNOWN_OFFSET`).
 pub const UNKNOWN_OFFSET: i64 = -1;
@@ -28,7 +33,25 @@ pub struct FollowerState {
     pub last_caught_up_time_ms: i64,
     /// The broker epoch its last Fetch carried (KIP-903), if any.
     pub broker_epoch: Option<i64>,
+    /// The follower's fetch session skips the partition as quiet: each of
+    /// the session's Fetches counts as a Fetch at this leader's log end
+    /// offset (see `crate::fetch_session`), until the link is frozen; the
+    /// next recorded Fetch replaces it.
+    pub quiet: Option<QuietFetches>,
 }
+
+/// A follower's [`QuietLink`] as its state holds it (equal when it is the
+/// same link).
+#[derive(Debug, Clone)]
+pub struct QuietFetches(pub Arc<QuietLink>);
+
+impl PartialEq for QuietFetches {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for QuietFetches {}
 
 impl FollowerState {
     /// The state a new leader starts each follower with (Kafka's
@@ -43,14 +66,32 @@ impl FollowerState {
             last_fetch_time_ms: 0,
             last_caught_up_time_ms: if in_isr { now_ms } else { 0 },
             broker_epoch: None,
+            quiet: None,
         }
+    }
+
+    /// When the follower last fetched, counting its quiet session's
+    /// Fetches (see [`FollowerState::quiet`]), ms since the epoch.
+    pub fn fetch_time_ms(&self) -> i64 {
+        self.last_fetch_time_ms.max(self.quiet_fetch_ms())
+    }
+
+    /// The last time the follower was caught up (Kafka's
+    /// `lastCaughtUpTimeMs`), counting its quiet session's Fetches, each at
+    /// this leader's log end offset; ms since the epoch.
+    pub fn caught_up_time_ms(&self) -> i64 {
+        self.last_caught_up_time_ms.max(self.quiet_fetch_ms())
+    }
+
+    fn quiet_fetch_ms(&self) -> i64 {
+        self.quiet.as_ref().map_or(i64::MIN, |q| q.0.fetch_ms())
     }
 
     /// Kafka's `ReplicaState.isCaughtUp`: at the leader's end, or caught up
     /// within the last `max_lag_ms`.
     pub fn is_caught_up(&self, leader_end_offset: i64, now_ms: i64, max_lag_ms: i64) -> bool {
         leader_end_offset == self.log_end_offset
-            || now_ms.saturating_sub(self.last_caught_up_time_ms) <= max_lag_ms
+            || now_ms.saturating_sub(self.caught_up_time_ms()) <= max_lag_ms
     }
 
     /// Records a Fetch at `fetch_offset` (Kafka's
@@ -58,6 +99,12 @@ impl FollowerState {
     /// it fetched from the leader's end, or as of its previous fetch if it
     /// fetched from the end the leader had then.
     fn record_fetch(&mut self, fetch: &FollowerFetch) {
+        // The quiet session's Fetches were Fetches at the leader's end.
+        if let Some(quiet) = self.quiet.take() {
+            let at = quiet.0.fetch_ms();
+            self.last_caught_up_time_ms = self.last_caught_up_time_ms.max(at);
+            self.last_fetch_time_ms = self.last_fetch_time_ms.max(at);
+        }
         self.last_caught_up_time_ms = if fetch.fetch_offset >= fetch.leader_end_offset {
             self.last_caught_up_time_ms.max(fetch.now_ms)
         } else if fetch.fetch_offset >= self.last_fetch_leader_log_end_offset {
@@ -206,33 +253,13 @@ impl LeaderState {
         Ok(())
     }
 
-    /// Records a Fetch by `replica_id` at `now_ms` that repeats its last
-    /// recorded one (same fetch and log start offsets) while this leader's
-    /// log end is still the one that Fetch saw: what the fetch session
-    /// does for a partition it skips as quiet (see `crate::fetch_session`)
-    /// every `replica.lag.time.max.ms / 8`, without reading it. A follower
-    /// that was at the leader's end is caught up at `now_ms`.
-    ///
-    /// # Errors
-    /// As [`LeaderState::record_follower_fetch`].
-    pub fn refresh_follower_fetch(
-        &mut self,
-        replica_id: i32,
-        broker_epoch: i64,
-        now_ms: i64,
-        alive: AliveBrokerEpoch<'_>,
-    ) -> Result<(), FollowerFetchError> {
-        let follower = self.fetching_follower(replica_id, broker_epoch, alive)?;
-        let fetch = FollowerFetch {
-            replica_id,
-            broker_epoch,
-            fetch_offset: follower.log_end_offset,
-            log_start_offset: follower.log_start_offset,
-            leader_end_offset: follower.last_fetch_leader_log_end_offset,
-            now_ms,
-        };
-        follower.record_fetch(&fetch);
-        Ok(())
+    /// Attaches a follower's [`QuietLink`] (its session found the
+    /// partition quiet: the follower at this leader's log end offset, an
+    /// ISR member); nothing when the link's broker is not a follower.
+    pub fn link_quiet(&mut self, link: Arc<QuietLink>) {
+        if let Some(follower) = self.followers.get_mut(&link.follower()) {
+            follower.quiet = Some(QuietFetches(link));
+        }
     }
 
     /// The state of `replica_id` for a Fetch carrying `broker_epoch`.
@@ -608,37 +635,52 @@ mod tests {
         assert_eq!(silent.isr_to_shrink(100, LAG + 1, LAG), Some(vec![1, 2]));
     }
 
-    /// A refreshed Fetch (a quiet session partition) counts as a Fetch at
-    /// the follower's recorded offsets now: a follower that was at the
-    /// leader's end stays caught up past the lag, one that was behind is
-    /// caught up only as of the previous fetch whose end it reached.
+    /// A quiet session's Fetches count as Fetches at the leader's end
+    /// (Kafka reads the partition on each of them): a follower whose
+    /// session kept fetching stays in the ISR when the leader's end moves
+    /// long after its last recorded Fetch, and only the session's Fetches
+    /// before the link was frozen count.
     #[test]
-    fn a_refreshed_fetch_repeats_the_last_one_now() {
-        let mut s = state(&[1, 2, 3], [Some(100), Some(90)]);
-        s.refresh_follower_fetch(2, 10, 1000 + LAG, &all_alive)
-            .unwrap();
-        s.refresh_follower_fetch(3, 10, 1000 + LAG, &all_alive)
-            .unwrap();
-        assert_eq!(s.followers[&2].last_caught_up_time_ms, 1000 + LAG);
-        assert_eq!(s.followers[&2].last_fetch_time_ms, 1000 + LAG);
-        assert_eq!(s.followers[&2].log_end_offset, 100);
-        assert_eq!(s.followers[&3].log_end_offset, 90);
+    fn a_quiet_sessions_fetches_keep_its_follower_caught_up() {
+        use std::sync::atomic::{AtomicI64, Ordering};
+        // Both followers fetched at the leader's end (100) at 1000 and went
+        // quiet; 2's session keeps fetching, 3's stopped at 1000.
+        let mut s = state(&[1, 2, 3], [Some(100), Some(100)]);
+        let session_2 = Arc::new(AtomicI64::new(1000));
+        let link_2 = Arc::new(QuietLink::new(2, session_2.clone()));
+        s.link_quiet(link_2.clone());
+        s.link_quiet(Arc::new(QuietLink::new(3, Arc::new(AtomicI64::new(1000)))));
+        s.link_quiet(Arc::new(QuietLink::new(4, Arc::new(AtomicI64::new(0)))));
+        assert!(
+            !s.followers.contains_key(&4),
+            "a stranger's link is dropped"
+        );
+        session_2.store(5 * LAG, Ordering::SeqCst);
+        assert_eq!(s.followers[&2].fetch_time_ms(), 5 * LAG);
+        // The leader's end moves: the append freezes the links.
+        link_2.freeze();
+        session_2.store(6 * LAG, Ordering::SeqCst);
         assert_eq!(
-            s.isr_to_shrink(150, 1001 + LAG, LAG),
+            s.followers[&2].caught_up_time_ms(),
+            5 * LAG,
+            "a Fetch after the change is not one at the old end"
+        );
+        assert_eq!(
+            s.isr_to_shrink(150, 5 * LAG + 1, LAG),
             Some(vec![1, 2]),
-            "3 never reached the leader's end"
+            "3's session stopped fetching at 1000"
         );
-        assert_eq!(
-            s.refresh_follower_fetch(2, 10, 0, &|_| Some(11)),
-            Err(FollowerFetchError::StaleBrokerEpoch {
-                broker_epoch: 10,
-                registered: 11
-            })
-        );
-        assert_eq!(
-            s.refresh_follower_fetch(4, 10, 0, &all_alive),
-            Err(FollowerFetchError::UnknownReplica { replica_id: 4 })
-        );
+        assert_eq!(s.isr_to_shrink(150, 6 * LAG, LAG), Some(vec![1, 2]));
+        assert_eq!(s.isr_to_shrink(150, 6 * LAG + 1, LAG), Some(vec![1]));
+        // The next recorded Fetch takes the link's time as its previous
+        // one (fetching from the end the leader had then: caught up as of
+        // that Fetch) and replaces the link.
+        s.record_follower_fetch(&fetch(2, 100, 150, 6 * LAG), &all_alive)
+            .unwrap();
+        let follower = &s.followers[&2];
+        assert_eq!(follower.quiet, None);
+        assert_eq!(follower.last_caught_up_time_ms, 5 * LAG);
+        assert_eq!(follower.last_fetch_time_ms, 6 * LAG);
     }
 
     /// Kafka answers NOT_LEADER_OR_FOLLOWER to a Fetch from a broker that
