@@ -546,7 +546,7 @@ pub static BROKER_KEYS: &[BrokerKey] = {
             "how often recovery points are checkpointed (ms)"),
         num!("num.recovery.threads.per.data.dir", Int AtLeast(1), "2",
             num_recovery_threads_per_data_dir,
-            "accepted and reported (KIP-1030's default); Weir recovers partitions as it opens them"),
+            "threads that open (and recover) the partitions' logs at startup (KIP-1030's default)"),
         // ---- Producers and transactions (TransactionLogConfig).
         num!("producer.id.expiration.ms", Int AtLeast(1), "86400000", producer_id_expiration_ms,
             "an idempotent producer whose last batch is this old (ms) is forgotten at the next retention check"),

@@ -361,9 +361,10 @@ pub struct BrokerConfig {
     /// `log.cleaner.threads`: cleaner threads; Weir runs one whatever the
     /// value (accepted for compatibility). Default: 1.
     pub log_cleaner_threads: u32,
-    /// `num.recovery.threads.per.data.dir`: accepted and reported; Weir
-    /// recovers a log directory's partitions as it opens them. Default: 2
-    /// (KIP-1030; 1 before Kafka 4.0).
+    /// `num.recovery.threads.per.data.dir`: threads that open (and
+    /// recover) the log directory's partitions at startup (Kafka's
+    /// `LogManager.loadLogs` pool). Default: 2 (KIP-1030; 1 before Kafka
+    /// 4.0).
     pub num_recovery_threads_per_data_dir: i32,
     /// `log.cleaner.min.cleanable.ratio`: default `min.cleanable.dirty.ratio`.
     /// Default: 0.5.

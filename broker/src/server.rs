@@ -113,6 +113,7 @@ pub async fn run(config: BrokerConfig, shutdown: CancellationToken) -> anyhow::R
         log_dir.clone(),
         config.node_id,
         config.default_log_config(),
+        config.num_recovery_threads_per_data_dir.max(1) as usize,
     )
     .with_context(|| format!("opening logs in {}", log_dir.display()))?;
     crate::descriptors::log_needs(log_manager.logs().len());

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::checkpoint;
@@ -339,6 +340,63 @@ fn parse_properties(text: &str) -> HashMap<String, String> {
         .collect()
 }
 
+/// Kafka's default `num.recovery.threads.per.data.dir` (KIP-1030, 4.0):
+/// what [`LogManager::open`] uses.
+pub const DEFAULT_RECOVERY_THREADS: usize = 2;
+
+/// Runs `work` on every item of `items` on `threads` scoped threads
+/// (`<name>-<n>`, each taking the next item not taken), and returns the
+/// results in `items`' order. After a failure the threads stop taking
+/// items, and the error of the lowest-indexed failed item is returned
+/// (every item before it was taken). A panic in `work` is resumed on the
+/// caller.
+fn in_parallel<T: Sync, L: Send>(
+    items: &[T],
+    threads: usize,
+    name: &str,
+    log_dir: &Path,
+    work: impl Fn(&T) -> Result<L, StorageError> + Sync,
+) -> Result<Vec<L>, StorageError> {
+    let threads = threads.clamp(1, items.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let take = || {
+        let mut opened = Vec::new();
+        while !failed.load(Ordering::Acquire) {
+            let i = next.fetch_add(1, Ordering::AcqRel);
+            let Some(item) = items.get(i) else {
+                break;
+            };
+            let result = work(item);
+            if result.is_err() {
+                failed.store(true, Ordering::Release);
+            }
+            opened.push((i, result));
+        }
+        opened
+    };
+    let mut results: Vec<(usize, Result<L, StorageError>)> = std::thread::scope(|scope| {
+        let mut workers = Vec::with_capacity(threads);
+        for n in 0..threads {
+            let worker = std::thread::Builder::new()
+                .name(format!("{name}-{n}"))
+                .spawn_scoped(scope, take)
+                .map_err(|e| StorageError::io("spawn thread", log_dir, e))?;
+            workers.push(worker);
+        }
+        let mut results = Vec::with_capacity(items.len());
+        for worker in workers {
+            match worker.join() {
+                Ok(opened) => results.extend(opened),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        Ok::<_, StorageError>(results)
+    })?;
+    results.sort_unstable_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, result)| result).collect()
+}
+
 /// The metadata quorum's log directory inside the first log dir (Kafka's
 /// `__cluster_metadata-0`); it is not a partition log and is left alone.
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
@@ -364,21 +422,31 @@ impl LogManager {
         node_id: i32,
         default_config: LogConfig,
     ) -> Result<LogManager, StorageError> {
-        Self::open_with_file_system(RealFileSystem::shared(), log_dir, node_id, default_config)
+        Self::open_with_file_system(
+            RealFileSystem::shared(),
+            log_dir,
+            node_id,
+            default_config,
+            DEFAULT_RECOVERY_THREADS,
+        )
     }
 
     /// [`LogManager::open`] with every log, checkpoint and metadata write
     /// going through `fs` (see [`crate::fs`]; tests inject faults there),
-    /// behind the directory's [`LogDirFileSystem`]. The `.lock` file is
-    /// opened directly.
+    /// behind the directory's [`LogDirFileSystem`], opening (and
+    /// recovering) the partitions' logs on `recovery_threads` threads
+    /// (`num.recovery.threads.per.data.dir`, Kafka's `LogManager.loadLogs`
+    /// pool; at least 1). The `.lock` file is opened directly.
     ///
     /// # Errors
-    /// As [`LogManager::open`].
+    /// As [`LogManager::open`]; when several logs fail to open, the error
+    /// of the first in directory order among those tried.
     pub fn open_with_file_system(
         fs: Arc<dyn FileSystem>,
         log_dir: PathBuf,
         node_id: i32,
         default_config: LogConfig,
+        recovery_threads: usize,
     ) -> Result<LogManager, StorageError> {
         let dir_failure = LogDirFailureChannel::new();
         let fs = LogDirFileSystem::wrap(fs, dir_failure.clone());
@@ -414,7 +482,7 @@ impl LogManager {
             -1
         };
         let loading_started = std::time::Instant::now();
-        let mut logs = BTreeMap::new();
+        let mut partitions = Vec::new();
         let entries =
             std::fs::read_dir(&log_dir).map_err(|e| StorageError::io("read_dir", &log_dir, e))?;
         for entry in entries {
@@ -439,22 +507,32 @@ impl LogManager {
             if name.ends_with("-future") || name.ends_with("-stray") || name == METADATA_LOG_DIR {
                 continue;
             }
-            let Some(tp) = parse_partition_dir(&name) else {
-                continue;
-            };
-            let recovery_point = recovery_points.get(&tp).copied().unwrap_or(0);
-            let log_start_offset = log_start_offsets.get(&tp).copied().unwrap_or(0);
-            let log = Log::open_with_file_system(
+            if let Some(tp) = parse_partition_dir(&name) {
+                partitions.push(tp);
+            }
+        }
+        let open_log = |tp: &TopicPartition| {
+            Log::open_with_file_system(
                 fs.clone(),
                 log_dir.clone(),
                 tp.clone(),
                 default_config.clone(),
-                recovery_point,
-                log_start_offset,
+                recovery_points.get(tp).copied().unwrap_or(0),
+                log_start_offsets.get(tp).copied().unwrap_or(0),
                 had_clean_shutdown,
-            )?;
-            logs.insert(tp, Arc::new(Mutex::new(log)));
-        }
+            )
+        };
+        let logs: BTreeMap<TopicPartition, Arc<Mutex<Log>>> = in_parallel(
+            &partitions,
+            recovery_threads,
+            "weir-log-loader",
+            &log_dir,
+            open_log,
+        )?
+        .into_iter()
+        .zip(partitions)
+        .map(|(log, tp)| (tp, Arc::new(Mutex::new(log))))
+        .collect();
         tracing::info!(
             dir = %log_dir.display(),
             logs = logs.len(),
@@ -985,27 +1063,19 @@ impl LogManager {
     pub fn shutdown(&self, broker_epoch: i64) -> Result<(), StorageError> {
         let started = std::time::Instant::now();
         let logs = self.logs();
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let first_error = Mutex::new(None);
-        let threads = SHUTDOWN_THREADS.min(logs.len()).max(1);
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some((_, log)) = logs.get(i) else { break };
-                    let mut log = lock(log);
-                    let result = log
-                        .flush_for_shutdown()
-                        .and_then(|_| log.write_producer_snapshot());
-                    if let Err(e) = result {
-                        lock(&first_error).get_or_insert(e);
-                    }
-                });
-            }
-        });
-        if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            return Err(e);
-        }
+        // After a failed sync the directory is failed and nothing in it is
+        // synced again, so the flush stops at the first error.
+        in_parallel(
+            &logs,
+            SHUTDOWN_THREADS,
+            "weir-log-flusher",
+            &self.log_dir,
+            |(_, log)| {
+                let mut log = lock(log);
+                log.flush_for_shutdown()
+                    .and_then(|_| log.write_producer_snapshot())
+            },
+        )?;
         self.checkpoint()?;
         tracing::info!(
             logs = logs.len(),
@@ -1070,8 +1140,14 @@ mod tests {
     /// opens it.
     fn open_faulty(fs: &Arc<crate::fs::faulty::FaultyFileSystem>, dir: &Path) -> LogManager {
         let shared: Arc<dyn FileSystem> = fs.clone();
-        LogManager::open_with_file_system(shared, dir.to_path_buf(), 1, LogConfig::default())
-            .unwrap()
+        LogManager::open_with_file_system(
+            shared,
+            dir.to_path_buf(),
+            1,
+            LogConfig::default(),
+            DEFAULT_RECOVERY_THREADS,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -1433,6 +1509,78 @@ mod tests {
         assert_eq!(lock(&log_a).recovery_point(), 3);
         assert_eq!(lock(&log_a).log_end_offset(), 4);
         assert_eq!(lock(&manager.get(&b).unwrap()).log_end_offset(), 4);
+    }
+
+    /// Kafka's `LogManager.loadLogs` opens a directory's logs on
+    /// `num.recovery.threads.per.data.dir` threads: every log comes back
+    /// under its own name with its own records whatever thread opened it.
+    #[test]
+    fn logs_open_on_several_threads_each_under_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let tps: Vec<TopicPartition> = (0..48).map(|p| TopicPartition::new("t", p)).collect();
+        {
+            let manager =
+                LogManager::open(dir.path().to_path_buf(), 1, LogConfig::default()).unwrap();
+            for (i, tp) in tps.iter().enumerate() {
+                append(
+                    &manager.get_or_create(tp, LogConfig::default()).unwrap(),
+                    i + 1,
+                );
+            }
+            manager.shutdown(-1).unwrap();
+        }
+        for threads in [1, 3, 8] {
+            let manager = LogManager::open_with_file_system(
+                RealFileSystem::shared(),
+                dir.path().to_path_buf(),
+                1,
+                LogConfig::default(),
+                threads,
+            )
+            .unwrap();
+            assert_eq!(manager.logs().len(), tps.len());
+            for (i, tp) in tps.iter().enumerate() {
+                let log = manager.get(tp).unwrap();
+                assert_eq!(
+                    lock(&log).log_end_offset(),
+                    i as i64 + 1,
+                    "{tp} on {threads}"
+                );
+            }
+        }
+    }
+
+    /// The parallel runner answers in the items' order and, when items
+    /// fail, with the error of the first failing one (every item before
+    /// it was taken), however the threads interleave.
+    #[test]
+    fn parallel_work_answers_in_order_and_with_the_first_failure() {
+        let items: Vec<usize> = (0..200).collect();
+        let doubled = in_parallel(&items, 4, "test", Path::new("/"), |i| Ok(i * 2)).unwrap();
+        assert_eq!(doubled, items.iter().map(|i| i * 2).collect::<Vec<_>>());
+        for _ in 0..20 {
+            let failed = in_parallel(&items, 4, "test", Path::new("/"), |&i| {
+                if i % 50 == 37 {
+                    Err(StorageError::MalformedFile {
+                        path: PathBuf::from(i.to_string()),
+                        reason: "test".to_string(),
+                    })
+                } else {
+                    Ok(i)
+                }
+            });
+            match failed {
+                Err(StorageError::MalformedFile { path, .. }) => {
+                    assert_eq!(path, PathBuf::from("37"))
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(
+            in_parallel(&[] as &[usize], 2, "test", Path::new("/"), |&i| Ok(i))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

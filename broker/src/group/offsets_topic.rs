@@ -680,6 +680,7 @@ mod tests {
                 dir.to_path_buf(),
                 NODE,
                 config.default_log_config(),
+                1,
             )
             .unwrap();
             let controller: MetadataController = QuorumController::start(ControllerConfig {

@@ -145,9 +145,16 @@ impl Sim {
         let config = self.broker_config.default_log_config();
         let now_ms = self.now_ms;
         let b = self.broker_mut(id);
-        let log_manager =
-            LogManager::open_with_file_system(b.fs.clone(), b.dir.path().to_path_buf(), id, config)
-                .map_err(|e| format!("broker {id} opening its logs: {e}"))?;
+        // One loader thread: the simulation's file system faults follow
+        // the order of its operations.
+        let log_manager = LogManager::open_with_file_system(
+            b.fs.clone(),
+            b.dir.path().to_path_buf(),
+            id,
+            config,
+            1,
+        )
+        .map_err(|e| format!("broker {id} opening its logs: {e}"))?;
         let previous_broker_epoch = log_manager.previous_broker_epoch();
         b.incarnation += 1;
         b.last_heartbeat_ms = now_ms;
