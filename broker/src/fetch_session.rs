@@ -162,6 +162,13 @@ pub trait QuietPartition: Clone {
     /// partition changed since the read that found it quiet); `watch` may
     /// then still fire, harmlessly.
     fn watch_quiet(&self, version: u64, watch: QuietWatch) -> bool;
+
+    /// Attaches the [`QuietLink`] of a follower session's watch that
+    /// [`QuietPartition::watch_quiet`] accepted: the follower's state on
+    /// the leader counts the session's Fetches through it (see the module
+    /// docs). Called after the watch is set and without the session cache
+    /// lock; a change in between has frozen the link already.
+    fn link_quiet(&self, link: Arc<QuietLink>);
 }
 
 /// What a quiet partition wakes at its next change: a session's
@@ -200,9 +207,9 @@ impl QuietWatch {
         }
     }
 
-    /// The follower session's link, which the partition attaches to the
-    /// follower's state (see the module docs).
-    pub fn link(&self) -> Option<&Arc<QuietLink>> {
+    /// The follower session's link.
+    #[cfg(test)]
+    pub(crate) fn link(&self) -> Option<&Arc<QuietLink>> {
         self.link.as_ref()
     }
 
@@ -446,22 +453,28 @@ impl FetchSession {
     }
 
     /// Takes `key` out of the fetch order while it stays at `version`, if
-    /// the partition accepts the watch (which carries a [`QuietLink`] to
-    /// this session's Fetches).
-    fn quiet<H: QuietPartition>(&mut self, key: &PartitionKey, handle: H, version: u64) {
-        let Some(cached) = self.partitions.get_mut(key) else {
-            return;
-        };
+    /// the partition accepts the watch, which carries a [`QuietLink`] to
+    /// this session's Fetches: returned with the handle, for the caller
+    /// to attach ([`QuietPartition::link_quiet`]) once it has released the
+    /// session cache lock.
+    fn quiet<H: QuietPartition>(
+        &mut self,
+        key: &PartitionKey,
+        handle: H,
+        version: u64,
+    ) -> Option<(H, Arc<QuietLink>)> {
+        let cached = self.partitions.get_mut(key)?;
         if cached.quiet.is_some() {
-            return;
+            return None;
         }
         let link = Arc::new(QuietLink::new(self.follower, self.fetched_ms.clone()));
         let watch = QuietWatch::with_link(&self.waker, key.clone(), link.clone());
         if !handle.watch_quiet(version, watch) {
-            return;
+            return None;
         }
-        cached.quiet = Some(Quiet { link });
+        cached.quiet = Some(Quiet { link: link.clone() });
         self.order.remove(&cached.position);
+        Some((handle, link))
     }
 
     /// Kafka's `FetchSession.update`: the request's partitions are added
@@ -759,8 +772,11 @@ impl<H: QuietPartition> FetchManager<H> {
         session.epoch = next_epoch(session.epoch);
         session.wake();
         // After the partitions this request activates froze their links:
-        // this Fetch counts for the quiet ones only.
-        session.fetched_ms.fetch_max(now_ms, Ordering::SeqCst);
+        // this Fetch counts for the quiet ones only (and only a Fetch from
+        // the session's follower counts).
+        if follower == Some(session.follower) {
+            session.fetched_ms.fetch_max(now_ms, Ordering::SeqCst);
+        }
         let partitions = session.requests();
         let waker = (partitions.len() < session.partitions.len()).then(|| session.waker.clone());
         cache.touch(session_id, now_ms);
@@ -830,15 +846,21 @@ impl<H: QuietPartition> FetchManager<H> {
                 partitions,
             } => {
                 let mut session = FetchSession::new(*uses_topic_ids, *follower, now_ms);
+                let mut links = Vec::new();
                 for ((key, request), answer) in partitions.iter().zip(answers) {
                     let mut cached = CachedPartition::new(*request);
                     cached.maybe_update_response_data(&answer);
                     session.push(key.clone(), cached);
                     if let Some((handle, version)) = answer.quiet {
-                        session.quiet(key, handle, version);
+                        links.extend(session.quiet(key, handle, version));
                     }
                 }
                 let session_id = self.cache().maybe_create_session(session);
+                if session_id != INVALID_SESSION_ID {
+                    for (handle, link) in links {
+                        handle.link_quiet(link);
+                    }
+                }
                 SessionAnswer {
                     error_code: 0,
                     session_id,
@@ -851,56 +873,82 @@ impl<H: QuietPartition> FetchManager<H> {
                 partitions,
                 ..
             } => {
-                let mut cache = self.cache();
-                let Some(session) = cache.sessions.get_mut(session_id) else {
-                    return SessionAnswer {
-                        error_code: ResponseError::FetchSessionIdNotFound.code(),
-                        session_id: INVALID_SESSION_ID,
-                        keep: Vec::new(),
-                    };
-                };
-                if session.epoch != next_epoch(*request_epoch) {
-                    tracing::info!(
-                        session_id,
-                        expected = next_epoch(*request_epoch),
-                        epoch = session.epoch,
-                        "fetch session moved on during the fetch; possible duplicate request"
-                    );
-                    return SessionAnswer {
-                        error_code: ResponseError::InvalidFetchSessionEpoch.code(),
-                        session_id: *session_id,
-                        keep: Vec::new(),
-                    };
+                let mut links = Vec::new();
+                let answer = self.update_incremental(
+                    *session_id,
+                    *request_epoch,
+                    partitions.iter().chain(woken),
+                    answers,
+                    &mut links,
+                );
+                for (handle, link) in links {
+                    handle.link_quiet(link);
                 }
-                let mut keep = Vec::with_capacity(answers.len());
-                let mut to_end = Vec::new();
-                for ((key, _), answer) in partitions.iter().chain(woken).zip(answers) {
-                    let send = match session.partitions.get_mut(key) {
-                        Some(cached) => {
-                            let send = cached.maybe_update_response_data(&answer);
-                            if send && answer.record_bytes > 0 {
-                                to_end.push(key);
-                            }
-                            send
-                        }
-                        None => false,
-                    };
-                    keep.push(send);
-                    if let Some((handle, version)) = answer.quiet {
-                        session.quiet(key, handle, version);
-                    }
-                }
-                for key in to_end {
-                    if let Some(cached) = session.partitions.get(key).cloned() {
-                        session.push(key.clone(), cached);
-                    }
-                }
-                SessionAnswer {
-                    error_code: 0,
-                    session_id: *session_id,
-                    keep,
-                }
+                answer
             }
+        }
+    }
+
+    /// [`FetchManager::update_and_generate`] of an incremental context
+    /// (its `partitions` then the woken ones, with their `answers`), under
+    /// the cache lock; the links of partitions that went quiet are pushed
+    /// to `links`, to be attached after the lock is released.
+    fn update_incremental<'a>(
+        &self,
+        session_id: i32,
+        request_epoch: i32,
+        partitions: impl Iterator<Item = &'a (PartitionKey, PartitionRequest)>,
+        answers: Vec<PartitionAnswer<H>>,
+        links: &mut Vec<(H, Arc<QuietLink>)>,
+    ) -> SessionAnswer {
+        let mut cache = self.cache();
+        let Some(session) = cache.sessions.get_mut(&session_id) else {
+            return SessionAnswer {
+                error_code: ResponseError::FetchSessionIdNotFound.code(),
+                session_id: INVALID_SESSION_ID,
+                keep: Vec::new(),
+            };
+        };
+        if session.epoch != next_epoch(request_epoch) {
+            tracing::info!(
+                session_id,
+                expected = next_epoch(request_epoch),
+                epoch = session.epoch,
+                "fetch session moved on during the fetch; possible duplicate request"
+            );
+            return SessionAnswer {
+                error_code: ResponseError::InvalidFetchSessionEpoch.code(),
+                session_id,
+                keep: Vec::new(),
+            };
+        }
+        let mut keep = Vec::with_capacity(answers.len());
+        let mut to_end = Vec::new();
+        for ((key, _), answer) in partitions.zip(answers) {
+            let send = match session.partitions.get_mut(key) {
+                Some(cached) => {
+                    let send = cached.maybe_update_response_data(&answer);
+                    if send && answer.record_bytes > 0 {
+                        to_end.push(key);
+                    }
+                    send
+                }
+                None => false,
+            };
+            keep.push(send);
+            if let Some((handle, version)) = answer.quiet {
+                links.extend(session.quiet(key, handle, version));
+            }
+        }
+        for key in to_end {
+            if let Some(cached) = session.partitions.get(key).cloned() {
+                session.push(key.clone(), cached);
+            }
+        }
+        SessionAnswer {
+            error_code: 0,
+            session_id,
+            keep,
         }
     }
 }
@@ -919,17 +967,18 @@ pub(crate) mod tests {
     pub(crate) struct TestPartition {
         version: AtomicU64,
         watches: Mutex<Vec<QuietWatch>>,
+        /// The links attached, in order.
+        links: Mutex<Vec<Arc<QuietLink>>>,
     }
 
     impl TestPartition {
-        /// The link of the newest watch set.
+        /// The newest link attached, which is the newest watch's.
         fn link(&self) -> Arc<QuietLink> {
+            let link = self.links.lock().unwrap().last().cloned().expect("a link");
             let watches = self.watches.lock().unwrap();
-            watches
-                .last()
-                .and_then(QuietWatch::link)
-                .expect("a follower's watch")
-                .clone()
+            let watched = watches.last().and_then(QuietWatch::link).expect("a watch");
+            assert!(Arc::ptr_eq(&link, watched));
+            link
         }
 
         /// A change: the version moves and the watches fire.
@@ -952,6 +1001,10 @@ pub(crate) mod tests {
         fn watch_quiet(&self, version: u64, watch: QuietWatch) -> bool {
             self.watches.lock().unwrap().push(watch);
             self.version.load(Ordering::SeqCst) == version
+        }
+
+        fn link_quiet(&self, link: Arc<QuietLink>) {
+            self.links.lock().unwrap().push(link);
         }
     }
 
@@ -1170,11 +1223,18 @@ pub(crate) mod tests {
         assert!(read_offsets(&context).is_empty());
         manager.update_and_generate(&context, &[], Vec::new(), 40);
         assert!(links.iter().all(|l| l.fetch_ms() == 40 && !l.is_frozen()));
+        // A request in the session from another broker is not a Fetch of
+        // the session's follower.
+        let mut stranger = follower(id, 5, vec![], vec![]);
+        stranger.follower = Some(FOLLOWER + 1);
+        let context = manager.new_context(stranger, 45);
+        manager.update_and_generate(&context, &[], Vec::new(), 45);
+        assert!(links.iter().all(|l| l.fetch_ms() == 40));
         // Partition 3 changes, 2 is named again and 1 forgotten: their
         // links keep the last Fetch before that; 0's counts the next one.
         parts[3].change();
         let context = manager.new_context(
-            follower(id, 5, vec![(key(2), request(0))], vec![key(1)]),
+            follower(id, 6, vec![(key(2), request(0))], vec![key(1)]),
             50,
         );
         assert_eq!(read_offsets(&context), vec![(2, 0), (3, 0)]);

@@ -1149,6 +1149,7 @@ mod tests {
         };
         let watch = QuietWatch::with_link(&waker, key, link.clone());
         assert!(partition.watch_quiet(partition.fetch_state_version(), watch));
+        partition.link_quiet(link.clone());
         session_fetch_ms.store(1_000 + 10 * LAG, Ordering::SeqCst);
         assert_eq!(
             partition.maybe_shrink_isr(1_000 + 100 * LAG),

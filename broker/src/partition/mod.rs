@@ -613,21 +613,18 @@ impl QuietPartition for Arc<Partition> {
     }
 
     fn watch_quiet(&self, version: u64, watch: QuietWatch) -> bool {
-        let link = watch.link().cloned();
         {
             let mut watches = self.quiet_watches.lock().unwrap_or_else(|e| e.into_inner());
             watches.push(watch);
             self.has_quiet_watches.store(true, Ordering::SeqCst);
         }
-        if self.fetch_state_version.load(Ordering::SeqCst) != version {
-            return false;
-        }
-        // Any change from here on fires the watch, which freezes the link
-        // (also one made before the link is attached).
-        if let Some(link) = link {
-            self.link_quiet_follower(link);
-        }
-        true
+        self.fetch_state_version.load(Ordering::SeqCst) == version
+    }
+
+    fn link_quiet(&self, link: Arc<QuietLink>) {
+        // Any change since the watch was set has fired it, which froze the
+        // link: a frozen link counts only Fetches from before the change.
+        self.link_quiet_follower(link);
     }
 }
 

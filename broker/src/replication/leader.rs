@@ -70,12 +70,6 @@ impl FollowerState {
         }
     }
 
-    /// When the follower last fetched, counting its quiet session's
-    /// Fetches (see [`FollowerState::quiet`]), ms since the epoch.
-    pub fn fetch_time_ms(&self) -> i64 {
-        self.last_fetch_time_ms.max(self.quiet_fetch_ms())
-    }
-
     /// The last time the follower was caught up (Kafka's
     /// `lastCaughtUpTimeMs`), counting its quiet session's Fetches, each at
     /// this leader's log end offset; ms since the epoch.
@@ -656,7 +650,7 @@ mod tests {
             "a stranger's link is dropped"
         );
         session_2.store(5 * LAG, Ordering::SeqCst);
-        assert_eq!(s.followers[&2].fetch_time_ms(), 5 * LAG);
+        assert_eq!(s.followers[&2].caught_up_time_ms(), 5 * LAG);
         // The leader's end moves: the append freezes the links.
         link_2.freeze();
         session_2.store(6 * LAG, Ordering::SeqCst);
