@@ -78,6 +78,13 @@ pub const PINNED_IMAGES: usize = 4;
 /// Pause before asking another voter after a failed fetch.
 const FETCH_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
+/// How long past its `max_wait_ms` a fetch may go unanswered before the
+/// observer gives up on the voter and asks another (Kafka's
+/// `controller.quorum.request.timeout.ms` default): a paused or cut-off
+/// active controller keeps its connections open and answers nothing, and
+/// its successor must be found well within a broker session.
+const FETCH_ANSWER_GRACE: Duration = Duration::from_millis(2000);
+
 /// Pause after a voter of another cluster answered (a configuration
 /// mistake that retrying soon will not mend).
 const OTHER_CLUSTER_BACKOFF: Duration = Duration::from_secs(1);
@@ -424,8 +431,9 @@ struct ObserverInner {
     transport: QuorumTransport,
     /// `controller.quorum.voters`, or the bootstrap servers.
     bootstrap: Vec<VoterAddress>,
-    /// The active controller as last reported by a voter.
-    leader: Mutex<Option<VoterAddress>>,
+    /// The active controller as last reported by a voter (a command in
+    /// flight to another one watches it, see [`ObserverInner::forward`]).
+    leader: watch::Sender<Option<VoterAddress>>,
     images: watch::Sender<Arc<MetadataImage>>,
     /// The client commands go through, with the voter it talks to.
     command_client: tokio::sync::Mutex<Option<(VoterAddress, PeerClient)>>,
@@ -506,7 +514,7 @@ impl MetadataObserver {
                 options: options.clone(),
                 transport,
                 bootstrap,
-                leader: Mutex::new(None),
+                leader: watch::Sender::new(None),
                 images,
                 command_client: tokio::sync::Mutex::new(None),
                 follower: Mutex::new(None),
@@ -669,22 +677,26 @@ impl MetadataObserver {
 
 impl ObserverInner {
     fn leader(&self) -> Option<VoterAddress> {
-        self.leader
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.leader.borrow().clone()
     }
 
     fn set_leader(&self, leader: Option<VoterAddress>) {
-        *self.leader.lock().unwrap_or_else(|p| p.into_inner()) = leader;
+        self.leader.send_if_modified(|known| {
+            let changed = *known != leader;
+            *known = leader;
+            changed
+        });
     }
 
     /// Forgets the active controller if it is `target` (it failed).
     fn forget_leader(&self, target: &VoterAddress) {
-        let mut leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
-        if leader.as_ref() == Some(target) {
-            *leader = None;
-        }
+        self.leader.send_if_modified(|known| {
+            let forget = known.as_ref() == Some(target);
+            if forget {
+                *known = None;
+            }
+            forget
+        });
     }
 
     fn voter_by_id(&self, id: i32) -> Option<VoterAddress> {
@@ -717,21 +729,44 @@ impl ObserverInner {
         leader.clone()
     }
 
-    /// Sends `command` to `target` on the command client.
+    /// Sends `command` to `target` on the command client. Gives up (a
+    /// lost connection: the command may or may not have run) as soon as a
+    /// voter names another active controller, as the voter's forward does
+    /// (Kafka's `NodeToControllerRequestThread` disconnects from a
+    /// replaced controller): a paused one would hold it for the whole
+    /// forward timeout, past this broker's session.
     async fn forward(
         &self,
         target: &VoterAddress,
         command: &ControllerCommand,
     ) -> Result<Result<CommandOutcome, ControllerError>, TransportError> {
-        let mut client = self.command_client.lock().await;
-        let client = client_for(&self.transport, self.node_id, &mut client, target);
-        match client
-            .call(
+        let mut slot = self.command_client.lock().await;
+        let client = client_for(&self.transport, self.node_id, &mut slot, target);
+        let mut known = self.leader.subscribe();
+        // Another voter, by id and by address (a bootstrap server's id is
+        // not known).
+        let replaced = known.wait_for(|leader| {
+            leader
+                .as_ref()
+                .is_some_and(|l| l.id != target.id && l.address != target.address)
+        });
+        let answer = tokio::select! {
+            answer = client.call(
                 QuorumRequest::Command(command.clone()),
                 self.options.forward_timeout,
-            )
-            .await?
-        {
+            ) => Some(answer),
+            _ = replaced => None,
+        };
+        let Some(answer) = answer else {
+            // Its answer may still come on this connection: not reused.
+            *slot = None;
+            return Err(TransportError::Network {
+                target: target.id,
+                reason: "another active controller was named while the command was in flight"
+                    .to_owned(),
+            });
+        };
+        match answer? {
             QuorumResponse::Command(result) => Ok(result),
             other => Err(TransportError::Network {
                 target: target.id,
@@ -947,7 +982,7 @@ async fn follow(inner: Arc<ObserverInner>) {
         let answer = client
             .call(
                 QuorumRequest::FetchMetadata(request),
-                max_wait + inner.options.forward_timeout,
+                max_wait + FETCH_ANSWER_GRACE.min(inner.options.forward_timeout),
             )
             .await;
         if answer.is_ok() {

@@ -304,3 +304,69 @@ fn a_broker_only_node_with_a_controller_listener_refuses_to_start() {
         "{error}"
     );
 }
+
+/// SIGSTOP of the active controller with the default broker sessions
+/// (9 s): a broker-only node's heartbeat forwarded to it gets no answer.
+/// The node must find the successor (its metadata long poll to the paused
+/// node times out after Kafka's fetch and request timeouts, 2 s each, and
+/// another voter names the successor), give up the forward in flight and
+/// heartbeat to the successor within its session, so its partition never
+/// goes offline while the paused node's does. (It used to wait out the
+/// 12 s call timeout and the 10 s forward timeout, and was fenced with
+/// the paused node.)
+#[test]
+fn a_broker_only_node_heartbeats_to_the_successor_of_a_paused_active_controller() {
+    let cluster_id = weir_storage::random_kafka_uuid();
+    let (voters, controller_ports) = start_three_nodes_in_with(&cluster_id, &[]);
+    let quorum = voters_of(&controller_ports);
+    let broker = start_broker_only(
+        &cluster_id,
+        BROKER_ONLY,
+        ("controller.quorum.voters", &quorum),
+        &[],
+    );
+    let mut clients: Vec<RawClient> = voters.iter().map(support::connect).collect();
+    clients.push(support::connect(&broker));
+    let versions = support::api_versions(&mut clients[3]);
+    let version = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    let victim = agreed_controller(&mut clients, version, None);
+    let led = |id: i32| (error_code::NONE, id, vec![id], vec![]);
+    create_assigned(
+        &mut clients[3],
+        "one-each",
+        &[&[1], &[2], &[3], &[BROKER_ONLY]],
+    );
+    for (i, client) in clients.iter_mut().enumerate() {
+        support::poll_until(
+            Duration::from_secs(10),
+            &format!("node {}: every broker leads its partition", i + 1),
+            || {
+                let (parts, _) = topic_state(client, version, "one-each")?;
+                (parts == vec![led(1), led(2), led(3), led(BROKER_ONLY)]).then_some(())
+            },
+        );
+    }
+
+    let index = voters.iter().position(|b| b.node_id() == victim).unwrap();
+    support::pause(&voters[index]);
+    let offline = (error_code::LEADER_NOT_AVAILABLE, -1, vec![], vec![victim]);
+    let watchers: Vec<usize> = (0..4).filter(|&i| i != index).collect();
+    for &i in &watchers {
+        support::poll_until(
+            Duration::from_secs(30),
+            &format!("node {}: the paused controller {victim} fenced", i + 1),
+            || {
+                let (parts, _) = topic_state(&mut clients[i], version, "one-each")?;
+                assert_eq!(
+                    parts[BROKER_ONLY as usize - 1],
+                    led(BROKER_ONLY),
+                    "node {}: the broker-only node kept heartbeating, yet its partition \
+                     went offline (fenced with the paused controller {victim})",
+                    i + 1
+                );
+                (parts[victim as usize - 1] == offline).then_some(())
+            },
+        );
+    }
+    support::resume(&voters[index]);
+}
