@@ -279,7 +279,8 @@ impl QuietLink {
     }
 
     /// Whether the link was frozen.
-    pub fn is_frozen(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_frozen(&self) -> bool {
         self.frozen_ms.load(Ordering::SeqCst) != LINK_LIVE
     }
 }
@@ -324,12 +325,6 @@ impl SessionWaker {
     }
 }
 
-/// A quiet partition of a session: the link its watch carries.
-#[derive(Clone, Debug)]
-struct Quiet {
-    link: Arc<QuietLink>,
-}
-
 /// Kafka's `CachedPartition`: one partition of a session.
 #[derive(Clone, Debug)]
 struct CachedPartition {
@@ -344,8 +339,9 @@ struct CachedPartition {
     local_log_start_offset: i64,
     /// Its place in the fetch order ([`FetchSession::order`] while active).
     position: u64,
-    /// Set while the partition is quiet (out of [`FetchSession::order`]).
-    quiet: Option<Quiet>,
+    /// Set while the partition is quiet (out of [`FetchSession::order`]):
+    /// the link its watch carries.
+    quiet: Option<Arc<QuietLink>>,
 }
 
 impl CachedPartition {
@@ -445,8 +441,8 @@ impl FetchSession {
     /// link stops following the session (the partition is read again).
     fn activate(&mut self, key: &PartitionKey) {
         if let Some(cached) = self.partitions.get_mut(key) {
-            if let Some(quiet) = cached.quiet.take() {
-                quiet.link.freeze();
+            if let Some(link) = cached.quiet.take() {
+                link.freeze();
                 self.order.insert(cached.position, key.clone());
             }
         }
@@ -472,7 +468,7 @@ impl FetchSession {
         if !handle.watch_quiet(version, watch) {
             return None;
         }
-        cached.quiet = Some(Quiet { link: link.clone() });
+        cached.quiet = Some(link.clone());
         self.order.remove(&cached.position);
         Some((handle, link))
     }
@@ -497,8 +493,8 @@ impl FetchSession {
         for key in forgotten {
             if let Some(cached) = self.partitions.remove(key) {
                 self.order.remove(&cached.position);
-                if let Some(quiet) = cached.quiet {
-                    quiet.link.freeze();
+                if let Some(link) = cached.quiet {
+                    link.freeze();
                 }
             }
         }

@@ -1583,6 +1583,34 @@ mod tests {
         );
     }
 
+    /// The items run concurrently: item 0 waits (10 s at most) for item 1
+    /// to start, which only another thread can do. Run one after another,
+    /// item 0 times out.
+    #[test]
+    fn parallel_work_runs_items_at_the_same_time() {
+        let started = (Mutex::new(false), std::sync::Condvar::new());
+        let items = [0usize, 1];
+        let overlapped = in_parallel(&items, 2, "test", Path::new("/"), |&i| {
+            let (lock, cv) = &started;
+            if i == 1 {
+                *lock.lock().unwrap() = true;
+                cv.notify_all();
+                return Ok(true);
+            }
+            let guard = lock.lock().unwrap();
+            let (guard, _) = cv
+                .wait_timeout_while(guard, std::time::Duration::from_secs(10), |s| !*s)
+                .unwrap();
+            Ok(*guard)
+        })
+        .unwrap();
+        assert_eq!(
+            overlapped,
+            vec![true, true],
+            "item 1 did not start while item 0 ran"
+        );
+    }
+
     #[test]
     fn node_id_mismatch_and_second_process_are_refused() {
         let dir = tempfile::tempdir().unwrap();
