@@ -523,6 +523,7 @@ impl QuorumController {
         let network =
             QuorumNetworkFactory::new(raft_node_id, transport.clone(), voter_addresses.clone());
         let contacts = network.contacts();
+        let split_terms = network.split_terms();
         let raft = Raft::new(
             raft_node_id,
             Arc::new(raft_config),
@@ -545,10 +546,13 @@ impl QuorumController {
                 transport: transport.clone(),
                 forward_clients: tokio::sync::Mutex::new(BTreeMap::new()),
                 leader_watcher: Mutex::new(None),
-                split_vote_breaker: Mutex::new(
-                    multi_voter
-                        .then(|| tokio::spawn(break_split_votes(raft.clone(), options.clone()))),
-                ),
+                split_vote_breaker: Mutex::new(multi_voter.then(|| {
+                    tokio::spawn(break_split_votes(
+                        raft.clone(),
+                        options.clone(),
+                        split_terms,
+                    ))
+                })),
                 server: Mutex::new(None),
                 contacts: contacts.clone(),
                 multi_voter,
@@ -1533,14 +1537,32 @@ fn set_controller_id(image: &mut Arc<MetadataImage>, controller_id: Option<i32>)
 /// same tick and whose ticks are in phase start every election at the same
 /// moment, each votes for itself, and the vote splits again and again: on
 /// tokio's paused clock (every tick in phase) a two-survivor quorum never
-/// elected a leader. Raft's answer is a randomized timeout per election;
-/// this task adds it: while this voter stays a candidate of one term, it
-/// starts the next election itself after a random `[election_timeout_min,
-/// election_timeout_max)` ms drawn for this term (about as often as
-/// openraft's own timer, so terms do not climb faster), so one of the
-/// rivals asks first and the other, not having voted in the new term,
-/// grants it. Ends when the raft stops.
-async fn break_split_votes(raft: Raft<MetadataTypeConfig>, options: QuorumOptions) {
+/// elected a leader, and on a CI machine two survivors of a killed active
+/// controller split five terms in a row (7 s). Raft's answer is a
+/// randomized timeout per election; this task adds it in two ways, while
+/// this voter stays a candidate of one term:
+/// - when a rival candidate of the same term refused its vote (the network
+///   reports it through [`SplitTerms`](crate::raft::network::SplitTerms)),
+///   it backs off a random `[0, election_timeout_min / 2)` ms and starts
+///   the next election: KafkaRaftClient's election backoff after a lost
+///   election (KIP-595, `controller.quorum.election.backoff.max.ms`), here
+///   kept under openraft's own timeout (at least `election_timeout_min`
+///   after the election began) so that it acts first. One rival asks
+///   first and the other, not having voted in the new term, grants it. A
+///   candidate that hears no rival (cut off, or refused for its log or a
+///   live leader's lease) never backs off early, so it does not climb
+///   terms faster and depose a leader when it rejoins;
+/// - otherwise it starts the next election itself after a random
+///   `[election_timeout_min, election_timeout_max)` ms drawn for this term
+///   (about as often as openraft's own timer, so terms do not climb
+///   faster).
+///
+/// Ends when the raft stops.
+async fn break_split_votes(
+    raft: Raft<MetadataTypeConfig>,
+    options: QuorumOptions,
+    mut split_terms: watch::Receiver<u64>,
+) {
     use rand::Rng;
     let mut rng = crate::determinism::ThreadRng;
     let mut metrics = raft.metrics();
@@ -1552,28 +1574,41 @@ async fn break_split_votes(raft: Raft<MetadataTypeConfig>, options: QuorumOption
             }
             (m.state == ServerState::Candidate).then_some(m.current_term)
         };
-        if let Some(term) = term {
-            let min = options.election_timeout_min_ms.max(1);
-            let max = options.election_timeout_max_ms.max(min + 1);
-            let delay = Duration::from_millis(rng.gen_range(min..max));
-            let moved_on = tokio::time::timeout(
-                delay,
-                metrics.wait_for(|m| m.state != ServerState::Candidate || m.current_term != term),
-            )
-            .await
-            .map(|r| r.is_ok());
-            match moved_on {
-                Ok(true) => continue,
-                Ok(false) => return,
-                Err(_) => {
-                    tracing::debug!(term, "election split; starting the next one");
-                    if raft.trigger().elect().await.is_err() {
-                        return;
+        let Some(term) = term else {
+            if metrics.changed().await.is_err() {
+                return;
+            }
+            continue;
+        };
+        let min = options.election_timeout_min_ms.max(1);
+        let max = options.election_timeout_max_ms.max(min + 1);
+        let mut deadline =
+            tokio::time::Instant::now() + Duration::from_millis(rng.gen_range(min..max));
+        let mut backed_off = false;
+        let elect = loop {
+            tokio::select! {
+                moved_on = metrics.wait_for(|m| m.state != ServerState::Candidate || m.current_term != term) => {
+                    break moved_on.map(|_| false);
+                }
+                () = tokio::time::sleep_until(deadline) => break Ok(true),
+                split = split_terms.wait_for(|&split| split >= term), if !backed_off => {
+                    backed_off = true;
+                    if split.is_ok() {
+                        let backoff = Duration::from_millis(rng.gen_range(0..(min / 2).max(1)));
+                        deadline = deadline.min(tokio::time::Instant::now() + backoff);
                     }
                 }
             }
-        } else if metrics.changed().await.is_err() {
-            return;
+        };
+        match elect {
+            Ok(false) => continue,
+            Err(_) => return,
+            Ok(true) => {
+                tracing::debug!(term, backed_off, "election split; starting the next one");
+                if raft.trigger().elect().await.is_err() {
+                    return;
+                }
+            }
         }
     }
 }

@@ -68,7 +68,16 @@ pub(crate) struct QuorumNetworkFactory {
     /// Clients openraft dropped, by (voter, address), for its next ones
     /// (see [`VoterClient`]).
     idle: Arc<IdleClients>,
+    /// See [`SplitTerms`].
+    split_terms: Arc<SplitTerms>,
 }
+
+/// The highest raft term in which a rival candidate refused this voter's
+/// vote request because it had voted for itself in that same term: the
+/// election split (0: none seen). Written by [`VoterClient::vote`], read by
+/// the split-vote breaker (`quorum::break_split_votes`), which then backs
+/// this candidate off a random delay before its next election.
+pub(crate) type SplitTerms = tokio::sync::watch::Sender<u64>;
 
 /// Idle clients (and their open connections) by (voter, address).
 type IdleClients = std::sync::Mutex<BTreeMap<(u64, String), Vec<PeerClient>>>;
@@ -98,7 +107,13 @@ impl QuorumNetworkFactory {
             contacts: Arc::default(),
             voter_addresses,
             idle: Arc::default(),
+            split_terms: Arc::new(SplitTerms::new(0)),
         }
+    }
+
+    /// Follows [`SplitTerms`]: the terms in which this voter's vote split.
+    pub(crate) fn split_terms(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.split_terms.subscribe()
     }
 
     /// When each voter last answered an AppendEntries from this node.
@@ -119,6 +134,7 @@ pub(crate) struct VoterClient {
     key: (u64, String),
     idle: Arc<IdleClients>,
     contacts: Arc<ReplicaContacts>,
+    split_terms: Arc<SplitTerms>,
 }
 
 impl VoterClient {
@@ -184,6 +200,7 @@ impl RaftNetworkFactory<MetadataTypeConfig> for QuorumNetworkFactory {
             key,
             idle: self.idle.clone(),
             contacts: self.contacts.clone(),
+            split_terms: self.split_terms.clone(),
         }
     }
 }
@@ -245,6 +262,7 @@ impl RaftNetwork<MetadataTypeConfig> for VoterClient {
         option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
         let target = self.key.0;
+        let asked = rpc.vote;
         match self
             .peer()
             .map_err(rpc_error)?
@@ -253,11 +271,39 @@ impl RaftNetwork<MetadataTypeConfig> for VoterClient {
             .map_err(rpc_error)?
         {
             QuorumResponse::Vote(r) => {
+                if let Ok(answer) = &r {
+                    if is_rival_candidate(target, &asked, answer) {
+                        let term = asked.leader_id.term;
+                        self.split_terms.send_if_modified(|seen| {
+                            let newer = term > *seen;
+                            if newer {
+                                *seen = term;
+                            }
+                            newer
+                        });
+                    }
+                }
                 r.map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))
             }
             other => Err(mismatched(target, &other)),
         }
     }
+}
+
+/// Whether `answer`, from voter `target` to this voter's vote request for
+/// `asked`, refuses it because `target` is itself a candidate of the same
+/// term (it voted for itself, and its vote is not yet a leader's): the
+/// election split. A refusal for any other reason (a longer log, a live
+/// leader's lease, a higher term, a vote for a third voter) is not one.
+fn is_rival_candidate(
+    target: u64,
+    asked: &openraft::Vote<u64>,
+    answer: &VoteResponse<u64>,
+) -> bool {
+    !answer.vote_granted
+        && !answer.vote.committed
+        && answer.vote.leader_id.term == asked.leader_id.term
+        && answer.vote.leader_id.voted_for == Some(target)
 }
 
 #[cfg(test)]
@@ -375,6 +421,28 @@ mod tests {
             server.await.unwrap(),
             "one connection served the three clients"
         );
+    }
+
+    #[test]
+    fn only_a_refusal_by_a_candidate_of_the_same_term_is_a_split() {
+        let asked = openraft::Vote::new(5, 1);
+        let answer = |term: u64, voted_for: u64, committed: bool, granted: bool| VoteResponse {
+            vote: if committed {
+                openraft::Vote::new_committed(term, voted_for)
+            } else {
+                openraft::Vote::new(term, voted_for)
+            },
+            vote_granted: granted,
+            last_log_id: None,
+        };
+        assert!(is_rival_candidate(2, &asked, &answer(5, 2, false, false)));
+        // Granted; a third voter's candidate; a leader's lease; an older
+        // term (refused for this voter's shorter log); a newer term.
+        assert!(!is_rival_candidate(2, &asked, &answer(5, 1, false, true)));
+        assert!(!is_rival_candidate(2, &asked, &answer(5, 3, false, false)));
+        assert!(!is_rival_candidate(2, &asked, &answer(5, 2, true, false)));
+        assert!(!is_rival_candidate(2, &asked, &answer(4, 2, false, false)));
+        assert!(!is_rival_candidate(2, &asked, &answer(6, 2, false, false)));
     }
 
     #[tokio::test]
