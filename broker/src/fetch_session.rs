@@ -47,8 +47,10 @@
 //! puts it back through the session's [`SessionWaker`], which also
 //! completes a parked Fetch of the session (on any change: a follower thus
 //! learns a moved high watermark or log start offset of a quiet partition
-//! at once, where Kafka answers it at `replica.fetch.wait.max.ms`). A
-//! partition named again by the
+//! at once, where Kafka answers it at `replica.fetch.wait.max.ms`). The
+//! watches of sessions that are gone (evicted, closed) are dropped when
+//! the partition takes its next watch, so an idle partition holds at most
+//! one per live session. A partition named again by the
 //! follower (its request changed) is active again too. What is skipped
 //! would have been answered with nothing: its request and its state are
 //! those of the read that found it quiet. The one thing the skipped reads
@@ -216,11 +218,27 @@ impl QuietWatch {
     /// Tells the session the partition changed (freezing the link first);
     /// nothing more when the session is gone.
     pub fn wake(self) {
-        if let Some(link) = &self.link {
-            link.freeze();
-        }
+        self.freeze_link();
         if let Some(waker) = self.waker.upgrade() {
             waker.wake(self.key);
+        }
+    }
+
+    /// Whether the session is gone (evicted or closed, its waker dropped);
+    /// if so, freezes the link, which no Fetch of the session will stamp
+    /// again, and the watch can be dropped without waiting for the
+    /// partition's next change.
+    pub(crate) fn retire_if_session_closed(&self) -> bool {
+        let closed = self.waker.strong_count() == 0;
+        if closed {
+            self.freeze_link();
+        }
+        closed
+    }
+
+    fn freeze_link(&self) {
+        if let Some(link) = &self.link {
+            link.freeze();
         }
     }
 }

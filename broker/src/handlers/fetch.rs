@@ -1166,6 +1166,50 @@ mod tests {
         assert_eq!(shrink.new_isr, vec![1]);
     }
 
+    /// Left alone in session 25: a quiet partition kept the watch of every
+    /// fetch session that ever skipped it until its next change, so with
+    /// sessions evicted and created again (a full session cache) an idle
+    /// partition's watches grew without bound. A new watch now drops those
+    /// of sessions that are gone, freezing their links (no more Fetches of
+    /// theirs will come).
+    #[test]
+    fn watches_of_closed_sessions_do_not_pile_up_on_a_quiet_partition() {
+        use std::sync::atomic::AtomicI64;
+
+        use crate::fetch_session::{QuietLink, QuietPartition, QuietWatch, SessionWaker};
+        let dir = tempfile::tempdir().unwrap();
+        let (partitions, _) = replicated(dir.path(), 1);
+        let partition = &partitions[0];
+        let key = PartitionKey {
+            topic_id: TOPIC_ID,
+            topic: Default::default(),
+            partition: 0,
+        };
+        let live = Arc::new(SessionWaker::default());
+        let version = partition.fetch_state_version();
+        assert!(partition.watch_quiet(version, QuietWatch::new(&live, key.clone())));
+        let mut closed_links = Vec::new();
+        for _ in 0..1_000 {
+            let closed = Arc::new(SessionWaker::default());
+            let link = Arc::new(QuietLink::new(2, Arc::new(AtomicI64::new(1_000))));
+            let watch = QuietWatch::with_link(&closed, key.clone(), link.clone());
+            assert!(partition.watch_quiet(version, watch));
+            closed_links.push(link);
+        }
+        assert!(
+            partition.quiet_watch_count() <= 2,
+            "{} watches kept",
+            partition.quiet_watch_count()
+        );
+        let kept = closed_links.pop().unwrap();
+        assert!(closed_links.iter().all(|link| link.is_frozen()));
+        assert!(!kept.is_frozen(), "the last session's watch was just set");
+        // The live session's watch still fires.
+        partition.append_records_as_leader(&batch("x"), 0).unwrap();
+        assert_eq!(live.take_woken(), vec![key]);
+        assert_eq!(partition.quiet_watch_count(), 0);
+    }
+
     /// A follower outside the ISR is never skipped: the leader must see its
     /// fetches to let it join (Kafka's `maybeExpandIsr` on every fetch).
     #[tokio::test]

@@ -550,6 +550,15 @@ impl Partition {
         }
     }
 
+    /// How many quiet watches wait for this partition's next change.
+    #[cfg(test)]
+    pub(crate) fn quiet_watch_count(&self) -> usize {
+        self.quiet_watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
     /// Leader epoch end offset for OffsetForLeaderEpoch (KIP-279):
     /// `(epoch, end_offset)`, `(-1, -1)` when unknown.
     pub fn end_offset_for_epoch(&self, leader_epoch: i32) -> (i32, i64) {
@@ -615,6 +624,9 @@ impl QuietPartition for Arc<Partition> {
     fn watch_quiet(&self, version: u64, watch: QuietWatch) -> bool {
         {
             let mut watches = self.quiet_watches.lock().unwrap_or_else(|e| e.into_inner());
+            // Sessions evicted and created again would otherwise leave one
+            // watch each on an idle partition until its next change.
+            watches.retain(|w| !w.retire_if_session_closed());
             watches.push(watch);
             self.has_quiet_watches.store(true, Ordering::SeqCst);
         }
