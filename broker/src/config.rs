@@ -37,8 +37,11 @@ pub enum ConfigError {
         /// Why it was rejected.
         reason: String,
     },
-    /// A line that is neither `key=value`, a comment nor blank.
-    #[error("{path}:{line}: expected 'key=value'")]
+    /// A malformed line: in the properties file, a bad `\uXXXX` escape;
+    /// in an `--override`, no `=`.
+    #[error(
+        "{path}:{line}: malformed line (expected key=value, escapes as in java.util.Properties)"
+    )]
     Syntax {
         /// The file.
         path: String,
@@ -1052,36 +1055,29 @@ impl BrokerConfig {
     }
 }
 
-/// Parses Java-properties-style text: `key=value` or `key: value`,
-/// `#`/`!` comments, blank lines, and `java.util.Properties` line
-/// continuations (a line ending in an odd number of backslashes goes on in
-/// the next, whose leading blanks are dropped; JAAS entries are written
-/// so). Other backslash escapes are kept as written.
+/// Parses properties text as `java.util.Properties.load` does, which is
+/// how Kafka reads server.properties (`Utils.loadProps`), through the
+/// `java-properties` crate: `#`/`!` comments and blank lines skipped; a key
+/// ends at its first unescaped `=`, `:` or blank (`key=value`,
+/// `key: value` and `key value` are all pairs; a key alone has an empty
+/// value); a line ending in an odd number of backslashes goes on in the
+/// next, whose leading blanks are dropped (JAAS entries are written so);
+/// escapes are undone (`\\`, `\t`, `\n`, `\uXXXX`, and `\x` for any
+/// other `x`). Returns the pairs in file order (a later duplicate wins when
+/// applied, as in Java). Departs from Java in one way: the text is UTF-8
+/// (Java reads ISO-8859-1, which would turn a UTF-8 password into other
+/// characters).
+///
+/// # Errors
+/// [`ConfigError::Syntax`] with the line of a malformed `\u` escape.
 fn parse_properties(text: &str, path: &str) -> Result<Vec<(String, String)>, ConfigError> {
     let mut out = Vec::new();
-    let mut lines = text.lines().enumerate();
-    while let Some((i, raw)) = lines.next() {
-        let mut line = raw.trim().to_string();
-        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-            continue;
-        }
-        while line.chars().rev().take_while(|c| *c == '\\').count() % 2 == 1 {
-            line.pop();
-            match lines.next() {
-                Some((_, next)) => line.push_str(next.trim_start()),
-                None => break,
-            }
-        }
-        let line = line.as_str();
-        let idx = line.find(['=', ':']).ok_or(ConfigError::Syntax {
+    java_properties::PropertiesIter::new_with_encoding(text.as_bytes(), encoding_rs::UTF_8)
+        .read_into(|key, value| out.push((key, value)))
+        .map_err(|e| ConfigError::Syntax {
             path: path.to_string(),
-            line: i + 1,
+            line: e.line_number().unwrap_or(0),
         })?;
-        out.push((
-            line[..idx].trim().to_string(),
-            line[idx + 1..].trim().to_string(),
-        ));
-    }
     Ok(out)
 }
 
@@ -1097,9 +1093,50 @@ mod tests {
             pairs,
             [
                 ("a".to_string(), "one two three".to_string()),
-                ("b".to_string(), "x\\\\".to_string()),
+                ("b".to_string(), "x\\".to_string()),
                 ("c".to_string(), "y".to_string()),
             ]
+        );
+    }
+
+    /// `java.util.Properties.load`, which reads Kafka's server.properties
+    /// (`Utils.loadProps`): a key ends at the first unescaped `=`, `:` or
+    /// blank, so `key value` is a pair too; a line with a key alone has an
+    /// empty value; backslash escapes are undone (`\\` is one backslash,
+    /// `\t`, `\uXXXX`, and `\x` is `x`). Left alone in session 25: Weir
+    /// refused `key value` and kept escapes as written, so a mapping rule
+    /// written `\\.` in the file (Kafka reads `\.`) reached the principal
+    /// mapper as `\\.`.
+    #[test]
+    fn lines_parse_as_java_util_properties_loads_them() {
+        let text = concat!(
+            "node.id 3\n",
+            "  log.dirs :  /var/lib/weir\n",
+            "listeners=PLAINTEXT://:9092\n",
+            "rules=RULE:^CN=(.*?)\\\\.example$/$1/\n",
+            "tab=a\\tb\\u0041\\q\n",
+            "key\\=with\\:separators = v\n",
+            "alone\n",
+            "! bang comment\n",
+        );
+        let pairs = parse_properties(text, "test").unwrap();
+        assert_eq!(
+            pairs,
+            [
+                ("node.id", "3"),
+                ("log.dirs", "/var/lib/weir"),
+                ("listeners", "PLAINTEXT://:9092"),
+                ("rules", "RULE:^CN=(.*?)\\.example$/$1/"),
+                ("tab", "a\tbAq"),
+                ("key=with:separators", "v"),
+                ("alone", ""),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+        );
+        let bad = parse_properties("a=\\u12\n", "server.properties").unwrap_err();
+        assert!(
+            matches!(bad, ConfigError::Syntax { line: 1, .. }),
+            "{bad:?}"
         );
     }
 
