@@ -5,8 +5,9 @@
 under ProducerPerformance acks=all (RF=3, min.insync.replicas=2, 16 partitions; the
 defaults, where leader and followers fsync, and write.caching=true; all three processes
 recorded), and writes a flat profile of each scenario to
-bench/results/profile-<scenario>.txt: the split between kernel and Weir's own code, the
-hottest symbols, and the CPU split (broker(s) / load generator / machine) of the run.
+bench/results/profile-<scenario>.txt: syscalls and context switches per MB (perf stat), the
+split between kernel and Weir's own code, the hottest symbols, and the CPU split (broker(s) /
+load generator / machine) of the run.
 
 Usage: scripts/bench profile [--records N] [--out-dir DIR]
 (scripts/bench builds the release binary and resolves the Kafka classpath first; needs `perf`).
@@ -85,23 +86,64 @@ def main():
             subprocess.run(["rm", "-rf", str(work)])
 
 
+# What `perf stat` counts beside each profile, per MB of the scenario's records: the syscalls
+# of the produce path (fdatasync of a durable flush, sync_file_range of write-behind, write and
+# writev of appends and answers), those of the fetch path (sendfile of record bytes, pread of
+# batch headers) and context switches. The bound of a scenario is often clearer in these than
+# in a flat profile: e.g. durable acks=all costs about one fdatasync per producer batch.
+STAT_EVENTS = (
+    "syscalls:sys_enter_fdatasync",
+    "syscalls:sys_enter_sync_file_range",
+    "syscalls:sys_enter_write",
+    "syscalls:sys_enter_writev",
+    "syscalls:sys_enter_sendfile64",
+    "syscalls:sys_enter_pread64",
+    "context-switches",
+)
+
+
+def stat_counts(path):
+    """{event: count} from a `perf stat -x,` output file; events perf could not count are left
+    out."""
+    counts = {}
+    for line in Path(path).read_text().splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and fields[0].strip().isdigit():
+            counts[fields[2]] = int(fields[0])
+    return counts
+
+
 def record(args, work, name, pids, gigabytes, run):
-    """Runs `run` under `perf record` of `pids` and writes profile-`name`.txt."""
+    """Runs `run` under `perf record` and `perf stat` of `pids` and writes
+    profile-`name`.txt."""
     data = work / f"{name}.data"
+    stat_out = work / f"{name}.stat"
     stacks = ["--call-graph", "dwarf"] if args.keep else []
+    targets = ",".join(map(str, pids))
     perf = subprocess.Popen(["perf", "record", "-F", "999", *stacks, "-o", str(data),
-                             "-p", ",".join(map(str, pids))], stdout=subprocess.DEVNULL,
+                             "-p", targets], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
+    stat = subprocess.Popen(["perf", "stat", "-x,", "-o", str(stat_out), "-e",
+                             ",".join(STAT_EVENTS), "-p", targets],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.5)  # perf attaches before the load starts
     result, split = bench.cpu_split(pids, gigabytes, run)
-    perf.send_signal(2)
+    for p in (perf, stat):
+        p.send_signal(2)
     perf.wait()
+    stat.wait()
+    megabytes = gigabytes * 1000
+    counts = stat_counts(stat_out) if stat_out.exists() else {}
+    per_mb = [f"    {counts[e] / megabytes:10.1f}  {e} ({counts[e]} in all)"
+              for e in STAT_EVENTS if e in counts]
     who = "<weir>" if len(pids) == 1 else f"<the {len(pids)} weir nodes>"
     text = "\n".join([
         f"# {name}: perf record -F 999 -p {who} during {args.records} records of 1 KiB",
         f"# weir {os.environ.get('WEIR_COMMIT') or bench.sh(f'git -C {REPO} rev-parse --short HEAD')}, "
         f"result {result}",
         "# CPU split: " + ", ".join(f"{k}={v:.2f}" for k, v in split.items()),
+        "", f"## per MB of records (perf stat -e ... -p {who})",
+        *(per_mb or ["    (perf stat counted nothing: tracepoints unavailable?)"]),
         "", "## by shared object", perf_report(data, "--sort", "dso"),
         "", "## top symbols (self time, >= 0.5%)",
         perf_report(data, "--sort", "dso,symbol", "--percent-limit", "0.5"), ""])
