@@ -1064,16 +1064,25 @@ impl BrokerConfig {
 /// next, whose leading blanks are dropped (JAAS entries are written so);
 /// escapes are undone (`\\`, `\t`, `\n`, `\uXXXX`, and `\x` for any
 /// other `x`). Returns the pairs in file order (a later duplicate wins when
-/// applied, as in Java). Departs from Java in one way: the text is UTF-8
+/// applied, as in Java). Departs from Java in two ways: the text is UTF-8
 /// (Java reads ISO-8859-1, which would turn a UTF-8 password into other
-/// characters).
+/// characters), and a value's trailing blanks are dropped (Java keeps
+/// them; Kafka trims every value but strings and passwords when it parses
+/// it, so `num.partitions=3 ` is 3 there too).
 ///
 /// # Errors
 /// [`ConfigError::Syntax`] with the line of a malformed `\u` escape.
 fn parse_properties(text: &str, path: &str) -> Result<Vec<(String, String)>, ConfigError> {
     let mut out = Vec::new();
+    // The crate drops a last line that continues (odd backslashes) into the
+    // end of a file without a final newline; Java keeps it.
+    let text = if text.ends_with('\n') {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(format!("{text}\n"))
+    };
     java_properties::PropertiesIter::new_with_encoding(text.as_bytes(), encoding_rs::UTF_8)
-        .read_into(|key, value| out.push((key, value)))
+        .read_into(|key, value| out.push((key, value.trim_end().to_string())))
         .map_err(|e| ConfigError::Syntax {
             path: path.to_string(),
             line: e.line_number().unwrap_or(0),
@@ -1118,6 +1127,8 @@ mod tests {
             "key\\=with\\:separators = v\n",
             "alone\n",
             "! bang comment\n",
+            "num.partitions=3 \n",
+            "last=end \\",
         );
         let pairs = parse_properties(text, "test").unwrap();
         assert_eq!(
@@ -1130,6 +1141,8 @@ mod tests {
                 ("tab", "a\tbAq"),
                 ("key=with:separators", "v"),
                 ("alone", ""),
+                ("num.partitions", "3"),
+                ("last", "end"),
             ]
             .map(|(k, v)| (k.to_string(), v.to_string()))
         );

@@ -49,8 +49,10 @@
 //! learns a moved high watermark or log start offset of a quiet partition
 //! at once, where Kafka answers it at `replica.fetch.wait.max.ms`). The
 //! watches of sessions that are gone (evicted, closed) are dropped when
-//! the partition takes its next watch, so an idle partition holds at most
-//! one per live session. A partition named again by the
+//! the partition takes its next watch, so an idle partition's watches are
+//! bounded by the sessions alive when it took its last one (a live session
+//! may hold an older watch beside its current one, superseded when the
+//! partition was active again). A partition named again by the
 //! follower (its request changed) is active again too. What is skipped
 //! would have been answered with nothing: its request and its state are
 //! those of the read that found it quiet. The one thing the skipped reads

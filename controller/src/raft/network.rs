@@ -262,7 +262,7 @@ impl RaftNetwork<MetadataTypeConfig> for VoterClient {
         option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
         let target = self.key.0;
-        let asked = rpc.vote;
+        let asked = VoteRequest::new(rpc.vote, rpc.last_log_id);
         match self
             .peer()
             .map_err(rpc_error)?
@@ -273,7 +273,7 @@ impl RaftNetwork<MetadataTypeConfig> for VoterClient {
             QuorumResponse::Vote(r) => {
                 if let Ok(answer) = &r {
                     if is_rival_candidate(target, &asked, answer) {
-                        let term = asked.leader_id.term;
+                        let term = asked.vote.leader_id.term;
                         self.split_terms.send_if_modified(|seen| {
                             let newer = term > *seen;
                             if newer {
@@ -290,20 +290,21 @@ impl RaftNetwork<MetadataTypeConfig> for VoterClient {
     }
 }
 
-/// Whether `answer`, from voter `target` to this voter's vote request for
+/// Whether `answer`, from voter `target` to this voter's vote request
 /// `asked`, refuses it because `target` is itself a candidate of the same
-/// term (it voted for itself, and its vote is not yet a leader's): the
-/// election split. A refusal for any other reason (a longer log, a live
-/// leader's lease, a higher term, a vote for a third voter) is not one.
-fn is_rival_candidate(
-    target: u64,
-    asked: &openraft::Vote<u64>,
-    answer: &VoteResponse<u64>,
-) -> bool {
+/// term (it voted for itself, and its vote is not yet a leader's) whose log
+/// is no longer than this voter's: the election split, and this voter
+/// could win the next one. Not one: a refusal by a live leader's lease (a
+/// committed vote), by a voter of another term or one that voted for a
+/// third voter, and a rival with a longer log (openraft refuses for the log
+/// first and answers with its vote all the same; this voter cannot win,
+/// and openraft delays its next election itself, `smaller_log_timeout`).
+fn is_rival_candidate(target: u64, asked: &VoteRequest<u64>, answer: &VoteResponse<u64>) -> bool {
     !answer.vote_granted
         && !answer.vote.committed
-        && answer.vote.leader_id.term == asked.leader_id.term
+        && answer.vote.leader_id.term == asked.vote.leader_id.term
         && answer.vote.leader_id.voted_for == Some(target)
+        && answer.last_log_id <= asked.last_log_id
 }
 
 #[cfg(test)]
@@ -425,7 +426,13 @@ mod tests {
 
     #[test]
     fn only_a_refusal_by_a_candidate_of_the_same_term_is_a_split() {
-        let asked = openraft::Vote::new(5, 1);
+        let log = |index: u64| {
+            Some(openraft::LogId::new(
+                openraft::CommittedLeaderId::new(4, 1),
+                index,
+            ))
+        };
+        let asked = VoteRequest::new(openraft::Vote::new(5, 1), log(10));
         let answer = |term: u64, voted_for: u64, committed: bool, granted: bool| VoteResponse {
             vote: if committed {
                 openraft::Vote::new_committed(term, voted_for)
@@ -433,16 +440,26 @@ mod tests {
                 openraft::Vote::new(term, voted_for)
             },
             vote_granted: granted,
-            last_log_id: None,
+            last_log_id: log(10),
         };
         assert!(is_rival_candidate(2, &asked, &answer(5, 2, false, false)));
+        let shorter = VoteResponse {
+            last_log_id: log(9),
+            ..answer(5, 2, false, false)
+        };
+        assert!(is_rival_candidate(2, &asked, &shorter));
         // Granted; a third voter's candidate; a leader's lease; an older
-        // term (refused for this voter's shorter log); a newer term.
+        // term; a newer term; a rival with a longer log.
         assert!(!is_rival_candidate(2, &asked, &answer(5, 1, false, true)));
         assert!(!is_rival_candidate(2, &asked, &answer(5, 3, false, false)));
         assert!(!is_rival_candidate(2, &asked, &answer(5, 2, true, false)));
         assert!(!is_rival_candidate(2, &asked, &answer(4, 2, false, false)));
         assert!(!is_rival_candidate(2, &asked, &answer(6, 2, false, false)));
+        let longer = VoteResponse {
+            last_log_id: log(11),
+            ..answer(5, 2, false, false)
+        };
+        assert!(!is_rival_candidate(2, &asked, &longer));
     }
 
     #[tokio::test]
