@@ -39,6 +39,7 @@ the table goes to bench/results/tls.md.
 import argparse
 import base64
 import datetime
+import json
 import os
 import platform
 import re
@@ -671,14 +672,15 @@ PROBE_RE = re.compile(
 LATENCY_PROBE = "weir-latency-probe (integration-tests; no client batching)"
 
 
-def latency_probe(args, bootstrap, topic, partitions, acks):
+def latency_probe(args, bootstrap, topic, partitions, acks, in_flight=1):
     """weir-latency-probe at LATENCY_RATE for latency_seconds (+1 s warm-up) against `bootstrap`
-    (it sends to and fetches from each partition's leader): returns
+    (it sends to and fetches from each partition's leader, with at most `in_flight` Produce
+    requests awaiting answers per connection): returns
     {ack_p50, ack_p99, ack_p999, e2e_p50, e2e_p99, e2e_p999 (ms), rate (rec/s)}."""
     cmd = [args.latency_probe, "--bootstrap", bootstrap, "--topic", topic,
            "--partitions", str(partitions), "--rate", str(LATENCY_RATE),
            "--record-size", str(RECORD_SIZE), "--seconds", str(args.latency_seconds + 1),
-           f"--acks={'-1' if acks == 'all' else acks}"]
+           f"--acks={'-1' if acks == 'all' else acks}", f"--max-in-flight={in_flight}"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if run.returncode != 0:
         raise RuntimeError(f"weir-latency-probe failed ({run.returncode}): {run.stderr}")
@@ -831,6 +833,11 @@ REPLICATED_VARIANTS = (
     ("default", "defaults (Weir: leader and followers fsync; Kafka: no fsync)"),
     ("cache", "no fsync on both (Weir write.caching=true)"),
 )
+# Produce requests in flight per leader connection of the replicated probe runs: a Kafka
+# producer's max.in.flight.requests.per.connection default. With one, each connection (one
+# request every 3 ms over 3 leaders) keeps the rate only while an acks=all round trip, which
+# includes the followers' fetch (and on Weir their fsync), stays under 3 ms.
+REPLICATED_PROBE_IN_FLIGHT = 5
 
 
 def run_cluster(kind, args, tmp, rnd):
@@ -866,7 +873,7 @@ def run_cluster(kind, args, tmp, rnd):
         res["rss_after_produce_mb"] = status_mb(pids, "VmRSS")
         for variant, _ in REPLICATED_VARIANTS:
             r = latency_probe(args, cluster.bootstrap, f"rf3-probe-{variant}",
-                              REPLICATED_PARTITIONS, "all")
+                              REPLICATED_PARTITIONS, "all", REPLICATED_PROBE_IN_FLIGHT)
             res.update({f"probe_{variant}_{k}": v for k, v in r.items()})
         res["rss_peak_mb"] = status_mb(pids, "VmHWM")
     finally:
@@ -1164,8 +1171,9 @@ def replicated_settings(args):
         f"- latency: weir-latency-probe at {LATENCY_RATE} rec/s for {args.latency_seconds} s "
         f"(+1 s warm-up left out), acks=all, on a fresh topic of each kind after the produce "
         "runs: one Produce of 20 records every millisecond round-robin over the partitions, each "
-        "to its leader, one Fetch long-poll connection per leader; timed from each request's "
-        "scheduled send time",
+        f"to its leader, at most {REPLICATED_PROBE_IN_FLIGHT} in flight per leader connection "
+        "(a Kafka producer's max.in.flight.requests.per.connection), one Fetch long-poll "
+        "connection per leader; timed from each request's scheduled send time",
     ]
 
 
@@ -1208,11 +1216,118 @@ def tls_settings(args):
     ]
 
 
+# --- every figure of issue 18 in one run (`scripts/bench all`) ----------------------
+
+MANY_PARTITIONS = 100_000
+
+
+def run_many_partitions(args, tmp):
+    """scripts/many_partitions.py on a fresh 3-node Weir cluster plus a broker-only node
+    (Weir only: Kafka was not run at this scale): returns its --json figures."""
+    out = tmp / "many-partitions.json"
+    parts = 1000 if args.quick else MANY_PARTITIONS
+    cmd = [sys.executable, str(REPO / "scripts" / "many_partitions.py"), "--partitions",
+           str(parts), "--with-broker", "--json", str(out), "--dir", str(tmp / "many-cluster")]
+    cmd += ["--idle-seconds", str(args.idle_seconds * 6)]
+    subprocess.run(cmd, check=True, env=dict(os.environ, WEIR_BIN=args.weir_bin), timeout=3600)
+    return {**json.loads(out.read_text()), "idle_window_s": args.idle_seconds * 6}
+
+
+def many_table(m):
+    """The 100,000-partition figures (`run_many_partitions`) as a table, per node."""
+    def nodes(key, unit, digits=2):
+        return ", ".join(f"node {n} {v:.{digits}f}{unit}" for n, v in sorted(m[key].items()))
+    return "\n".join([
+        "| figure | Weir |",
+        "|---|---|",
+        f"| creation: CreateTopics of 1,000 partitions (RF=3) one after another, to node 1 | "
+        f"{m['create_s']:.1f} s (slowest request {m['slowest_create_s']:.2f} s) |",
+        f"| after the last CreateTopics answer, every node's Metadata lists all "
+        f"{m['partitions']:,} partitions with a leader | {nodes('listed_s', ' s')} |",
+        f"| after the last answer, every node holds the logs of its replicas | "
+        f"{nodes('hosted_s', ' s')} |",
+        f"| RSS per node after creation (VmRSS) | {nodes('rss_mib', ' MiB', 0)} |",
+        f"| idle CPU per node | {nodes('idle_cpu_pct', ' %')} |",
+        f"| SIGTERM to exit (controlled shutdown, every log flushed) | {nodes('stop_s', ' s')} |",
+        f"| restart: start to first Metadata answer | {nodes('restart_answered_s', ' s')} |",
+        f"| restart to serving: start until Metadata lists every partition with a leader | "
+        f"{nodes('restart_listed_s', ' s')} |",
+    ])
+
+
+def targets_table(single, replicated, many):
+    """Issue 18's targets, each with its figure from this run's medians and whether it is met."""
+    def med(results, key):
+        w = [r[key] for r in results["weir"] if key in r]
+        k = [r[key] for r in results["kafka"] if key in r]
+        return (statistics.median(w) if w else None, statistics.median(k) if k else None)
+
+    rows = ["| target | figure | Weir | Kafka | Weir/Kafka | met |", "|---|---|---|---|---|---|"]
+
+    def ratio_row(target, results, key, what, unit, ok):
+        w, k = med(results, key)
+        if w is None or k is None:
+            return
+        ratio = w / k if k else float("inf")
+        rows.append(f"| {target} | {what} | {fmt(w)} {unit} | {fmt(k)} {unit} | {ratio:.2f} | "
+                    f"{'yes' if ok(w, ratio) else 'no'} |")
+
+    probe_all = f"probe acks=all, 16 partitions, {LATENCY_RATE} rec/s"
+    ratio_row("durable acks=all, single node: p99 at most 2x Kafka's", single,
+              "probe_acksall_ack_p99", f"send-to-ack p99, {probe_all}", "ms",
+              lambda w, r: r <= 2)
+    ratio_row("durable acks=all, single node: p99.9 at most 50 ms", single,
+              "probe_acksall_ack_p999", f"send-to-ack p99.9, {probe_all}", "ms",
+              lambda w, r: w <= 50)
+    ratio_row("produce acks=all durable, 16 partitions: at least Kafka's", single,
+              "produce_acksall_p16_default_mb_s", "ProducerPerformance throughput", "MiB/s",
+              lambda w, r: r >= 1)
+    ratio_row("replicated: throughput at least 1.5x", replicated, "produce_default_mb_s",
+              "ProducerPerformance acks=all, RF=3, defaults", "MiB/s", lambda w, r: r >= 1.5)
+    ratio_row("replicated: summed broker CPU per GB at most 0.3x", replicated,
+              "produce_default_broker_cpu_s_per_gb", "defaults", "s/GB", lambda w, r: r <= 0.3)
+    ratio_row("replicated: summed broker CPU per GB at most 0.3x", replicated,
+              "produce_cache_broker_cpu_s_per_gb", "Weir write.caching=true (no fsync on both)",
+              "s/GB", lambda w, r: r <= 0.3)
+    w_rate, _ = med(replicated, "probe_default_rate")
+    ratio_row("replicated: end-to-end p99 at the fixed rate at most 0.5x", replicated,
+              "probe_default_e2e_p99",
+              f"probe, defaults, {LATENCY_RATE} rec/s (Weir reached "
+              f"{fmt(w_rate) if w_rate is not None else '?'} rec/s)", "ms",
+              lambda w, r: r <= 0.5)
+    ratio_row("replicated: summed RSS at most 0.1x", replicated, "rss_peak_mb",
+              "summed peak RSS (VmHWM)", "MiB", lambda w, r: r <= 0.1)
+    ratio_row("broker CPU per GB consumed at most 0.2x", single, "cpu_s_per_gb_consumed",
+              "ConsumerPerformance, 16 partitions", "s/GB", lambda w, r: r <= 0.2)
+    ratio_row("creating 1,000 partitions no slower than Kafka", single, "create_1000_s",
+              "1,000 partitions (RF=1) until served", "s", lambda w, r: r <= 1)
+    if many:
+        def worst(key):
+            return max(many[key].values())
+        count = f"{many['partitions']:,} partitions, 3 voters + 1 broker-only, RF=3"
+        for target, key, what, limit in (
+                ("every node serves Metadata for all of them within 10 s of creation",
+                 "listed_s", "slowest node, s after the last CreateTopics answer", 10),
+                ("idle CPU under 2% of a core per node", "idle_cpu_pct",
+                 "busiest node, % of a core", 2),
+                ("restart to serving under 10 s", "restart_listed_s",
+                 "slowest restarted node, s", 10)):
+            rows.append(f"| {count}: {target} | {what} | {worst(key):.2f} | - | - | "
+                        f"{'yes' if worst(key) < limit else 'no'} |")
+    return "\n".join(rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--replicated", action="store_true",
                     help=f"the replicated scenario: {CLUSTER_NODES}-node clusters, RF={REPLICAS} "
                          f"(scripts/bench replicated; default --out bench/results/replicated.md)")
+    ap.add_argument("--all", action="store_true",
+                    help="every scenario issue 18 sets a target for, in one run: the single-node "
+                         "scenarios, then the replicated ones, then "
+                         f"{MANY_PARTITIONS:,} partitions on a 3-node Weir cluster "
+                         "(scripts/many_partitions.py; --quick: 1,000); a table of the targets "
+                         "first (scripts/bench all; default --out bench/results/latest.md)")
     ap.add_argument("--tls", action="store_true",
                     help="the TLS scenario: clients over an SSL listener on both brokers "
                          "(scripts/bench tls; default --out bench/results/tls.md)")
@@ -1231,8 +1346,8 @@ def main():
     ap.add_argument("--out", help="the results file (default bench/results/latest.md, "
                                   "or replicated.md with --replicated, tls.md with --tls)")
     args = ap.parse_args()
-    if args.replicated and args.tls:
-        ap.error("--replicated and --tls are two scenarios: pick one")
+    if args.replicated + args.tls + args.all > 1:
+        ap.error("--replicated, --tls and --all are different runs: pick one")
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.records = args.records or (10_000 if args.quick else 1_000_000)
     args.latency_seconds = args.latency_seconds or (1 if args.quick else 30)
@@ -1246,16 +1361,24 @@ def main():
         else os.environ["LATENCY_PROBE"]
     args.classpath = Path(os.environ["KAFKA_CLASSPATH_FILE"]).read_text().strip()
     weir_build = os.environ.get("WEIR_BUILD", "release")
-    if args.replicated:
-        run, figures, command = run_cluster, REPLICATED_FIGURES, "scripts/bench replicated"
+    # The runs: (section heading or None, one broker/cluster run, its figures, its settings).
+    single = ("Single node", run_broker, FIGURES, single_settings)
+    replicated = (f"Replicated, {CLUSTER_NODES} local nodes each", run_cluster,
+                  REPLICATED_FIGURES, replicated_settings)
+    if args.all:
+        runs, command = [single, replicated], "scripts/bench all"
+        title = "Weir vs Apache Kafka: every figure of issue 18 in one run"
+        out = Path(args.out or REPO / "bench/results/latest.md")
+    elif args.replicated:
+        runs, command = [(None, *replicated[1:])], "scripts/bench replicated"
         title = f"Weir vs Apache Kafka: replicated, {CLUSTER_NODES} local nodes each"
         out = Path(args.out or REPO / "bench/results/replicated.md")
     elif args.tls:
-        run, figures, command = run_tls, TLS_FIGURES, "scripts/bench tls"
+        runs, command = [(None, run_tls, TLS_FIGURES, tls_settings)], "scripts/bench tls"
         title = "Weir vs Apache Kafka: produce and consume over TLS"
         out = Path(args.out or REPO / "bench/results/tls.md")
     else:
-        run, figures, command = run_broker, FIGURES, "scripts/bench kafka"
+        runs, command = [(None, *single[1:])], "scripts/bench kafka"
         title = "Weir vs Apache Kafka: side-by-side benchmark"
         out = Path(args.out or REPO / "bench/results/latest.md")
     # SIGTERM unwinds as Ctrl-C does, so the `finally`s stop every broker process.
@@ -1264,14 +1387,19 @@ def main():
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="weir-bench-", dir=os.environ.get("TMPDIR", "/tmp")))
     info = machine(tmp)
-    results = {"weir": [], "kafka": []}
+    results = [{"weir": [], "kafka": []} for _ in runs]
+    many = None
     try:
         if args.tls:
             args.pki, args.tls_sessions = Pki(tmp / "pki"), {}
-        for rnd in range(1, args.rounds + 1):
-            for kind in ("weir", "kafka"):
-                log(f"round {rnd}/{args.rounds}: {kind}")
-                results[kind].append(run(kind, args, tmp, rnd))
+        for (name, run, _, _), res in zip(runs, results):
+            for rnd in range(1, args.rounds + 1):
+                for kind in ("weir", "kafka"):
+                    log(f"{name + ': ' if name else ''}round {rnd}/{args.rounds}: {kind}")
+                    res[kind].append(run(kind, args, tmp, rnd))
+        if args.all:
+            log(f"{MANY_PARTITIONS:,} partitions on a 3-node Weir cluster")
+            many = run_many_partitions(args, tmp)
     finally:
         if args.keep:
             log(f"kept the brokers' dirs in {tmp}")
@@ -1287,7 +1415,24 @@ def main():
         if os.environ.get("WEIR_BUILD") == "given by WEIR_BIN" else "")
     mode = "QUICK (CI smoke run: tiny loads, 1 round; the figures are not comparable)" \
         if args.quick else "full"
-    tbl = table(results, figures)
+    tables = [table(res, figures) for (_, _, figures, _), res in zip(runs, results)]
+    sections = []
+    if args.all:
+        sections += ["## Targets (issue 18)", "",
+                     targets_table(results[0], results[1], many), ""]
+    for (name, _, _, _), tbl in zip(runs, tables):
+        sections += [f"## {name}", ""] if name else []
+        sections += [tbl, ""]
+    if many is not None:
+        sections += [
+            f"## {many['partitions']:,} partitions on a local 3-node cluster (Weir only)", "",
+            f"`scripts/many_partitions.py --partitions {many['partitions']} --with-broker`: nodes "
+            "1-3 broker+controller voters, node 4 broker-only (an observer); topics of 1,000 "
+            f"partitions, RF=3; idle CPU over {many['idle_window_s']} s (/proc/<pid>/stat) from "
+            "a few seconds after "
+            "every node holds its logs; node 3 and node 4 restarted (SIGTERM, then started "
+            "again). One run (not alternated: Kafka was not run at this scale).", "",
+            many_table(many), ""]
     doc = "\n".join([
         f"# {title}",
         "",
@@ -1297,15 +1442,15 @@ def main():
         f"Medians of {args.rounds} round(s); each round starts Weir, then Kafka, fresh, and runs "
         "every scenario against it. Ratio = Weir median / Kafka median.",
         "",
-        tbl,
-        "",
+        *sections,
         "## Settings",
         "",
         f"- Weir {commit} ({weir_build} build, `{args.weir_bin}`); Apache Kafka {KAFKA_VERSION} "
         f"(Maven Central jars, KRaft broker+controller in one JVM per node, "
         f"{' '.join(KAFKA_JVM_OPTS[:2])}, G1)",
-        *(replicated_settings(args) if args.replicated
-          else tls_settings(args) if args.tls else single_settings(args)),
+        *(line for name, _, _, settings in runs
+          for line in ([f"- {name}:"] + ["  " + s for s in settings(args)] if name
+                       else settings(args))),
         "",
         "## Machine",
         "",
@@ -1314,15 +1459,18 @@ def main():
         "## Raw figures per round",
         "",
         "```",
-        *(f"{kind} round {i + 1}: " + ", ".join(f"{k}={fmt(v)}" for k, v in r.items())
-          for kind in ("weir", "kafka") for i, r in enumerate(results[kind])),
+        *(f"{name + ': ' if name else ''}{kind} round {i + 1}: "
+          + ", ".join(f"{k}={fmt(v)}" for k, v in r.items())
+          for (name, _, _, _), res in zip(runs, results)
+          for kind in ("weir", "kafka") for i, r in enumerate(res[kind])),
+        *([f"{many['partitions']:,} partitions: {json.dumps(many)}"] if many else []),
         "```",
         "",
     ])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(doc)
     print()
-    print(tbl)
+    print("\n\n".join(tables))
     print(f"\n{mode}; {elapsed:.0f} s; written to {out}")
 
 

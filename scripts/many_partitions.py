@@ -20,7 +20,12 @@ factor 3 in topics of at most `--per-topic` (controllers refuse more than
   Metadata lists every partition with a leader.
 
     scripts/many_partitions.py [--partitions N] [--per-topic N] [--with-broker]
-                               [--idle-seconds S] [--keep] [--dir DIR]
+                               [--idle-seconds S] [--keep] [--dir DIR] [--json FILE]
+
+`--json FILE` also writes the figures as JSON (seconds and MiB; per-node
+figures keyed by node id): partitions, create_s, slowest_create_s, listed_s,
+hosted_s, rss_mib, idle_cpu_pct, stop_s, restart_answered_s, restart_listed_s
+(`scripts/bench all` puts them in bench/results/latest.md).
 
 WEIR_BIN=path measures that binary; otherwise scripts/cluster builds the
 release binary. The cluster lives under --dir (default: a new directory in
@@ -28,6 +33,7 @@ $TMPDIR) and is removed at the end unless --keep.
 """
 
 import argparse
+import json
 import os
 import struct
 import subprocess
@@ -196,7 +202,10 @@ def main():
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--dir", help="cluster directory (default: a new one in $TMPDIR)")
     ap.add_argument("--keep", action="store_true", help="leave the cluster running and its data")
+    ap.add_argument("--json", help="also write the figures to this file as JSON")
     args = ap.parse_args()
+    figures = {"partitions": args.partitions, "stop_s": {}, "restart_answered_s": {},
+               "restart_listed_s": {}, "rss_mib": {}, "idle_cpu_pct": {}}
 
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="weir-many-"))
     # A restart follows a clean shutdown, however long its flush of every
@@ -225,13 +234,16 @@ def main():
         created = time.monotonic()
         total = topics * args.per_topic
         log(f"created in {created - start:.1f} s (slowest request {slowest:.2f} s)")
+        figures.update(partitions=total, create_s=created - start, slowest_create_s=slowest)
         listed = wait_all_listed(nodes, prefix, total, created, args.timeout)
+        figures["listed_s"] = listed
         for node, secs in sorted(listed.items()):
             log(f"node {node} lists all {total:,} partitions {secs:.2f} s after the last "
                 f"CreateTopics answer")
         expected = {}
         led_partitions(host, port, prefix, expected)
         hosted = wait_all_hosted(node_dirs, prefix, expected, created, args.timeout)
+        figures["hosted_s"] = hosted
         for node, secs in sorted(hosted.items()):
             log(f"node {node} holds the logs of its {expected.get(node, 0):,} replicas "
                 f"{secs:.2f} s after the last CreateTopics answer")
@@ -243,20 +255,27 @@ def main():
         window = time.monotonic() - t0
         for i, p in pids.items():
             idle = 100.0 * (cpu_seconds(p) - cpu0[i]) / window
+            figures["idle_cpu_pct"][i] = idle
+            figures["rss_mib"][i] = status_kb(p, 'VmRSS') / 1024
             log(f"node {i}: RSS {status_kb(p, 'VmRSS') / 1024:.0f} MiB, idle CPU {idle:.2f}% of a "
                 f"core over {window:.0f} s (CLK_TCK {CLK_TCK})")
         for node in restart:
             t0 = time.monotonic()
             cluster(env, "stop", str(node))
+            figures["stop_s"][node] = time.monotonic() - t0
             log(f"node {node}: SIGTERM to exit (controlled shutdown, every log flushed) "
                 f"{time.monotonic() - t0:.2f} s")
             t0 = time.monotonic()
             cluster(env, "start", str(node))
             answered = time.monotonic() - t0
             listed = wait_all_listed({node: nodes[node]}, prefix, total, t0, args.timeout)
+            figures["restart_answered_s"][node] = answered
+            figures["restart_listed_s"][node] = listed[node]
             log(f"node {node}: restart answers Metadata after {answered:.2f} s, lists all "
                 f"{total:,} partitions after {listed[node]:.2f} s; RSS "
                 f"{status_kb(pid_of(node_dirs[node]), 'VmRSS') / 1024:.0f} MiB")
+        if args.json:
+            Path(args.json).write_text(json.dumps(figures, indent=1))
     finally:
         if not args.keep:
             subprocess.run([str(REPO / "scripts" / "cluster"), "down", "--clean"], env=env,

@@ -34,4 +34,4 @@ pub mod tmpfs;
 
 pub use broker::{weir_binary, TestBroker, TestBrokerBuilder, TestCluster};
 pub use error::HarnessError;
-pub use raw::{RawClient, RawResponse};
+pub use raw::{Pending, RawClient, RawResponse};

@@ -86,6 +86,28 @@ impl RawClient {
         })
     }
 
+    /// A second handle on the same connection (`TcpStream::try_clone`), so
+    /// one thread can write pipelined requests with [`Self::write_request`]
+    /// while another reads their answers, in order, with
+    /// [`Self::read_response`] and the [`Pending`] each write returned. The
+    /// clone has its own correlation ids and an empty in-flight list; the
+    /// read timeout is the socket's, shared by both.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Io`] when the socket cannot be duplicated.
+    pub fn try_clone(&self) -> Result<Self, HarnessError> {
+        Ok(Self {
+            stream: self
+                .stream
+                .try_clone()
+                .map_err(|e| HarnessError::io("duplicating the socket", e))?,
+            next_correlation_id: 1,
+            client_id: self.client_id.clone(),
+            in_flight: VecDeque::new(),
+        })
+    }
+
     /// Sets the client id used by [`Self::send`] and
     /// [`Self::write_request`]: `None` is encoded as a null string (length -1),
     /// `Some("")` as an empty one.

@@ -5,10 +5,12 @@
 //! The producer sends a Produce request (acks=1 by default, one batch of
 //! `rate / 1000` records) every millisecond on a fixed schedule, round-robin
 //! over the topic's partitions, each to the partition's leader over one
-//! connection per leader, and waits for each answer before it sends the next
-//! request on that connection. Latency counts from the *scheduled* send time,
-//! so a slow answer that delays the next send is charged to every record it
-//! delayed (no coordinated omission). One consumer connection per leader
+//! connection per leader, with at most `--max-in-flight` requests awaiting
+//! their answers on a connection (default 1: it waits for each answer before
+//! it sends the next request there; a Kafka producer's
+//! `max.in.flight.requests.per.connection` is 5). Latency counts from the
+//! *scheduled* send time, so a slow answer that delays the next send is
+//! charged to every record it delayed (no coordinated omission). One consumer connection per leader
 //! long-polls Fetch (`max_wait_ms` 500, `min_bytes` 1) for the partitions it
 //! leads; each record's value starts with its scheduled send time, so
 //! end-to-end latency is the time from scheduled send to the Fetch answer
@@ -16,11 +18,16 @@
 //!
 //! The leaders come from one Metadata v4 request to the first bootstrap
 //! address that answers. Against a single broker this is one connection
-//! with one request in flight, every millisecond; against a cluster whose
-//! leaders are spread over N brokers each connection carries about one
-//! request every N ms, one at a time, in parallel with the others. A leader
-//! that moves during the run fails it (NOT_LEADER_OR_FOLLOWER past
-//! `RETRY_FOR`).
+//! carrying a request every millisecond; against a cluster whose leaders
+//! are spread over N brokers each connection carries about one request every
+//! N ms, in parallel with the others. With one request in flight the probe
+//! keeps its rate only while a round trip is shorter than the interval
+//! between a connection's requests (an acks=all round trip on a replicated
+//! cluster includes the followers' fetch and, on Weir, their fsync); more
+//! in flight lift that bound as a Kafka producer's pipelining does. A
+//! leader that moves during the run fails it (NOT_LEADER_OR_FOLLOWER past
+//! `RETRY_FOR` with one in flight; any error with more, as a retry would
+//! reorder the pipelined requests).
 //!
 //! Prints one line:
 //! `send_to_ack_ms p50=.. p99=.. p999=.. max=.. end_to_end_ms p50=.. p99=.. p999=.. max=.. rate=..`
@@ -44,7 +51,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use weir_integration_tests::records::{decode_records, encode_batch, NewRecord};
 use weir_integration_tests::requests::produce_request;
-use weir_integration_tests::RawClient;
+use weir_integration_tests::{Pending, RawClient};
 
 /// Produce v9: the last version before topic ids, served by Kafka 2.4+.
 const PRODUCE_VERSION: i16 = 9;
@@ -87,6 +94,10 @@ struct Args {
     /// acks of the Produce requests (1 or -1).
     #[arg(long, default_value_t = 1)]
     acks: i16,
+    /// Produce requests awaiting their answers per leader connection, at
+    /// most (as a Kafka producer's `max.in.flight.requests.per.connection`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    max_in_flight: u32,
 }
 
 fn main() {
@@ -351,9 +362,9 @@ fn produce(
 }
 
 /// Sends requests `indices` (ascending) over `client`, each at its scheduled
-/// time `start + i` ms or as soon as the previous answer arrived; returns
-/// their send-to-ack latencies in ns after warm-up, counted from the
-/// scheduled time.
+/// time `start + i` ms or as soon as an answer frees a place among the
+/// `--max-in-flight`; returns their send-to-ack latencies in ns after
+/// warm-up, counted from the scheduled time.
 fn send_on_schedule(
     args: &Args,
     client: &mut RawClient,
@@ -362,33 +373,118 @@ fn send_on_schedule(
     origin: Instant,
     warm_up_ns: u64,
 ) -> Result<Vec<u64>, String> {
-    let per_request = (args.rate / REQUESTS_PER_SECOND) as usize;
-    let interval = Duration::from_nanos(1_000_000_000 / REQUESTS_PER_SECOND);
-    let padding = vec![b'x'; args.record_size - 8];
+    if args.max_in_flight > 1 {
+        return send_pipelined(args, client, indices, start, origin, warm_up_ns);
+    }
     let mut latencies = Vec::new();
     for i in indices {
-        let scheduled = start + interval * i as u32;
-        if let Some(wait) = scheduled.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait); // the fixed send schedule
-        }
-        let stamp = scheduled.duration_since(origin).as_nanos() as u64;
-        let records: Vec<NewRecord> = (0..per_request)
-            .map(|_| {
-                let mut value = Vec::with_capacity(args.record_size);
-                value.extend_from_slice(&stamp.to_le_bytes());
-                value.extend_from_slice(&padding);
-                NewRecord::value(value, 0)
-            })
-            .collect();
-        let batch = encode_batch(&records, kafka_protocol::records::Compression::None)?;
-        let partition = (i % args.partitions as u64) as i32;
-        let request = produce_request(&args.topic, partition, args.acks, batch);
+        let (scheduled, stamp, request) = scheduled_request(args, i, start, origin)?;
         let acked = send_until_acked(client, &request, scheduled + RETRY_FOR)?;
         if stamp >= warm_up_ns {
             latencies.push(acked.duration_since(scheduled).as_nanos() as u64);
         }
     }
     Ok(latencies)
+}
+
+/// Waits for request `i`'s scheduled time `start + i` ms and builds it:
+/// (scheduled time, its stamp in ns since `origin`, the Produce request of
+/// `rate / 1000` records to partition `i % partitions`, each value starting
+/// with the stamp).
+fn scheduled_request(
+    args: &Args,
+    i: u64,
+    start: Instant,
+    origin: Instant,
+) -> Result<(Instant, u64, ProduceRequest), String> {
+    let per_request = (args.rate / REQUESTS_PER_SECOND) as usize;
+    let interval = Duration::from_nanos(1_000_000_000 / REQUESTS_PER_SECOND);
+    let scheduled = start + interval * i as u32;
+    if let Some(wait) = scheduled.checked_duration_since(Instant::now()) {
+        std::thread::sleep(wait); // the fixed send schedule
+    }
+    let stamp = scheduled.duration_since(origin).as_nanos() as u64;
+    let mut value = Vec::with_capacity(args.record_size);
+    value.extend_from_slice(&stamp.to_le_bytes());
+    value.resize(args.record_size, b'x');
+    let records = vec![NewRecord::value(value, 0); per_request];
+    let batch = encode_batch(&records, kafka_protocol::records::Compression::None)?;
+    let partition = (i % args.partitions as u64) as i32;
+    Ok((
+        scheduled,
+        stamp,
+        produce_request(&args.topic, partition, args.acks, batch),
+    ))
+}
+
+/// [`send_on_schedule`] with up to `--max-in-flight` requests awaiting
+/// answers: this thread writes each request at its scheduled time once a
+/// place is free, a second thread reads the answers in order on a clone of
+/// the connection and frees a place for each. Any error code fails the run.
+fn send_pipelined(
+    args: &Args,
+    client: &mut RawClient,
+    indices: impl Iterator<Item = u64>,
+    start: Instant,
+    origin: Instant,
+    warm_up_ns: u64,
+) -> Result<Vec<u64>, String> {
+    let mut reader = client.try_clone().map_err(|e| e.to_string())?;
+    // Places in flight: the writer takes one before each write, the reader
+    // returns it after each answer (a counting semaphore of std channels).
+    let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<()>(args.max_in_flight as usize);
+    for _ in 0..args.max_in_flight {
+        free_tx.send(()).map_err(|e| e.to_string())?;
+    }
+    let (sent_tx, sent_rx) = std::sync::mpsc::channel::<(Pending, Instant, u64)>();
+    std::thread::scope(|scope| {
+        let answers = scope.spawn(move || -> Result<Vec<u64>, String> {
+            let mut latencies = Vec::new();
+            // Ends when the writer has sent everything (or failed) and every
+            // answer is read.
+            for (pending, scheduled, stamp) in sent_rx {
+                let response = reader
+                    .read_response::<ProduceResponse>(pending)
+                    .map_err(|e| e.to_string())?;
+                let acked = Instant::now();
+                let partition = &response.body.responses[0].partition_responses[0];
+                if partition.error_code != 0 {
+                    return Err(format!(
+                        "Produce to partition {}: error code {}",
+                        partition.index, partition.error_code
+                    ));
+                }
+                if stamp >= warm_up_ns {
+                    latencies.push(acked.duration_since(scheduled).as_nanos() as u64);
+                }
+                // The writer may have stopped after its last request.
+                let _ = free_tx.send(());
+            }
+            Ok(latencies)
+        });
+        let written = (|| -> Result<(), String> {
+            for i in indices {
+                // A closed channel: the reader failed; its error is reported below.
+                if free_rx.recv().is_err() {
+                    return Ok(());
+                }
+                let (scheduled, stamp, request) = scheduled_request(args, i, start, origin)?;
+                let header = client.header::<ProduceRequest>(PRODUCE_VERSION);
+                let pending = client
+                    .write_request(header, &request)
+                    .map_err(|e| e.to_string())?;
+                if sent_tx.send((pending, scheduled, stamp)).is_err() {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        })();
+        drop(sent_tx);
+        let latencies = answers
+            .join()
+            .unwrap_or_else(|_| Err("a reader thread panicked".into()));
+        written.and(latencies)
+    })
 }
 
 /// What the consumers share: the records expected in all, the records
