@@ -73,6 +73,10 @@ fn describe() {
     );
     describe_gauge!("weir_log_end_offset", "Log end offset per topic partition.");
     describe_counter!(
+        "weir_delayed_fetch_expires_total",
+        "Parked Fetches answered at max_wait_ms rather than woken by data, by fetcher_type (follower, consumer): Kafka's DelayedFetchMetrics ExpiresPerSec."
+    );
+    describe_counter!(
         "weir_metadata_partition_updates_total",
         "Hosted partitions whose state a metadata image set (only those of the topics it changed, or all when the brokers changed)."
     );

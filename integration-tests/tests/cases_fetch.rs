@@ -1,6 +1,6 @@
 //! Fetch cases: offsets inside batches (C02), compressed batches served as
 //! produced (C03), batches larger than max_bytes (C04, KIP-74) and max_wait
-//! (C08).
+//! (C08), and the parked Fetch (purgatory) metrics.
 
 use std::time::{Duration, Instant};
 
@@ -454,4 +454,79 @@ fn a_long_poll_parks_until_min_bytes_arrive_across_partitions() {
         "the fetch left the purgatory",
         || (parked() == Some(0.0)).then_some(()),
     );
+}
+
+/// A parked Fetch answered at its `max_wait_ms` counts in
+/// `weir_delayed_fetch_expires_total{fetcher_type="consumer"}` (Kafka's
+/// `DelayedFetchMetrics` `ExpiresPerSec`); one that a record completes
+/// does not.
+#[test]
+fn a_long_poll_answered_at_max_wait_counts_as_an_expiry() {
+    let broker = weir_integration_tests::TestBroker::builder()
+        .metrics(true)
+        .start()
+        .expect("starting weir");
+    let addr = broker.metrics_addr().expect("metrics enabled");
+    let mut producer = support::connect(&broker);
+    let versions = support::api_versions(&mut producer);
+    let produce_version = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
+    let fetch_version = support::newest::<FetchRequest>(&versions, ApiKey::Fetch);
+    let topic = support::ensure_topic(&mut producer, &versions, "long-poll-expiry");
+    let metric = |name: &str, label: &str| {
+        let body = weir_integration_tests::metrics::http_get(addr, "/metrics")
+            .expect("GET /metrics")
+            .body;
+        String::from_utf8(body)
+            .expect("UTF-8")
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    let expires = || {
+        metric(
+            "weir_delayed_fetch_expires_total",
+            "fetcher_type=\"consumer\"",
+        )
+        .unwrap_or(0.0)
+    };
+    assert_eq!(expires(), 0.0, "no Fetch has parked yet");
+
+    // Nothing to read: it parks and is answered, empty, at max_wait_ms.
+    let mut spec = FetchSpec::one(fetch_version, 0, 0);
+    spec.max_wait_ms = 100;
+    let mut consumer = support::connect(&broker);
+    let partitions = support::fetch(&mut consumer, &topic, &spec);
+    assert_eq!(partitions[&0].error_code, error_code::NONE);
+    assert!(
+        partitions[&0].records.as_ref().is_none_or(|r| r.is_empty()),
+        "an empty log answered records"
+    );
+    assert_eq!(expires(), 1.0, "the empty long poll expired");
+
+    // A record completes the next one before its max_wait_ms.
+    spec.max_wait_ms = 120_000;
+    let header = consumer.header::<FetchRequest>(fetch_version);
+    let pending = consumer
+        .write_request(header, &support::fetch_request(&topic, &spec))
+        .expect("write the long poll");
+    support::poll_until(Duration::from_secs(30), "the fetch parked", || {
+        (metric("weir_purgatory_size", "operation=\"fetch\"") == Some(1.0)).then_some(())
+    });
+    support::produce_ok(
+        &mut producer,
+        produce_version,
+        &topic,
+        0,
+        records::plain_batch(&["woken"], 1_000),
+    );
+    let response = consumer
+        .read_response::<FetchResponse>(pending)
+        .expect("the long poll answered");
+    let partitions = support::fetched_partitions(&response.body, fetch_version);
+    let records = partitions[&0].records.clone().unwrap_or_default();
+    assert_eq!(
+        values(&records::decode_records(&records).expect("decode")),
+        vec!["woken"]
+    );
+    assert_eq!(expires(), 1.0, "a woken long poll is no expiry");
 }

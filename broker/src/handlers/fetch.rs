@@ -382,7 +382,8 @@ async fn serve(
 /// `min_bytes` or more, an error, a diverging epoch or no time to wait;
 /// otherwise parked in a [`DelayedFetch`], which compares offsets until it
 /// completes (or, with a session `waker`, one of the session's quiet
-/// partitions changes) or `deadline` passes, and then read once more.
+/// partitions changes) or `deadline` passes, and then read once more; an
+/// expiry counts in `weir_delayed_fetch_expires_total{fetcher_type}`.
 async fn fetch_messages(
     reader: &Reader<'_>,
     targets: &[Target],
@@ -415,10 +416,29 @@ async fn fetch_messages(
         };
     }
     drop(first.data);
-    DelayedFetch::new(statuses, reader.isolation, min_bytes)
+    let completed = DelayedFetch::new(statuses, reader.isolation, min_bytes)
         .wait(deadline, waker)
         .await;
-    reader.read_all(targets, Pass::Completion, 0)
+    let read = reader.read_all(targets, Pass::Completion, 0);
+    if !completed {
+        let fetcher_type = if reader.follower.is_some() {
+            "follower"
+        } else {
+            "consumer"
+        };
+        metrics::counter!("weir_delayed_fetch_expires_total", "fetcher_type" => fetcher_type)
+            .increment(1);
+        if read.bytes > 0 {
+            // Records that arrived without waking the fetch, or in the
+            // instant before `max_wait_ms` passed.
+            tracing::debug!(
+                fetcher_type,
+                bytes = read.bytes,
+                "a parked Fetch expired and then read records"
+            );
+        }
+    }
+    read
 }
 
 type PartitionData = FetchPartitionData<FetchRecords>;
