@@ -16,6 +16,20 @@ fn values(records: &[kafka_protocol::records::Record]) -> Vec<String> {
     records.iter().map(records::value_text).collect()
 }
 
+/// The value of the first sample of metric `name` whose labels contain
+/// `label` (e.g. `operation="fetch"`) on the broker's Prometheus endpoint
+/// at `addr`; `None` while the metric has no such sample.
+fn metric(addr: std::net::SocketAddr, name: &str, label: &str) -> Option<f64> {
+    let body = weir_integration_tests::metrics::http_get(addr, "/metrics")
+        .expect("GET /metrics")
+        .body;
+    String::from_utf8(body)
+        .expect("UTF-8")
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+}
+
 /// C02: batch A holds offsets 0-1, batch B 2-3. Fetch at 1 returns A (base
 /// offset 0) then B; fetch at 3 returns B; kcat from 1 and 3 sees exactly
 /// 1,2,3 and 3.
@@ -405,16 +419,7 @@ fn a_long_poll_parks_until_min_bytes_arrive_across_partitions() {
     let produce_version = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
     let fetch_version = support::newest::<FetchRequest>(&versions, ApiKey::Fetch);
     let topic = support::ensure_topic(&mut producer, &versions, "long-poll-min-bytes");
-    let parked = || {
-        let body = weir_integration_tests::metrics::http_get(addr, "/metrics")
-            .expect("GET /metrics")
-            .body;
-        String::from_utf8(body)
-            .expect("UTF-8")
-            .lines()
-            .find(|l| l.starts_with("weir_purgatory_size{") && l.contains("operation=\"fetch\""))
-            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-    };
+    let parked = || metric(addr, "weir_purgatory_size", "operation=\"fetch\"");
     let first = records::plain_batch(&["first"], 1_000);
     let second = records::plain_batch(&["second"], 2_000);
 
@@ -472,18 +477,9 @@ fn a_long_poll_answered_at_max_wait_counts_as_an_expiry() {
     let produce_version = support::newest::<ProduceRequest>(&versions, ApiKey::Produce);
     let fetch_version = support::newest::<FetchRequest>(&versions, ApiKey::Fetch);
     let topic = support::ensure_topic(&mut producer, &versions, "long-poll-expiry");
-    let metric = |name: &str, label: &str| {
-        let body = weir_integration_tests::metrics::http_get(addr, "/metrics")
-            .expect("GET /metrics")
-            .body;
-        String::from_utf8(body)
-            .expect("UTF-8")
-            .lines()
-            .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
-            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-    };
     let expires = || {
         metric(
+            addr,
             "weir_delayed_fetch_expires_total",
             "fetcher_type=\"consumer\"",
         )
@@ -510,7 +506,7 @@ fn a_long_poll_answered_at_max_wait_counts_as_an_expiry() {
         .write_request(header, &support::fetch_request(&topic, &spec))
         .expect("write the long poll");
     support::poll_until(Duration::from_secs(30), "the fetch parked", || {
-        (metric("weir_purgatory_size", "operation=\"fetch\"") == Some(1.0)).then_some(())
+        (metric(addr, "weir_purgatory_size", "operation=\"fetch\"") == Some(1.0)).then_some(())
     });
     support::produce_ok(
         &mut producer,
