@@ -35,6 +35,7 @@ $TMPDIR) and is removed at the end unless --keep.
 import argparse
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -204,6 +205,9 @@ def main():
     ap.add_argument("--keep", action="store_true", help="leave the cluster running and its data")
     ap.add_argument("--json", help="also write the figures to this file as JSON")
     args = ap.parse_args()
+    # SIGTERM unwinds as Ctrl-C does, so the `finally` below stops the cluster
+    # (scripts/cluster starts the nodes detached: they outlive this script).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     figures = {"partitions": args.partitions, "stop_s": {}, "restart_answered_s": {},
                "restart_listed_s": {}, "rss_mib": {}, "idle_cpu_pct": {}}
 

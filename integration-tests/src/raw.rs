@@ -108,6 +108,13 @@ impl RawClient {
         })
     }
 
+    /// Shuts the connection down both ways (`shutdown(2)`), for every handle
+    /// on it ([`Self::try_clone`]): a write or read blocked on another
+    /// thread then fails at once. Errors (already closed) are ignored.
+    pub fn shutdown(&self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
+
     /// Sets the client id used by [`Self::send`] and
     /// [`Self::write_request`]: `None` is encoded as a null string (length -1),
     /// `Some("")` as an empty one.

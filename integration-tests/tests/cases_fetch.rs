@@ -487,9 +487,10 @@ fn a_long_poll_answered_at_max_wait_counts_as_an_expiry() {
     };
     assert_eq!(expires(), 0.0, "no Fetch has parked yet");
 
-    // Nothing to read: it parks and is answered, empty, at max_wait_ms.
+    // Nothing to read: it parks and is answered, empty, at max_wait_ms
+    // (long enough that a slow first read still finds time left to park).
     let mut spec = FetchSpec::one(fetch_version, 0, 0);
-    spec.max_wait_ms = 100;
+    spec.max_wait_ms = 1_000;
     let mut consumer = support::connect(&broker);
     let partitions = support::fetch(&mut consumer, &topic, &spec);
     assert_eq!(partitions[&0].error_code, error_code::NONE);

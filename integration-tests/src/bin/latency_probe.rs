@@ -420,7 +420,9 @@ fn scheduled_request(
 /// [`send_on_schedule`] with up to `--max-in-flight` requests awaiting
 /// answers: this thread writes each request at its scheduled time once a
 /// place is free, a second thread reads the answers in order on a clone of
-/// the connection and frees a place for each. Any error code fails the run.
+/// the connection and frees a place for each. Any error code fails the run;
+/// a failed reader shuts the connection down so that a write blocked on a
+/// broker that stopped reading fails too, and its error is the one reported.
 fn send_pipelined(
     args: &Args,
     client: &mut RawClient,
@@ -439,28 +441,11 @@ fn send_pipelined(
     let (sent_tx, sent_rx) = std::sync::mpsc::channel::<(Pending, Instant, u64)>();
     std::thread::scope(|scope| {
         let answers = scope.spawn(move || -> Result<Vec<u64>, String> {
-            let mut latencies = Vec::new();
-            // Ends when the writer has sent everything (or failed) and every
-            // answer is read.
-            for (pending, scheduled, stamp) in sent_rx {
-                let response = reader
-                    .read_response::<ProduceResponse>(pending)
-                    .map_err(|e| e.to_string())?;
-                let acked = Instant::now();
-                let partition = &response.body.responses[0].partition_responses[0];
-                if partition.error_code != 0 {
-                    return Err(format!(
-                        "Produce to partition {}: error code {}",
-                        partition.index, partition.error_code
-                    ));
-                }
-                if stamp >= warm_up_ns {
-                    latencies.push(acked.duration_since(scheduled).as_nanos() as u64);
-                }
-                // The writer may have stopped after its last request.
-                let _ = free_tx.send(());
+            let read = read_answers(&mut reader, sent_rx, &free_tx, warm_up_ns);
+            if read.is_err() {
+                reader.shutdown();
             }
-            Ok(latencies)
+            read
         });
         let written = (|| -> Result<(), String> {
             for i in indices {
@@ -482,9 +467,41 @@ fn send_pipelined(
         drop(sent_tx);
         let latencies = answers
             .join()
-            .unwrap_or_else(|_| Err("a reader thread panicked".into()));
-        written.and(latencies)
+            .unwrap_or_else(|_| Err("a reader thread panicked".into()))?;
+        written.map(|()| latencies)
     })
+}
+
+/// The reader of [`send_pipelined`]: reads the answer to each request the
+/// writer reports on `sent` (until the writer is done and every answer is
+/// read), frees its place on `free`, and returns the send-to-ack latencies
+/// in ns after warm-up.
+fn read_answers(
+    reader: &mut RawClient,
+    sent: std::sync::mpsc::Receiver<(Pending, Instant, u64)>,
+    free: &std::sync::mpsc::SyncSender<()>,
+    warm_up_ns: u64,
+) -> Result<Vec<u64>, String> {
+    let mut latencies = Vec::new();
+    for (pending, scheduled, stamp) in sent {
+        let response = reader
+            .read_response::<ProduceResponse>(pending)
+            .map_err(|e| e.to_string())?;
+        let acked = Instant::now();
+        let partition = &response.body.responses[0].partition_responses[0];
+        if partition.error_code != 0 {
+            return Err(format!(
+                "Produce to partition {}: error code {}",
+                partition.index, partition.error_code
+            ));
+        }
+        if stamp >= warm_up_ns {
+            latencies.push(acked.duration_since(scheduled).as_nanos() as u64);
+        }
+        // The writer may have stopped after its last request.
+        let _ = free.send(());
+    }
+    Ok(latencies)
 }
 
 /// What the consumers share: the records expected in all, the records
