@@ -28,7 +28,7 @@ use crate::raft::{Entry, LogId, MetadataBatch, Vote};
 use crate::records::*;
 use crate::transport::{
     codec, decode_request, decode_response, encode_request, encode_response, QuorumRequest,
-    QuorumResponse,
+    QuorumResponse, Route,
 };
 
 /// Runs `data` through what the quorum transport does with bytes from a
@@ -239,10 +239,15 @@ pub fn quorum_frame_seeds() -> Vec<(String, Vec<u8>)> {
                 leader: Some((1, "127.0.0.1:9093".into())),
             })),
         ),
+        (
+            "refused_response",
+            QuorumResponse::Refused("inconsistent cluster id".into()),
+        ),
     ];
+    let route = Route::new("fuzz", 1, 2);
     let mut seeds = Vec::new();
     for (name, request) in &requests {
-        if let Ok(frame) = encode_request(7, request) {
+        if let Ok(frame) = encode_request(7, &route, request) {
             seeds.push((format!("{name}.bin"), frame.to_vec()));
         }
     }
@@ -317,7 +322,7 @@ mod tests {
             };
             assert!(decoded.is_ok(), "{name}");
         }
-        assert_eq!(quorum_frame_seeds().len(), 9);
+        assert_eq!(quorum_frame_seeds().len(), 10);
         for (_, seed) in quorum_frame_seeds().iter().chain(&metadata_log_seeds()) {
             fuzz_quorum_frame(seed);
             fuzz_metadata_log(seed);

@@ -51,7 +51,7 @@ use crate::quorum::{
 };
 use crate::records::MetadataRecord;
 use crate::transport::{
-    PeerClient, QuorumRequest, QuorumResponse, QuorumTransport, TransportError,
+    PeerClient, QuorumRequest, QuorumResponse, QuorumTransport, Route, TransportError, UNKNOWN_NODE,
 };
 use crate::voters::QuorumVoter;
 
@@ -91,10 +91,6 @@ const OTHER_CLUSTER_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Failed fetches in a row (about 5 s of retries) before each warning.
 const FAILURES_BEFORE_WARNING: u64 = 50;
-
-/// Voter id used for a `controller.quorum.bootstrap.servers` address whose
-/// node id is not known (TCP only uses it in error messages).
-const UNKNOWN_VOTER: u64 = u64::MAX;
 
 /// Most applied entries a voter keeps in memory for observers.
 pub const MAX_RECENT_BATCHES: usize = 1000;
@@ -486,7 +482,7 @@ impl MetadataObserver {
             bootstrap_servers
                 .into_iter()
                 .map(|address| VoterAddress {
-                    id: UNKNOWN_VOTER,
+                    id: UNKNOWN_NODE,
                     address,
                 })
                 .collect()
@@ -702,7 +698,7 @@ impl ObserverInner {
     fn voter_by_id(&self, id: i32) -> Option<VoterAddress> {
         self.bootstrap
             .iter()
-            .find(|v| v.id == id as u64 && v.id != UNKNOWN_VOTER)
+            .find(|v| v.id == id as u64 && v.id != UNKNOWN_NODE)
             .cloned()
     }
 
@@ -741,7 +737,7 @@ impl ObserverInner {
         command: &ControllerCommand,
     ) -> Result<Result<CommandOutcome, ControllerError>, TransportError> {
         let mut slot = self.command_client.lock().await;
-        let client = client_for(&self.transport, self.node_id, &mut slot, target);
+        let client = client_for(self, &mut slot, target);
         let mut known = self.leader.subscribe();
         // Another voter, by id and by address (a bootstrap server's id is
         // not known).
@@ -921,13 +917,13 @@ pub(crate) fn next_image(
 
 /// The client in `slot` when it talks to `target`, else a new one.
 fn client_for<'a>(
-    transport: &QuorumTransport,
-    node_id: i32,
+    inner: &ObserverInner,
     slot: &'a mut Option<(VoterAddress, PeerClient)>,
     target: &VoterAddress,
 ) -> &'a mut PeerClient {
     if slot.as_ref().is_none_or(|(t, _)| t != target) {
-        let client = transport.client(node_id as u64, target.id, &target.address);
+        let route = Route::new(&inner.cluster_id, inner.node_id as u64, target.id);
+        let client = inner.transport.client(route, &target.address);
         *slot = Some((target.clone(), client));
     }
     match slot {
@@ -978,7 +974,7 @@ async fn follow(inner: Arc<ObserverInner>) {
             full_image,
             image_after: continuation(&pending),
         };
-        let client = client_for(&inner.transport, inner.node_id, slot, &target);
+        let client = client_for(&inner, slot, &target);
         let answer = client
             .call(
                 QuorumRequest::FetchMetadata(request),

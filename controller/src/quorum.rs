@@ -60,8 +60,8 @@ use crate::raft::network::QuorumNetworkFactory;
 use crate::raft::state_machine::MetadataStateMachine;
 use crate::raft::{MetadataBatch, MetadataTypeConfig};
 use crate::transport::{
-    PeerClient, QuorumRequest, QuorumRequestHandler, QuorumResponse, QuorumTransport, ServeGuard,
-    TransportError,
+    PeerClient, QuorumRequest, QuorumRequestHandler, QuorumResponse, QuorumTransport, Route,
+    ServeGuard, TransportError,
 };
 use crate::voters::QuorumVoter;
 
@@ -261,6 +261,9 @@ pub(crate) struct CommandOutcome {
 struct Inner {
     node_id: i32,
     raft_id: u64,
+    /// This node's cluster id: routes its quorum requests (see
+    /// [`Route`](crate::transport::Route)).
+    cluster_id: String,
     raft: Raft<MetadataTypeConfig>,
     images: watch::Sender<Arc<MetadataImage>>,
     /// Serializes commands (Kafka's controller event queue).
@@ -520,8 +523,12 @@ impl QuorumController {
                 .map(|v| (v.id as u64, v.address()))
                 .collect(),
         );
-        let network =
-            QuorumNetworkFactory::new(raft_node_id, transport.clone(), voter_addresses.clone());
+        let network = QuorumNetworkFactory::new(
+            &config.cluster_id,
+            raft_node_id,
+            transport.clone(),
+            voter_addresses.clone(),
+        );
         let contacts = network.contacts();
         let split_terms = network.split_terms();
         let raft = Raft::new(
@@ -538,6 +545,7 @@ impl QuorumController {
             inner: Arc::new(Inner {
                 node_id: config.node_id,
                 raft_id: raft_node_id,
+                cluster_id: config.cluster_id.clone(),
                 raft: raft.clone(),
                 images: images.clone(),
                 commands: tokio::sync::Mutex::new(()),
@@ -575,7 +583,8 @@ impl QuorumController {
             .inner
             .server
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(transport.serve(raft_node_id, handler));
+            .unwrap_or_else(|p| p.into_inner()) =
+            Some(transport.serve(&config.cluster_id, raft_node_id, handler));
 
         // With several voters only the lowest voter id initializes; the others
         // start empty and join when it wins their votes. When every pristine
@@ -951,9 +960,10 @@ impl QuorumController {
     ) -> Result<Result<CommandOutcome, ControllerError>, TransportError> {
         let inner = &self.inner;
         let mut clients = inner.forward_clients.lock().await;
-        let client = clients
-            .entry(leader)
-            .or_insert_with(|| inner.transport.client(inner.raft_id, leader, addr));
+        let client = clients.entry(leader).or_insert_with(|| {
+            let route = Route::new(&inner.cluster_id, inner.raft_id, leader);
+            inner.transport.client(route, addr)
+        });
         let mut metrics = inner.raft.metrics();
         let deposed =
             metrics.wait_for(|m| m.current_leader != Some(leader) || m.running_state.is_err());

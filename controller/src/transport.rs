@@ -17,17 +17,36 @@
 //!
 //! ```text
 //! magic          u16 BE  0x5751 ("WQ")
-//! version        u8      1
+//! version        u8      2
 //! kind           u8      1 AppendEntries, 2 Vote, 3 InstallSnapshot,
 //!                        4 ControllerCommand, 5 FetchMetadata (a
 //!                        broker-only node pulling the metadata, see
-//!                        `crate::observer`); a response sets bit 0x80
+//!                        `crate::observer`); a response sets bit 0x80;
+//!                        0x86 is the response of a refused request
 //! correlation id u32 BE  echoed by the response
-//! body           JSON    the request, or the `Result` the receiver returned
+//! body           JSON    a request: {"route": Route, "request": ...};
+//!                        a response: the `Result` the receiver returned,
+//!                        or the reason it refused the request
 //! ```
 //!
 //! A connection carries one request at a time. A frame that does not parse
 //! closes the connection with a logged reason; nothing panics.
+//!
+//! # Routes
+//!
+//! Every request names its sender's cluster id, the sender's node id and
+//! the node it is for ([`Route`]). A node refuses, without handling it, a
+//! request of another cluster (Kafka's `INCONSISTENT_CLUSTER_ID`,
+//! `KafkaRaftClient.hasValidClusterId`) or one for another node id
+//! (`INVALID_VOTER_KEY`, KIP-853 `KafkaRaftClient.isValidVoterKey`). Raft
+//! messages carry no cluster of their own: a voter whose
+//! `controller.quorum.voters` named a node of another cluster (or a test
+//! whose released port another test's node took) had its votes granted and
+//! its AppendEntries appended there, which deposed that cluster's leader,
+//! overwrote its log and tripped openraft's assertions (found by CI, two
+//! integration tests' clusters talking to each other). Version 1 frames
+//! (no route) are refused as an unsupported version: every voter of a
+//! quorum runs the same frame version.
 //!
 //! # Security
 //!
@@ -68,7 +87,7 @@ use crate::raft::MetadataTypeConfig;
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 
 const MAGIC: u16 = 0x5751;
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 const HEADER_BYTES: usize = 8;
 const RESPONSE_BIT: u8 = 0x80;
 /// Longest reason logged for a closed connection, in bytes.
@@ -110,6 +129,60 @@ pub trait ChannelSecurity: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<Box<dyn SecuredStream>, String>>;
 }
 
+/// Who sent a quorum request and which node it is for; every request frame
+/// carries one (see "Routes" above).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Route {
+    /// The sender's cluster id (`cluster.id` of its `meta.properties`).
+    pub(crate) cluster_id: String,
+    /// The sender's node id (`node.id`).
+    pub(crate) source: u64,
+    /// The node id the request is for; `None` when the sender does not know
+    /// it (a `controller.quorum.bootstrap.servers` address): any node of
+    /// the cluster serves it.
+    pub(crate) destination: Option<u64>,
+}
+
+impl Route {
+    /// A route from node `source` of cluster `cluster_id` to node
+    /// `destination` ([`UNKNOWN_NODE`]: any node of the cluster).
+    pub(crate) fn new(cluster_id: &str, source: u64, destination: u64) -> Route {
+        Route {
+            cluster_id: cluster_id.to_owned(),
+            source,
+            destination: (destination != UNKNOWN_NODE).then_some(destination),
+        }
+    }
+
+    /// Why node `node_id` of cluster `cluster_id` refuses a request on this
+    /// route, or `None` when the request is for it: another cluster's
+    /// (Kafka's `INCONSISTENT_CLUSTER_ID`) or another node's
+    /// (`INVALID_VOTER_KEY`, KIP-853).
+    pub(crate) fn refusal(&self, cluster_id: &str, node_id: u64) -> Option<String> {
+        if self.cluster_id != cluster_id {
+            return Some(format!(
+                "inconsistent cluster id: a request from node {} of cluster {} reached node \
+                 {node_id} of cluster {cluster_id} (check controller.quorum.voters on node {})",
+                self.source, self.cluster_id, self.source
+            ));
+        }
+        match self.destination {
+            Some(destination) if destination != node_id => Some(format!(
+                "invalid voter: a request from node {} for node {destination} reached node \
+                 {node_id} (node {}'s controller.quorum.voters gives node {destination} this \
+                 node's address)",
+                self.source, self.source
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// The node id of a target whose id is not known (a
+/// `controller.quorum.bootstrap.servers` address); used in error messages,
+/// and its requests name no destination ([`Route::destination`]).
+pub(crate) const UNKNOWN_NODE: u64 = u64::MAX;
+
 /// A request from one voter to another.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum QuorumRequest {
@@ -131,6 +204,9 @@ pub(crate) enum QuorumResponse {
     InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
     Command(Result<CommandOutcome, ControllerError>),
     FetchMetadata(Result<FetchMetadataResponse, ControllerError>),
+    /// The request was not for the node that received it (see
+    /// [`Route::refusal`]); it was not handled. The reason.
+    Refused(String),
 }
 
 impl QuorumRequest {
@@ -154,6 +230,7 @@ impl QuorumResponse {
                 QuorumResponse::InstallSnapshot(_) => 3,
                 QuorumResponse::Command(_) => 4,
                 QuorumResponse::FetchMetadata(_) => 5,
+                QuorumResponse::Refused(_) => 6,
             }
     }
 }
@@ -215,28 +292,62 @@ fn decode_json<T: for<'de> Deserialize<'de>>(kind: u8, body: &[u8]) -> Result<T,
     })
 }
 
+/// A request frame's body as sent.
+#[derive(Serialize)]
+struct RoutedRef<'a, T> {
+    route: &'a Route,
+    request: &'a T,
+}
+
+/// A request frame's body as received.
+#[derive(Deserialize)]
+struct Routed<T> {
+    route: Route,
+    request: T,
+}
+
 pub(crate) fn encode_request(
     correlation_id: u32,
+    route: &Route,
     request: &QuorumRequest,
 ) -> Result<Bytes, FrameError> {
     let kind = request.kind();
     match request {
-        QuorumRequest::AppendEntries(r) => encode_body(kind, correlation_id, r),
-        QuorumRequest::Vote(r) => encode_body(kind, correlation_id, r),
-        QuorumRequest::InstallSnapshot(r) => encode_body(kind, correlation_id, r),
-        QuorumRequest::Command(r) => encode_body(kind, correlation_id, r),
-        QuorumRequest::FetchMetadata(r) => encode_body(kind, correlation_id, r),
+        QuorumRequest::AppendEntries(r) => {
+            encode_body(kind, correlation_id, &RoutedRef { route, request: r })
+        }
+        QuorumRequest::Vote(r) => {
+            encode_body(kind, correlation_id, &RoutedRef { route, request: r })
+        }
+        QuorumRequest::InstallSnapshot(r) => {
+            encode_body(kind, correlation_id, &RoutedRef { route, request: r })
+        }
+        QuorumRequest::Command(r) => {
+            encode_body(kind, correlation_id, &RoutedRef { route, request: r })
+        }
+        QuorumRequest::FetchMetadata(r) => {
+            encode_body(kind, correlation_id, &RoutedRef { route, request: r })
+        }
     }
 }
 
-pub(crate) fn decode_request(frame: &[u8]) -> Result<(u32, QuorumRequest), FrameError> {
+/// Splits a request frame into `(correlation id, route, request)`.
+pub(crate) fn decode_request(frame: &[u8]) -> Result<(u32, Route, QuorumRequest), FrameError> {
+    fn routed<T: for<'de> Deserialize<'de>>(
+        kind: u8,
+        body: &[u8],
+        wrap: fn(T) -> QuorumRequest,
+    ) -> Result<(Route, QuorumRequest), FrameError> {
+        let Routed { route, request } = decode_json(kind, body)?;
+        Ok((route, wrap(request)))
+    }
     let (kind, correlation_id, body) = split_header(frame)?;
-    let request = match kind {
-        1 => QuorumRequest::AppendEntries(decode_json(kind, body)?),
-        2 => QuorumRequest::Vote(decode_json(kind, body)?),
-        3 => QuorumRequest::InstallSnapshot(decode_json(kind, body)?),
-        4 => QuorumRequest::Command(decode_json(kind, body)?),
-        5 => QuorumRequest::FetchMetadata(decode_json(kind, body)?),
+    let (route, request) = match kind {
+        1 => routed(kind, body, QuorumRequest::AppendEntries)?,
+        2 => routed(kind, body, QuorumRequest::Vote)?,
+        3 => routed(kind, body, QuorumRequest::InstallSnapshot)?,
+        4 => routed(kind, body, QuorumRequest::Command)?,
+        5 => routed(kind, body, QuorumRequest::FetchMetadata)?,
         _ => {
             return Err(FrameError::UnknownKind {
                 direction: "request",
@@ -244,7 +355,7 @@ pub(crate) fn decode_request(frame: &[u8]) -> Result<(u32, QuorumRequest), Frame
             })
         }
     };
-    Ok((correlation_id, request))
+    Ok((correlation_id, route, request))
 }
 
 pub(crate) fn encode_response(
@@ -258,6 +369,7 @@ pub(crate) fn encode_response(
         QuorumResponse::InstallSnapshot(r) => encode_body(kind, correlation_id, r),
         QuorumResponse::Command(r) => encode_body(kind, correlation_id, r),
         QuorumResponse::FetchMetadata(r) => encode_body(kind, correlation_id, r),
+        QuorumResponse::Refused(r) => encode_body(kind, correlation_id, r),
     }
 }
 
@@ -269,6 +381,7 @@ pub(crate) fn decode_response(frame: &[u8]) -> Result<(u32, QuorumResponse), Fra
         0x83 => QuorumResponse::InstallSnapshot(decode_json(kind, body)?),
         0x84 => QuorumResponse::Command(decode_json(kind, body)?),
         0x85 => QuorumResponse::FetchMetadata(decode_json(kind, body)?),
+        0x86 => QuorumResponse::Refused(decode_json(kind, body)?),
         _ => {
             return Err(FrameError::UnknownKind {
                 direction: "response",
@@ -424,12 +537,19 @@ impl QuorumTransport {
         matches!(self.kind, TransportKind::None)
     }
 
-    /// Starts delivering requests addressed to `node_id` to `handler`.
+    /// Starts delivering requests for node `node_id` of cluster
+    /// `cluster_id` to `handler`; any other request is refused
+    /// ([`Route::refusal`]).
     pub(crate) fn serve(
         &self,
+        cluster_id: &str,
         node_id: u64,
         handler: Weak<dyn QuorumRequestHandler>,
     ) -> ServeGuard {
+        let served = Served {
+            cluster_id: cluster_id.to_owned(),
+            node_id,
+        };
         match &self.kind {
             TransportKind::None => ServeGuard { stop: None },
             TransportKind::Tcp { listener, security } => {
@@ -442,6 +562,7 @@ impl QuorumTransport {
                 tokio::spawn(accept_loop(
                     listener,
                     security.clone(),
+                    Arc::new(served),
                     handler,
                     token.clone(),
                 ));
@@ -450,7 +571,7 @@ impl QuorumTransport {
                 }
             }
             TransportKind::Memory(router) => {
-                router.register(node_id, handler);
+                router.register(served, handler);
                 let router = router.clone();
                 ServeGuard {
                     stop: Some(Box::new(move || router.unregister(node_id))),
@@ -459,8 +580,8 @@ impl QuorumTransport {
         }
     }
 
-    /// A client from `from` to voter `target` at `addr` (`host:port`).
-    pub(crate) fn client(&self, from: u64, target: u64, addr: &str) -> PeerClient {
+    /// A client on `route` to the node at `addr` (`host:port`).
+    pub(crate) fn client(&self, route: Route, addr: &str) -> PeerClient {
         let kind = match &self.kind {
             TransportKind::None => ClientKind::None,
             TransportKind::Tcp { security, .. } => ClientKind::Tcp {
@@ -471,16 +592,33 @@ impl QuorumTransport {
             },
             TransportKind::Memory(router) => ClientKind::Memory(router.clone()),
         };
-        PeerClient { from, target, kind }
+        PeerClient {
+            route,
+            refusals: 0,
+            kind,
+        }
     }
+}
+
+/// The node a transport serves.
+#[derive(Debug)]
+struct Served {
+    cluster_id: String,
+    node_id: u64,
 }
 
 /// A client to one other voter. Requests on one client go one at a time.
 pub(crate) struct PeerClient {
-    from: u64,
-    target: u64,
+    route: Route,
+    /// Requests the target refused, for logging the first and every
+    /// [`REFUSALS_PER_WARNING`]th.
+    refusals: u64,
     kind: ClientKind,
 }
+
+/// A client refused again and again (a misconfigured voter list) warns once
+/// per this many refusals.
+const REFUSALS_PER_WARNING: u64 = 100;
 
 enum ClientKind {
     None,
@@ -495,19 +633,52 @@ enum ClientKind {
 }
 
 impl PeerClient {
-    /// Sends `request` and waits at most `timeout` for the response.
+    /// The node id this client sends to ([`UNKNOWN_NODE`] when not known).
+    fn target(&self) -> u64 {
+        self.route.destination.unwrap_or(UNKNOWN_NODE)
+    }
+
+    /// Sends `request` and waits at most `timeout` for the response. A
+    /// request the target refused ([`Route::refusal`]) was not handled: it
+    /// is [`TransportError::Unreachable`], with the target's reason.
     pub(crate) async fn call(
         &mut self,
         request: QuorumRequest,
         timeout: Duration,
     ) -> Result<QuorumResponse, TransportError> {
-        let target = self.target;
+        let target = self.target();
+        match self.send(request, timeout).await? {
+            QuorumResponse::Refused(reason) => {
+                if self.refusals % REFUSALS_PER_WARNING == 0 {
+                    tracing::warn!(
+                        target,
+                        refusals = self.refusals + 1,
+                        %reason,
+                        "a node refused this node's metadata quorum request"
+                    );
+                }
+                self.refusals += 1;
+                Err(TransportError::Unreachable {
+                    target,
+                    reason: format!("refused: {reason}"),
+                })
+            }
+            response => Ok(response),
+        }
+    }
+
+    async fn send(
+        &mut self,
+        request: QuorumRequest,
+        timeout: Duration,
+    ) -> Result<QuorumResponse, TransportError> {
+        let target = self.target();
         match &mut self.kind {
             ClientKind::None => Err(TransportError::Unreachable {
                 target,
                 reason: "no transport: this is a single-voter quorum".into(),
             }),
-            ClientKind::Memory(router) => router.call(self.from, target, request).await,
+            ClientKind::Memory(router) => router.call(&self.route, request).await,
             ClientKind::Tcp {
                 addr,
                 security,
@@ -546,7 +717,7 @@ impl PeerClient {
                 }
                 *next_correlation_id = next_correlation_id.wrapping_add(1);
                 let correlation_id = *next_correlation_id;
-                let frame = encode_request(correlation_id, &request).map_err(|e| {
+                let frame = encode_request(correlation_id, &self.route, &request).map_err(|e| {
                     TransportError::Unreachable {
                         target,
                         reason: e.to_string(),
@@ -577,7 +748,9 @@ impl PeerClient {
                             "response correlation id {id}, expected {correlation_id}"
                         ));
                     }
-                    if response.kind() != request.kind() | RESPONSE_BIT {
+                    if !matches!(response, QuorumResponse::Refused(_))
+                        && response.kind() != request.kind() | RESPONSE_BIT
+                    {
                         return Err(format!(
                             "response kind {} to a request of kind {}",
                             response.kind(),
@@ -647,6 +820,7 @@ fn truncated(reason: &str) -> &str {
 async fn accept_loop(
     listener: TcpListener,
     security: Option<Arc<dyn ChannelSecurity>>,
+    served: Arc<Served>,
     handler: Weak<dyn QuorumRequestHandler>,
     token: CancellationToken,
 ) {
@@ -658,7 +832,7 @@ async fn accept_loop(
         match accepted {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                let (handler, token) = (handler.clone(), token.clone());
+                let (served, handler, token) = (served.clone(), handler.clone(), token.clone());
                 let secured = match &security {
                     None => futures::future::ready(Ok(Box::new(stream) as Box<dyn SecuredStream>))
                         .boxed(),
@@ -670,7 +844,7 @@ async fn accept_loop(
                         secured = secured => secured,
                     };
                     match secured {
-                        Ok(stream) => serve_connection(stream, peer, handler, token).await,
+                        Ok(stream) => serve_connection(stream, peer, &served, handler, token).await,
                         Err(reason) => tracing::info!(%peer, reason = truncated(&reason),
                             "closing controller connection before it was secured"),
                     }
@@ -691,10 +865,12 @@ async fn accept_loop(
 async fn serve_connection(
     stream: Box<dyn SecuredStream>,
     peer: std::net::SocketAddr,
+    served: &Served,
     handler: Weak<dyn QuorumRequestHandler>,
     token: CancellationToken,
 ) {
     let mut framed = Framed::new(stream, codec());
+    let mut refused = 0u64;
     let reason = loop {
         let frame = tokio::select! {
             _ = token.cancelled() => return,
@@ -712,16 +888,27 @@ async fn serve_connection(
             }
             Some(Err(e)) => break e.to_string(),
         };
-        let (correlation_id, request) = match decode_request(&frame) {
+        let (correlation_id, route, request) = match decode_request(&frame) {
             Ok(decoded) => decoded,
             Err(e) => break e.to_string(),
         };
-        let Some(handler) = handler.upgrade() else {
-            return;
-        };
-        let response = tokio::select! {
-            _ = token.cancelled() => return,
-            response = handler.handle(request) => response,
+        let response = if let Some(reason) = route.refusal(&served.cluster_id, served.node_id) {
+            // Once per connection at warn: the sender retries on it.
+            if refused == 0 {
+                tracing::warn!(%peer, %reason, "refusing a metadata quorum request");
+            } else {
+                tracing::debug!(%peer, %reason, "refusing a metadata quorum request");
+            }
+            refused += 1;
+            QuorumResponse::Refused(reason)
+        } else {
+            let Some(handler) = handler.upgrade() else {
+                return;
+            };
+            tokio::select! {
+                _ = token.cancelled() => return,
+                response = handler.handle(request) => response,
+            }
         };
         let frame = match encode_response(correlation_id, &response) {
             Ok(frame) => frame,
@@ -762,7 +949,8 @@ impl std::fmt::Debug for MemoryRouter {
 
 #[derive(Default)]
 struct RouterState {
-    nodes: BTreeMap<u64, Weak<dyn QuorumRequestHandler>>,
+    /// The cluster id each node was served with, and its handler.
+    nodes: BTreeMap<u64, (String, Weak<dyn QuorumRequestHandler>)>,
     isolated: BTreeSet<u64>,
     /// Cut links, each as `(lower id, higher id)`.
     cut_links: BTreeSet<(u64, u64)>,
@@ -920,20 +1108,24 @@ impl MemoryRouter {
         state.messages = 0;
     }
 
-    fn register(&self, node_id: u64, handler: Weak<dyn QuorumRequestHandler>) {
-        self.lock().nodes.insert(node_id, handler);
+    fn register(&self, served: Served, handler: Weak<dyn QuorumRequestHandler>) {
+        self.lock()
+            .nodes
+            .insert(served.node_id, (served.cluster_id, handler));
     }
 
     fn unregister(&self, node_id: u64) {
         self.lock().nodes.remove(&node_id);
     }
 
+    /// Delivers `request` to the node `route` names (refused as over TCP
+    /// when the node is of another cluster).
     async fn call(
         &self,
-        from: u64,
-        target: u64,
+        route: &Route,
         request: QuorumRequest,
     ) -> Result<QuorumResponse, TransportError> {
+        let (from, target) = (route.source, route.destination.unwrap_or(UNKNOWN_NODE));
         let unreachable = |reason: String| TransportError::Unreachable { target, reason };
         let network = |reason: String| TransportError::Network { target, reason };
         let (lost, delay) = {
@@ -949,7 +1141,7 @@ impl MemoryRouter {
         if lost {
             return Err(network("request lost".into()));
         }
-        let handler = {
+        let (cluster_id, handler) = {
             let state = self.lock();
             if let Some(reason) = state.cut(from, target) {
                 return Err(network(format!("request lost: {reason}")));
@@ -957,12 +1149,15 @@ impl MemoryRouter {
             state
                 .nodes
                 .get(&target)
-                .and_then(Weak::upgrade)
+                .and_then(|(cluster_id, handler)| Some((cluster_id.clone(), handler.upgrade()?)))
                 .ok_or_else(|| unreachable(format!("voter {target} is not running")))?
         };
-        let frame = encode_request(0, &request).map_err(|e| unreachable(e.to_string()))?;
-        let (_, request) = decode_request(&frame).map_err(|e| network(e.to_string()))?;
-        let response = handler.handle(request).await;
+        let frame = encode_request(0, route, &request).map_err(|e| unreachable(e.to_string()))?;
+        let (_, route, request) = decode_request(&frame).map_err(|e| network(e.to_string()))?;
+        let response = match route.refusal(&cluster_id, target) {
+            Some(reason) => QuorumResponse::Refused(reason),
+            None => handler.handle(request).await,
+        };
         let (lost, delay) = self.lock().lose_message();
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
@@ -986,16 +1181,22 @@ impl MemoryRouter {
 mod tests {
     use super::*;
 
+    /// A route in cluster "c".
+    fn route(from: u64, to: u64) -> Route {
+        Route::new("c", from, to)
+    }
+
     fn vote_request() -> QuorumRequest {
         QuorumRequest::Vote(VoteRequest::new(openraft::Vote::new(3, 2), None))
     }
 
     #[test]
     fn frames_round_trip_with_header() {
-        let frame = encode_request(7, &vote_request()).unwrap();
-        assert_eq!(&frame[..4], &[0x57, 0x51, 1, 2]);
+        let frame = encode_request(7, &route(2, 3), &vote_request()).unwrap();
+        assert_eq!(&frame[..4], &[0x57, 0x51, 2, 2]);
         assert_eq!(&frame[4..8], &7u32.to_be_bytes());
-        let (id, decoded) = decode_request(&frame).unwrap();
+        let (id, routed, decoded) = decode_request(&frame).unwrap();
+        assert_eq!(routed, route(2, 3));
         assert_eq!(id, 7);
         let QuorumRequest::Vote(vote) = decoded else {
             panic!("{decoded:?}")
@@ -1015,7 +1216,7 @@ mod tests {
 
     #[test]
     fn bad_frames_are_errors_not_panics() {
-        let good = encode_request(1, &vote_request()).unwrap();
+        let good = encode_request(1, &route(2, 3), &vote_request()).unwrap();
         assert_eq!(
             decode_request(&good[..3]).unwrap_err(),
             FrameError::TooShort { len: 3 }
@@ -1026,12 +1227,15 @@ mod tests {
             decode_request(&bad).unwrap_err(),
             FrameError::BadMagic { .. }
         ));
-        let mut bad = good.to_vec();
-        bad[2] = 9;
-        assert_eq!(
-            decode_request(&bad).unwrap_err(),
-            FrameError::UnsupportedVersion { found: 9 }
-        );
+        for version in [1, 9] {
+            // 1: a frame without a route, from a node of an older Weir.
+            let mut bad = good.to_vec();
+            bad[2] = version;
+            assert_eq!(
+                decode_request(&bad).unwrap_err(),
+                FrameError::UnsupportedVersion { found: version }
+            );
+        }
         let mut bad = good.to_vec();
         bad[3] = 0x42;
         assert!(matches!(
@@ -1054,7 +1258,7 @@ mod tests {
             l.local_addr().unwrap().port()
         };
         let transport = QuorumTransport::tcp(TcpListener::bind("127.0.0.1:0").await.unwrap());
-        let mut client = transport.client(1, 2, &format!("127.0.0.1:{port}"));
+        let mut client = transport.client(route(1, 2), &format!("127.0.0.1:{port}"));
         let err = client
             .call(vote_request(), Duration::from_secs(5))
             .await
@@ -1070,7 +1274,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let transport = QuorumTransport::tcp(listener);
         let handler: Weak<dyn QuorumRequestHandler> = Weak::<NeverHandler>::new();
-        let _guard = transport.serve(1, handler);
+        let _guard = transport.serve("c", 1, handler);
         let stream = TcpStream::connect(addr).await.unwrap();
         let mut framed = Framed::new(stream, codec());
         framed
@@ -1088,10 +1292,10 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let handler: Arc<dyn QuorumRequestHandler> = Arc::new(NotControllerHandler);
-        let mut guard = QuorumTransport::tcp(listener).serve(1, Arc::downgrade(&handler));
+        let mut guard = QuorumTransport::tcp(listener).serve("c", 1, Arc::downgrade(&handler));
         let client_transport =
             QuorumTransport::tcp(TcpListener::bind("127.0.0.1:0").await.unwrap());
-        let mut client = client_transport.client(2, 1, &addr.to_string());
+        let mut client = client_transport.client(route(2, 1), &addr.to_string());
         let command = || QuorumRequest::Command(ControllerCommand::ReadOffset);
         let timeout = Duration::from_secs(5);
         assert!(matches!(
@@ -1111,7 +1315,7 @@ mod tests {
                 Err(e) => panic!("rebinding {addr}: {e}"),
             }
         };
-        let _guard = QuorumTransport::tcp(restarted).serve(1, Arc::downgrade(&handler));
+        let _guard = QuorumTransport::tcp(restarted).serve("c", 1, Arc::downgrade(&handler));
         // Wait until the client side has seen the old connection close.
         let deadline = tokio::time::Instant::now() + timeout;
         while let ClientKind::Tcp {
@@ -1147,7 +1351,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let client_transport =
             QuorumTransport::tcp(TcpListener::bind("127.0.0.1:0").await.unwrap());
-        let mut client = client_transport.client(2, 1, &addr.to_string());
+        let mut client = client_transport.client(route(2, 1), &addr.to_string());
         let command = || QuorumRequest::Command(ControllerCommand::ReadOffset);
         let answer = |id: u32| {
             encode_response(
@@ -1173,7 +1377,7 @@ mod tests {
         assert!(dropped.is_err(), "the server has not answered");
         let (listener, mut server) = accepted.await.unwrap();
         let first = server.next().await.unwrap().unwrap();
-        let (first_id, _) = decode_request(&first).unwrap();
+        let (first_id, _, _) = decode_request(&first).unwrap();
         let timed_out = client
             .call(command(), Duration::from_millis(50))
             .await
@@ -1183,7 +1387,7 @@ mod tests {
             "{timed_out}"
         );
         let second = server.next().await.unwrap().unwrap();
-        let (second_id, _) = decode_request(&second).unwrap();
+        let (second_id, _, _) = decode_request(&second).unwrap();
 
         // Both late answers arrive; one is already readable when the next
         // call starts, the other comes before its answer.
@@ -1193,7 +1397,7 @@ mod tests {
             (client, answered)
         });
         let request = server.next().await.unwrap().unwrap();
-        let (third_id, _) = decode_request(&request).unwrap();
+        let (third_id, _, _) = decode_request(&request).unwrap();
         server.send(answer(second_id)).await.unwrap();
         server.send(answer(third_id)).await.unwrap();
         let (_client, answered) = third.await.unwrap();
@@ -1220,12 +1424,12 @@ mod tests {
 
         let router = MemoryRouter::seeded(1);
         let _served: Vec<ServeGuard> = (1..=3)
-            .map(|id| QuorumTransport::memory(&router).serve(id, Arc::downgrade(&handler)))
+            .map(|id| QuorumTransport::memory(&router).serve("c", id, Arc::downgrade(&handler)))
             .collect();
         let transport = QuorumTransport::memory(&router);
         router.cut_link(2, 1);
         let err = transport
-            .client(1, 2, "")
+            .client(route(1, 2), "")
             .call(command(), timeout)
             .await
             .unwrap_err();
@@ -1235,18 +1439,18 @@ mod tests {
         );
         // The other links still carry messages.
         assert!(transport
-            .client(1, 3, "")
+            .client(route(1, 3), "")
             .call(command(), timeout)
             .await
             .is_ok());
         assert!(transport
-            .client(3, 2, "")
+            .client(route(3, 2), "")
             .call(command(), timeout)
             .await
             .is_ok());
         router.heal_all();
         assert!(transport
-            .client(2, 1, "")
+            .client(route(2, 1), "")
             .call(command(), timeout)
             .await
             .is_ok());
@@ -1257,10 +1461,11 @@ mod tests {
             let handler = handler.clone();
             async move {
                 let router = MemoryRouter::seeded(seed);
-                let _served = QuorumTransport::memory(&router).serve(2, Arc::downgrade(&handler));
+                let _served =
+                    QuorumTransport::memory(&router).serve("c", 2, Arc::downgrade(&handler));
                 router.set_loss_per_mille(500);
                 router.set_max_delay(Duration::from_millis(20));
-                let mut client = QuorumTransport::memory(&router).client(1, 2, "");
+                let mut client = QuorumTransport::memory(&router).client(route(1, 2), "");
                 let mut outcomes = Vec::new();
                 for _ in 0..40 {
                     let before = tokio::time::Instant::now();
@@ -1279,6 +1484,89 @@ mod tests {
         assert!(first
             .iter()
             .all(|(_, took)| *took <= Duration::from_millis(40)));
+    }
+
+    /// Regression (CI, 2026-12-05): a voter whose voter list named a node of
+    /// another cluster (there, a port one integration test released and
+    /// another's node took) had its Vote and AppendEntries handled there:
+    /// the other cluster's node 1 took the foreign leader's vote as its own
+    /// and openraft's engine panicked ("assertion failed:
+    /// self.leader.is_none()"). Such requests are refused unhandled, over
+    /// TCP and through the in-memory router alike.
+    #[tokio::test]
+    async fn a_request_of_another_cluster_or_for_another_node_is_refused_unhandled() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let handled = Arc::new(CountingHandler::default());
+        let handler: Arc<dyn QuorumRequestHandler> = handled.clone();
+        let _tcp = QuorumTransport::tcp(listener).serve("c", 3, Arc::downgrade(&handler));
+        let router = MemoryRouter::new();
+        let _memory = QuorumTransport::memory(&router).serve("c", 3, Arc::downgrade(&handler));
+        let dialer = QuorumTransport::tcp_dial_only();
+        let timeout = Duration::from_secs(5);
+        let command = || QuorumRequest::Command(ControllerCommand::ReadOffset);
+
+        // Over TCP: another cluster's request, and one for node 2 that
+        // reached node 3's address, are refused; its own cluster's requests
+        // for node 3, or for any node (a bootstrap server's), are served.
+        // The router delivers by node id: only the cluster can differ.
+        let memory = QuorumTransport::memory(&router);
+        let cases = [
+            (
+                &dialer,
+                Route::new("another-cluster", 1, 3),
+                Some("inconsistent cluster id"),
+            ),
+            (&dialer, route(1, 2), Some("invalid voter")),
+            (&dialer, route(1, 3), None),
+            (&dialer, Route::new("c", 1, UNKNOWN_NODE), None),
+            (
+                &memory,
+                Route::new("another-cluster", 1, 3),
+                Some("inconsistent cluster id"),
+            ),
+            (&memory, route(1, 3), None),
+        ];
+        for (transport, route, refused) in cases {
+            let before = handled.count();
+            let answer = transport
+                .client(route.clone(), &addr)
+                .call(command(), timeout)
+                .await;
+            match (refused, &answer) {
+                (None, Ok(_)) => assert_eq!(handled.count(), before + 1, "{route:?}"),
+                (Some(why), Err(TransportError::Unreachable { reason, .. }))
+                    if reason.contains(why) =>
+                {
+                    assert_eq!(handled.count(), before, "{route:?} was handled");
+                }
+                _ => panic!("{route:?}: {answer:?}"),
+            }
+        }
+    }
+
+    #[derive(Default)]
+    struct CountingHandler {
+        handled: std::sync::atomic::AtomicU64,
+    }
+
+    impl CountingHandler {
+        fn count(&self) -> u64 {
+            self.handled.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    impl QuorumRequestHandler for CountingHandler {
+        fn handle(
+            self: Arc<Self>,
+            _request: QuorumRequest,
+        ) -> Pin<Box<dyn Future<Output = QuorumResponse> + Send + 'static>> {
+            self.handled
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async {
+                QuorumResponse::Command(Err(ControllerError::NotController { leader: None }))
+            })
+        }
     }
 
     struct NotControllerHandler;

@@ -825,6 +825,14 @@ fn a_voter_started_long_before_the_others_waits_for_them() {
                 .start()
         })
     };
+    // The late voters' ports stay bound until they start: released for
+    // 12 s, one was taken by another test's cluster, which then got node
+    // 1's requests (CI, 2026-12-05). Node 1's requests to them go
+    // unanswered meanwhile, as to voters not yet started.
+    let held: Vec<std::net::TcpListener> = ports[1..]
+        .iter()
+        .map(|&port| std::net::TcpListener::bind(("127.0.0.1", port)).expect("holding a port"))
+        .collect();
     let first = start(0);
     support::poll_until(
         Duration::from_secs(15),
@@ -833,6 +841,7 @@ fn a_voter_started_long_before_the_others_waits_for_them() {
     );
     // The scenario, not synchronisation: the other voters start late.
     std::thread::sleep(Duration::from_secs(12));
+    drop(held);
     let others = [start(1), start(2)];
     let mut nodes = vec![first
         .join()

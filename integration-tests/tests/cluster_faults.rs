@@ -1,7 +1,8 @@
 //! Faults of a 3-node metadata quorum with real `weir` processes: kill -9
-//! of the active controller while topics are being created, and a network
+//! of the active controller while topics are being created, a network
 //! partition (a fault-injecting TCP proxy on every directed pair of voters)
-//! that isolates the active controller and then heals. Both assert what
+//! that isolates the active controller and then heals, and a voter list
+//! that names a node of another cluster. Both assert what
 //! Raft (and KRaft) promise: every acknowledged change survives, no two
 //! nodes commit conflicting images, and every node ends with the same
 //! topics and names the same active controller.
@@ -21,8 +22,8 @@ use kafka_protocol::protocol::StrBytes;
 use weir_integration_tests::{HarnessError, RawClient};
 
 use crate::cluster::{
-    agreed_controller, start_nodes_with_voters, start_three_nodes_with, three_free_ports,
-    FAST_SESSIONS,
+    agreed_controller, free_ports, start_nodes_with_voters, start_three_nodes,
+    start_three_nodes_with, three_free_ports, FAST_SESSIONS,
 };
 use crate::support::{self, error_code};
 
@@ -452,4 +453,98 @@ fn an_isolated_active_controller_commits_nothing_and_rejoins_as_a_follower_after
         "a topic the isolated controller could not commit exists: {topics:?}"
     );
     eprintln!("isolated controller {isolated}; successor {successor}; after healing {after}");
+}
+
+/// Regression (CI, 2026-12-05): one test's voter dialled a port that
+/// another test's cluster had taken, that cluster's node 1 handled the
+/// foreign leader's Vote and AppendEntries as its own quorum's, and its
+/// raft engine panicked (`assertion failed: self.leader.is_none()`); with
+/// release assertions off it would have appended the foreign log. Here
+/// cluster A (nodes 1 and 2) names cluster B's node 3 as its voter 3: B's
+/// node 3 refuses A's requests (Kafka's INCONSISTENT_CLUSTER_ID), A's
+/// leader logs the refusal, both clusters keep committing, and neither
+/// takes the other's topics.
+#[test]
+fn a_voter_list_naming_a_node_of_another_cluster_is_refused_there_and_changes_nothing() {
+    let (b_nodes, b_ports) = start_three_nodes();
+    let mut b_clients: Vec<RawClient> = b_nodes.iter().map(support::connect).collect();
+    let versions = support::api_versions(&mut b_clients[0]);
+    let metadata = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
+    let create = support::newest::<CreateTopicsRequest>(&versions, ApiKey::CreateTopics);
+    create_retrying(&mut b_clients[0], create, "b-before");
+    agreed_topics(
+        &mut b_clients,
+        metadata,
+        &BTreeSet::from(["b-before".to_owned()]),
+    );
+
+    let a_ports = free_ports(2);
+    let a_voters = format!(
+        "1@127.0.0.1:{},2@127.0.0.1:{},3@127.0.0.1:{}",
+        a_ports[0], a_ports[1], b_ports[2]
+    );
+    let a_nodes = start_nodes_with_voters(
+        &weir_storage::random_kafka_uuid(),
+        &a_ports,
+        &vec![a_voters; 2],
+        &[],
+    );
+    let mut a_clients: Vec<RawClient> = a_nodes.iter().map(support::connect).collect();
+    create_retrying(&mut a_clients[0], create, "a-topic");
+    let a_topics = agreed_topics(
+        &mut a_clients,
+        metadata,
+        &BTreeSet::from(["a-topic".to_owned()]),
+    );
+
+    // A's leader replicates to its voter 3, which is B's node 3.
+    let b3_log = b_nodes[2].log_path().to_path_buf();
+    support::poll_until(
+        Duration::from_secs(15),
+        "B's node 3 to refuse a request of cluster A",
+        || {
+            let log = std::fs::read_to_string(&b3_log).ok()?;
+            log.lines()
+                .any(|l| {
+                    l.contains("refusing a metadata quorum request")
+                        && l.contains("inconsistent cluster id")
+                })
+                .then_some(())
+        },
+    );
+    assert!(
+        a_nodes.iter().any(|n| std::fs::read_to_string(n.log_path())
+            .is_ok_and(|log| log.contains("a node refused this node's metadata quorum request"))),
+        "no node of A logged the refusal"
+    );
+
+    // B's node 3 still follows B's own active controller.
+    agreed_controller(&mut b_clients, metadata, None);
+    create_retrying(&mut b_clients[0], create, "b-after");
+    let b_topics = agreed_topics(
+        &mut b_clients,
+        metadata,
+        &BTreeSet::from(["b-before".to_owned(), "b-after".to_owned()]),
+    );
+    assert_eq!(
+        b_topics,
+        BTreeSet::from(["b-before".to_owned(), "b-after".to_owned()]),
+        "cluster B's topics"
+    );
+    create_retrying(&mut a_clients[0], create, "a-after");
+    let a_after = agreed_topics(
+        &mut a_clients,
+        metadata,
+        &BTreeSet::from(["a-topic".to_owned(), "a-after".to_owned()]),
+    );
+    assert_eq!(
+        a_topics,
+        BTreeSet::from(["a-topic".to_owned()]),
+        "cluster A's topics"
+    );
+    assert_eq!(
+        a_after,
+        BTreeSet::from(["a-topic".to_owned(), "a-after".to_owned()]),
+        "cluster A's topics"
+    );
 }

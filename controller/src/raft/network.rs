@@ -25,7 +25,8 @@ use std::sync::Arc;
 use super::MetadataTypeConfig;
 use crate::quorum_state::{now_ms, ReplicaContacts};
 use crate::transport::{
-    PeerClient, QuorumRequest, QuorumResponse, QuorumTransport, TransportError, MAX_FRAME_BYTES,
+    PeerClient, QuorumRequest, QuorumResponse, QuorumTransport, Route, TransportError,
+    MAX_FRAME_BYTES,
 };
 
 /// The most entry bytes (as encoded) one AppendEntries carries: the frame
@@ -57,6 +58,8 @@ fn entries_that_fit(rpc: &AppendEntriesRequest<MetadataTypeConfig>) -> Option<u6
 /// Creates clients from this voter to the others.
 #[derive(Clone)]
 pub(crate) struct QuorumNetworkFactory {
+    /// This voter's cluster id (see [`Route`]).
+    cluster_id: String,
     node_id: u64,
     transport: QuorumTransport,
     contacts: Arc<ReplicaContacts>,
@@ -97,11 +100,13 @@ impl std::fmt::Debug for QuorumNetworkFactory {
 
 impl QuorumNetworkFactory {
     pub(crate) fn new(
+        cluster_id: &str,
         node_id: u64,
         transport: QuorumTransport,
         voter_addresses: Arc<BTreeMap<u64, String>>,
     ) -> Self {
         QuorumNetworkFactory {
+            cluster_id: cluster_id.to_owned(),
             node_id,
             transport,
             contacts: Arc::default(),
@@ -194,9 +199,10 @@ impl RaftNetworkFactory<MetadataTypeConfig> for QuorumNetworkFactory {
             .ok()
             .and_then(|mut idle| idle.get_mut(&key).and_then(Vec::pop));
         VoterClient {
-            client: Some(
-                pooled.unwrap_or_else(|| self.transport.client(self.node_id, target, addr)),
-            ),
+            client: Some(pooled.unwrap_or_else(|| {
+                let route = Route::new(&self.cluster_id, self.node_id, target);
+                self.transport.client(route, addr)
+            })),
             key,
             idle: self.idle.clone(),
             contacts: self.contacts.clone(),
@@ -338,7 +344,7 @@ mod tests {
     #[tokio::test]
     async fn append_entries_over_the_frame_limit_asks_openraft_for_fewer_entries() {
         let mut factory =
-            QuorumNetworkFactory::new(1, QuorumTransport::single_voter(), Arc::default());
+            QuorumNetworkFactory::new("c", 1, QuorumTransport::single_voter(), Arc::default());
         let mut client = factory.new_client(2, &BasicNode::default()).await;
         let option = RPCOption::new(Duration::from_millis(10));
         let request = |entries: Vec<openraft::Entry<MetadataTypeConfig>>| AppendEntriesRequest {
@@ -385,14 +391,18 @@ mod tests {
         let addr = listener.local_addr().unwrap().to_string();
         let transport =
             QuorumTransport::tcp(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
-        let mut factory =
-            QuorumNetworkFactory::new(1, transport, Arc::new(BTreeMap::from([(2, addr.clone())])));
+        let mut factory = QuorumNetworkFactory::new(
+            "c",
+            1,
+            transport,
+            Arc::new(BTreeMap::from([(2, addr.clone())])),
+        );
         let server = tokio::spawn(async move {
             let (stream, _) = listener.accept().await.unwrap();
             let mut framed = tokio_util::codec::Framed::new(stream, crate::transport::codec());
             for _ in 0..3 {
                 let frame = framed.next().await.unwrap().unwrap();
-                let (id, _) = crate::transport::decode_request(&frame).unwrap();
+                let (id, _, _) = crate::transport::decode_request(&frame).unwrap();
                 let answer = QuorumResponse::Vote(Ok(VoteResponse {
                     vote: openraft::Vote::new(1, 1),
                     vote_granted: true,
@@ -465,7 +475,7 @@ mod tests {
     #[tokio::test]
     async fn single_voter_clients_report_unreachable_instead_of_panicking() {
         let mut factory =
-            QuorumNetworkFactory::new(1, QuorumTransport::single_voter(), Arc::default());
+            QuorumNetworkFactory::new("c", 1, QuorumTransport::single_voter(), Arc::default());
         let mut client = factory.new_client(2, &BasicNode::default()).await;
         let option = RPCOption::new(Duration::from_millis(10));
         let err = client
