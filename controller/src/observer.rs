@@ -617,7 +617,10 @@ impl MetadataObserver {
                     }
                 }
                 Ok(Err(e)) => return Err(e),
-                Err(TransportError::Unreachable { reason, .. }) => {
+                Err(
+                    TransportError::Unreachable { reason, .. }
+                    | TransportError::Refused { reason, .. },
+                ) => {
                     tracing::debug!(target = %target.address, %reason, "voter unreachable; trying another");
                     inner.forget_leader(&target);
                 }
@@ -1053,6 +1056,17 @@ async fn follow(inner: Arc<ObserverInner>) {
                 }
                 *slot = None;
                 tokio::time::sleep(FETCH_RETRY_BACKOFF).await;
+            }
+            Err(TransportError::Refused { reason, .. }) => {
+                // The node at that address is of another cluster (or
+                // another node): as an answer of another cluster, above.
+                // The client warned; its connection stays (a new one would
+                // be refused the same).
+                tracing::debug!(target = %target.address, %reason, "metadata fetch refused; trying another voter");
+                if !probing {
+                    inner.forget_leader(&target);
+                }
+                tokio::time::sleep(OTHER_CLUSTER_BACKOFF).await;
             }
             Err(e) => {
                 failures += 1;

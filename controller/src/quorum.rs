@@ -888,7 +888,10 @@ impl QuorumController {
                         }
                         Ok(Err(ControllerError::NotController { .. })) => {}
                         Ok(Err(e)) => return Err(e),
-                        Err(TransportError::Unreachable { reason, .. }) => {
+                        Err(
+                            TransportError::Unreachable { reason, .. }
+                            | TransportError::Refused { reason, .. },
+                        ) => {
                             tracing::debug!(leader = l, %reason, "active controller unreachable; retrying");
                         }
                         Err(TransportError::Network { reason, .. }) if command.is_read_only() => {

@@ -42,11 +42,14 @@
 //! messages carry no cluster of their own: a voter whose
 //! `controller.quorum.voters` named a node of another cluster (or a test
 //! whose released port another test's node took) had its votes granted and
-//! its AppendEntries appended there, which deposed that cluster's leader,
-//! overwrote its log and tripped openraft's assertions (found by CI, two
-//! integration tests' clusters talking to each other). Version 1 frames
-//! (no route) are refused as an unsupported version: every voter of a
-//! quorum runs the same frame version.
+//! its AppendEntries taken there as its own leader's: that node could
+//! append the other cluster's log, and openraft's engine panicked
+//! (`assertion failed: self.leader.is_none()`; found by CI, two
+//! integration tests' clusters talking to each other). A route guards
+//! against misconfiguration, not an attacker: it is what the sender
+//! declares (a CONTROLLER listener is secured with TLS and SASL, see
+//! below). Version 1 frames (no route) are refused as an unsupported
+//! version: every voter of a quorum runs the same frame version.
 //!
 //! # Security
 //!
@@ -409,6 +412,11 @@ pub(crate) enum TransportError {
     /// The request may have been delivered but no valid response came back.
     #[error("request to voter {target} failed: {reason}")]
     Network { target: u64, reason: String },
+    /// The node at the target's address refused the request unhandled: it
+    /// is of another cluster or another node ([`Route::refusal`]; a
+    /// misconfigured voter list). No effect on it, as `Unreachable`.
+    #[error("the node at voter {target}'s address refused the request: {reason}")]
+    Refused { target: u64, reason: String },
 }
 
 /// What serves requests that arrive for this node (the local quorum).
@@ -549,6 +557,7 @@ impl QuorumTransport {
         let served = Served {
             cluster_id: cluster_id.to_owned(),
             node_id,
+            last_refusal_warning: Mutex::new(None),
         };
         match &self.kind {
             TransportKind::None => ServeGuard { stop: None },
@@ -605,6 +614,37 @@ impl QuorumTransport {
 struct Served {
     cluster_id: String,
     node_id: u64,
+    /// When this node last warned of a refused request: at most once every
+    /// [`REFUSAL_WARNING_INTERVAL`] (a misconfigured voter or broker keeps
+    /// retrying, on new connections too), at debug level in between.
+    last_refusal_warning: Mutex<Option<std::time::Instant>>,
+}
+
+/// Shortest time between two warnings of refused requests on one node.
+const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(10);
+
+impl Served {
+    /// Logs refusing a request from `peer`, and answers it.
+    fn refuse(&self, peer: &dyn std::fmt::Display, reason: String) -> QuorumResponse {
+        let warn = {
+            let mut last = self
+                .last_refusal_warning
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let now = std::time::Instant::now();
+            let due = last.is_none_or(|at| now.duration_since(at) >= REFUSAL_WARNING_INTERVAL);
+            if due {
+                *last = Some(now);
+            }
+            due
+        };
+        if warn {
+            tracing::warn!(%peer, %reason, "refusing a metadata quorum request");
+        } else {
+            tracing::debug!(%peer, %reason, "refusing a metadata quorum request");
+        }
+        QuorumResponse::Refused(reason)
+    }
 }
 
 /// A client to one other voter. Requests on one client go one at a time.
@@ -639,8 +679,8 @@ impl PeerClient {
     }
 
     /// Sends `request` and waits at most `timeout` for the response. A
-    /// request the target refused ([`Route::refusal`]) was not handled: it
-    /// is [`TransportError::Unreachable`], with the target's reason.
+    /// request the target refused ([`Route::refusal`]) was not handled:
+    /// [`TransportError::Refused`], with the target's reason.
     pub(crate) async fn call(
         &mut self,
         request: QuorumRequest,
@@ -658,10 +698,7 @@ impl PeerClient {
                     );
                 }
                 self.refusals += 1;
-                Err(TransportError::Unreachable {
-                    target,
-                    reason: format!("refused: {reason}"),
-                })
+                Err(TransportError::Refused { target, reason })
             }
             response => Ok(response),
         }
@@ -870,7 +907,6 @@ async fn serve_connection(
     token: CancellationToken,
 ) {
     let mut framed = Framed::new(stream, codec());
-    let mut refused = 0u64;
     let reason = loop {
         let frame = tokio::select! {
             _ = token.cancelled() => return,
@@ -893,14 +929,7 @@ async fn serve_connection(
             Err(e) => break e.to_string(),
         };
         let response = if let Some(reason) = route.refusal(&served.cluster_id, served.node_id) {
-            // Once per connection at warn: the sender retries on it.
-            if refused == 0 {
-                tracing::warn!(%peer, %reason, "refusing a metadata quorum request");
-            } else {
-                tracing::debug!(%peer, %reason, "refusing a metadata quorum request");
-            }
-            refused += 1;
-            QuorumResponse::Refused(reason)
+            served.refuse(&peer, reason)
         } else {
             let Some(handler) = handler.upgrade() else {
                 return;
@@ -949,8 +978,8 @@ impl std::fmt::Debug for MemoryRouter {
 
 #[derive(Default)]
 struct RouterState {
-    /// The cluster id each node was served with, and its handler.
-    nodes: BTreeMap<u64, (String, Weak<dyn QuorumRequestHandler>)>,
+    /// Each node as served, and its handler.
+    nodes: BTreeMap<u64, (Arc<Served>, Weak<dyn QuorumRequestHandler>)>,
     isolated: BTreeSet<u64>,
     /// Cut links, each as `(lower id, higher id)`.
     cut_links: BTreeSet<(u64, u64)>,
@@ -1111,7 +1140,7 @@ impl MemoryRouter {
     fn register(&self, served: Served, handler: Weak<dyn QuorumRequestHandler>) {
         self.lock()
             .nodes
-            .insert(served.node_id, (served.cluster_id, handler));
+            .insert(served.node_id, (Arc::new(served), handler));
     }
 
     fn unregister(&self, node_id: u64) {
@@ -1141,7 +1170,7 @@ impl MemoryRouter {
         if lost {
             return Err(network("request lost".into()));
         }
-        let (cluster_id, handler) = {
+        let (served, handler) = {
             let state = self.lock();
             if let Some(reason) = state.cut(from, target) {
                 return Err(network(format!("request lost: {reason}")));
@@ -1149,13 +1178,13 @@ impl MemoryRouter {
             state
                 .nodes
                 .get(&target)
-                .and_then(|(cluster_id, handler)| Some((cluster_id.clone(), handler.upgrade()?)))
+                .and_then(|(served, handler)| Some((served.clone(), handler.upgrade()?)))
                 .ok_or_else(|| unreachable(format!("voter {target} is not running")))?
         };
         let frame = encode_request(0, route, &request).map_err(|e| unreachable(e.to_string()))?;
         let (_, route, request) = decode_request(&frame).map_err(|e| network(e.to_string()))?;
-        let response = match route.refusal(&cluster_id, target) {
-            Some(reason) => QuorumResponse::Refused(reason),
+        let response = match route.refusal(&served.cluster_id, served.node_id) {
+            Some(reason) => served.refuse(&format!("voter {from}"), reason),
             None => handler.handle(request).await,
         };
         let (lost, delay) = self.lock().lose_message();
@@ -1535,7 +1564,7 @@ mod tests {
                 .await;
             match (refused, &answer) {
                 (None, Ok(_)) => assert_eq!(handled.count(), before + 1, "{route:?}"),
-                (Some(why), Err(TransportError::Unreachable { reason, .. }))
+                (Some(why), Err(TransportError::Refused { reason, .. }))
                     if reason.contains(why) =>
                 {
                     assert_eq!(handled.count(), before, "{route:?} was handled");

@@ -171,7 +171,11 @@ impl Drop for VoterClient {
 
 fn rpc_error<E: std::error::Error>(e: TransportError) -> RPCError<u64, BasicNode, E> {
     match e {
-        TransportError::Unreachable { .. } => RPCError::Unreachable(Unreachable::new(&e)),
+        // A node of another cluster at the voter's address is as good as
+        // none: openraft backs off.
+        TransportError::Unreachable { .. } | TransportError::Refused { .. } => {
+            RPCError::Unreachable(Unreachable::new(&e))
+        }
         TransportError::Network { .. } => RPCError::Network(NetworkError::new(&e)),
     }
 }
