@@ -48,8 +48,9 @@
 //! integration tests' clusters talking to each other). A route guards
 //! against misconfiguration, not an attacker: it is what the sender
 //! declares (a CONTROLLER listener is secured with TLS and SASL, see
-//! below). Version 1 frames (no route) are refused as an unsupported
-//! version: every voter of a quorum runs the same frame version.
+//! below). A version 1 frame (no route) closes its connection as an
+//! unsupported version: every voter and broker-only node of a cluster runs
+//! the same frame version.
 //!
 //! # Security
 //!
@@ -690,8 +691,17 @@ impl PeerClient {
         match self.send(request, timeout).await? {
             QuorumResponse::Refused(reason) => {
                 if self.refusals % REFUSALS_PER_WARNING == 0 {
+                    let address = match &self.kind {
+                        ClientKind::Tcp { addr, .. } => addr.as_str(),
+                        _ => "",
+                    };
+                    let target = match self.route.destination {
+                        Some(id) => id.to_string(),
+                        None => "unknown".to_owned(),
+                    };
                     tracing::warn!(
-                        target,
+                        %target,
+                        address,
                         refusals = self.refusals + 1,
                         %reason,
                         "a node refused this node's metadata quorum request"

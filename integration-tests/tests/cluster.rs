@@ -827,8 +827,10 @@ fn a_voter_started_long_before_the_others_waits_for_them() {
     };
     // The late voters' ports stay bound until they start: released for
     // 12 s, one was taken by another test's cluster, which then got node
-    // 1's requests (CI, 2026-12-05). Node 1's requests to them go
-    // unanswered meanwhile, as to voters not yet started.
+    // 1's requests (CI, 2026-12-05). Meanwhile the kernel accepts node 1's
+    // connections to them and its requests time out unanswered (a voter
+    // not yet started would refuse the connection): either way node 1 has
+    // no quorum and waits.
     let held: Vec<std::net::TcpListener> = ports[1..]
         .iter()
         .map(|&port| std::net::TcpListener::bind(("127.0.0.1", port)).expect("holding a port"))

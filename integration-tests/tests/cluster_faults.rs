@@ -512,10 +512,19 @@ fn a_voter_list_naming_a_node_of_another_cluster_is_refused_there_and_changes_no
                 .then_some(())
         },
     );
-    assert!(
-        a_nodes.iter().any(|n| std::fs::read_to_string(n.log_path())
-            .is_ok_and(|log| log.contains("a node refused this node's metadata quorum request"))),
-        "no node of A logged the refusal"
+    support::poll_until(
+        Duration::from_secs(15),
+        "a node of A to log that its request was refused",
+        || {
+            a_nodes
+                .iter()
+                .any(|n| {
+                    std::fs::read_to_string(n.log_path()).is_ok_and(|log| {
+                        log.contains("a node refused this node's metadata quorum request")
+                    })
+                })
+                .then_some(())
+        },
     );
 
     // B's node 3 still follows B's own active controller.

@@ -312,7 +312,16 @@ fn three_nodes_replicate_and_elect_over_sasl_ssl_only() {
         TcpStream::connect(("127.0.0.1", port)).expect("connecting to a controller listener");
     raw.set_read_timeout(Some(Duration::from_secs(30)))
         .expect("read timeout");
-    raw.write_all(b"\0\0\0\x10WQ\x01\x04\0\0\0\x01{\"ReadOffset\":0}")
+    // A well-formed quorum frame (version 2, a Vote with a route): a
+    // plaintext listener answers it (here: refused for its cluster id, as
+    // hostile::cluster shows) with a frame starting "WQ".
+    let mut body = b"WQ\x02\x02\0\0\0\x01".to_vec();
+    body.extend_from_slice(
+        br#"{"route":{"cluster_id":"x","source":1,"destination":null},"request":{"vote":{"leader_id":{"term":99,"voted_for":1},"committed":false},"last_log_id":null}}"#,
+    );
+    let mut quorum_frame = (body.len() as u32).to_be_bytes().to_vec();
+    quorum_frame.extend_from_slice(&body);
+    raw.write_all(&quorum_frame)
         .expect("writing a quorum frame");
     let mut answer = Vec::new();
     let _ = raw.read_to_end(&mut answer);

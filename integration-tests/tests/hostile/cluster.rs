@@ -2,10 +2,11 @@
 //! listeners a single broker does not exercise. Malformed frames on a
 //! node's CONTROLLER listener (the quorum transport of
 //! `weir_controller::transport`: a Kafka request sent to the wrong port, an
-//! oversized or truncated frame, a bad header, an undecodable body, an
-//! unasked response) close that connection, as a malformed Kafka request
-//! does on a client listener; a connection that stalls in the middle of a
-//! frame holds nothing up. A Fetch forged as a replica's (KIP-903
+//! oversized or truncated frame, a bad header, a frame of an older version,
+//! an undecodable body, an unasked response) close that connection, as a
+//! malformed Kafka request does on a client listener; a well-formed request
+//! of another cluster is refused and the connection stays open; a
+//! connection that stalls in the middle of a frame holds nothing up. A Fetch forged as a replica's (KIP-903
 //! `ReplicaState`) from a client that is not that replica is answered with
 //! Kafka's error codes (Kafka's `Partition.fetchRecords`): NOT_LEADER_OR_FOLLOWER
 //! for a broker that is not a replica or a stale broker epoch,
@@ -130,6 +131,9 @@ fn frame(body: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The quorum transport's frame version (`weir_controller::transport`).
+const QUORUM_FRAME_VERSION: u8 = 2;
+
 /// A quorum transport frame: magic "WQ", `version`, `kind`, correlation id
 /// 7, then `json`.
 fn quorum_frame(version: u8, kind: u8, json: &[u8]) -> Vec<u8> {
@@ -144,23 +148,74 @@ fn bad_controller_frames() -> Vec<(&'static str, Vec<u8>)> {
     // dialled the CONTROLLER port.
     let kafka = frame(&[0, 18, 0, 3, 0, 0, 0, 1, 0, 1, b'x', 0, 1, 1, 0]);
     let mut oversized = 0x7fff_ffffu32.to_be_bytes().to_vec();
-    oversized.extend_from_slice(&[0x57, 0x51, 1, 1]);
+    oversized.extend_from_slice(&[0x57, 0x51, QUORUM_FRAME_VERSION, 1]);
+    let v = QUORUM_FRAME_VERSION;
     vec![
         ("a Kafka ApiVersions request", kafka),
         ("a frame longer than the transport's limit", oversized),
-        ("a frame shorter than the header", frame(&[0x57, 0x51, 1])),
+        ("a frame shorter than the header", frame(&[0x57, 0x51, v])),
         ("an unknown frame version", quorum_frame(9, 2, b"{}")),
-        ("an unknown request kind", quorum_frame(1, 0x42, b"{}")),
+        (
+            "a version 1 frame (no route)",
+            quorum_frame(1, 2, br#"{"vote":{"leader_id":{"term":1,"voted_for":1},"committed":false},"last_log_id":null}"#),
+        ),
+        ("an unknown request kind", quorum_frame(v, 0x42, b"{}")),
         (
             "an AppendEntries that is not JSON",
-            quorum_frame(1, 1, b"{not json"),
+            quorum_frame(v, 1, b"{not json"),
+        ),
+        (
+            "a Vote without a route",
+            quorum_frame(v, 2, br#"{"request":{"vote":{"leader_id":{"term":1,"voted_for":1},"committed":false},"last_log_id":null}}"#),
         ),
         (
             "a Vote of the wrong shape",
-            quorum_frame(1, 2, br#"{"vote":[1,2,3]}"#),
+            quorum_frame(v, 2, &routed(r#"{"vote":[1,2,3]}"#)),
         ),
-        ("an unasked response", quorum_frame(1, 0x82, b"{}")),
+        ("an unasked response", quorum_frame(v, 0x82, b"{}")),
     ]
+}
+
+/// A request body on a route from node 1 of cluster "another-cluster" to
+/// node 1, holding `request` (JSON).
+fn routed(request: &str) -> Vec<u8> {
+    format!(
+        r#"{{"route":{{"cluster_id":"another-cluster","source":1,"destination":1}},"request":{request}}}"#
+    )
+    .into_bytes()
+}
+
+/// Sends a well-formed Vote of another cluster twice on one connection to
+/// `port`: each is answered with the transport's refusal (kind 0x86, the
+/// reason naming the inconsistent cluster id), and the connection stays
+/// open. Before routes, such a Vote was handled as the node's own quorum's.
+#[track_caller]
+fn assert_refused(port: u16) {
+    let vote =
+        r#"{"vote":{"leader_id":{"term":99,"voted_for":1},"committed":false},"last_log_id":null}"#;
+    let request = quorum_frame(QUORUM_FRAME_VERSION, 2, &routed(vote));
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+    stream
+        .set_read_timeout(Some(CLOSE_WITHIN))
+        .expect("read timeout");
+    for _ in 0..2 {
+        stream.write_all(&request).expect("sending a Vote");
+        let mut size = [0u8; 4];
+        stream.read_exact(&mut size).expect("an answer");
+        let mut answer = vec![0u8; u32::from_be_bytes(size) as usize];
+        stream.read_exact(&mut answer).expect("the answer's body");
+        assert_eq!(
+            &answer[..8],
+            &[0x57, 0x51, QUORUM_FRAME_VERSION, 0x86, 0, 0, 0, 7],
+            "port {port}: {}",
+            String::from_utf8_lossy(&answer)
+        );
+        let reason = String::from_utf8_lossy(&answer[8..]);
+        assert!(
+            reason.contains("inconsistent cluster id"),
+            "port {port}: {reason}"
+        );
+    }
 }
 
 /// A Fetch of `topic`-0 from `fetch_offset` forged as replica `replica_id`
@@ -214,7 +269,7 @@ fn bad_controller_frames_and_forged_replica_fetches_leave_the_cluster_serving() 
         .iter()
         .map(|&port| {
             let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
-            s.write_all(&[0, 0, 1, 0, 0x57, 0x51, 1, 2])
+            s.write_all(&[0, 0, 1, 0, 0x57, 0x51, QUORUM_FRAME_VERSION, 2])
                 .expect("half a frame");
             s
         })
@@ -223,6 +278,7 @@ fn bad_controller_frames_and_forged_replica_fetches_leave_the_cluster_serving() 
         for (what, bytes) in bad_controller_frames() {
             assert_closes(port, what, &bytes);
         }
+        assert_refused(port);
     }
     // The same on a client listener: an API key Kafka does not know.
     for broker in &brokers {
