@@ -625,8 +625,10 @@ struct Served {
 const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Served {
-    /// Logs refusing a request from `peer`, and answers it.
-    fn refuse(&self, peer: &dyn std::fmt::Display, reason: String) -> QuorumResponse {
+    /// The refusal this node answers a request on `route` from `peer` with
+    /// (logged), or `None` when the request is for it.
+    fn refusal(&self, route: &Route, peer: &dyn std::fmt::Display) -> Option<QuorumResponse> {
+        let reason = route.refusal(&self.cluster_id, self.node_id)?;
         let warn = {
             let mut last = self
                 .last_refusal_warning
@@ -644,7 +646,7 @@ impl Served {
         } else {
             tracing::debug!(%peer, %reason, "refusing a metadata quorum request");
         }
-        QuorumResponse::Refused(reason)
+        Some(QuorumResponse::Refused(reason))
     }
 }
 
@@ -695,12 +697,12 @@ impl PeerClient {
                         ClientKind::Tcp { addr, .. } => addr.as_str(),
                         _ => "",
                     };
-                    let target = match self.route.destination {
+                    let node = match self.route.destination {
                         Some(id) => id.to_string(),
                         None => "unknown".to_owned(),
                     };
                     tracing::warn!(
-                        %target,
+                        target = %node,
                         address,
                         refusals = self.refusals + 1,
                         %reason,
@@ -938,8 +940,8 @@ async fn serve_connection(
             Ok(decoded) => decoded,
             Err(e) => break e.to_string(),
         };
-        let response = if let Some(reason) = route.refusal(&served.cluster_id, served.node_id) {
-            served.refuse(&peer, reason)
+        let response = if let Some(refused) = served.refusal(&route, &peer) {
+            refused
         } else {
             let Some(handler) = handler.upgrade() else {
                 return;
@@ -1193,8 +1195,8 @@ impl MemoryRouter {
         };
         let frame = encode_request(0, route, &request).map_err(|e| unreachable(e.to_string()))?;
         let (_, route, request) = decode_request(&frame).map_err(|e| network(e.to_string()))?;
-        let response = match route.refusal(&served.cluster_id, served.node_id) {
-            Some(reason) => served.refuse(&format!("voter {from}"), reason),
+        let response = match served.refusal(&route, &format!("voter {from}")) {
+            Some(refused) => refused,
             None => handler.handle(request).await,
         };
         let (lost, delay) = self.lock().lose_message();

@@ -472,11 +472,7 @@ fn a_voter_list_naming_a_node_of_another_cluster_is_refused_there_and_changes_no
     let metadata = support::newest::<MetadataRequest>(&versions, ApiKey::Metadata);
     let create = support::newest::<CreateTopicsRequest>(&versions, ApiKey::CreateTopics);
     create_retrying(&mut b_clients[0], create, "b-before");
-    agreed_topics(
-        &mut b_clients,
-        metadata,
-        &BTreeSet::from(["b-before".to_owned()]),
-    );
+    agreed_topics(&mut b_clients, metadata, &names(&["b-before"]));
 
     let a_ports = free_ports(2);
     let a_voters = format!(
@@ -491,11 +487,7 @@ fn a_voter_list_naming_a_node_of_another_cluster_is_refused_there_and_changes_no
     );
     let mut a_clients: Vec<RawClient> = a_nodes.iter().map(support::connect).collect();
     create_retrying(&mut a_clients[0], create, "a-topic");
-    let a_topics = agreed_topics(
-        &mut a_clients,
-        metadata,
-        &BTreeSet::from(["a-topic".to_owned()]),
-    );
+    let a_topics = agreed_topics(&mut a_clients, metadata, &names(&["a-topic"]));
 
     // A's leader replicates to its voter 3, which is B's node 3.
     let b3_log = b_nodes[2].log_path().to_path_buf();
@@ -530,30 +522,17 @@ fn a_voter_list_naming_a_node_of_another_cluster_is_refused_there_and_changes_no
     // B's node 3 still follows B's own active controller.
     agreed_controller(&mut b_clients, metadata, None);
     create_retrying(&mut b_clients[0], create, "b-after");
-    let b_topics = agreed_topics(
-        &mut b_clients,
-        metadata,
-        &BTreeSet::from(["b-before".to_owned(), "b-after".to_owned()]),
-    );
-    assert_eq!(
-        b_topics,
-        BTreeSet::from(["b-before".to_owned(), "b-after".to_owned()]),
-        "cluster B's topics"
-    );
+    let b_expected = names(&["b-before", "b-after"]);
+    let b_topics = agreed_topics(&mut b_clients, metadata, &b_expected);
+    assert_eq!(b_topics, b_expected, "cluster B's topics");
     create_retrying(&mut a_clients[0], create, "a-after");
-    let a_after = agreed_topics(
-        &mut a_clients,
-        metadata,
-        &BTreeSet::from(["a-topic".to_owned(), "a-after".to_owned()]),
-    );
-    assert_eq!(
-        a_topics,
-        BTreeSet::from(["a-topic".to_owned()]),
-        "cluster A's topics"
-    );
-    assert_eq!(
-        a_after,
-        BTreeSet::from(["a-topic".to_owned(), "a-after".to_owned()]),
-        "cluster A's topics"
-    );
+    let a_expected = names(&["a-topic", "a-after"]);
+    let a_after = agreed_topics(&mut a_clients, metadata, &a_expected);
+    assert_eq!(a_topics, names(&["a-topic"]), "cluster A's topics");
+    assert_eq!(a_after, a_expected, "cluster A's topics");
+}
+
+/// `names` as a set of owned topic names.
+fn names(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|&n| n.to_owned()).collect()
 }
