@@ -655,7 +655,8 @@ RDK = "rdkafka_performance (librdkafka 2.0.2)"
 # PROBE_IN_FLIGHT requests in flight, a Kafka producer's max.in.flight.requests.per.connection
 # default, as the replicated probe does; the `acksall_serial` run (context) keeps one, so each
 # request waits for the answer before it, fdatasync included: on a disk whose fdatasync round
-# takes longer than the 1 ms between sends it measures a queue that no Kafka client builds.
+# takes longer than the 1 ms between sends it measures a queue that a Kafka producer at its
+# defaults does not build.
 PROBE_IN_FLIGHT = 5
 PROBE_RUNS = (("acks1", "1", PROBE_IN_FLIGHT), ("acksall", "all", PROBE_IN_FLIGHT),
               ("acksall_serial", "all", 1))
