@@ -564,10 +564,11 @@ CLUSTER_NODES = 3
 class Cluster:
     """CLUSTER_NODES fresh nodes of one kind (`Weir` or `Kafka`), each a combined
     broker+controller voter with its own ports and log dir under `workdir`/node-<id>,
-    formatted with one cluster id (`weir format`, Kafka's StorageTool format)."""
+    formatted with one cluster id (`weir format`, Kafka's StorageTool format). `node`: the
+    node class when not the kind's own (a `Weir` subclass, as scripts/group_commit.py's)."""
 
-    def __init__(self, kind, args, workdir):
-        node = Weir if kind == "weir" else Kafka
+    def __init__(self, kind, args, workdir, node=None):
+        node = node or (Weir if kind == "weir" else Kafka)
         self.kind = kind
         self.nodes = [node(kind, args, workdir / f"node-{i}", host=f"127.0.0.{i}", node_id=i)
                       for i in range(1, CLUSTER_NODES + 1)]

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_vs_kafka as bench  # noqa: E402  (the driver's Weir, topic and load helpers)
 
 PARTITIONS = 16
-COUNTED = re.compile(r'^(weir_storage_flushes_total|weir_storage_appended_records_total|'
+COUNTED = re.compile(r'^(weir_storage_flushes_total|'
                      r'weir_requests_total\{[^}]*api="Produce"[^}]*\})\s+(\S+)$')
 
 
@@ -55,7 +55,7 @@ class Args:
 
 
 class MeteredWeir(bench.Weir):
-    """The driver's single-node Weir with its Prometheus endpoint on `metrics_port`."""
+    """The driver's Weir node with its Prometheus endpoint on `metrics_port` (127.0.0.1)."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
@@ -121,10 +121,7 @@ def main():
     args = Args()
     workdir = Path(tempfile.mkdtemp(prefix="group-commit-", dir=os.environ.get("TMPDIR", "/tmp")))
     if replicated:
-        cluster = bench.Cluster("weir", args, workdir)
-        for node in cluster.nodes:  # the same nodes, with their Prometheus endpoints on
-            node.__class__ = MeteredWeir
-            node.metrics_port = bench.free_port()
+        cluster = bench.Cluster("weir", args, workdir, node=MeteredWeir)
         nodes, label = cluster.nodes, (f"{PARTITIONS} partitions, RF={bench.REPLICAS}, "
                                        f"min.insync.replicas={bench.MIN_INSYNC_REPLICAS}")
     else:
