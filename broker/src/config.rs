@@ -2,7 +2,7 @@
 //!
 //! Property names and defaults follow Apache Kafka wherever Kafka has the
 //! concept. Weir's own keys are `metrics.listener`, `log.write.caching`,
-//! `queued.max.response.bytes` and `queued.max.response.bytes.per.connection`. Unknown keys are
+//! `log.flush.pace.ms`, `queued.max.response.bytes` and `queued.max.response.bytes.per.connection`. Unknown keys are
 //! an error that names the key. Every key is one row of
 //! [`crate::broker_keys::BROKER_KEYS`] (its parser, Kafka 4.1's bound,
 //! default, type and documentation); this module holds the typed
@@ -458,6 +458,11 @@ pub struct BrokerConfig {
     /// as Apache Kafka does, and data reaches disk by `flush.messages`,
     /// `flush.ms` or the operating system.
     pub log_write_caching: bool,
+    /// `log.flush.pace.ms` (Weir): a partition growing by 8 KiB or more
+    /// per interval flushes for acks=all at most once per interval, so one
+    /// fdatasync covers the batches of several requests
+    /// (`crate::partition::flush_pace`); 0 turns pacing off. Default: 4.
+    pub log_flush_pace_ms: u64,
     // ---- The offsets topic `__consumer_offsets` (group coordinator
     // storage, Kafka's `GroupCoordinatorConfig` offsets.topic.* keys).
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets`
@@ -631,6 +636,7 @@ impl Default for BrokerConfig {
             log_flush_scheduler_interval_ms: i64::MAX,
             log_flush_offset_checkpoint_interval_ms: 60_000,
             log_write_caching: false,
+            log_flush_pace_ms: 4,
             metrics_listener: Some(SocketAddr::from(([127, 0, 0, 1], 9464))),
             group_coordinator: crate::group::GroupCoordinatorConfig::default(),
             replication: ReplicationConfig::default(),

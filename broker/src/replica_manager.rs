@@ -488,6 +488,7 @@ impl ReplicaManager {
         }
         let mut next = HashMap::new();
         let max_lag_ms = self.config.replication.replica_lag_time_max_ms;
+        let flush_pace = std::time::Duration::from_millis(self.config.log_flush_pace_ms);
         let mut updates = 0u64;
         for topic in walk {
             let min_isr = topic
@@ -530,6 +531,7 @@ impl ReplicaManager {
                 let p = match current.get(&tp) {
                     Some(p) if p.topic_id() == topic.topic_id => {
                         p.set_write_caching(write_caching);
+                        p.set_flush_pace(flush_pace);
                         p.set_log_config(log_config.clone());
                         p.clone()
                     }
@@ -542,6 +544,7 @@ impl ReplicaManager {
                             registration.leader_epoch,
                         ));
                         p.set_write_caching(write_caching);
+                        p.set_flush_pace(flush_pace);
                         if let Some(hw) = self
                             .checkpointed_high_watermarks
                             .lock()

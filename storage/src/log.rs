@@ -400,6 +400,8 @@ pub struct Log {
     /// A flush failed (a sync, or writing index entries): the next
     /// [`Log::prepare_flush`] collects every file past the recovery point.
     flush_failed: Arc<AtomicBool>,
+    /// Bytes appended since the log was opened (see [`Log::appended_bytes`]).
+    appended_bytes: u64,
     deleted: bool,
     /// How many segments [`Log::open`] re-validated (recovery or a rebuilt
     /// index).
@@ -716,6 +718,7 @@ impl Log {
             },
             last_flush_ms: crate::segment::wall_clock_ms(),
             flush_failed: Arc::new(AtomicBool::new(false)),
+            appended_bytes: 0,
             deleted: false,
             recovered_segments,
             deferred_snapshot: None,
@@ -769,6 +772,7 @@ impl Log {
             },
             last_flush_ms: crate::segment::wall_clock_ms(),
             flush_failed: Arc::new(AtomicBool::new(false)),
+            appended_bytes: 0,
             deleted: false,
             recovered_segments: 0,
             deferred_snapshot: None,
@@ -1232,6 +1236,7 @@ impl Log {
         for (producer_id, epoch, batch) in producer_updates {
             self.producer_state.update(producer_id, epoch, batch);
         }
+        self.appended_bytes += position as u64;
         metrics::counter!("weir_storage_appended_bytes_total").increment(position as u64);
         metrics::counter!("weir_storage_appended_records_total")
             .increment(info.record_count as u64);
@@ -1794,6 +1799,14 @@ impl Log {
     /// Base offsets of the segments, ascending.
     pub fn segment_base_offsets(&self) -> Vec<i64> {
         self.segments.keys().copied().collect()
+    }
+
+    /// Bytes of record batches appended to this log since it was opened,
+    /// as leader or follower (what `weir_storage_appended_bytes_total`
+    /// counts for it); truncation and deletion do not lower it. The broker
+    /// paces a log's flushes by how fast it grows.
+    pub fn appended_bytes(&self) -> u64 {
+        self.appended_bytes
     }
 
     /// Total bytes of all segments' `.log` files.

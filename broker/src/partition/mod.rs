@@ -31,6 +31,7 @@ use crate::fetch_session::{QuietLink, QuietPartition, QuietWatch};
 use crate::replication::leader::{
     AliveBrokerEpoch, FollowerFetch, FollowerFetchError, FollowerState, LeaderState,
 };
+use flush_pace::FlushPace;
 
 /// `current_leader_epoch` value meaning "not given" (Kafka's
 /// `RecordBatch.NO_PARTITION_LEADER_EPOCH`).
@@ -85,6 +86,9 @@ pub struct Partition {
     /// allocate no labels.
     log_end_offset_gauge: metrics::Gauge,
     flush_lock: Arc<tokio::sync::Mutex<()>>,
+    /// When the next flush may begin (`log.flush.pace.ms`, see
+    /// [`flush_pace`]); taken by the flush holding `flush_lock`.
+    flush_pace: Mutex<FlushPace>,
     /// Reads of the log for fetches ([`Partition::read`],
     /// [`Partition::read_to_log_end`]), counted for tests.
     #[cfg(test)]
@@ -130,6 +134,7 @@ impl Partition {
             has_quiet_watches: AtomicBool::new(false),
             log_end_offset_gauge,
             flush_lock: Arc::new(tokio::sync::Mutex::new(())),
+            flush_pace: Mutex::new(FlushPace::new(flush_pace::DEFAULT_PACE)),
             #[cfg(test)]
             reads: AtomicUsize::new(0),
         }
@@ -455,12 +460,33 @@ impl Partition {
         }
     }
 
-    /// One flush under the flush lock held by `ended`: collects the files
+    /// Sets `log.flush.pace.ms` (zero: off; see [`flush_pace`]).
+    pub fn set_flush_pace(&self, interval: std::time::Duration) {
+        self.pace().set_interval(interval);
+    }
+
+    fn pace(&self) -> MutexGuard<'_, FlushPace> {
+        self.flush_pace.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One flush under the flush lock held by `ended`: waits for its pace
+    /// (a log filling fast flushes at most once per `log.flush.pace.ms`,
+    /// and every append meanwhile joins this flush), collects the files
     /// under the log lock, fsyncs them on a blocking thread so appends
     /// continue meanwhile, then records the new recovery point in `ended`,
     /// which publishes it when dropped.
     async fn flush(&self, ended: &mut FlushEnded<'_>) -> Result<(), StorageError> {
-        let pending = lock(&self.log).prepare_flush()?;
+        let next_start = self.pace().next_start();
+        if let Some(at) = next_start {
+            tokio::time::sleep_until(at).await;
+        }
+        let pending = {
+            let mut log = lock(&self.log);
+            let appended = log.appended_bytes();
+            let pending = log.prepare_flush()?;
+            self.pace().begin(tokio::time::Instant::now(), appended);
+            pending
+        };
         let synced = tokio::task::spawn_blocking(move || pending.sync().map(|()| pending))
             .await
             .map_err(|e| StorageError::Io {
@@ -607,6 +633,7 @@ impl Drop for FlushEnded<'_> {
 }
 
 mod delayed_fetch;
+pub mod flush_pace;
 mod replication;
 pub use delayed_fetch::{DelayedFetch, FetchIsolation, FetchOffsetSnapshot, FetchPartitionStatus};
 pub use replication::{
@@ -887,6 +914,74 @@ pub(crate) mod tests {
             2,
             "{PRODUCERS} acks=all producers: one fdatasync for the first, one shared by the rest"
         );
+    }
+
+    /// A log filling fast (a 16 KiB batch per flush, over the pace's 8 KiB
+    /// per interval) flushes at most once per `log.flush.pace.ms`: its
+    /// third flush begins one interval after the second did (on tokio's
+    /// paused clock, which only a timer moves: without pacing no time
+    /// passes), and the batches appended while it waits share its
+    /// fdatasync.
+    #[tokio::test(start_paused = true)]
+    async fn a_log_filling_fast_flushes_at_most_once_per_pace_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let (partition, fs) = partition(dir.path());
+        let partition = Arc::new(partition);
+        let pace = Duration::from_millis(50);
+        partition.set_flush_pace(pace);
+        let big = |key: &str| batch(&format!("{key}{}", "x".repeat(16 * 1024)));
+        let append = |key: &str| {
+            let (info, _) = partition.append_records_as_leader(&big(key), 0).unwrap();
+            info.last_offset + 1
+        };
+        // The first flush has no rate to go by; the second covers 16 KiB in
+        // no time at all, so the third is paced.
+        let end = append("a");
+        partition.wait_durable(end).await.unwrap();
+        let end = append("b");
+        let second_began = tokio::time::Instant::now();
+        partition.wait_durable(end).await.unwrap();
+        let syncs = fs.data_syncs(".log");
+        let wait = |end: i64| {
+            let p = partition.clone();
+            tokio::spawn(async move { p.wait_durable(end).await })
+        };
+        let mut ends = vec![append("c")];
+        let mut waiters = vec![wait(ends[0])];
+        // Once c's waiter holds the flush lock its flush is paced: the
+        // paused clock stands still until this task awaits.
+        for _ in 0..100 {
+            if partition.flush_lock.try_lock().is_err() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(partition.flush_lock.try_lock().is_err(), "c's flush began");
+        for key in ["d", "e"] {
+            ends.push(append(key));
+            waiters.push(wait(*ends.last().unwrap()));
+        }
+        for waiter in waiters {
+            waiter.await.unwrap().unwrap();
+        }
+        assert!(
+            tokio::time::Instant::now() >= second_began + pace,
+            "the third flush began {:?} after the second, under the pace of {pace:?}",
+            second_began.elapsed()
+        );
+        assert_eq!(
+            fs.data_syncs(".log") - syncs,
+            1,
+            "one fdatasync for c, d and e"
+        );
+        assert_eq!(*partition.durable_offset.borrow(), ends[2]);
+
+        // Pacing off: the next flush begins at once.
+        partition.set_flush_pace(Duration::ZERO);
+        let end = append("f");
+        let began = tokio::time::Instant::now();
+        partition.wait_durable(end).await.unwrap();
+        assert_eq!(began.elapsed(), Duration::ZERO);
     }
 
     /// Regression: producers that append and wait in a loop (each append

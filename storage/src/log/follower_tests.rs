@@ -178,6 +178,9 @@ fn a_fetch_of_many_batches_is_appended_whole_with_every_new_epoch() {
     );
     assert_eq!((info.batch_count, info.valid_bytes), (12, bytes.len()));
     assert_eq!(info.record_count as i64, leader.log.log_end_offset());
+    // What the broker paces flushes by: the batch bytes each log took in.
+    assert_eq!(leader.log.appended_bytes(), bytes.len() as u64);
+    assert_eq!(follower.log.appended_bytes(), bytes.len() as u64);
     assert_eq!(read_all(&follower.log), bytes.to_vec());
     assert_eq!(
         follower.log.leader_epoch_cache().entries(),
@@ -193,6 +196,7 @@ fn a_fetch_of_many_batches_is_appended_whole_with_every_new_epoch() {
     let info = follower.log.append_as_follower(&Bytes::new()).unwrap();
     assert_eq!(info.batch_count, 0);
     assert_eq!(read_all(&follower.log), bytes.to_vec());
+    assert_eq!(follower.log.appended_bytes(), bytes.len() as u64);
 }
 
 /// One row per follower validation rule (Kafka's `UnifiedLog.append` with

@@ -1,0 +1,198 @@
+//! Flush pacing: how long a log's next group-commit flush waits so that
+//! one fdatasync covers the batches of several Produce requests (issue 18:
+//! the CPU of durable acks=all is about 100 us per fdatasync, so its
+//! throughput on a CPU-bound machine follows the fdatasyncs per MB).
+//!
+//! Without pacing a log's flush starts as soon as an acks=all waiter asks
+//! for one and none runs; under a batching producer (16 KiB batches, Kafka's
+//! `batch.size` default) requests reach a partition a few milliseconds
+//! apart and each flush covers about one batch (`scripts/group_commit.py`:
+//! 1.2 batches per flush). A log that is filling fast instead flushes at
+//! most once per `log.flush.pace.ms`: the next flush waits until that long
+//! after the previous one began, and covers every batch appended meanwhile.
+//!
+//! "Filling fast" is judged from the previous flush: it covered at least
+//! [`PACE_BYTES`] for each pace interval (at least one) since the flush
+//! before it began. Both halves matter:
+//! - at least [`PACE_BYTES`] in all: a producer that sends small batches
+//!   (one record each, `linger.ms=0`, the latency probe) asks for a flush
+//!   per batch and is never made to wait;
+//! - at least [`PACE_BYTES`] per interval, the append rate: once paced, a
+//!   flush covers a whole interval's appends, so a slow log would otherwise
+//!   look busy because it was paced, and stay paced.
+//!
+//! So a log is paced only while it grows by at least [`PACE_BYTES`] per
+//! interval (2 MiB/s at the 4 ms default), and an acks=all answer then waits
+//! at most one interval longer. Kafka does not fsync on the produce path and
+//! has no such setting; Redpanda batches its fsyncs per Raft group.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// `log.flush.pace.ms`'s default.
+pub const DEFAULT_PACE: Duration = Duration::from_millis(4);
+
+/// Bytes a log must grow by per pace interval to be paced: half of
+/// Kafka's default producer `batch.size` (16384).
+pub const PACE_BYTES: u64 = 8 * 1024;
+
+/// The pacing state of one log: when its last flush began (tokio's clock,
+/// which tests can pause) and how much had been appended to it then.
+#[derive(Debug)]
+pub struct FlushPace {
+    /// `log.flush.pace.ms`; zero turns pacing off.
+    interval: Duration,
+    /// The start of the last flush and [`weir_storage::Log::appended_bytes`]
+    /// at that moment.
+    last: Option<(Instant, u64)>,
+    /// The last flush found the log filling fast (see the module doc).
+    busy: bool,
+}
+
+impl FlushPace {
+    /// No flush yet; `interval` is `log.flush.pace.ms` (zero: off).
+    pub fn new(interval: Duration) -> Self {
+        FlushPace {
+            interval,
+            last: None,
+            busy: false,
+        }
+    }
+
+    /// Sets `log.flush.pace.ms` (applied from the next flush on).
+    pub fn set_interval(&mut self, interval: Duration) {
+        self.interval = interval;
+    }
+
+    /// When the next flush may begin: `None` for at once, else one interval
+    /// after the last began.
+    pub fn next_start(&self) -> Option<Instant> {
+        match self.last {
+            Some((start, _)) if self.busy && !self.interval.is_zero() => {
+                Some(start + self.interval)
+            }
+            _ => None,
+        }
+    }
+
+    /// Records a flush beginning at `now` with `appended` bytes appended to
+    /// the log so far ([`weir_storage::Log::appended_bytes`]), and whether
+    /// it covers [`PACE_BYTES`] per interval since the last one began.
+    pub fn begin(&mut self, now: Instant, appended: u64) {
+        self.busy = match self.last {
+            Some((start, before)) if !self.interval.is_zero() => {
+                let covered = appended.saturating_sub(before);
+                let elapsed = now.saturating_duration_since(start);
+                // Intervals since the last start, at least one, in
+                // nanoseconds to stay exact: covered >= PACE_BYTES * n.
+                let intervals = elapsed.as_nanos().max(self.interval.as_nanos());
+                u128::from(covered) * self.interval.as_nanos() >= u128::from(PACE_BYTES) * intervals
+            }
+            _ => false,
+        };
+        self.last = Some((now, appended));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn paced(interval: Duration) -> (FlushPace, Instant) {
+        (FlushPace::new(interval), Instant::now())
+    }
+
+    #[test]
+    fn the_default_is_the_broker_configs() {
+        let config = crate::config::BrokerConfig::default();
+        assert_eq!(
+            Duration::from_millis(config.log_flush_pace_ms),
+            DEFAULT_PACE
+        );
+    }
+
+    #[test]
+    fn the_first_flush_and_one_after_an_idle_spell_start_at_once() {
+        let (mut pace, t0) = paced(4 * MS);
+        assert_eq!(pace.next_start(), None);
+        pace.begin(t0, 1 << 20);
+        // 1 MiB before the first flush says nothing about the rate.
+        assert_eq!(pace.next_start(), None);
+        // 16 KiB over a second: 16 KiB/s, far under 8 KiB per 4 ms.
+        pace.begin(t0 + 1000 * MS, (1 << 20) + 16384);
+        assert_eq!(pace.next_start(), None);
+    }
+
+    #[test]
+    fn a_log_growing_a_batch_per_flush_is_paced_one_interval_after_its_last_flush() {
+        let (mut pace, t0) = paced(4 * MS);
+        pace.begin(t0, 0);
+        // A 16 KiB batch 2 ms later: 8 KiB per ms.
+        pace.begin(t0 + 2 * MS, 16384);
+        assert_eq!(pace.next_start(), Some(t0 + 6 * MS));
+    }
+
+    #[test]
+    fn small_batches_are_never_paced_however_often_they_come() {
+        let (mut pace, t0) = paced(4 * MS);
+        pace.begin(t0, 0);
+        // One 1 KiB record every 100 us: 10 MiB/s, but each flush covers
+        // under PACE_BYTES, so each is answered at once.
+        for i in 1..100u32 {
+            pace.begin(t0 + i * MS / 10, u64::from(i) * 1024);
+            assert_eq!(pace.next_start(), None, "flush {i}");
+        }
+    }
+
+    #[test]
+    fn pacing_stops_when_the_rate_falls_under_pace_bytes_per_interval() {
+        let (mut pace, t0) = paced(4 * MS);
+        pace.begin(t0, 0);
+        pace.begin(t0 + 4 * MS, 16384);
+        assert!(pace.next_start().is_some());
+        // Paced, a flush covers a whole interval: 6 KiB per 4 ms is under
+        // PACE_BYTES per interval, so the next one is not held back.
+        pace.begin(t0 + 8 * MS, 16384 + 6 * 1024);
+        assert_eq!(pace.next_start(), None);
+        // 12 KiB over 8 ms is 6 KiB per interval: still not paced,
+        // although the flush covered more than PACE_BYTES in all.
+        pace.begin(t0 + 16 * MS, 16384 + 18 * 1024);
+        assert_eq!(pace.next_start(), None);
+    }
+
+    #[test]
+    fn exactly_pace_bytes_per_interval_is_paced() {
+        let (mut pace, t0) = paced(4 * MS);
+        pace.begin(t0, 0);
+        pace.begin(t0 + 8 * MS, 2 * PACE_BYTES);
+        assert_eq!(pace.next_start(), Some(t0 + 12 * MS));
+        pace.begin(t0 + 16 * MS, 3 * PACE_BYTES - 1);
+        assert_eq!(pace.next_start(), None);
+    }
+
+    #[test]
+    fn a_zero_interval_turns_pacing_off() {
+        let (mut pace, t0) = paced(Duration::ZERO);
+        pace.begin(t0, 0);
+        pace.begin(t0 + MS, 1 << 20);
+        assert_eq!(pace.next_start(), None);
+        pace.set_interval(4 * MS);
+        pace.begin(t0 + 2 * MS, 2 << 20);
+        assert_eq!(pace.next_start(), Some(t0 + 6 * MS));
+        pace.set_interval(Duration::ZERO);
+        assert_eq!(pace.next_start(), None);
+    }
+
+    #[test]
+    fn a_counter_lower_than_at_the_last_flush_counts_as_nothing_covered() {
+        // appended_bytes never falls, but a new log object (a re-created
+        // partition) would start again from zero.
+        let (mut pace, t0) = paced(4 * MS);
+        pace.begin(t0, 1 << 20);
+        pace.begin(t0 + MS, 0);
+        assert_eq!(pace.next_start(), None);
+    }
+}
