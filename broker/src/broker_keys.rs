@@ -526,8 +526,10 @@ pub static BROKER_KEYS: &[BrokerKey] = {
         // ---- Flushing.
         flag!("log.write.caching", "false", log_write_caching,
             "Weir's key (Redpanda's `write_caching`): `true` answers acks=all before the fsync, as Apache Kafka does; topic key `write.caching`"),
-        num!("log.flush.pace.ms", Long AtLeast(0), "4", log_flush_pace_ms,
-            "Weir's key: a partition growing by 8 KiB or more per interval fsyncs for acks=all at most once per interval, so one fsync covers several requests (ms; 0: a flush at once for each)"),
+        // Weir's key; at most 1 s: the wait holds the partition's flush lock,
+        // which an acks=all answer and a follower's truncation wait for.
+        num!("log.flush.pace.ms", Long Between(0.0, 1000.0), "4", log_flush_pace_ms,
+            "Weir's key: a partition growing by 8 KiB or more per interval fsyncs for acks=all at most once per interval, so one fsync covers several requests (ms, at most 1000; 0: no wait, concurrent requests still share a flush)"),
         num!("log.flush.interval.messages", Long AtLeast(1), "9223372036854775807",
             log_flush_interval_messages,
             "fsync a partition before answering once this many messages are unflushed"),

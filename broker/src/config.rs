@@ -461,7 +461,8 @@ pub struct BrokerConfig {
     /// `log.flush.pace.ms` (Weir): a partition growing by 8 KiB or more
     /// per interval flushes for acks=all at most once per interval, so one
     /// fdatasync covers the batches of several requests
-    /// (`crate::partition::flush_pace`); 0 turns pacing off. Default: 4.
+    /// (`crate::partition::flush_pace`); 0 turns pacing off. At most 1000.
+    /// Default: 4.
     pub log_flush_pace_ms: u64,
     // ---- The offsets topic `__consumer_offsets` (group coordinator
     // storage, Kafka's `GroupCoordinatorConfig` offsets.topic.* keys).
@@ -1611,6 +1612,7 @@ mod tests {
             ("log.flush.interval.messages", &["1"], &["0"]),
             ("log.flush.interval.ms", &["0"], &["-1"]),
             ("log.flush.scheduler.interval.ms", &["1"], &["0"]),
+            ("log.flush.pace.ms", &["0", "1000"], &["-1", "1001"]),
             (
                 "log.flush.offset.checkpoint.interval.ms",
                 &["0"],

@@ -16,15 +16,24 @@
 //! before it began. Both halves matter:
 //! - at least [`PACE_BYTES`] in all: a producer that sends small batches
 //!   (one record each, `linger.ms=0`, the latency probe) asks for a flush
-//!   per batch and is never made to wait;
+//!   per batch and is never made to wait for its own log's pace;
 //! - at least [`PACE_BYTES`] per interval, the append rate: once paced, a
 //!   flush covers a whole interval's appends, so a slow log would otherwise
 //!   look busy because it was paced, and stay paced.
 //!
 //! So a log is paced only while it grows by at least [`PACE_BYTES`] per
-//! interval (2 MiB/s at the 4 ms default), and an acks=all answer then waits
-//! at most one interval longer. Kafka does not fsync on the produce path and
-//! has no such setting; Redpanda batches its fsyncs per Raft group.
+//! interval (2 MiB/s at the 4 ms default), and on a leader an acks=all
+//! answer then waits at most one interval longer.
+//!
+//! A follower paces the same way, but its fetcher waits for the flushes of
+//! every partition it appended to before its next Fetch
+//! (`replication::fetcher`): nothing joins a paced flush there, the gain is
+//! the larger next fetch, and one paced partition delays the next Fetch of
+//! every partition on that fetcher, small batches included, by up to one
+//! interval. With RF above 1 an acks=all answer can so wait up to about two
+//! intervals longer (the follower finishing a paced round, then pacing the
+//! one that carries the batch). Kafka does not fsync on the produce path
+//! and has no such setting; Redpanda batches its fsyncs per Raft group.
 
 use std::time::Duration;
 
@@ -188,8 +197,8 @@ mod tests {
 
     #[test]
     fn a_counter_lower_than_at_the_last_flush_counts_as_nothing_covered() {
-        // appended_bytes never falls, but a new log object (a re-created
-        // partition) would start again from zero.
+        // Log::appended_bytes never falls; the guard keeps a wrong caller
+        // from pacing on an underflowed difference.
         let (mut pace, t0) = paced(4 * MS);
         pace.begin(t0, 1 << 20);
         pace.begin(t0 + MS, 0);

@@ -345,6 +345,10 @@ impl Sim {
             .map_err(|e| e.to_string())?;
         let mut broker_config = BrokerConfig {
             log_segment_bytes: SEGMENT_BYTES,
+            // Flush pacing would read tokio's (real) clock and sleep; it
+            // changes when a flush begins, never what it covers or whether
+            // an acknowledged batch is durable, which the sim checks.
+            log_flush_pace_ms: 0,
             ..BrokerConfig::default()
         };
         broker_config.replication.replica_lag_time_max_ms = MAX_LAG_MS;
