@@ -1236,11 +1236,17 @@ impl Log {
         for (producer_id, epoch, batch) in producer_updates {
             self.producer_state.update(producer_id, epoch, batch);
         }
-        self.appended_bytes += position as u64;
-        metrics::counter!("weir_storage_appended_bytes_total").increment(position as u64);
-        metrics::counter!("weir_storage_appended_records_total")
-            .increment(info.record_count as u64);
+        self.count_append(position as u64, info.record_count);
         Ok(info)
+    }
+
+    /// Counts an append of `bytes` bytes of batches holding `records`
+    /// records, as leader or follower: [`Log::appended_bytes`] and the
+    /// `weir_storage_appended_*_total` counters.
+    fn count_append(&mut self, bytes: u64, records: usize) {
+        self.appended_bytes += bytes;
+        metrics::counter!("weir_storage_appended_bytes_total").increment(bytes);
+        metrics::counter!("weir_storage_appended_records_total").increment(records as u64);
     }
 
     /// Readies the active segment for an append described by `info`

@@ -168,10 +168,7 @@ impl Log {
         for header in &headers {
             self.producer_state.load_batch(header);
         }
-        self.appended_bytes += position as u64;
-        metrics::counter!("weir_storage_appended_bytes_total").increment(position as u64);
-        metrics::counter!("weir_storage_appended_records_total")
-            .increment(info.record_count as u64);
+        self.count_append(position as u64, info.record_count);
         Ok(info)
     }
 
