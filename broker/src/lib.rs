@@ -22,6 +22,7 @@ pub mod fuzz;
 pub mod group;
 pub mod handlers;
 pub mod log_value;
+pub mod logging;
 pub mod metrics;
 pub mod network;
 pub mod partition;

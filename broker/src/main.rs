@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
+use tracing_subscriber::prelude::*;
 use tracing_subscriber::EnvFilter;
 use weir_broker::config::BrokerConfig;
 
@@ -103,15 +104,21 @@ fn main() -> ExitCode {
         }
         None => {}
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
+    tracing_subscriber::registry()
+        .with(
             // openraft logs every vote and election step at info; its
-            // warnings and errors are what an operator needs.
+            // warnings and errors are what an operator needs, less its
+            // report of each request to a voter that does not answer (the
+            // quorum transport logs the outage instead).
             EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
         )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
+        .with(weir_broker::logging::QuietPeerFailures)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false),
+        )
         .init();
     let config = match BrokerConfig::load(cli.config.as_deref(), &cli.overrides) {
         Ok(c) => c,

@@ -86,6 +86,9 @@ use crate::observer::{FetchMetadataRequest, FetchMetadataResponse};
 use crate::quorum::{CommandOutcome, ControllerCommand};
 use crate::raft::MetadataTypeConfig;
 
+mod reachability;
+use reachability::{Change, Reachability};
+
 /// Largest frame accepted or sent, in bytes (16 MiB). openraft sends
 /// snapshots in chunks well below this.
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
@@ -443,6 +446,9 @@ pub(crate) trait QuorumRequestHandler: Send + Sync + 'static {
 #[derive(Clone, Default)]
 pub struct QuorumTransport {
     kind: TransportKind,
+    /// Which voters do not answer, shared by every client of this
+    /// transport (and its clones) so that an outage is logged once.
+    reachability: Arc<Reachability>,
 }
 
 impl std::fmt::Debug for QuorumTransport {
@@ -504,6 +510,7 @@ impl QuorumTransport {
                 listener: Arc::new(Mutex::new(Some(listener))),
                 security: None,
             },
+            reachability: Arc::default(),
         }
     }
 
@@ -517,6 +524,7 @@ impl QuorumTransport {
                 listener: Arc::new(Mutex::new(None)),
                 security: None,
             },
+            reachability: Arc::default(),
         }
     }
 
@@ -529,8 +537,12 @@ impl QuorumTransport {
                     listener,
                     security: Some(security),
                 },
+                reachability: self.reachability,
             },
-            kind => QuorumTransport { kind },
+            kind => QuorumTransport {
+                kind,
+                reachability: self.reachability,
+            },
         }
     }
 
@@ -538,6 +550,7 @@ impl QuorumTransport {
     pub fn memory(router: &MemoryRouter) -> QuorumTransport {
         QuorumTransport {
             kind: TransportKind::Memory(router.clone()),
+            reachability: Arc::default(),
         }
     }
 
@@ -606,6 +619,7 @@ impl QuorumTransport {
             route,
             refusals: 0,
             kind,
+            reachability: self.reachability.clone(),
         }
     }
 }
@@ -657,6 +671,8 @@ pub(crate) struct PeerClient {
     /// [`REFUSALS_PER_WARNING`]th.
     refusals: u64,
     kind: ClientKind,
+    /// The transport's book of voters that do not answer.
+    reachability: Arc<Reachability>,
 }
 
 /// A client refused again and again (a misconfigured voter list) warns once
@@ -690,7 +706,9 @@ impl PeerClient {
         timeout: Duration,
     ) -> Result<QuorumResponse, TransportError> {
         let target = self.target();
-        match self.send(request, timeout).await? {
+        let sent = self.send(request, timeout).await;
+        self.note_reachability(&sent);
+        match sent? {
             QuorumResponse::Refused(reason) => {
                 if self.refusals % REFUSALS_PER_WARNING == 0 {
                     let address = match &self.kind {
@@ -713,6 +731,41 @@ impl PeerClient {
                 Err(TransportError::Refused { target, reason })
             }
             response => Ok(response),
+        }
+    }
+
+    /// Logs the target going down, staying down or answering again
+    /// ([`reachability`]); openraft's own per-request reports of the same
+    /// are left out of the broker's log.
+    fn note_reachability(&self, sent: &Result<QuorumResponse, TransportError>) {
+        if matches!(self.kind, ClientKind::None) {
+            return;
+        }
+        let target = self.target();
+        let now = std::time::Instant::now();
+        let change = match sent {
+            Ok(_) => self.reachability.answered(target, now),
+            Err(_) => self.reachability.failed(target, now),
+        };
+        match (change, sent) {
+            (Change::None, _) => {}
+            (Change::WentDown, Err(e)) => {
+                tracing::warn!(voter = target, error = %e, "a metadata quorum voter does not answer");
+            }
+            (Change::StillDown { failures, for_ }, Err(e)) => tracing::warn!(
+                voter = target,
+                failures,
+                down_s = for_.as_secs(),
+                error = %e,
+                "a metadata quorum voter still does not answer"
+            ),
+            (Change::CameBack { failures, for_ }, _) => tracing::info!(
+                voter = target,
+                failures,
+                down_ms = for_.as_millis() as u64,
+                "a metadata quorum voter answers again"
+            ),
+            _ => {}
         }
     }
 
@@ -1584,6 +1637,73 @@ mod tests {
                 _ => panic!("{route:?}: {answer:?}"),
             }
         }
+    }
+
+    /// openraft makes a client per replication stream and per leadership
+    /// check, and reports each failed request itself (the broker drops
+    /// those reports): the transport logs the outage once for all its
+    /// clients, and the voter's return.
+    #[tokio::test]
+    async fn a_voter_that_does_not_answer_is_logged_once_for_all_clients_and_again_when_back() {
+        use tracing_subscriber::layer::SubscriberExt;
+
+        #[derive(Clone, Default)]
+        struct Messages(Arc<Mutex<Vec<String>>>);
+        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Messages {
+            fn on_event(
+                &self,
+                event: &tracing::Event<'_>,
+                _: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                struct Message(String);
+                impl tracing::field::Visit for Message {
+                    fn record_debug(
+                        &mut self,
+                        field: &tracing::field::Field,
+                        value: &dyn std::fmt::Debug,
+                    ) {
+                        if field.name() == "message" {
+                            self.0 = format!("{value:?}");
+                        }
+                    }
+                }
+                let mut message = Message(String::new());
+                event.record(&mut message);
+                self.0.lock().unwrap().push(message.0);
+            }
+        }
+        let messages = Messages::default();
+        let _log =
+            tracing::subscriber::set_default(tracing_subscriber::registry().with(messages.clone()));
+
+        let router = MemoryRouter::new();
+        let transport = QuorumTransport::memory(&router);
+        let timeout = Duration::from_secs(5);
+        let command = || QuorumRequest::Command(ControllerCommand::ReadOffset);
+        let mut clients = [
+            transport.client(route(1, 2), ""),
+            transport.client(route(1, 2), ""),
+        ];
+        for client in &mut clients {
+            for _ in 0..3 {
+                let err = client.call(command(), timeout).await.unwrap_err();
+                assert!(
+                    matches!(err, TransportError::Unreachable { target: 2, .. }),
+                    "{err}"
+                );
+            }
+        }
+        let handler: Arc<dyn QuorumRequestHandler> = Arc::new(CountingHandler::default());
+        let _node_2 = QuorumTransport::memory(&router).serve("c", 2, Arc::downgrade(&handler));
+        clients[1].call(command(), timeout).await.unwrap();
+        clients[0].call(command(), timeout).await.unwrap();
+        assert_eq!(
+            *messages.0.lock().unwrap(),
+            [
+                "a metadata quorum voter does not answer",
+                "a metadata quorum voter answers again",
+            ]
+        );
     }
 
     #[derive(Default)]
