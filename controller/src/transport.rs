@@ -738,29 +738,40 @@ impl PeerClient {
     /// ([`reachability`]); openraft's own per-request reports of the same
     /// are left out of the broker's log.
     fn note_reachability(&self, sent: &Result<QuorumResponse, TransportError>) {
-        if matches!(self.kind, ClientKind::None) {
-            return;
-        }
-        let target = self.target();
+        let address = match &self.kind {
+            ClientKind::None => return,
+            ClientKind::Tcp { addr, .. } => addr.as_str(),
+            ClientKind::Memory(_) => "",
+        };
+        let peer = (self.target(), address.to_owned());
         let now = std::time::Instant::now();
         let change = match sent {
-            Ok(_) => self.reachability.answered(target, now),
-            Err(_) => self.reachability.failed(target, now),
+            Ok(_) => self.reachability.answered(&peer, now),
+            Err(_) => self.reachability.failed(&peer, now),
+        };
+        let voter = match self.route.destination {
+            Some(id) => id.to_string(),
+            None => "unknown".to_owned(),
         };
         match (change, sent) {
             (Change::None, _) => {}
-            (Change::WentDown, Err(e)) => {
-                tracing::warn!(voter = target, error = %e, "a metadata quorum voter does not answer");
-            }
+            (Change::WentDown, Err(e)) => tracing::warn!(
+                %voter,
+                address,
+                error = %e,
+                "a metadata quorum voter does not answer"
+            ),
             (Change::StillDown { failures, for_ }, Err(e)) => tracing::warn!(
-                voter = target,
+                %voter,
+                address,
                 failures,
                 down_s = for_.as_secs(),
                 error = %e,
                 "a metadata quorum voter still does not answer"
             ),
             (Change::CameBack { failures, for_ }, _) => tracing::info!(
-                voter = target,
+                %voter,
+                address,
                 failures,
                 down_ms = for_.as_millis() as u64,
                 "a metadata quorum voter answers again"

@@ -45,20 +45,24 @@ struct Down {
     last_warning: Instant,
 }
 
-/// Per voter id: since when it has not answered (absent: it answers).
+/// A peer as its clients name it: the node id ([`super::UNKNOWN_NODE`] for a
+/// `controller.quorum.bootstrap.servers` address) and the address dialled.
+pub(crate) type Peer = (u64, String);
+
+/// Per peer: since when it has not answered (absent: it answers).
 #[derive(Debug, Default)]
 pub(crate) struct Reachability {
-    down: Mutex<HashMap<u64, Down>>,
+    down: Mutex<HashMap<Peer, Down>>,
 }
 
 impl Reachability {
-    /// Records a request to `target` that got no answer at `now`.
-    pub(crate) fn failed(&self, target: u64, now: Instant) -> Change {
+    /// Records a request to `peer` that got no answer at `now`.
+    pub(crate) fn failed(&self, peer: &Peer, now: Instant) -> Change {
         let mut down = self.down.lock().unwrap_or_else(|e| e.into_inner());
-        match down.get_mut(&target) {
+        match down.get_mut(peer) {
             None => {
                 down.insert(
-                    target,
+                    peer.clone(),
                     Down {
                         since: now,
                         failures: 1,
@@ -82,10 +86,10 @@ impl Reachability {
         }
     }
 
-    /// Records an answer from `target` at `now`.
-    pub(crate) fn answered(&self, target: u64, now: Instant) -> Change {
+    /// Records an answer from `peer` at `now`.
+    pub(crate) fn answered(&self, peer: &Peer, now: Instant) -> Change {
         let mut down = self.down.lock().unwrap_or_else(|e| e.into_inner());
-        match down.remove(&target) {
+        match down.remove(peer) {
             None => Change::None,
             Some(d) => Change::CameBack {
                 failures: d.failures,
@@ -102,34 +106,40 @@ mod tests {
     #[test]
     fn a_voter_going_down_is_reported_once_then_once_a_minute_then_when_back() {
         let book = Reachability::default();
+        let (two, three) = (
+            &(2, "127.0.0.2:9093".to_owned()),
+            &(3, "127.0.0.3:9093".to_owned()),
+        );
         let t0 = Instant::now();
         let s = Duration::from_secs(1);
-        assert_eq!(book.answered(3, t0), Change::None, "up from the start");
-        assert_eq!(book.failed(3, t0), Change::WentDown);
+        assert_eq!(book.answered(three, t0), Change::None, "up from the start");
+        assert_eq!(book.failed(three, t0), Change::WentDown);
         // Seven failures a second for just under a minute: quiet.
         for i in 1..420 {
             let at = t0 + Duration::from_millis(i * 1000 / 7);
-            assert_eq!(book.failed(3, at), Change::None, "failure {i}");
+            assert_eq!(book.failed(three, at), Change::None, "failure {i}");
         }
         assert_eq!(
-            book.failed(3, t0 + 60 * s),
+            book.failed(three, t0 + 60 * s),
             Change::StillDown {
                 failures: 421,
                 for_: 60 * s
             }
         );
-        assert_eq!(book.failed(3, t0 + 61 * s), Change::None);
-        // Another voter is tracked on its own.
-        assert_eq!(book.failed(2, t0 + 61 * s), Change::WentDown);
+        assert_eq!(book.failed(three, t0 + 61 * s), Change::None);
+        // Another voter is tracked on its own, as is another address.
+        assert_eq!(book.failed(two, t0 + 61 * s), Change::WentDown);
+        let moved = &(3, "127.0.0.33:9093".to_owned());
+        assert_eq!(book.failed(moved, t0 + 61 * s), Change::WentDown);
         assert_eq!(
-            book.answered(3, t0 + 90 * s),
+            book.answered(three, t0 + 90 * s),
             Change::CameBack {
                 failures: 422,
                 for_: 90 * s
             }
         );
-        assert_eq!(book.answered(3, t0 + 91 * s), Change::None);
+        assert_eq!(book.answered(three, t0 + 91 * s), Change::None);
         // Down again: a new outage, warned at once.
-        assert_eq!(book.failed(3, t0 + 92 * s), Change::WentDown);
+        assert_eq!(book.failed(three, t0 + 92 * s), Change::WentDown);
     }
 }
