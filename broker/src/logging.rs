@@ -7,7 +7,9 @@
 //! quorum transport logs a voter going down, staying down (once a minute)
 //! and answering again instead (`weir_controller`'s transport,
 //! `reachability`), so [`QuietPeerFailures`] drops openraft's own reports
-//! of those failures. Every other openraft warning and error is kept.
+//! of those failures. Every other openraft warning and error is kept. The
+//! layer is on while `RUST_LOG` is unset (`main.rs`): a filter of the
+//! operator's own shows everything it selects.
 
 use std::fmt;
 

@@ -104,16 +104,18 @@ fn main() -> ExitCode {
         }
         None => {}
     }
+    // openraft logs every vote and election step at info; its warnings and
+    // errors are what an operator needs, less its report of each request
+    // to a voter that does not answer (the quorum transport logs the
+    // outage instead). A RUST_LOG of the operator's own keeps everything
+    // it selects.
+    let filter = EnvFilter::try_from_default_env().ok();
+    let quiet = filter
+        .is_none()
+        .then_some(weir_broker::logging::QuietPeerFailures);
     tracing_subscriber::registry()
-        .with(
-            // openraft logs every vote and election step at info; its
-            // warnings and errors are what an operator needs, less its
-            // report of each request to a voter that does not answer (the
-            // quorum transport logs the outage instead).
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
-        )
-        .with(weir_broker::logging::QuietPeerFailures)
+        .with(filter.unwrap_or_else(|| EnvFilter::new("info,openraft=warn")))
+        .with(quiet)
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
