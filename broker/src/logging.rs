@@ -8,8 +8,8 @@
 //! and answering again instead (`weir_controller`'s transport,
 //! `reachability`), so [`QuietPeerFailures`] drops openraft's own reports
 //! of those failures. Every other openraft warning and error is kept. The
-//! layer is on while `RUST_LOG` is unset (`main.rs`): a filter of the
-//! operator's own shows everything it selects.
+//! layer is on while `RUST_LOG` is unset or does not parse (`main.rs`): a
+//! filter of the operator's own shows everything it selects.
 
 use std::fmt;
 
@@ -20,11 +20,15 @@ use tracing_subscriber::layer::{Context, Layer};
 /// What an openraft event about a failed RPC to a voter carries in one of
 /// its fields: the `Display` of openraft's `Unreachable` and `NetworkError`
 /// (the two errors Weir's quorum transport returns when a request gets no
-/// answer), and the back-off warning that follows an `Unreachable`.
-const PEER_FAILURE_MARKS: [&str; 3] = [
+/// answer) and of its `Timeout`, and the back-off warning that follows an
+/// `Unreachable`.
+const PEER_FAILURE_MARKS: [&str; 4] = [
     "Unreachable node: ",
     "NetworkError: ",
     "backoff mode: drain events",
+    // openraft's own `Timeout`: it gave up on the RPC at its ttl before
+    // the transport did (the transport records that call as unanswered).
+    "timeout after ",
 ];
 
 /// A `tracing` layer that disables openraft's per-request reports of a
@@ -101,6 +105,7 @@ mod tests {
         let unreachable = "Unreachable node: voter 3 is unreachable: connecting to \
                            127.0.0.3:9093: Connection refused (os error 111)";
         let network = "NetworkError: request to voter 2 failed: no response within 500 ms";
+        let timeout = "timeout after 500ms when AppendEntries 1->3";
         tracing::subscriber::with_default(subscriber, || {
             // As openraft 0.9 logs them (replication/mod.rs, raft_core.rs,
             // replication_handler/mod.rs).
@@ -111,6 +116,8 @@ mod tests {
                 "timeout while confirming leadership for read request");
             tracing::warn!(target: "openraft::engine::handler::replication_handler",
                 "heartbeat error: {}, no update to inflight data", unreachable);
+            tracing::warn!(target: "openraft::engine::handler::replication_handler",
+                request_id = "HeartBeat", result = %timeout, "update progress error");
             tracing::warn!(target: "openraft::replication", interval = ?Duration::from_millis(500),
                 "{} backoff mode: drain events without processing them", "ReplicationCore");
             // Kept: other openraft warnings, and Weir's own report.

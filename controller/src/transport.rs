@@ -706,8 +706,11 @@ impl PeerClient {
         timeout: Duration,
     ) -> Result<QuorumResponse, TransportError> {
         let target = self.target();
+        let mut watch = self.watch(timeout);
         let sent = self.send(request, timeout).await;
-        self.note_reachability(&sent);
+        if let Some(watch) = watch.as_mut() {
+            watch.outcome(&sent);
+        }
         match sent? {
             QuorumResponse::Refused(reason) => {
                 if self.refusals % REFUSALS_PER_WARNING == 0 {
@@ -734,50 +737,22 @@ impl PeerClient {
         }
     }
 
-    /// Logs the target going down, staying down or answering again
-    /// ([`reachability`]); openraft's own per-request reports of the same
-    /// are left out of the broker's log.
-    fn note_reachability(&self, sent: &Result<QuorumResponse, TransportError>) {
+    /// A watch on one call's outcome for the transport's book of peers
+    /// that do not answer ([`reachability`]); none without a transport.
+    fn watch(&self, timeout: Duration) -> Option<CallWatch> {
         let address = match &self.kind {
-            ClientKind::None => return,
-            ClientKind::Tcp { addr, .. } => addr.as_str(),
-            ClientKind::Memory(_) => "",
+            ClientKind::None => return None,
+            ClientKind::Tcp { addr, .. } => addr.clone(),
+            ClientKind::Memory(_) => String::new(),
         };
-        let peer = (self.target(), address.to_owned());
-        let now = std::time::Instant::now();
-        let change = match sent {
-            Ok(_) => self.reachability.answered(&peer, now),
-            Err(_) => self.reachability.failed(&peer, now),
-        };
-        let voter = match self.route.destination {
-            Some(id) => id.to_string(),
-            None => "unknown".to_owned(),
-        };
-        match (change, sent) {
-            (Change::None, _) => {}
-            (Change::WentDown, Err(e)) => tracing::warn!(
-                %voter,
-                address,
-                error = %e,
-                "a metadata quorum voter does not answer"
-            ),
-            (Change::StillDown { failures, for_ }, Err(e)) => tracing::warn!(
-                %voter,
-                address,
-                failures,
-                down_s = for_.as_secs(),
-                error = %e,
-                "a metadata quorum voter still does not answer"
-            ),
-            (Change::CameBack { failures, for_ }, _) => tracing::info!(
-                %voter,
-                address,
-                failures,
-                down_ms = for_.as_millis() as u64,
-                "a metadata quorum voter answers again"
-            ),
-            _ => {}
-        }
+        Some(CallWatch {
+            book: self.reachability.clone(),
+            peer: (self.target(), address),
+            voter: self.route.destination,
+            started: std::time::Instant::now(),
+            timeout,
+            settled: false,
+        })
     }
 
     async fn send(
@@ -888,6 +863,93 @@ impl PeerClient {
                 }
             }
         }
+    }
+}
+
+/// Records one call's outcome in the transport's book of peers that do
+/// not answer and logs what changed: a peer going down, staying down or
+/// answering again; openraft's own per-request reports of the same are
+/// left out of the broker's log (`weir_broker::logging`).
+///
+/// A call dropped unfinished in the second half of its timeout counts as
+/// unanswered: openraft gives up on an RPC at the same ttl it hands the
+/// transport, and its timer, started first, usually fires first (a host
+/// that is off answers neither a dial nor a request). One dropped earlier
+/// was cancelled for another reason (an election won without this
+/// voter's answer) and counts as nothing.
+struct CallWatch {
+    book: Arc<Reachability>,
+    peer: reachability::Peer,
+    voter: Option<u64>,
+    started: std::time::Instant,
+    timeout: Duration,
+    settled: bool,
+}
+
+impl CallWatch {
+    fn outcome(&mut self, sent: &Result<QuorumResponse, TransportError>) {
+        self.settled = true;
+        let now = std::time::Instant::now();
+        match sent {
+            Ok(_) => {
+                let change = self.book.answered(&self.peer, now);
+                self.log(change, &"");
+            }
+            Err(e) => {
+                let change = self.book.failed(&self.peer, now);
+                self.log(change, e);
+            }
+        }
+    }
+
+    fn log(&self, change: Change, error: &dyn std::fmt::Display) {
+        let voter = match self.voter {
+            Some(id) => id.to_string(),
+            None => "unknown".to_owned(),
+        };
+        let address = self.peer.1.as_str();
+        match change {
+            Change::None => {}
+            Change::WentDown { unlogged } => tracing::warn!(
+                %voter,
+                address,
+                %error,
+                unlogged_outages = unlogged,
+                "a metadata quorum voter does not answer"
+            ),
+            Change::StillDown { failures, for_ } => tracing::warn!(
+                %voter,
+                address,
+                failures,
+                down_ms = for_.as_millis() as u64,
+                %error,
+                "a metadata quorum voter still does not answer"
+            ),
+            Change::CameBack {
+                failures,
+                failing_for,
+            } => tracing::info!(
+                %voter,
+                address,
+                failures,
+                failing_ms = failing_for.as_millis() as u64,
+                "a metadata quorum voter answers again"
+            ),
+        }
+    }
+}
+
+impl Drop for CallWatch {
+    fn drop(&mut self) {
+        if self.settled || self.started.elapsed() < self.timeout / 2 {
+            return;
+        }
+        let change = self.book.failed(&self.peer, std::time::Instant::now());
+        let waited = self.timeout.as_millis();
+        self.log(
+            change,
+            &format_args!("no answer within the caller's {waited} ms"),
+        );
     }
 }
 
@@ -1650,12 +1712,9 @@ mod tests {
         }
     }
 
-    /// openraft makes a client per replication stream and per leadership
-    /// check, and reports each failed request itself (the broker drops
-    /// those reports): the transport logs the outage once for all its
-    /// clients, and the voter's return.
-    #[tokio::test]
-    async fn a_voter_that_does_not_answer_is_logged_once_for_all_clients_and_again_when_back() {
+    /// The message of every event logged on this thread while the guard
+    /// lives.
+    fn capture_messages() -> (Arc<Mutex<Vec<String>>>, tracing::subscriber::DefaultGuard) {
         use tracing_subscriber::layer::SubscriberExt;
 
         #[derive(Clone, Default)]
@@ -1684,9 +1743,50 @@ mod tests {
             }
         }
         let messages = Messages::default();
-        let _log =
+        let guard =
             tracing::subscriber::set_default(tracing_subscriber::registry().with(messages.clone()));
+        (messages.0, guard)
+    }
 
+    /// openraft gives up on an RPC at the ttl it hands the transport, and
+    /// its timer usually fires first (a host that is off answers nothing):
+    /// the dropped call counts as unanswered. A call dropped early (an
+    /// election won without this voter) counts as nothing.
+    #[tokio::test]
+    async fn a_call_dropped_at_its_deadline_counts_as_unanswered_and_one_dropped_early_does_not() {
+        let (messages, _log) = capture_messages();
+        let router = MemoryRouter::new();
+        let handler: Arc<dyn QuorumRequestHandler> = Arc::new(NeverHandler);
+        let _node_2 = QuorumTransport::memory(&router).serve("c", 2, Arc::downgrade(&handler));
+        let transport = QuorumTransport::memory(&router);
+        let command = || QuorumRequest::Command(ControllerCommand::ReadOffset);
+        let mut client = transport.client(route(1, 2), "");
+        let early = tokio::time::timeout(
+            Duration::from_millis(10),
+            client.call(command(), Duration::from_secs(60)),
+        )
+        .await;
+        assert!(early.is_err(), "the handler never answers");
+        assert!(messages.lock().unwrap().is_empty(), "{messages:?}");
+        let at_deadline = tokio::time::timeout(
+            Duration::from_millis(150),
+            client.call(command(), Duration::from_millis(200)),
+        )
+        .await;
+        assert!(at_deadline.is_err());
+        assert_eq!(
+            *messages.lock().unwrap(),
+            ["a metadata quorum voter does not answer"]
+        );
+    }
+
+    /// openraft makes a client per replication stream and per leadership
+    /// check, and reports each failed request itself (the broker drops
+    /// those reports): the transport logs the outage once for all its
+    /// clients, and the voter's return.
+    #[tokio::test]
+    async fn a_voter_that_does_not_answer_is_logged_once_for_all_clients_and_again_when_back() {
+        let (messages, _log) = capture_messages();
         let router = MemoryRouter::new();
         let transport = QuorumTransport::memory(&router);
         let timeout = Duration::from_secs(5);
@@ -1709,7 +1809,7 @@ mod tests {
         clients[1].call(command(), timeout).await.unwrap();
         clients[0].call(command(), timeout).await.unwrap();
         assert_eq!(
-            *messages.0.lock().unwrap(),
+            *messages.lock().unwrap(),
             [
                 "a metadata quorum voter does not answer",
                 "a metadata quorum voter answers again",
