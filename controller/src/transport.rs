@@ -714,17 +714,9 @@ impl PeerClient {
         match sent? {
             QuorumResponse::Refused(reason) => {
                 if self.refusals % REFUSALS_PER_WARNING == 0 {
-                    let address = match &self.kind {
-                        ClientKind::Tcp { addr, .. } => addr.as_str(),
-                        _ => "",
-                    };
-                    let node = match self.route.destination {
-                        Some(id) => id.to_string(),
-                        None => "unknown".to_owned(),
-                    };
                     tracing::warn!(
-                        target = %node,
-                        address,
+                        target = %node_name(self.route.destination),
+                        address = self.address().unwrap_or(""),
                         refusals = self.refusals + 1,
                         %reason,
                         "a node refused this node's metadata quorum request"
@@ -737,17 +729,22 @@ impl PeerClient {
         }
     }
 
+    /// The address this client dials (empty in memory); `None` without a
+    /// transport.
+    fn address(&self) -> Option<&str> {
+        match &self.kind {
+            ClientKind::None => None,
+            ClientKind::Tcp { addr, .. } => Some(addr),
+            ClientKind::Memory(_) => Some(""),
+        }
+    }
+
     /// A watch on one call's outcome for the transport's book of peers
     /// that do not answer ([`reachability`]); none without a transport.
     fn watch(&self, timeout: Duration) -> Option<CallWatch> {
-        let address = match &self.kind {
-            ClientKind::None => return None,
-            ClientKind::Tcp { addr, .. } => addr.clone(),
-            ClientKind::Memory(_) => String::new(),
-        };
         Some(CallWatch {
             book: self.reachability.clone(),
-            peer: (self.target(), address),
+            peer: (self.target(), self.address()?.to_owned()),
             voter: self.route.destination,
             started: std::time::Instant::now(),
             timeout,
@@ -903,10 +900,7 @@ impl CallWatch {
     }
 
     fn log(&self, change: Change, error: &dyn std::fmt::Display) {
-        let voter = match self.voter {
-            Some(id) => id.to_string(),
-            None => "unknown".to_owned(),
-        };
+        let voter = node_name(self.voter);
         let address = self.peer.1.as_str();
         match change {
             Change::None => {}
@@ -950,6 +944,15 @@ impl Drop for CallWatch {
             change,
             &format_args!("no answer within the caller's {waited} ms"),
         );
+    }
+}
+
+/// A node id as logged: `unknown` for a `controller.quorum.bootstrap.servers`
+/// address.
+fn node_name(id: Option<u64>) -> String {
+    match id {
+        Some(id) => id.to_string(),
+        None => "unknown".to_owned(),
     }
 }
 
