@@ -23,6 +23,7 @@ use crate::observer::{next_image, FetchMetadataRequest, FetchMetadataResponse};
 use crate::quorum::ControllerCommand;
 use crate::raft::fs::{decode_frames, encode_frame, parse_json};
 use crate::raft::log_store::LogFrame;
+use crate::raft::pre_vote::{PreVoteRequest, PreVoteResponse};
 use crate::raft::state_machine::StoredSnapshot;
 use crate::raft::{Entry, LogId, MetadataBatch, Vote};
 use crate::records::*;
@@ -208,6 +209,14 @@ pub fn quorum_frame_seeds() -> Vec<(String, Vec<u8>)> {
                 image_after: None,
             }),
         ),
+        (
+            "pre_vote_request",
+            QuorumRequest::PreVote(PreVoteRequest {
+                candidate: 2,
+                term: 4,
+                last_log_id: Some(log_id(1, 3)),
+            }),
+        ),
     ];
     let responses = [
         (
@@ -242,6 +251,13 @@ pub fn quorum_frame_seeds() -> Vec<(String, Vec<u8>)> {
         (
             "refused_response",
             QuorumResponse::Refused("inconsistent cluster id".into()),
+        ),
+        (
+            "pre_vote_response",
+            QuorumResponse::PreVote(PreVoteResponse {
+                granted: false,
+                term: 3,
+            }),
         ),
     ];
     let route = Route::new("fuzz", 1, 2);
@@ -322,7 +338,7 @@ mod tests {
             };
             assert!(decoded.is_ok(), "{name}");
         }
-        assert_eq!(quorum_frame_seeds().len(), 10);
+        assert_eq!(quorum_frame_seeds().len(), 12);
         for (_, seed) in quorum_frame_seeds().iter().chain(&metadata_log_seeds()) {
             fuzz_quorum_frame(seed);
             fuzz_metadata_log(seed);

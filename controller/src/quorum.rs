@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::raft::AppendEntriesResponse;
 use openraft::{BasicNode, Raft, ServerState, SnapshotPolicy};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -57,6 +58,7 @@ use crate::placement::{ReplicaPlacer, StripedReplicaPlacer};
 use crate::quorum_state::{self, QuorumDescription, ReplicaContacts};
 use crate::raft::log_store::MetadataLogStore;
 use crate::raft::network::QuorumNetworkFactory;
+use crate::raft::pre_vote::{self, PreVoter};
 use crate::raft::state_machine::MetadataStateMachine;
 use crate::raft::{MetadataBatch, MetadataTypeConfig};
 use crate::transport::{
@@ -274,8 +276,12 @@ struct Inner {
     /// Clients to the active controller, by voter id.
     forward_clients: tokio::sync::Mutex<BTreeMap<u64, PeerClient>>,
     leader_watcher: Mutex<Option<JoinHandle<()>>>,
-    /// See [`break_split_votes`]; several voters only.
-    split_vote_breaker: Mutex<Option<JoinHandle<()>>>,
+    /// Several voters only: the task that starts elections, a follower's
+    /// ([`pre_vote::run_follower_elections`]) and a candidate's next
+    /// ([`break_split_votes`]).
+    elections: Mutex<Option<JoinHandle<()>>>,
+    /// Several voters only: asks for and answers pre-votes.
+    pre_voter: Option<Arc<PreVoter>>,
     server: Mutex<Option<ServeGuard>>,
     /// When each follower last answered and last held the whole log.
     contacts: Arc<ReplicaContacts>,
@@ -512,6 +518,9 @@ impl QuorumController {
             election_timeout_max: options.election_timeout_max_ms,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_interval_entries),
             max_in_snapshot_log_to_keep: options.log_entries_kept_after_snapshot,
+            // Several voters: elections start after a Pre-Vote
+            // (`raft::pre_vote`), not on openraft's own timer.
+            enable_elect: !multi_voter,
             ..openraft::Config::default()
         }
         .validate()
@@ -540,6 +549,16 @@ impl QuorumController {
         )
         .await
         .map_err(raft_err)?;
+        let pre_voter = multi_voter.then(|| {
+            Arc::new(PreVoter::new(
+                raft.clone(),
+                raft_node_id,
+                &config.cluster_id,
+                transport.clone(),
+                voter_addresses.clone(),
+                options.election_timeout_min_ms..options.election_timeout_max_ms,
+            ))
+        });
 
         let controller = QuorumController {
             inner: Arc::new(Inner {
@@ -554,13 +573,20 @@ impl QuorumController {
                 transport: transport.clone(),
                 forward_clients: tokio::sync::Mutex::new(BTreeMap::new()),
                 leader_watcher: Mutex::new(None),
-                split_vote_breaker: Mutex::new(multi_voter.then(|| {
-                    tokio::spawn(break_split_votes(
+                elections: Mutex::new(pre_voter.clone().map(|pre_voter| {
+                    let timeouts = options.election_timeout_min_ms..options.election_timeout_max_ms;
+                    let candidates = break_split_votes(
                         raft.clone(),
                         options.clone(),
                         split_terms,
-                    ))
+                        pre_voter.clone(),
+                    );
+                    let followers = pre_vote::run_follower_elections(pre_voter, timeouts);
+                    tokio::spawn(async move {
+                        tokio::join!(candidates, followers);
+                    })
                 })),
+                pre_voter,
                 server: Mutex::new(None),
                 contacts: contacts.clone(),
                 multi_voter,
@@ -793,7 +819,7 @@ impl QuorumController {
         }
         let breaker = self
             .inner
-            .split_vote_breaker
+            .elections
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
@@ -1431,6 +1457,17 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Records contact with a leader (or a granted vote), which delays this
+    /// voter's next election and its pre-votes for others
+    /// ([`pre_vote`]).
+    fn heard_from_leader(&self) {
+        if let Some(pre_voter) = &self.pre_voter {
+            pre_voter.contact.heard();
+        }
+    }
+}
+
 impl QuorumRequestHandler for Inner {
     fn handle(
         self: Arc<Self>,
@@ -1439,12 +1476,33 @@ impl QuorumRequestHandler for Inner {
         Box::pin(async move {
             match request {
                 QuorumRequest::AppendEntries(r) => {
-                    QuorumResponse::AppendEntries(self.raft.append_entries(r).await)
+                    let response = self.raft.append_entries(r).await;
+                    if matches!(&response, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_)))
+                    {
+                        self.heard_from_leader();
+                    }
+                    QuorumResponse::AppendEntries(response)
                 }
-                QuorumRequest::Vote(r) => QuorumResponse::Vote(self.raft.vote(r).await),
+                QuorumRequest::Vote(r) => {
+                    let response = self.raft.vote(r).await;
+                    if matches!(&response, Ok(r) if r.vote_granted) {
+                        self.heard_from_leader();
+                    }
+                    QuorumResponse::Vote(response)
+                }
                 QuorumRequest::InstallSnapshot(r) => {
-                    QuorumResponse::InstallSnapshot(self.raft.install_snapshot(r).await)
+                    let response = self.raft.install_snapshot(r).await;
+                    if response.is_ok() {
+                        self.heard_from_leader();
+                    }
+                    QuorumResponse::InstallSnapshot(response)
                 }
+                QuorumRequest::PreVote(r) => match &self.pre_voter {
+                    Some(pre_voter) => QuorumResponse::PreVote(pre_voter.answer(&r)),
+                    None => QuorumResponse::Refused(
+                        "this node is a single-voter metadata quorum".into(),
+                    ),
+                },
                 QuorumRequest::Command(c) => QuorumResponse::Command(self.run_on_leader(c).await),
                 QuorumRequest::FetchMetadata(r) => {
                     QuorumResponse::FetchMetadata(Ok(self.serve_fetch_metadata(r).await))
@@ -1563,26 +1621,30 @@ fn set_controller_id(image: &mut Arc<MetadataImage>, controller_id: Option<i32>)
 ///   after the election began) so that it acts first. One rival asks
 ///   first and the other, not having voted in the new term, grants it. A
 ///   candidate that hears no rival (cut off, or refused for its log or a
-///   live leader's lease) never backs off early, so it does not climb
-///   terms faster and depose a leader when it rejoins. (Two or more voters
-///   cut off together from a majority of five or more do meet as rivals
-///   and climb terms up to twice as fast as openraft alone; without
-///   Pre-Vote, which openraft 0.9 lacks, any cut-off voter's terms depose
-///   the leader when it rejoins);
+///   live leader's lease) never backs off early;
 /// - otherwise it starts the next election itself after a random
 ///   `[election_timeout_min, election_timeout_max)` ms drawn for this term
-///   (about as often as openraft's own timer, so terms do not climb
-///   faster).
+///   (openraft's own election timer is off with several voters: this is the
+///   only one a candidate has).
+///
+/// Either way it first asks for pre-votes ([`pre_vote`]): without a
+/// majority it stays in its term and draws a new timeout (backing off a
+/// split at most once per term), so a candidate cut off from the others
+/// does not climb terms that would depose the leader when it rejoins.
 ///
 /// Ends when the raft stops.
 async fn break_split_votes(
     raft: Raft<MetadataTypeConfig>,
     options: QuorumOptions,
     mut split_terms: watch::Receiver<u64>,
+    pre_voter: Arc<PreVoter>,
 ) {
     use rand::Rng;
     let mut rng = crate::determinism::ThreadRng;
     let mut metrics = raft.metrics();
+    // The term whose split this voter last backed off from: once per term,
+    // also when the pre-vote that followed found no majority.
+    let mut backed_off_in = None;
     loop {
         let term = {
             let m = metrics.borrow_and_update();
@@ -1601,7 +1663,7 @@ async fn break_split_votes(
         let max = options.election_timeout_max_ms.max(min + 1);
         let mut deadline =
             tokio::time::Instant::now() + Duration::from_millis(rng.gen_range(min..max));
-        let mut backed_off = false;
+        let mut backed_off = backed_off_in == Some(term);
         let elect = loop {
             tokio::select! {
                 // A term that moved on wins over a deadline due at once.
@@ -1612,6 +1674,7 @@ async fn break_split_votes(
                 () = tokio::time::sleep_until(deadline) => break Ok(true),
                 split = split_terms.wait_for(|&split| split >= term), if !backed_off => {
                     backed_off = true;
+                    backed_off_in = Some(term);
                     if split.is_ok() {
                         let backoff = Duration::from_millis(rng.gen_range(split_backoff_range(min)));
                         deadline = deadline.min(tokio::time::Instant::now() + backoff);
@@ -1623,6 +1686,10 @@ async fn break_split_votes(
             Ok(false) => continue,
             Err(_) => return,
             Ok(true) => {
+                if !pre_voter.majority_would_vote().await {
+                    // Asked again after a new random timeout, in this term.
+                    continue;
+                }
                 tracing::debug!(term, backed_off, "election split; starting the next one");
                 if raft.trigger().elect().await.is_err() {
                     return;

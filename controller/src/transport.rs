@@ -84,6 +84,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::ControllerError;
 use crate::observer::{FetchMetadataRequest, FetchMetadataResponse};
 use crate::quorum::{CommandOutcome, ControllerCommand};
+use crate::raft::pre_vote::{PreVoteRequest, PreVoteResponse};
 use crate::raft::MetadataTypeConfig;
 
 mod reachability;
@@ -201,6 +202,9 @@ pub(crate) enum QuorumRequest {
     /// A broker-only node (observer) asking a voter for metadata newer than
     /// what it has; a long poll.
     FetchMetadata(FetchMetadataRequest),
+    /// Would the voter vote for the asking one (Pre-Vote, see
+    /// [`crate::raft::pre_vote`])? Changes nothing on the voter.
+    PreVote(PreVoteRequest),
 }
 
 /// The answer to a [`QuorumRequest`] of the same kind.
@@ -214,6 +218,7 @@ pub(crate) enum QuorumResponse {
     /// The request was not for the node that received it (see
     /// [`Route::refusal`]); it was not handled. The reason.
     Refused(String),
+    PreVote(PreVoteResponse),
 }
 
 impl QuorumRequest {
@@ -224,6 +229,8 @@ impl QuorumRequest {
             QuorumRequest::InstallSnapshot(_) => 3,
             QuorumRequest::Command(_) => 4,
             QuorumRequest::FetchMetadata(_) => 5,
+            // 6 is taken: its response kind would be `Refused`'s.
+            QuorumRequest::PreVote(_) => 7,
         }
     }
 }
@@ -238,6 +245,7 @@ impl QuorumResponse {
                 QuorumResponse::Command(_) => 4,
                 QuorumResponse::FetchMetadata(_) => 5,
                 QuorumResponse::Refused(_) => 6,
+                QuorumResponse::PreVote(_) => 7,
             }
     }
 }
@@ -335,6 +343,9 @@ pub(crate) fn encode_request(
         QuorumRequest::FetchMetadata(r) => {
             encode_body(kind, correlation_id, &RoutedRef { route, request: r })
         }
+        QuorumRequest::PreVote(r) => {
+            encode_body(kind, correlation_id, &RoutedRef { route, request: r })
+        }
     }
 }
 
@@ -355,6 +366,7 @@ pub(crate) fn decode_request(frame: &[u8]) -> Result<(u32, Route, QuorumRequest)
         3 => routed(kind, body, QuorumRequest::InstallSnapshot)?,
         4 => routed(kind, body, QuorumRequest::Command)?,
         5 => routed(kind, body, QuorumRequest::FetchMetadata)?,
+        7 => routed(kind, body, QuorumRequest::PreVote)?,
         _ => {
             return Err(FrameError::UnknownKind {
                 direction: "request",
@@ -377,6 +389,7 @@ pub(crate) fn encode_response(
         QuorumResponse::Command(r) => encode_body(kind, correlation_id, r),
         QuorumResponse::FetchMetadata(r) => encode_body(kind, correlation_id, r),
         QuorumResponse::Refused(r) => encode_body(kind, correlation_id, r),
+        QuorumResponse::PreVote(r) => encode_body(kind, correlation_id, r),
     }
 }
 
@@ -389,6 +402,7 @@ pub(crate) fn decode_response(frame: &[u8]) -> Result<(u32, QuorumResponse), Fra
         0x84 => QuorumResponse::Command(decode_json(kind, body)?),
         0x85 => QuorumResponse::FetchMetadata(decode_json(kind, body)?),
         0x86 => QuorumResponse::Refused(decode_json(kind, body)?),
+        0x87 => QuorumResponse::PreVote(decode_json(kind, body)?),
         _ => {
             return Err(FrameError::UnknownKind {
                 direction: "response",

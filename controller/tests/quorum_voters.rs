@@ -253,6 +253,45 @@ async fn partitioned_leader_is_replaced_and_catches_up_when_healed() {
     }
 }
 
+/// A voter cut off from the others hears from no leader. Without Pre-Vote
+/// it raised its term at every election timeout, and once healed its term
+/// deposed the leader (openraft 0.9: the leader steps down on an answer
+/// that carries a higher term, and its own lease dates from its election).
+/// With Pre-Vote (KIP-996) it asks first, finds no majority and stays in
+/// its term, so the leader keeps its term and its leadership.
+#[tokio::test(start_paused = true)]
+async fn a_voter_cut_off_and_healed_does_not_depose_the_leader() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = MemoryRouter::new();
+    let nodes = start_three(dir.path(), &router).await;
+    let leader = agreed_leader(&nodes).await;
+    register(&nodes[&leader], 1).await;
+    let term = nodes[&leader].raft_status().term;
+    let cut = *nodes.keys().find(|&&id| id != leader).unwrap();
+
+    router.isolate(cut);
+    // Paused clock: a dozen of its election timeouts (lease 400 ms plus at
+    // most 400 ms) pass at once.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        nodes[&cut].raft_status().term,
+        term,
+        "the cut-off voter raised its term"
+    );
+    create(&nodes[&leader], "while-cut-off").await;
+
+    router.heal(cut);
+    create(&nodes[&leader], "after").await;
+    converged(&nodes, "after").await;
+    assert_eq!(agreed_leader(&nodes).await, leader);
+    for (id, node) in &nodes {
+        assert_eq!(node.raft_status().term, term, "voter {id}'s term");
+    }
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_restarted_from_its_directory_rejoins_without_reinitializing() {
     let dir = tempfile::tempdir().unwrap();

@@ -17,6 +17,7 @@ use crate::records::MetadataRecord;
 pub(crate) mod fs;
 pub(crate) mod log_store;
 pub(crate) mod network;
+pub(crate) mod pre_vote;
 pub(crate) mod runtime;
 pub(crate) mod state_machine;
 
