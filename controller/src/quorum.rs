@@ -502,6 +502,7 @@ impl QuorumController {
             reason: format!("{}: {e}", config.metadata_dir.display()),
         })?;
         let pristine = log_store.is_pristine() && state_machine.is_pristine();
+        let committed_vote = log_store.has_committed_vote();
         let images = state_machine.publisher();
         // Observers get records for as long as the log would keep them.
         let recent = Arc::new(RecentBatches::new(
@@ -557,6 +558,7 @@ impl QuorumController {
                 transport.clone(),
                 voter_addresses.clone(),
                 options.election_timeout_min_ms..options.election_timeout_max_ms,
+                committed_vote,
             ))
         });
 
@@ -1458,12 +1460,12 @@ impl Inner {
 }
 
 impl Inner {
-    /// Records contact with a leader (or a granted vote), which delays this
-    /// voter's next election and its pre-votes for others
+    /// Records contact with a leader, which delays this voter's next
+    /// election and refuses pre-votes for others for a lease
     /// ([`pre_vote`]).
     fn heard_from_leader(&self) {
         if let Some(pre_voter) = &self.pre_voter {
-            pre_voter.contact.heard();
+            pre_voter.contact.heard_from_leader();
         }
     }
 }
@@ -1485,14 +1487,19 @@ impl QuorumRequestHandler for Inner {
                 }
                 QuorumRequest::Vote(r) => {
                     let response = self.raft.vote(r).await;
-                    if matches!(&response, Ok(r) if r.vote_granted) {
-                        self.heard_from_leader();
+                    if let (Some(pre_voter), Ok(r)) = (&self.pre_voter, &response) {
+                        if r.vote_granted {
+                            pre_voter.contact.granted_vote();
+                        }
                     }
                     QuorumResponse::Vote(response)
                 }
                 QuorumRequest::InstallSnapshot(r) => {
+                    let vote = r.vote;
                     let response = self.raft.install_snapshot(r).await;
-                    if response.is_ok() {
+                    // A stale leader's chunk is answered with this voter's
+                    // higher vote, not an error.
+                    if matches!(&response, Ok(r) if r.vote <= vote) {
                         self.heard_from_leader();
                     }
                     QuorumResponse::InstallSnapshot(response)

@@ -437,6 +437,21 @@ pub(crate) enum TransportError {
     Refused { target: u64, reason: String },
 }
 
+/// [`TransportError::Network`]'s reason when the target closed the
+/// connection without answering.
+const CLOSED_UNANSWERED: &str = "connection closed";
+
+impl TransportError {
+    /// True when the target read the request and closed the connection
+    /// without answering: what a node does with a frame it cannot decode,
+    /// such as a request of a kind it does not know (an older Weir; see
+    /// `serve_connection`), and what a node that crashed mid-request looks
+    /// like.
+    pub(crate) fn closed_unanswered(&self) -> bool {
+        matches!(self, TransportError::Network { reason, .. } if reason == CLOSED_UNANSWERED)
+    }
+}
+
 /// What serves requests that arrive for this node (the local quorum).
 pub(crate) trait QuorumRequestHandler: Send + Sync + 'static {
     /// Answers one request; never panics on bad input.
@@ -834,7 +849,7 @@ impl PeerClient {
                         let reply = framed
                             .next()
                             .await
-                            .ok_or_else(|| "connection closed".to_string())?
+                            .ok_or_else(|| CLOSED_UNANSWERED.to_string())?
                             .map_err(|e| e.to_string())?;
                         let (id, response) = decode_response(&reply).map_err(|e| e.to_string())?;
                         // The late answer to a call given up on.

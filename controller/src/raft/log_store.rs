@@ -134,6 +134,12 @@ impl MetadataLogStore {
         inner.vote.is_none() && inner.entries.is_empty() && inner.last_purged.is_none()
     }
 
+    /// True when the stored vote is committed: this voter followed (or
+    /// was) an elected leader when it stopped.
+    pub(crate) fn has_committed_vote(&self) -> bool {
+        lock(&self.inner).vote.is_some_and(|v| v.is_committed())
+    }
+
     /// Runs `f` on the inner state on the blocking pool (inline inside a
     /// [`crate::DeterministicScope`]).
     async fn blocking<T, F>(&self, f: F) -> io::Result<T>

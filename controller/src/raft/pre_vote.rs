@@ -13,32 +13,40 @@
 //! (`Config::enable_elect`) and the elections are started here:
 //! - a follower that has heard from no leader for openraft's timeout (the
 //!   leader lease plus a random `[election_timeout_min, election_timeout_max)`
-//!   after the last contact; the random part alone after a round that won
-//!   no majority, or before it has heard of any leader) asks every other
+//!   after the last contact; the random part alone after a granted vote, a
+//!   round that won no majority, or when it has no committed vote) asks every other
 //!   voter whether it would vote for it ([`PreVoteRequest`], which changes
 //!   nothing on the voter that answers, its term least of all);
 //! - a voter would ([`PreVoteRequest::would_grant`]) when it has heard from
 //!   no leader within the lease (openraft's `leader_lease`,
 //!   `election_timeout_max`: the real vote would be refused on that ground
-//!   too), or, being the leader, no quorum acknowledged it within the lease;
+//!   too), or, being the leader, no quorum acknowledged it within the lease
+//!   (none yet: elected a moment ago, it would not);
 //!   and the asking voter's log is at least as up to date as its own;
 //! - with a majority of every voter set (both, in joint consensus), itself
 //!   included, the asking voter starts the election (`Trigger::elect`);
 //!   without one it asks again a random election timeout later, in the same
-//!   term.
+//!   term; nor when it heard from a leader, or granted a vote, while it
+//!   asked. (openraft handles a request that arrives between that check and
+//!   the queued `Trigger::elect` first: a window of one pass of its loop.)
 //!
 //! A candidate's next election, after one that elected nobody, is started
 //! by `quorum::break_split_votes`, which asks the same way first.
 //!
-//! Contact: a voter has heard from a leader when it accepted an
-//! AppendEntries or InstallSnapshot of the current term, or granted a vote
-//! ([`LeaderContact::heard`], called where `quorum` serves those requests),
-//! as openraft refreshes its own lease.
+//! Contact ([`LeaderContact`], kept where `quorum` serves those requests),
+//! as openraft keeps its lease: a voter has heard from a leader when it
+//! accepted an AppendEntries or InstallSnapshot of its term, and when it
+//! started with a committed vote (openraft dates the lease from its start
+//! then); granting a vote resets its own election timer only (openraft's
+//! lease refuses real votes only while its vote is committed, and a
+//! granted vote is not, so a voter that granted one in a split election
+//! still grants the next term's pre-votes).
 //!
 //! A voter that does not know [`QuorumRequest::PreVote`] (an older Weir)
-//! closes the connection, which counts as no vote; such a voter still runs
-//! openraft's own election timer, so a cluster being upgraded one voter at a
-//! time keeps electing leaders.
+//! closes the connection unanswered, which counts as its vote
+//! ([`counts_as_vote`]): it takes no part in Pre-Vote (and runs openraft's
+//! own timer), and its real vote still decides. So a cluster being upgraded
+//! one voter at a time keeps electing leaders.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -50,7 +58,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::raft::{LogId, MetadataTypeConfig};
-use crate::transport::{QuorumRequest, QuorumResponse, QuorumTransport, Route};
+use crate::transport::{QuorumRequest, QuorumResponse, QuorumTransport, Route, TransportError};
 
 /// "Would you vote for me?", from a voter that has heard from no leader.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,28 +102,75 @@ impl PreVoteRequest {
     pub(crate) fn would_grant(&self, view: &VoterView, lease: Duration) -> bool {
         let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
         let leader_alive = match view.state {
-            ServerState::Leader => view.millis_since_quorum_ack.is_some_and(|ms| ms < lease_ms),
+            // No acknowledgement yet: elected a moment ago by a majority
+            // (openraft refuses real votes for a lease after an election).
+            ServerState::Leader => view.millis_since_quorum_ack.is_none_or(|ms| ms < lease_ms),
             _ => view.since_contact.is_some_and(|since| since < lease),
         };
         !leader_alive && self.last_log_id >= view.last_log_id
     }
 }
 
-/// When this voter last heard from a leader (see the module doc).
+/// When this voter last heard from a leader, and when its election timer
+/// was last reset (see the module doc).
 #[derive(Debug, Default)]
 pub(crate) struct LeaderContact {
-    last: Mutex<Option<Instant>>,
+    times: Mutex<ContactTimes>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct ContactTimes {
+    /// An AppendEntries or InstallSnapshot of a leader accepted, or this
+    /// voter's start with a committed vote (openraft's lease dates from its
+    /// start then): pre-votes for others are refused for a lease after it.
+    leader: Option<Instant>,
+    /// `leader`, or a vote granted: this voter's own next election is timed
+    /// from it (Raft's election timer reset).
+    timer: Option<Instant>,
 }
 
 impl LeaderContact {
-    /// Records contact with a leader now.
-    pub(crate) fn heard(&self) {
-        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    /// A contact that starts now: as a leader's when this voter's stored
+    /// vote is committed (it followed a leader before it stopped), else as a
+    /// timer reset only.
+    pub(crate) fn starting(committed_vote: bool) -> LeaderContact {
+        let now = Some(Instant::now());
+        LeaderContact {
+            times: Mutex::new(ContactTimes {
+                leader: now.filter(|_| committed_vote),
+                timer: now,
+            }),
+        }
     }
 
-    /// The last contact; `None`: none since this voter started.
-    pub(crate) fn last(&self) -> Option<Instant> {
-        *self.last.lock().unwrap_or_else(|p| p.into_inner())
+    fn times(&self) -> std::sync::MutexGuard<'_, ContactTimes> {
+        self.times.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records an AppendEntries or InstallSnapshot of a leader accepted now.
+    pub(crate) fn heard_from_leader(&self) {
+        let now = Some(Instant::now());
+        *self.times() = ContactTimes {
+            leader: now,
+            timer: now,
+        };
+    }
+
+    /// Records a vote granted now: resets this voter's election timer, and
+    /// leaves its answer to pre-votes alone (openraft's lease refuses real
+    /// votes only while its vote is committed, which a granted vote is not).
+    pub(crate) fn granted_vote(&self) {
+        self.times().timer = Some(Instant::now());
+    }
+
+    /// When this voter last heard from a leader.
+    pub(crate) fn leader(&self) -> Option<Instant> {
+        self.times().leader
+    }
+
+    /// When this voter's election timer was last reset.
+    pub(crate) fn timer(&self) -> Option<Instant> {
+        self.times().timer
     }
 }
 
@@ -142,6 +197,7 @@ impl PreVoter {
         transport: QuorumTransport,
         voter_addresses: Arc<BTreeMap<u64, String>>,
         election_timeout: std::ops::Range<u64>,
+        committed_vote: bool,
     ) -> PreVoter {
         PreVoter {
             raft,
@@ -149,7 +205,7 @@ impl PreVoter {
             cluster_id: cluster_id.to_owned(),
             transport,
             voter_addresses,
-            contact: Arc::new(LeaderContact::default()),
+            contact: Arc::new(LeaderContact::starting(committed_vote)),
             lease: Duration::from_millis(election_timeout.end),
             ask_timeout: Duration::from_millis(election_timeout.start.max(1)),
         }
@@ -180,7 +236,7 @@ impl PreVoter {
             state: m.state,
             term: m.current_term,
             millis_since_quorum_ack: m.millis_since_quorum_ack,
-            since_contact: self.contact.last().map(|at| at.elapsed()),
+            since_contact: self.contact.leader().map(|at| at.elapsed()),
             last_log_id,
         }
     }
@@ -237,11 +293,10 @@ impl PreVoter {
             let (request, timeout) = (request.clone(), self.ask_timeout);
             asks.spawn(async move {
                 let answer = client.call(QuorumRequest::PreVote(request), timeout).await;
-                let granted = matches!(&answer, Ok(QuorumResponse::PreVote(r)) if r.granted);
                 if let Err(e) = &answer {
                     tracing::debug!(voter, error = %e, "no pre-vote answer");
                 }
-                (voter, granted)
+                (voter, counts_as_vote(&answer))
             });
         }
         let majority_of = |votes: &BTreeSet<u64>| {
@@ -268,7 +323,7 @@ impl PreVoter {
                 Ok(None) | Err(_) => break,
             }
         }
-        let heard_meanwhile = self.contact.last().is_some_and(|at| at >= asked_at);
+        let heard_meanwhile = self.contact.timer().is_some_and(|at| at >= asked_at);
         let won = majority_of(&granted) && !heard_meanwhile;
         tracing::debug!(
             term = request.term,
@@ -279,6 +334,21 @@ impl PreVoter {
             "pre-vote round"
         );
         won
+    }
+}
+
+/// True when `answer` to a [`PreVoteRequest`] counts as a vote: the voter
+/// would vote, or it closed the connection unanswered, as a voter that
+/// does not know the request (an older Weir) does: such a voter takes no
+/// part in Pre-Vote, and its real vote still decides. Counting it as no
+/// vote could leave a cluster being upgraded without a leader for good: an
+/// older voter whose log is behind can never win a real vote, and a newer
+/// one would never stand without its pre-vote.
+fn counts_as_vote(answer: &Result<QuorumResponse, TransportError>) -> bool {
+    match answer {
+        Ok(QuorumResponse::PreVote(r)) => r.granted,
+        Err(e) => e.closed_unanswered(),
+        Ok(_) => false,
     }
 }
 
@@ -297,8 +367,8 @@ pub(crate) async fn run_follower_elections(
     let mut metrics = raft.server_metrics();
     let min = election_timeout.start.max(1);
     let max = election_timeout.end.max(min + 1);
-    // The last round, or this task's start.
-    let mut last_round = Instant::now();
+    // The last round, or when this voter last became a follower.
+    let mut last_round: Option<Instant> = None;
     // The timeout drawn for the current base (contact or round).
     let mut drawn: Option<(Instant, Duration)> = None;
     loop {
@@ -317,16 +387,22 @@ pub(crate) async fn run_follower_elections(
         };
         if !follower {
             // Timed from when it becomes a follower again.
-            last_round = Instant::now();
+            last_round = Some(Instant::now());
             drawn = None;
             if metrics.changed().await.is_err() {
                 return;
             }
             continue;
         }
-        let (base, after_contact) = match pre_voter.contact.last() {
-            Some(contact) if contact > last_round => (contact, true),
-            _ => (last_round, false),
+        let (base, after_contact) = match (pre_voter.contact.timer(), last_round) {
+            (Some(reset), Some(round)) if reset <= round => (round, false),
+            (Some(reset), _) => (reset, true),
+            (None, Some(round)) => (round, false),
+            (None, None) => {
+                let now = Instant::now();
+                last_round = Some(now);
+                (now, false)
+            }
         };
         let timeout = match drawn {
             Some((at, timeout)) if at == base => timeout,
@@ -350,7 +426,7 @@ pub(crate) async fn run_follower_elections(
             continue;
         }
         let won = pre_voter.majority_would_vote().await;
-        last_round = Instant::now();
+        last_round = Some(Instant::now());
         if !won {
             continue;
         }
@@ -425,7 +501,92 @@ mod tests {
         };
         assert!(!request(log_id(4, 10)).would_grant(&leader(Some(10)), LEASE));
         assert!(request(log_id(4, 10)).would_grant(&leader(Some(2000)), LEASE));
-        assert!(request(log_id(4, 10)).would_grant(&leader(None), LEASE));
+        assert!(!request(log_id(4, 10)).would_grant(&leader(None), LEASE));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_granted_vote_resets_the_election_timer_and_leaves_pre_votes_alone() {
+        let contact = LeaderContact::starting(false);
+        let started = contact.timer();
+        assert_eq!(contact.leader(), None);
+        tokio::time::advance(Duration::from_millis(10)).await;
+        // A voter that granted a vote in a split election still grants
+        // pre-votes of the next term (openraft's lease does not refuse the
+        // real vote then: its vote is not committed).
+        contact.granted_vote();
+        assert!(contact.timer() > started);
+        assert_eq!(contact.leader(), None);
+        tokio::time::advance(Duration::from_millis(10)).await;
+        contact.heard_from_leader();
+        assert_eq!(contact.leader(), contact.timer());
+        assert!(contact.leader().is_some());
+    }
+
+    /// openraft dates a restarted voter's lease from its start when its
+    /// stored vote is committed, and refuses real votes until it runs out;
+    /// pre-votes alike, or a voter cut off from the leader would win a
+    /// pre-vote from a restarted one, raise its term and lose the real vote.
+    #[tokio::test(start_paused = true)]
+    async fn a_voter_started_with_a_committed_vote_refuses_pre_votes_for_a_lease() {
+        let contact = LeaderContact::starting(true);
+        assert!(contact.leader().is_some());
+        let since = contact.leader().map(|at| at.elapsed());
+        let view = follower(since, log_id(4, 10));
+        assert!(!request(log_id(4, 10)).would_grant(&view, LEASE));
+        assert_eq!(LeaderContact::starting(false).leader(), None);
+    }
+
+    /// A voter of an older Weir reads the PreVote frame, cannot decode its
+    /// kind and closes the connection: that counts as its vote, or a newer
+    /// voter could never stand beside an older one whose log is behind (a
+    /// review found such a cluster left without a leader for good). No
+    /// answer at all, or a refusal, is no vote.
+    #[tokio::test]
+    async fn a_voter_that_closes_the_connection_unanswered_counts_as_a_vote() {
+        use futures::StreamExt;
+        use tokio::net::TcpListener;
+        use tokio_util::codec::Framed;
+
+        let ask = |addr: String| async move {
+            let mut client = QuorumTransport::tcp_dial_only().client(Route::new("c", 1, 2), &addr);
+            let request = QuorumRequest::PreVote(request(log_id(4, 10)));
+            client.call(request, Duration::from_secs(5)).await
+        };
+
+        // An older voter: reads one frame, closes.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let old_voter = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut framed = Framed::new(stream, crate::transport::codec());
+            framed.next().await.unwrap().unwrap();
+        });
+        let answer = ask(addr).await;
+        old_voter.await.unwrap();
+        assert!(counts_as_vote(&answer), "{answer:?}");
+
+        // Nothing listening: no vote.
+        let addr = {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let answer = ask(addr).await;
+        assert!(answer.is_err());
+        assert!(!counts_as_vote(&answer), "{answer:?}");
+
+        let refused = Ok(QuorumResponse::PreVote(PreVoteResponse {
+            granted: false,
+            term: 4,
+        }));
+        assert!(!counts_as_vote(&refused));
+        assert!(!counts_as_vote(&Ok(QuorumResponse::Refused(
+            "other cluster".into()
+        ))));
+        let granted = Ok(QuorumResponse::PreVote(PreVoteResponse {
+            granted: true,
+            term: 4,
+        }));
+        assert!(counts_as_vote(&granted));
     }
 
     #[test]
