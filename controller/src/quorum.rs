@@ -58,7 +58,7 @@ use crate::placement::{ReplicaPlacer, StripedReplicaPlacer};
 use crate::quorum_state::{self, QuorumDescription, ReplicaContacts};
 use crate::raft::log_store::MetadataLogStore;
 use crate::raft::network::QuorumNetworkFactory;
-use crate::raft::pre_vote::{self, PreVoter};
+use crate::raft::pre_vote::{self, LeaderContact, PreVoter};
 use crate::raft::state_machine::MetadataStateMachine;
 use crate::raft::{MetadataBatch, MetadataTypeConfig};
 use crate::transport::{
@@ -1044,6 +1044,14 @@ impl QuorumController {
 }
 
 impl Inner {
+    /// Records in this voter's Pre-Vote contact book ([`pre_vote`]) that it
+    /// heard from a leader or granted a vote; nothing with a single voter.
+    fn record_contact(&self, record: fn(&LeaderContact)) {
+        if let Some(pre_voter) = &self.pre_voter {
+            record(&pre_voter.contact);
+        }
+    }
+
     /// Answers a broker-only node's pull (see [`crate::observer`]) from this
     /// voter's applied image, with the active controller's id and address;
     /// the active controller remembers the observer's progress for
@@ -1459,17 +1467,6 @@ impl Inner {
     }
 }
 
-impl Inner {
-    /// Records contact with a leader, which delays this voter's next
-    /// election and refuses pre-votes for others for a lease
-    /// ([`pre_vote`]).
-    fn heard_from_leader(&self) {
-        if let Some(pre_voter) = &self.pre_voter {
-            pre_voter.contact.heard_from_leader();
-        }
-    }
-}
-
 impl QuorumRequestHandler for Inner {
     fn handle(
         self: Arc<Self>,
@@ -1481,16 +1478,14 @@ impl QuorumRequestHandler for Inner {
                     let response = self.raft.append_entries(r).await;
                     if matches!(&response, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_)))
                     {
-                        self.heard_from_leader();
+                        self.record_contact(LeaderContact::heard_from_leader);
                     }
                     QuorumResponse::AppendEntries(response)
                 }
                 QuorumRequest::Vote(r) => {
                     let response = self.raft.vote(r).await;
-                    if let (Some(pre_voter), Ok(r)) = (&self.pre_voter, &response) {
-                        if r.vote_granted {
-                            pre_voter.contact.granted_vote();
-                        }
+                    if matches!(&response, Ok(r) if r.vote_granted) {
+                        self.record_contact(LeaderContact::granted_vote);
                     }
                     QuorumResponse::Vote(response)
                 }
@@ -1500,7 +1495,7 @@ impl QuorumRequestHandler for Inner {
                     // A stale leader's chunk is answered with this voter's
                     // higher vote, not an error.
                     if matches!(&response, Ok(r) if r.vote <= vote) {
-                        self.heard_from_leader();
+                        self.record_contact(LeaderContact::heard_from_leader);
                     }
                     QuorumResponse::InstallSnapshot(response)
                 }

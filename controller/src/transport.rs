@@ -218,6 +218,7 @@ pub(crate) enum QuorumResponse {
     /// The request was not for the node that received it (see
     /// [`Route::refusal`]); it was not handled. The reason.
     Refused(String),
+    /// The voter's answer to [`QuorumRequest::PreVote`].
     PreVote(PreVoteResponse),
 }
 

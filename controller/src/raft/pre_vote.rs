@@ -83,13 +83,16 @@ pub(crate) struct PreVoteResponse {
 /// What a voter knows when it answers a [`PreVoteRequest`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct VoterView {
+    /// Leader, follower, candidate or learner.
     pub(crate) state: ServerState,
+    /// Its current raft term.
     pub(crate) term: u64,
     /// Leader only: milliseconds since a quorum last acknowledged it.
     pub(crate) millis_since_quorum_ack: Option<u64>,
     /// Since this voter last heard from a leader; `None`: never since it
     /// started.
     pub(crate) since_contact: Option<Duration>,
+    /// The id of the last entry of its log.
     pub(crate) last_log_id: Option<LogId>,
 }
 
@@ -113,12 +116,12 @@ impl PreVoteRequest {
 
 /// When this voter last heard from a leader, and when its election timer
 /// was last reset (see the module doc).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct LeaderContact {
     times: Mutex<ContactTimes>,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct ContactTimes {
     /// An AppendEntries or InstallSnapshot of a leader accepted, or this
     /// voter's start with a committed vote (openraft's lease dates from its
@@ -182,7 +185,7 @@ pub(crate) struct PreVoter {
     transport: QuorumTransport,
     /// This node's own `controller.quorum.voters` addresses by raft id.
     voter_addresses: Arc<BTreeMap<u64, String>>,
-    pub(crate) contact: Arc<LeaderContact>,
+    pub(crate) contact: LeaderContact,
     /// openraft's leader lease: `election_timeout_max`.
     lease: Duration,
     /// How long a round waits for answers: `election_timeout_min`.
@@ -190,6 +193,12 @@ pub(crate) struct PreVoter {
 }
 
 impl PreVoter {
+    /// The pre-voter of voter `raft_id` of cluster `cluster_id`, asking the
+    /// other voters over `transport` at `voter_addresses` (falling back to
+    /// the membership's addresses); `election_timeout` is
+    /// `[election_timeout_min, election_timeout_max)` in ms (the lease is
+    /// its end, a round waits at most its start); `committed_vote`: the
+    /// vote stored when it started is committed ([`LeaderContact::starting`]).
     pub(crate) fn new(
         raft: Raft<MetadataTypeConfig>,
         raft_id: u64,
@@ -205,7 +214,7 @@ impl PreVoter {
             cluster_id: cluster_id.to_owned(),
             transport,
             voter_addresses,
-            contact: Arc::new(LeaderContact::starting(committed_vote)),
+            contact: LeaderContact::starting(committed_vote),
             lease: Duration::from_millis(election_timeout.end),
             ask_timeout: Duration::from_millis(election_timeout.start.max(1)),
         }

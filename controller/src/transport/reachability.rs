@@ -72,6 +72,15 @@ struct PeerState {
     unlogged: u64,
 }
 
+impl PeerState {
+    /// True when no warning about this peer was logged within
+    /// [`STILL_DOWN_WARNING_INTERVAL`] before `now`.
+    fn warning_due(&self, now: Instant) -> bool {
+        self.last_warning
+            .is_none_or(|at| now.saturating_duration_since(at) >= STILL_DOWN_WARNING_INTERVAL)
+    }
+}
+
 /// A peer as its clients name it: the node id ([`super::UNKNOWN_NODE`] for a
 /// `controller.quorum.bootstrap.servers` address) and the address dialled.
 pub(crate) type Peer = (u64, String);
@@ -88,9 +97,7 @@ impl Reachability {
     pub(crate) fn failed(&self, peer: &Peer, now: Instant) -> Change {
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
         let state = peers.entry(peer.clone()).or_default();
-        let warning_due = state
-            .last_warning
-            .is_none_or(|at| now.saturating_duration_since(at) >= STILL_DOWN_WARNING_INTERVAL);
+        let warning_due = state.warning_due(now);
         match &mut state.down {
             Some(down)
                 if now.saturating_duration_since(down.last_failure)
@@ -141,10 +148,7 @@ impl Reachability {
             },
             _ => Change::None,
         };
-        let quiet = state
-            .last_warning
-            .is_none_or(|at| now.saturating_duration_since(at) >= STILL_DOWN_WARNING_INTERVAL);
-        if quiet && state.unlogged == 0 {
+        if state.warning_due(now) && state.unlogged == 0 {
             peers.remove(peer);
         }
         change
