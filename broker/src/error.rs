@@ -53,6 +53,7 @@ pub fn controller_error_code(error: &ControllerError) -> i16 {
         }
         ControllerError::InvalidRequest { .. } => ResponseError::InvalidRequest.code(),
         ControllerError::PolicyViolation { .. } => ResponseError::PolicyViolation.code(),
+        ControllerError::RecordBatchTooLarge { .. } => ResponseError::RecordListTooLarge.code(),
         ControllerError::ThrottlingQuotaExceeded { .. } => {
             ResponseError::ThrottlingQuotaExceeded.code()
         }
@@ -289,6 +290,10 @@ mod tests {
             ),
             (ControllerError::InvalidRequest { reason: "r".into() }, 42),
             (ControllerError::PolicyViolation { reason: "r".into() }, 44),
+            (
+                ControllerError::RecordBatchTooLarge { reason: "r".into() },
+                18,
+            ),
             (
                 ControllerError::ThrottlingQuotaExceeded {
                     throttle_time_ms: 1,

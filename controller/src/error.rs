@@ -77,6 +77,19 @@ pub enum ControllerError {
         /// What the request would have exceeded.
         reason: String,
     },
+    /// `RECORD_LIST_TOO_LARGE` (18): the metadata records one operation
+    /// would write encode to more than one metadata log batch may hold
+    /// ([`MAX_USER_BATCH_BYTES`](crate::MAX_USER_BATCH_BYTES) for a user's
+    /// operation: Kafka's `KafkaRaftClient.MAX_BATCH_SIZE_BYTES`, whose
+    /// `BatchAccumulator` throws `RecordBatchTooLargeException`, which the
+    /// controller hands to the client), or the command itself is larger
+    /// than the quorum transport carries to the active controller
+    /// (`MAX_FRAME_BYTES`, 16 MiB). Nothing was written.
+    #[error("{reason}")]
+    RecordBatchTooLarge {
+        /// The sizes, in bytes.
+        reason: String,
+    },
     /// `THROTTLING_QUOTA_EXCEEDED` (89): a strict controller mutation quota
     /// (KIP-599, [`crate::mutation_quota`]) was already exhausted when the
     /// topic's turn came, so it was not changed. The message is Kafka's

@@ -57,7 +57,9 @@ pub use metadata_controller::{MetadataController, MutationOutcome};
 pub use mutation_quota::{MutatingClient, MutationQuotaConfig};
 pub use observer::MetadataObserver;
 pub use placement::{ReplicaPlacer, StripedReplicaPlacer};
-pub use quorum::{ControllerConfig, QuorumController, QuorumOptions, RaftStatus};
+pub use quorum::{
+    ControllerConfig, QuorumController, QuorumOptions, RaftStatus, MAX_USER_BATCH_BYTES,
+};
 pub use quorum_state::{QuorumDescription, ReplicaProgress};
 pub use records::*;
 pub use transport::{ChannelSecurity, MemoryRouter, QuorumTransport, SecuredStream};

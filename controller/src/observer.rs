@@ -624,6 +624,9 @@ impl MetadataObserver {
                     tracing::debug!(target = %target.address, %reason, "voter unreachable; trying another");
                     inner.forget_leader(&target);
                 }
+                Err(TransportError::TooLarge { bytes, .. }) => {
+                    return Err(crate::quorum::forward_too_large(bytes));
+                }
                 Err(TransportError::Network { reason, .. }) if command.is_read_only() => {
                     // Nothing to run twice: ask again.
                     tracing::debug!(target = %target.address, %reason, "read-only command lost; retrying");

@@ -57,7 +57,7 @@ use crate::observer::{self, FetchMetadataRequest, FetchMetadataResponse, RecentB
 use crate::placement::{ReplicaPlacer, StripedReplicaPlacer};
 use crate::quorum_state::{self, QuorumDescription, ReplicaContacts};
 use crate::raft::log_store::MetadataLogStore;
-use crate::raft::network::QuorumNetworkFactory;
+use crate::raft::network::{QuorumNetworkFactory, MAX_APPEND_ENTRIES_BYTES};
 use crate::raft::pre_vote::{self, LeaderContact, PreVoter};
 use crate::raft::state_machine::MetadataStateMachine;
 use crate::raft::{MetadataBatch, MetadataTypeConfig};
@@ -389,6 +389,45 @@ impl std::fmt::Debug for QuorumController {
 fn raft_err(e: impl std::fmt::Display) -> ControllerError {
     ControllerError::Raft {
         reason: e.to_string(),
+    }
+}
+
+/// The most bytes one metadata batch of a user's operation (CreateTopics,
+/// CreatePartitions, DeleteTopics, the config, ACL, quota, SCRAM and
+/// ElectLeaders requests) may take, as the quorum transport encodes it:
+/// Kafka's `KafkaRaftClient.MAX_BATCH_SIZE_BYTES` (8 MiB). A larger
+/// operation fails whole with [`ControllerError::RecordBatchTooLarge`] and
+/// writes nothing (Kafka's `BatchAccumulator` throws
+/// `RecordBatchTooLargeException`). Weir encodes records as JSON, about
+/// twice Kafka's binary size, so this holds fewer records than Kafka's.
+pub const MAX_USER_BATCH_BYTES: usize = 8 * 1024 * 1024;
+
+/// The most bytes any metadata batch may take, the controller's own
+/// (fencing, ISR changes) too: a larger one does not fit an AppendEntries
+/// frame ([`MAX_APPEND_ENTRIES_BYTES`] with room for the entry's log id),
+/// so no follower could ever take it: appended, it would stop replication
+/// until another leader, elected without it, truncated it.
+const MAX_BATCH_BYTES: usize = MAX_APPEND_ENTRIES_BYTES - 4096;
+
+/// The error of a batch of `bytes` over `max` bytes.
+fn batch_too_large(bytes: usize, max: usize) -> ControllerError {
+    // Kafka's message (`BatchAccumulator.maybeAllocateBatch`).
+    ControllerError::RecordBatchTooLarge {
+        reason: format!(
+            "The total record(s) size of {bytes} exceeds the maximum allowed batch size of {max}"
+        ),
+    }
+}
+
+/// The error of a command of `bytes` bytes that the quorum transport cannot
+/// carry to the active controller (see [`TransportError::TooLarge`]).
+pub(crate) fn forward_too_large(bytes: usize) -> ControllerError {
+    ControllerError::RecordBatchTooLarge {
+        reason: format!(
+            "the command encodes to {bytes} bytes, more than the {} the metadata quorum \
+             transport carries to the active controller",
+            crate::transport::MAX_FRAME_BYTES
+        ),
     }
 }
 
@@ -922,6 +961,9 @@ impl QuorumController {
                         ) => {
                             tracing::debug!(leader = l, %reason, "active controller unreachable; retrying");
                         }
+                        Err(TransportError::TooLarge { bytes, .. }) => {
+                            return Err(forward_too_large(bytes));
+                        }
                         Err(TransportError::Network { reason, .. }) if command.is_read_only() => {
                             // Nothing to run twice: ask again (a starting
                             // voter's catch-up read whose answer was lost
@@ -1176,7 +1218,7 @@ impl Inner {
                 .await
                 .map(outcome),
             ControllerCommand::AlterTopicConfigs { topic, configs } => self
-                .run(|image| {
+                .run_user(|image| {
                     control::alter_topic_configs(image, &topic, configs)
                         .map(|r| r.map(|()| CommandResponse::Done))
                 })
@@ -1203,35 +1245,35 @@ impl Inner {
                 deletions,
                 upsertions,
             } => self
-                .run(|image| {
+                .run_user(|image| {
                     let r = control::alter_scram_credentials(image, &deletions, &upsertions);
                     Ok(r.map(CommandResponse::AlteredScramCredentials))
                 })
                 .await
                 .map(outcome),
             ControllerCommand::AlterClientQuotas(alterations) => self
-                .run(|image| {
+                .run_user(|image| {
                     let r = control::alter_client_quotas(image, &alterations);
                     Ok(r.map(CommandResponse::AlteredClientQuotas))
                 })
                 .await
                 .map(outcome),
             ControllerCommand::CreateAcls(acls) => self
-                .run(|image| {
+                .run_user(|image| {
                     let r = control::create_acls(image, &acls)?;
                     Ok(r.map(CommandResponse::CreatedAcls))
                 })
                 .await
                 .map(outcome),
             ControllerCommand::DeleteAcls(filters) => self
-                .run(|image| {
+                .run_user(|image| {
                     let r = control::delete_acls(image, &filters)?;
                     Ok(r.map(CommandResponse::DeletedAcls))
                 })
                 .await
                 .map(outcome),
             ControllerCommand::ReplaceTopicConfigs { topic, configs } => self
-                .run(|image| {
+                .run_user(|image| {
                     control::replace_topic_configs(image, &topic, &configs)
                         .map(|r| r.map(|()| CommandResponse::Done))
                 })
@@ -1241,7 +1283,7 @@ impl Inner {
                 election,
                 partitions,
             } => self
-                .run(|image| {
+                .run_user(|image| {
                     let r = control::elect_leaders_on_request(
                         image,
                         &self.options.static_config,
@@ -1297,8 +1339,29 @@ impl Inner {
     /// Runs one command under the command lock: compute from the latest
     /// image, commit the records (if any), return the response and the
     /// offset its effect is applied at once applied.
+    /// The controller's own commands' batches may take up to
+    /// [`MAX_BATCH_BYTES`]; a user's go through [`Inner::run_user`].
     async fn run<T>(
         &self,
+        compute: impl FnOnce(&MetadataImage) -> Result<ControllerResult<T>, ControllerError>,
+    ) -> Result<(T, u64), ControllerError> {
+        self.run_within(MAX_BATCH_BYTES, compute).await
+    }
+
+    /// [`Inner::run`] for a user's operation: its batch may take up to
+    /// [`MAX_USER_BATCH_BYTES`].
+    async fn run_user<T>(
+        &self,
+        compute: impl FnOnce(&MetadataImage) -> Result<ControllerResult<T>, ControllerError>,
+    ) -> Result<(T, u64), ControllerError> {
+        self.run_within(MAX_USER_BATCH_BYTES, compute).await
+    }
+
+    /// [`Inner::run`] with a batch of at most `max_batch_bytes` (larger:
+    /// [`ControllerError::RecordBatchTooLarge`], nothing written).
+    async fn run_within<T>(
+        &self,
+        max_batch_bytes: usize,
         compute: impl FnOnce(&MetadataImage) -> Result<ControllerResult<T>, ControllerError>,
     ) -> Result<(T, u64), ControllerError> {
         let _queue = self.commands.lock().await;
@@ -1309,7 +1372,7 @@ impl Inner {
         let offset = if result.records.is_empty() {
             image.last_applied_offset
         } else {
-            self.commit(result.records).await?
+            self.commit(result.records, max_batch_bytes).await?
         };
         Ok((result.response, offset))
     }
@@ -1329,7 +1392,7 @@ impl Inner {
     ) -> Result<CommandOutcome, ControllerError> {
         let mut throttle = None;
         let (response, offset) = self
-            .run(|image| {
+            .run_user(|image| {
                 let mut quotas = self
                     .mutation_quotas
                     .lock()
@@ -1432,28 +1495,35 @@ impl Inner {
         Ok(read.map_or(0, |l| l.index))
     }
 
-    /// Commits one batch; returns the offset it was applied at.
+    /// Commits one batch of at most `max_bytes` as the transport encodes
+    /// it (larger: [`ControllerError::RecordBatchTooLarge`], nothing
+    /// written); returns the offset it was applied at.
     async fn commit(
         &self,
         records: Vec<crate::records::MetadataRecord>,
+        max_bytes: usize,
     ) -> Result<u64, ControllerError> {
-        let count = records.len();
+        let batch = MetadataBatch { records };
+        let bytes = observer::json_len(&batch);
+        if bytes > max_bytes {
+            return Err(batch_too_large(bytes, max_bytes));
+        }
+        let count = batch.records.len();
         let timeout = self.options.forward_timeout;
-        let response =
-            tokio::time::timeout(timeout, self.raft.client_write(MetadataBatch { records }))
-                .await
-                .map_err(|_| ControllerError::Timeout {
-                    operation: "a metadata quorum majority to commit the batch".into(),
-                    waited_ms: timeout.as_millis() as u64,
-                })?
-                .map_err(|e| match e {
-                    RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
-                        ControllerError::NotController {
-                            leader: f.leader_id.and_then(|l| i32::try_from(l).ok()),
-                        }
+        let response = tokio::time::timeout(timeout, self.raft.client_write(batch))
+            .await
+            .map_err(|_| ControllerError::Timeout {
+                operation: "a metadata quorum majority to commit the batch".into(),
+                waited_ms: timeout.as_millis() as u64,
+            })?
+            .map_err(|e| match e {
+                RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+                    ControllerError::NotController {
+                        leader: f.leader_id.and_then(|l| i32::try_from(l).ok()),
                     }
-                    other => raft_err(other),
-                })?;
+                }
+                other => raft_err(other),
+            })?;
         if !response.data.applied {
             return Err(ControllerError::Storage {
                 reason: format!(

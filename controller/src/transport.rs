@@ -436,6 +436,11 @@ pub(crate) enum TransportError {
     /// misconfigured voter list). No effect on it, as `Unreachable`.
     #[error("the node at voter {target}'s address refused the request: {reason}")]
     Refused { target: u64, reason: String },
+    /// The request was not sent: its frame of `bytes` bytes is over
+    /// [`MAX_FRAME_BYTES`]. No effect on the target, which is not booked as
+    /// not answering (the frame is at fault, not the peer).
+    #[error("request to voter {target} not sent: its frame of {bytes} bytes is over the {MAX_FRAME_BYTES}-byte limit")]
+    TooLarge { target: u64, bytes: usize },
 }
 
 /// [`TransportError::Network`]'s reason when the target closed the
@@ -451,6 +456,19 @@ impl TransportError {
     pub(crate) fn closed_unanswered(&self) -> bool {
         matches!(self, TransportError::Network { reason, .. } if reason == CLOSED_UNANSWERED)
     }
+}
+
+/// [`TransportError::TooLarge`] when `frame` (its body, without the 4-byte
+/// length) is over [`MAX_FRAME_BYTES`]: the codec would refuse to send it,
+/// and the receiver to read it.
+fn check_frame_size(target: u64, frame: &[u8]) -> Result<(), TransportError> {
+    if frame.len() > MAX_FRAME_BYTES {
+        return Err(TransportError::TooLarge {
+            target,
+            bytes: frame.len(),
+        });
+    }
+    Ok(())
 }
 
 /// What serves requests that arrive for this node (the local quorum).
@@ -838,6 +856,7 @@ impl PeerClient {
                         reason: e.to_string(),
                     }
                 })?;
+                check_frame_size(target, &frame)?;
                 let Some(framed) = connection.as_mut() else {
                     return Err(TransportError::Unreachable {
                         target,
@@ -922,6 +941,8 @@ impl CallWatch {
                 let change = self.book.answered(&self.peer, now);
                 self.log(change, &"");
             }
+            // Not sent: says nothing of the peer.
+            Err(TransportError::TooLarge { .. }) => {}
             Err(e) => {
                 let change = self.book.failed(&self.peer, now);
                 self.log(change, e);
@@ -1353,6 +1374,7 @@ impl MemoryRouter {
                 .ok_or_else(|| unreachable(format!("voter {target} is not running")))?
         };
         let frame = encode_request(0, route, &request).map_err(|e| unreachable(e.to_string()))?;
+        check_frame_size(target, &frame)?;
         let (_, route, request) = decode_request(&frame).map_err(|e| network(e.to_string()))?;
         let response = match served.refusal(&route, &format!("voter {from}")) {
             Some(refused) => refused,

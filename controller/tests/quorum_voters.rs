@@ -13,7 +13,7 @@ use support::{api, eventually, now_ms};
 use weir_controller::{
     BrokerEndpoint, BrokerHeartbeat, BrokerRegistrationRequest, ControllerConfig, ControllerError,
     CreatableTopic, MemoryRouter, MetadataImage, QuorumController, QuorumDescription,
-    QuorumOptions, QuorumTransport, QuorumVoter, ReplicaProgress,
+    QuorumOptions, QuorumTransport, QuorumVoter, ReplicaProgress, MAX_USER_BATCH_BYTES,
 };
 
 fn options() -> QuorumOptions {
@@ -92,6 +92,27 @@ async fn start_three_with(
             QuorumTransport::memory(router),
             options.clone()
         ),
+    );
+    BTreeMap::from([(1, a), (2, b), (3, c)])
+}
+
+/// Starts voters 1..=3 over TCP on 127.0.0.1, on ports the OS picks.
+async fn start_three_over_tcp(root: &Path) -> BTreeMap<i32, QuorumController> {
+    let mut listeners = Vec::new();
+    for _ in 0..3 {
+        listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+    }
+    let ports: Vec<u16> = listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    let voters = voters(&ports);
+    let mut listeners = listeners.into_iter();
+    let mut transport = || QuorumTransport::tcp(listeners.next().unwrap());
+    let (a, b, c) = tokio::join!(
+        start(root, 1, &voters, transport()),
+        start(root, 2, &voters, transport()),
+        start(root, 3, &voters, transport()),
     );
     BTreeMap::from([(1, a), (2, b), (3, c)])
 }
@@ -380,27 +401,77 @@ async fn every_voter_restarting_with_the_former_leader_first_forms_the_quorum_ag
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_voters_over_tcp_share_a_topic() {
     let dir = tempfile::tempdir().unwrap();
-    let mut listeners = Vec::new();
-    for _ in 0..3 {
-        listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
-    }
-    let ports: Vec<u16> = listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect();
-    let voters = voters(&ports);
-    let mut listeners = listeners.into_iter();
-    let mut transport = || QuorumTransport::tcp(listeners.next().unwrap());
-    let (a, b, c) = tokio::join!(
-        start(dir.path(), 1, &voters, transport()),
-        start(dir.path(), 2, &voters, transport()),
-        start(dir.path(), 3, &voters, transport()),
-    );
-    let nodes = BTreeMap::from([(1, a), (2, b), (3, c)]);
+    let nodes = start_three_over_tcp(dir.path()).await;
     let leader = agreed_leader(&nodes).await;
     register(follower(&nodes, leader), 1).await;
     create(follower(&nodes, leader), "over-tcp").await;
     converged(&nodes, "over-tcp").await;
+    for node in nodes.values() {
+        node.shutdown().await.unwrap();
+    }
+}
+
+/// One user operation whose records encode larger than an AppendEntries
+/// frame can carry (16 MiB) was appended by the leader and could never be
+/// replicated: the followers heard nothing more from it, elected another
+/// leader (a metadata outage of an election timeout, every broker
+/// heartbeat failing meanwhile), and the command, retried there, did the
+/// same. A command that large from a follower was not even sent ("frame
+/// size too big", logged as the leader not answering). Now both fail at
+/// once with RECORD_LIST_TOO_LARGE (Kafka's controller: a batch over
+/// `KafkaRaftClient.MAX_BATCH_SIZE_BYTES`, 8 MiB, fails with
+/// `RecordBatchTooLargeException`), the leader and its term stay, and the
+/// next command commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_too_large_for_one_batch_fails_and_the_leader_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = start_three_over_tcp(dir.path()).await;
+    let leader = agreed_leader(&nodes).await;
+    register(&nodes[&leader], 1).await;
+    create(&nodes[&leader], "configured").await;
+    let term = nodes[&leader].raft_status().term;
+    let config_of = |bytes: usize| vec![("x".to_owned(), Some("v".repeat(bytes)))];
+
+    // Over the frame: on the leader (the batch) and from a follower (the
+    // forwarded command).
+    let other = *nodes.keys().find(|&&id| id != leader).unwrap();
+    for node in [leader, other] {
+        let result = api(&nodes[&node])
+            .alter_topic_configs("configured", config_of(17 << 20))
+            .await;
+        assert!(
+            matches!(result, Err(ControllerError::RecordBatchTooLarge { .. })),
+            "from voter {node}: {result:?}"
+        );
+    }
+    // Over Kafka's batch limit, under the frame's.
+    let result = api(&nodes[&leader])
+        .alter_topic_configs("configured", config_of(MAX_USER_BATCH_BYTES))
+        .await;
+    assert!(
+        matches!(result, Err(ControllerError::RecordBatchTooLarge { .. })),
+        "{result:?}"
+    );
+    // Under it: committed everywhere.
+    let bytes = MAX_USER_BATCH_BYTES / 2;
+    api(follower(&nodes, leader))
+        .alter_topic_configs("configured", config_of(bytes))
+        .await
+        .unwrap();
+    create(follower(&nodes, leader), "after").await;
+    converged(&nodes, "after").await;
+    assert_eq!(agreed_leader(&nodes).await, leader);
+    for (id, node) in &nodes {
+        assert_eq!(node.raft_status().term, term, "voter {id}'s term");
+        let value = node
+            .image()
+            .topic("configured")
+            .unwrap()
+            .configs
+            .get("x")
+            .cloned();
+        assert_eq!(value.map(|v| v.len()), Some(bytes), "voter {id}");
+    }
     for node in nodes.values() {
         node.shutdown().await.unwrap();
     }

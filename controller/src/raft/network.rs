@@ -176,7 +176,12 @@ fn rpc_error<E: std::error::Error>(e: TransportError) -> RPCError<u64, BasicNode
         TransportError::Unreachable { .. } | TransportError::Refused { .. } => {
             RPCError::Unreachable(Unreachable::new(&e))
         }
-        TransportError::Network { .. } => RPCError::Network(NetworkError::new(&e)),
+        // A single entry too large for a frame (the controller writes none
+        // since batches are bounded, `quorum::MAX_BATCH_BYTES`); more
+        // entries than fit are cut down before (`entries_that_fit`).
+        TransportError::Network { .. } | TransportError::TooLarge { .. } => {
+            RPCError::Network(NetworkError::new(&e))
+        }
     }
 }
 
