@@ -619,7 +619,8 @@ impl QuorumTransport {
         let served = Served {
             cluster_id: cluster_id.to_owned(),
             node_id,
-            last_refusal_warning: Mutex::new(None),
+            refusal_warnings: WarningGate::default(),
+            closed_connection_warnings: WarningGate::default(),
         };
         match &self.kind {
             TransportKind::None => ServeGuard { stop: None },
@@ -677,36 +678,58 @@ impl QuorumTransport {
 struct Served {
     cluster_id: String,
     node_id: u64,
-    /// When this node last warned of a refused request: at most once every
-    /// [`REFUSAL_WARNING_INTERVAL`] (a misconfigured voter or broker keeps
-    /// retrying, on new connections too), at debug level in between.
-    last_refusal_warning: Mutex<Option<std::time::Instant>>,
+    /// Refused requests (a misconfigured voter or broker keeps retrying,
+    /// on new connections too).
+    refusal_warnings: WarningGate,
+    /// Connections closed for a frame that does not decode or a failed
+    /// write (a Kafka client pointed at the CONTROLLER listener reconnects
+    /// every 50 ms: thousands of warnings a minute before).
+    closed_connection_warnings: WarningGate,
 }
 
-/// Shortest time between two warnings of refused requests on one node.
-const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(10);
+/// Shortest time between two warnings of one [`WarningGate`].
+const WARNING_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Lets one warning of a kind through every [`WARNING_INTERVAL`]; the
+/// others are logged at debug level and counted in the next warning.
+#[derive(Debug, Default)]
+struct WarningGate {
+    /// When the last warning was logged, and the events since.
+    state: Mutex<Option<(std::time::Instant, u64)>>,
+}
+
+impl WarningGate {
+    /// `Some(events left at debug level since the last warning)` when this
+    /// event is to be logged as a warning, else `None` (and counted).
+    fn due(&self, now: std::time::Instant) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *state {
+            Some((last, quiet)) if now.duration_since(*last) < WARNING_INTERVAL => {
+                *quiet += 1;
+                None
+            }
+            _ => {
+                let quiet = state.map_or(0, |(_, quiet)| quiet);
+                *state = Some((now, 0));
+                Some(quiet)
+            }
+        }
+    }
+}
 
 impl Served {
     /// The refusal this node answers a request on `route` from `peer` with
     /// (logged), or `None` when the request is for it.
     fn refusal(&self, route: &Route, peer: &dyn std::fmt::Display) -> Option<QuorumResponse> {
         let reason = route.refusal(&self.cluster_id, self.node_id)?;
-        let warn = {
-            let mut last = self
-                .last_refusal_warning
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            let now = std::time::Instant::now();
-            let due = last.is_none_or(|at| now.duration_since(at) >= REFUSAL_WARNING_INTERVAL);
-            if due {
-                *last = Some(now);
-            }
-            due
-        };
-        if warn {
-            tracing::warn!(%peer, %reason, "refusing a metadata quorum request");
-        } else {
-            tracing::debug!(%peer, %reason, "refusing a metadata quorum request");
+        match self.refusal_warnings.due(std::time::Instant::now()) {
+            Some(quiet) => tracing::warn!(
+                %peer,
+                %reason,
+                refusals_since_last_warning = quiet,
+                "refusing a metadata quorum request"
+            ),
+            None => tracing::debug!(%peer, %reason, "refusing a metadata quorum request"),
         }
         Some(QuorumResponse::Refused(reason))
     }
@@ -1139,7 +1162,19 @@ async fn serve_connection(
             break e.to_string();
         }
     };
-    tracing::warn!(%peer, reason = truncated(&reason), "closing controller connection");
+    let reason = truncated(&reason);
+    match served
+        .closed_connection_warnings
+        .due(std::time::Instant::now())
+    {
+        Some(quiet) => tracing::warn!(
+            %peer,
+            reason,
+            closed_since_last_warning = quiet,
+            "closing controller connection"
+        ),
+        None => tracing::debug!(%peer, reason, "closing controller connection"),
+    }
 }
 
 /// An in-process network between voters of one test or simulation.
@@ -1497,16 +1532,48 @@ mod tests {
         let transport = QuorumTransport::tcp(listener);
         let handler: Weak<dyn QuorumRequestHandler> = Weak::<NeverHandler>::new();
         let _guard = transport.serve("c", 1, handler);
+        send_and_expect_close(addr, b"not a quorum frame").await;
+    }
+
+    /// Sends `frame` to the server at `addr` on a new connection and waits
+    /// until the server closes it.
+    async fn send_and_expect_close(addr: std::net::SocketAddr, frame: &'static [u8]) {
         let stream = TcpStream::connect(addr).await.unwrap();
         let mut framed = Framed::new(stream, codec());
-        framed
-            .send(Bytes::from_static(b"not a quorum frame"))
-            .await
-            .unwrap();
+        framed.send(Bytes::from_static(frame)).await.unwrap();
         let next = tokio::time::timeout(Duration::from_secs(5), framed.next())
             .await
             .expect("server closes the connection");
         assert!(next.is_none() || next.is_some_and(|r| r.is_err()));
+    }
+
+    /// A Kafka client pointed at the CONTROLLER listener reconnects every
+    /// 50 ms, and each connection closed on a frame that does not decode
+    /// logged a warning: 4,600 in 4 minutes, seen by hand. One warning per
+    /// interval now, the rest at debug level and counted in the next.
+    #[tokio::test]
+    async fn connections_closed_on_bad_frames_warn_once_per_interval() {
+        let (warnings, _log) = capture_messages_up_to(tracing::Level::WARN);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handler: Arc<dyn QuorumRequestHandler> = Arc::new(NotControllerHandler);
+        let _guard = QuorumTransport::tcp(listener).serve("c", 1, Arc::downgrade(&handler));
+        for _ in 0..5 {
+            // A Kafka ApiVersions request header: bad magic.
+            send_and_expect_close(addr, &[0, 18, 0, 3, 0, 0, 0, 1]).await;
+        }
+        assert_eq!(*warnings.lock().unwrap(), ["closing controller connection"]);
+    }
+
+    #[test]
+    fn a_warning_gate_lets_one_warning_through_per_interval_and_counts_the_rest() {
+        let gate = WarningGate::default();
+        let start = std::time::Instant::now();
+        assert_eq!(gate.due(start), Some(0));
+        assert_eq!(gate.due(start + Duration::from_secs(1)), None);
+        assert_eq!(gate.due(start + WARNING_INTERVAL / 2), None);
+        assert_eq!(gate.due(start + WARNING_INTERVAL), Some(2));
+        assert_eq!(gate.due(start + WARNING_INTERVAL * 3), Some(0));
     }
 
     #[tokio::test]
@@ -1770,16 +1837,26 @@ mod tests {
     /// The message of every event logged on this thread while the guard
     /// lives.
     fn capture_messages() -> (Arc<Mutex<Vec<String>>>, tracing::subscriber::DefaultGuard) {
+        capture_messages_up_to(tracing::Level::TRACE)
+    }
+
+    /// [`capture_messages`] of events at `level` or more severe.
+    fn capture_messages_up_to(
+        level: tracing::Level,
+    ) -> (Arc<Mutex<Vec<String>>>, tracing::subscriber::DefaultGuard) {
         use tracing_subscriber::layer::SubscriberExt;
 
-        #[derive(Clone, Default)]
-        struct Messages(Arc<Mutex<Vec<String>>>);
+        #[derive(Clone)]
+        struct Messages(Arc<Mutex<Vec<String>>>, tracing::Level);
         impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Messages {
             fn on_event(
                 &self,
                 event: &tracing::Event<'_>,
                 _: tracing_subscriber::layer::Context<'_, S>,
             ) {
+                if *event.metadata().level() > self.1 {
+                    return;
+                }
                 struct Message(String);
                 impl tracing::field::Visit for Message {
                     fn record_debug(
@@ -1797,7 +1874,7 @@ mod tests {
                 self.0.lock().unwrap().push(message.0);
             }
         }
-        let messages = Messages::default();
+        let messages = Messages(Arc::default(), level);
         let guard =
             tracing::subscriber::set_default(tracing_subscriber::registry().with(messages.clone()));
         (messages.0, guard)
