@@ -407,7 +407,7 @@ pub const MAX_USER_BATCH_BYTES: usize = 8 * 1024 * 1024;
 /// frame ([`MAX_APPEND_ENTRIES_BYTES`] with room for the entry's log id),
 /// so no follower could ever take it: appended, it would stop replication
 /// until another leader, elected without it, truncated it.
-const MAX_BATCH_BYTES: usize = MAX_APPEND_ENTRIES_BYTES - 4096;
+pub(crate) const MAX_BATCH_BYTES: usize = MAX_APPEND_ENTRIES_BYTES - 4096;
 
 /// The error of a batch of `bytes` over `max` bytes.
 fn batch_too_large(bytes: usize, max: usize) -> ControllerError {

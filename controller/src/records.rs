@@ -278,8 +278,10 @@ impl PartitionRecord {
 }
 
 /// `PartitionChangeRecord`: a change to an existing partition. `None` fields
-/// are unchanged. Replay bumps the partition epoch, and the leader epoch when
-/// the leader changes. [`Default`] is a change of nothing to partition 0 of
+/// are unchanged, and left out of the encoded record (with them, fencing a
+/// broker in 100,000 ISRs wrote 20.4 MiB, over one AppendEntries frame;
+/// records written with the nulls still decode). Replay bumps the
+/// partition epoch, and the leader epoch when the leader changes. [`Default`] is a change of nothing to partition 0 of
 /// the nil topic id, to be filled in.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionChangeRecord {
@@ -288,19 +290,22 @@ pub struct PartitionChangeRecord {
     /// Id of the owning topic.
     pub topic_id: TopicId,
     /// New ISR, if it changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isr: Option<Vec<i32>>,
     /// New leader (-1 for none), if it changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader: Option<i32>,
     /// New replica set, if it changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<Vec<i32>>,
     /// New leader recovery state (KIP-704), if it changed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_recovery_state: Option<LeaderRecoveryState>,
     /// New eligible leader replicas (KIP-966), if they changed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eligible_leader_replicas: Option<Vec<i32>>,
     /// New last known ELR (KIP-966), if it changed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_known_elr: Option<Vec<i32>>,
 }
 
@@ -436,4 +441,29 @@ pub struct FeatureLevelRecord {
     pub name: String,
     /// Finalized level.
     pub feature_level: i16,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Unchanged fields are left out of an encoded PartitionChangeRecord;
+    /// a record written with them as nulls (before) decodes to the same.
+    #[test]
+    fn a_partition_change_leaves_out_unchanged_fields_and_decodes_the_older_nulls() {
+        let change = MetadataRecord::PartitionChange(PartitionChangeRecord {
+            partition_id: 7,
+            topic_id: uuid::Uuid::from_u128(42),
+            isr: Some(vec![1, 2]),
+            leader: Some(1),
+            ..PartitionChangeRecord::default()
+        });
+        let encoded = serde_json::to_string(&change).unwrap();
+        assert!(!encoded.contains("null"), "{encoded}");
+        let older = r#"{"PartitionChange":{"partition_id":7,"topic_id":"00000000-0000-0000-0000-00000000002a","isr":[1,2],"leader":1,"replicas":null,"leader_recovery_state":null,"eligible_leader_replicas":null,"last_known_elr":null}}"#;
+        for json in [encoded.as_str(), older] {
+            let decoded: MetadataRecord = serde_json::from_str(json).unwrap();
+            assert_eq!(decoded, change, "{json}");
+        }
+    }
 }
