@@ -1625,6 +1625,11 @@ async fn expire_sessions(inner: Weak<Inner>) {
                 tracing::warn!(brokers = ?fenced, "fenced brokers whose session expired");
             }
             Ok(_) => {}
+            // Not transient (a broker in the ISR of more partitions than
+            // one batch holds, see `MAX_BATCH_BYTES`): at most once a tick.
+            Err(e @ ControllerError::RecordBatchTooLarge { .. }) => {
+                tracing::error!(error = %e, "cannot fence expired broker sessions")
+            }
             Err(e) => tracing::debug!(error = %e, "could not fence expired broker sessions"),
         }
     }
