@@ -132,6 +132,12 @@ pub struct QuorumOptions {
     /// `controller.quota.window.size.seconds`: the burst of the controller
     /// mutation quotas (KIP-599). Default: Kafka's, 11 samples of 1 s.
     pub mutation_quota: MutationQuotaConfig,
+    /// The most bytes (as the quorum transport encodes them) of one batch
+    /// of the controller's own records (fencing, heartbeats, ISR and
+    /// leader changes); more are written in several batches in order.
+    /// Default and upper bound: what one AppendEntries frame carries,
+    /// about 16 MiB. Tests lower it to split small batches.
+    pub max_batch_bytes: usize,
 }
 
 impl Default for QuorumOptions {
@@ -150,6 +156,7 @@ impl Default for QuorumOptions {
             static_config: StaticConfig::default(),
             bootstrap_records: Vec::new(),
             mutation_quota: MutationQuotaConfig::default(),
+            max_batch_bytes: MAX_BATCH_BYTES,
         }
     }
 }
@@ -408,6 +415,54 @@ pub const MAX_USER_BATCH_BYTES: usize = 8 * 1024 * 1024;
 /// so no follower could ever take it: appended, it would stop replication
 /// until another leader, elected without it, truncated it.
 pub(crate) const MAX_BATCH_BYTES: usize = MAX_APPEND_ENTRIES_BYTES - 4096;
+
+/// How a command's records are written: Kafka's `ControllerResult.atomicOf`
+/// and `ControllerResult.of`, as `QuorumController.appendRecords` writes
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Batching {
+    /// All in one batch of at most [`MAX_USER_BATCH_BYTES`], or none: a
+    /// user's operation.
+    Atomic,
+    /// In order, in as many batches of at most
+    /// [`QuorumOptions::max_batch_bytes`] as it takes (one when they fit): the controller's own commands (fencing,
+    /// heartbeats, ISR and leader changes), which Kafka writes non-atomically
+    /// in batches of 10,000 records. Their records are written so that a
+    /// failover between two batches leaves work the next controller redoes
+    /// (e.g. `control::fence_brokers` writes the fence record last).
+    Split,
+}
+
+/// `records` cut, in order, into batches that each encode to at most
+/// `max_bytes` as the transport sends them (a [`MetadataBatch`]); one
+/// batch when they all fit.
+///
+/// # Errors
+/// [`ControllerError::RecordBatchTooLarge`] when one record alone is over.
+fn split_batches(
+    records: Vec<crate::records::MetadataRecord>,
+    max_bytes: usize,
+) -> Result<Vec<Vec<crate::records::MetadataRecord>>, ControllerError> {
+    let empty = observer::json_len(&MetadataBatch { records: vec![] });
+    let mut batches = vec![Vec::new()];
+    let mut bytes = empty;
+    for record in records {
+        let size = observer::json_len(&record);
+        let last = batches.last_mut().expect("never empty");
+        // A comma before every record but a batch's first.
+        let added = size.saturating_add(usize::from(!last.is_empty()));
+        if bytes.saturating_add(added) <= max_bytes {
+            bytes += added;
+            last.push(record);
+        } else if empty.saturating_add(size) <= max_bytes {
+            bytes = empty + size;
+            batches.push(vec![record]);
+        } else {
+            return Err(batch_too_large(empty.saturating_add(size), max_bytes));
+        }
+    }
+    Ok(batches)
+}
 
 /// The error of a batch of `bytes` over `max` bytes.
 fn batch_too_large(bytes: usize, max: usize) -> ControllerError {
@@ -1339,29 +1394,28 @@ impl Inner {
     /// Runs one command under the command lock: compute from the latest
     /// image, commit the records (if any), return the response and the
     /// offset its effect is applied at once applied.
-    /// The controller's own commands' batches may take up to
-    /// [`MAX_BATCH_BYTES`]; a user's go through [`Inner::run_user`].
+    /// The controller's own commands' records are written as
+    /// [`Batching::Split`]; a user's go through [`Inner::run_user`].
     async fn run<T>(
         &self,
         compute: impl FnOnce(&MetadataImage) -> Result<ControllerResult<T>, ControllerError>,
     ) -> Result<(T, u64), ControllerError> {
-        self.run_within(MAX_BATCH_BYTES, compute).await
+        self.run_batched(Batching::Split, compute).await
     }
 
-    /// [`Inner::run`] for a user's operation: its batch may take up to
-    /// [`MAX_USER_BATCH_BYTES`].
+    /// [`Inner::run`] for a user's operation: [`Batching::Atomic`].
     async fn run_user<T>(
         &self,
         compute: impl FnOnce(&MetadataImage) -> Result<ControllerResult<T>, ControllerError>,
     ) -> Result<(T, u64), ControllerError> {
-        self.run_within(MAX_USER_BATCH_BYTES, compute).await
+        self.run_batched(Batching::Atomic, compute).await
     }
 
-    /// [`Inner::run`] with a batch of at most `max_batch_bytes` (larger:
-    /// [`ControllerError::RecordBatchTooLarge`], nothing written).
-    async fn run_within<T>(
+    /// [`Inner::run`] writing the records as `batching` says; the offset
+    /// is the last batch's.
+    async fn run_batched<T>(
         &self,
-        max_batch_bytes: usize,
+        batching: Batching,
         compute: impl FnOnce(&MetadataImage) -> Result<ControllerResult<T>, ControllerError>,
     ) -> Result<(T, u64), ControllerError> {
         let _queue = self.commands.lock().await;
@@ -1372,7 +1426,17 @@ impl Inner {
         let offset = if result.records.is_empty() {
             image.last_applied_offset
         } else {
-            self.commit(result.records, max_batch_bytes).await?
+            match batching {
+                Batching::Atomic => self.commit(result.records, MAX_USER_BATCH_BYTES).await?,
+                Batching::Split => {
+                    let max = self.options.max_batch_bytes.min(MAX_BATCH_BYTES);
+                    let mut offset = image.last_applied_offset;
+                    for batch in split_batches(result.records, max)? {
+                        offset = self.commit(batch, max).await?;
+                    }
+                    offset
+                }
+            }
         };
         Ok((result.response, offset))
     }
@@ -1824,6 +1888,50 @@ mod tests {
 
     use super::*;
     use crate::control::CreatableTopic;
+    use crate::records::{MetadataRecord, PartitionChangeRecord};
+
+    fn change(partition_id: i32) -> MetadataRecord {
+        MetadataRecord::PartitionChange(PartitionChangeRecord {
+            partition_id,
+            isr: Some(vec![1, 2]),
+            ..PartitionChangeRecord::default()
+        })
+    }
+
+    /// The controller's own records are cut, in order, into batches that
+    /// each encode within the limit, filled as far as it allows.
+    #[test]
+    fn records_are_split_into_batches_that_each_fit() {
+        let records: Vec<_> = (0..100).map(change).collect();
+        let one = observer::json_len(&MetadataBatch {
+            records: records[..1].to_vec(),
+        });
+        let all = observer::json_len(&MetadataBatch {
+            records: records.clone(),
+        });
+        assert_eq!(split_batches(records.clone(), all).unwrap().len(), 1);
+        let max = all / 3;
+        let batches = split_batches(records.clone(), max).unwrap();
+        assert!((3..=4).contains(&batches.len()), "{}", batches.len());
+        for (i, batch) in batches.iter().enumerate() {
+            let bytes = observer::json_len(&MetadataBatch {
+                records: batch.clone(),
+            });
+            assert!(bytes <= max, "batch {i}: {bytes} > {max}");
+            if let Some(next) = batches.get(i + 1) {
+                let mut fuller = batch.clone();
+                fuller.push(next[0].clone());
+                let fuller = observer::json_len(&MetadataBatch { records: fuller });
+                assert!(fuller > max, "batch {i} could have taken one more");
+            }
+        }
+        assert_eq!(batches.concat(), records);
+        // A record that no batch holds.
+        assert!(matches!(
+            split_batches(records, one - 1),
+            Err(ControllerError::RecordBatchTooLarge { .. })
+        ));
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn snapshot_purges_the_log_and_restart_rebuilds_from_it() {

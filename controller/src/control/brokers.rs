@@ -273,9 +273,9 @@ pub fn broker_heartbeat(
 
 /// Fences the given brokers (Kafka's `ReplicationControlManager.handleBrokerFenced`,
 /// used when a session expires and when a broker may shut down): per
-/// unfenced registered broker among `broker_ids`, in order, one
-/// `FenceBrokerRecord` followed by the `PartitionChangeRecord`s that take
-/// it out of every ISR and move its leaderships (see [`isr_removals`]).
+/// unfenced registered broker among `broker_ids`, in order, the
+/// `PartitionChangeRecord`s that take it out of every ISR and move its
+/// leaderships (see [`isr_removals`]) followed by one `FenceBrokerRecord`.
 /// Brokers are handled one after another on the image the earlier ones
 /// left, as Kafka fences one broker per event: when two members of an ISR
 /// go at once, the one fenced last stays as the ISR's only member (ELR
@@ -303,9 +303,17 @@ pub fn fence_brokers(
             id,
             epoch: b.broker_epoch,
         });
-        records.extend(applied(work, vec![fence]));
+        // The removals are computed with the broker fenced, and written
+        // before the fence record, as Kafka's `handleBrokerFenced`: the
+        // controller may write them in several batches (see
+        // `quorum::MAX_BATCH_BYTES`), and a failover between two leaves
+        // the broker unfenced with its session expired, so the next
+        // controller fences it again and removes what is left. Replay of a
+        // partition change does not look at brokers: `work` ends the same.
+        let _ = work.apply(&fence);
         let removals = isr_removals(work, config, id);
         records.extend(applied(work, removals));
+        records.push(fence);
     }
     ControllerResult {
         records,

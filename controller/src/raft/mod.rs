@@ -38,7 +38,9 @@ openraft::declare_raft_types!(
 );
 
 /// The payload of one normal raft entry: the records of one controller
-/// command, committed and applied atomically (Kafka's atomic record batch).
+/// command, committed and applied atomically (Kafka's atomic record batch),
+/// or one part of the controller's own records written in several batches
+/// (`quorum::Batching::Split`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct MetadataBatch {
     /// Records in replay order.
