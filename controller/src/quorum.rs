@@ -421,15 +421,20 @@ pub(crate) const MAX_BATCH_BYTES: usize = MAX_APPEND_ENTRIES_BYTES - 4096;
 /// them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Batching {
-    /// All in one batch of at most [`MAX_USER_BATCH_BYTES`], or none: a
-    /// user's operation.
-    Atomic,
+    /// All in one batch of at most `max_bytes`, or none: a user's
+    /// operation ([`MAX_USER_BATCH_BYTES`]) and a broker registration
+    /// (Kafka's `registerBroker` is atomic too; [`MAX_BATCH_BYTES`]).
+    Atomic { max_bytes: usize },
     /// In order, in as many batches of at most
-    /// [`QuorumOptions::max_batch_bytes`] as it takes (one when they fit): the controller's own commands (fencing,
-    /// heartbeats, ISR and leader changes), which Kafka writes non-atomically
-    /// in batches of 10,000 records. Their records are written so that a
-    /// failover between two batches leaves work the next controller redoes
-    /// (e.g. `control::fence_brokers` writes the fence record last).
+    /// [`QuorumOptions::max_batch_bytes`] as it takes (one when they fit),
+    /// all in one term: the controller's own commands (fencing, heartbeats,
+    /// ISR and leader changes), which Kafka writes non-atomically in
+    /// batches of 10,000 records. A failover between two batches leaves
+    /// the rest unwritten; `control::fence_brokers` and the controlled
+    /// shutdown of `control::broker_heartbeat` write their state record
+    /// last, so the next controller finds the work still to do and redoes
+    /// it (an unfence writes its record first, as Kafka's: partitions whose
+    /// election was in a lost batch wait for the next unfence or election).
     Split,
 }
 
@@ -1194,21 +1199,26 @@ impl Inner {
         let placer = self.placer.as_ref();
         match command {
             ControllerCommand::RegisterBroker(request) => self
-                .run(|image| {
-                    self.touch_session(request.broker_id);
-                    let new_cluster = control::is_new_cluster(image);
-                    let mut r = control::register_broker(
-                        image,
-                        &self.options.static_config,
-                        request,
-                        self.multi_voter,
-                    );
-                    if new_cluster {
-                        r.records
-                            .extend(self.options.bootstrap_records.iter().cloned());
-                    }
-                    Ok(r.map(CommandResponse::BrokerEpoch))
-                })
+                .run_batched(
+                    Batching::Atomic {
+                        max_bytes: MAX_BATCH_BYTES,
+                    },
+                    |image| {
+                        self.touch_session(request.broker_id);
+                        let new_cluster = control::is_new_cluster(image);
+                        let mut r = control::register_broker(
+                            image,
+                            &self.options.static_config,
+                            request,
+                            self.multi_voter,
+                        );
+                        if new_cluster {
+                            r.records
+                                .extend(self.options.bootstrap_records.iter().cloned());
+                        }
+                        Ok(r.map(CommandResponse::BrokerEpoch))
+                    },
+                )
                 .await
                 .map(outcome),
             ControllerCommand::BrokerHeartbeat(heartbeat) => {
@@ -1403,12 +1413,15 @@ impl Inner {
         self.run_batched(Batching::Split, compute).await
     }
 
-    /// [`Inner::run`] for a user's operation: [`Batching::Atomic`].
+    /// [`Inner::run`] for a user's operation: one batch of at most
+    /// [`MAX_USER_BATCH_BYTES`] or nothing.
     async fn run_user<T>(
         &self,
         compute: impl FnOnce(&MetadataImage) -> Result<ControllerResult<T>, ControllerError>,
     ) -> Result<(T, u64), ControllerError> {
-        self.run_batched(Batching::Atomic, compute).await
+        let max_bytes = MAX_USER_BATCH_BYTES;
+        self.run_batched(Batching::Atomic { max_bytes }, compute)
+            .await
     }
 
     /// [`Inner::run`] writing the records as `batching` says; the offset
@@ -1427,14 +1440,23 @@ impl Inner {
             image.last_applied_offset
         } else {
             match batching {
-                Batching::Atomic => self.commit(result.records, MAX_USER_BATCH_BYTES).await?,
+                Batching::Atomic { max_bytes } => self.commit(result.records, max_bytes).await?,
                 Batching::Split => {
                     let max = self.options.max_batch_bytes.min(MAX_BATCH_BYTES);
-                    let mut offset = image.last_applied_offset;
+                    let term = self.raft.metrics().borrow().current_term;
+                    let mut offset = None;
                     for batch in split_batches(result.records, max)? {
-                        offset = self.commit(batch, max).await?;
+                        // Later batches only in the term of the first: they
+                        // were computed from the image it started from.
+                        if offset.is_some() {
+                            self.ensure_active()?;
+                            if self.raft.metrics().borrow().current_term != term {
+                                return Err(ControllerError::NotController { leader: None });
+                            }
+                        }
+                        offset = Some(self.commit(batch, max).await?);
                     }
-                    offset
+                    offset.unwrap_or(image.last_applied_offset)
                 }
             }
         };
@@ -1689,8 +1711,8 @@ async fn expire_sessions(inner: Weak<Inner>) {
                 tracing::warn!(brokers = ?fenced, "fenced brokers whose session expired");
             }
             Ok(_) => {}
-            // Not transient (a broker in the ISR of more partitions than
-            // one batch holds, see `MAX_BATCH_BYTES`): at most once a tick.
+            // Not transient: one record over a whole batch (none of the
+            // controller's own come near it): at most once a tick.
             Err(e @ ControllerError::RecordBatchTooLarge { .. }) => {
                 tracing::error!(error = %e, "cannot fence expired broker sessions")
             }

@@ -620,7 +620,7 @@ impl QuorumTransport {
             cluster_id: cluster_id.to_owned(),
             node_id,
             refusal_warnings: WarningGate::default(),
-            closed_connection_warnings: WarningGate::default(),
+            bad_frame_warnings: WarningGate::default(),
         };
         match &self.kind {
             TransportKind::None => ServeGuard { stop: None },
@@ -681,11 +681,18 @@ struct Served {
     /// Refused requests (a misconfigured voter or broker keeps retrying,
     /// on new connections too).
     refusal_warnings: WarningGate,
-    /// Connections closed for a frame that does not decode or a failed
-    /// write (a Kafka client pointed at the CONTROLLER listener reconnects
-    /// every 50 ms: thousands of warnings a minute before).
-    closed_connection_warnings: WarningGate,
+    /// Connections closed for a frame that does not decode (a Kafka client
+    /// pointed at the CONTROLLER listener reconnects every 50 ms: thousands
+    /// of warnings a minute before). Other closes (a failed write) warn
+    /// each time.
+    bad_frame_warnings: WarningGate,
 }
+
+/// Requests not sent for their size ([`TransportError::TooLarge`]), for
+/// every transport of the process.
+static TOO_LARGE_WARNINGS: WarningGate = WarningGate {
+    state: Mutex::new(None),
+};
 
 /// Shortest time between two warnings of one [`WarningGate`].
 const WARNING_INTERVAL: Duration = Duration::from_secs(10);
@@ -849,6 +856,17 @@ impl PeerClient {
                     // request: reconnect instead of failing this request.
                     *connection = None;
                 }
+                // Encoded before dialing: a frame too large fails at once,
+                // reachable target or not.
+                *next_correlation_id = next_correlation_id.wrapping_add(1);
+                let correlation_id = *next_correlation_id;
+                let frame = encode_request(correlation_id, &self.route, &request).map_err(|e| {
+                    TransportError::Unreachable {
+                        target,
+                        reason: e.to_string(),
+                    }
+                })?;
+                check_frame_size(target, &frame)?;
                 if connection.is_none() {
                     let unreachable =
                         |reason: String| TransportError::Unreachable { target, reason };
@@ -871,15 +889,6 @@ impl PeerClient {
                         .map_err(unreachable)?;
                     *connection = Some(Box::new(Framed::new(stream, codec())));
                 }
-                *next_correlation_id = next_correlation_id.wrapping_add(1);
-                let correlation_id = *next_correlation_id;
-                let frame = encode_request(correlation_id, &self.route, &request).map_err(|e| {
-                    TransportError::Unreachable {
-                        target,
-                        reason: e.to_string(),
-                    }
-                })?;
-                check_frame_size(target, &frame)?;
                 let Some(framed) = connection.as_mut() else {
                     return Err(TransportError::Unreachable {
                         target,
@@ -964,8 +973,15 @@ impl CallWatch {
                 let change = self.book.answered(&self.peer, now);
                 self.log(change, &"");
             }
-            // Not sent: says nothing of the peer.
-            Err(TransportError::TooLarge { .. }) => {}
+            // Not sent: says nothing of the peer. Raft retries such a
+            // request for good (an entry written before entries were
+            // bounded): logged, at most once an interval.
+            Err(e @ TransportError::TooLarge { .. }) => {
+                if let Some(quiet) = TOO_LARGE_WARNINGS.due(now) {
+                    tracing::error!(error = %e, since_last = quiet,
+                        "a metadata quorum request is over the frame limit and is not sent");
+                }
+            }
             Err(e) => {
                 let change = self.book.failed(&self.peer, now);
                 self.log(change, e);
@@ -1141,7 +1157,22 @@ async fn serve_connection(
         };
         let (correlation_id, route, request) = match decode_request(&frame) {
             Ok(decoded) => decoded,
-            Err(e) => break e.to_string(),
+            Err(e) => {
+                // Not a quorum frame (a Kafka client at this listener
+                // reconnects every 50 ms): warned at most once an interval.
+                let reason = e.to_string();
+                let reason = truncated(&reason);
+                match served.bad_frame_warnings.due(std::time::Instant::now()) {
+                    Some(quiet) => tracing::warn!(
+                        %peer,
+                        reason,
+                        closed_since_last_warning = quiet,
+                        "closing controller connection"
+                    ),
+                    None => tracing::debug!(%peer, reason, "closing controller connection"),
+                }
+                return;
+            }
         };
         let response = if let Some(refused) = served.refusal(&route, &peer) {
             refused
@@ -1162,19 +1193,7 @@ async fn serve_connection(
             break e.to_string();
         }
     };
-    let reason = truncated(&reason);
-    match served
-        .closed_connection_warnings
-        .due(std::time::Instant::now())
-    {
-        Some(quiet) => tracing::warn!(
-            %peer,
-            reason,
-            closed_since_last_warning = quiet,
-            "closing controller connection"
-        ),
-        None => tracing::debug!(%peer, reason, "closing controller connection"),
-    }
+    tracing::warn!(%peer, reason = truncated(&reason), "closing controller connection");
 }
 
 /// An in-process network between voters of one test or simulation.
@@ -1563,6 +1582,36 @@ mod tests {
             send_and_expect_close(addr, &[0, 18, 0, 3, 0, 0, 0, 1]).await;
         }
         assert_eq!(*warnings.lock().unwrap(), ["closing controller connection"]);
+    }
+
+    /// A request over the frame limit is refused before anything else,
+    /// also when its target is not listening: a forwarded command that
+    /// large fails at once instead of waiting for an unreachable leader.
+    #[tokio::test]
+    async fn a_request_over_the_frame_limit_is_refused_before_dialing() {
+        let nobody = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = nobody.local_addr().unwrap();
+        drop(nobody);
+        let transport = QuorumTransport::tcp(TcpListener::bind("127.0.0.1:0").await.unwrap());
+        let mut client = transport.client(route(1, 2), &addr.to_string());
+        let huge = QuorumRequest::Command(ControllerCommand::AlterTopicConfigs {
+            topic: "t".into(),
+            configs: vec![("x".into(), Some("v".repeat(MAX_FRAME_BYTES)))],
+        });
+        let err = client.call(huge, Duration::from_secs(5)).await.unwrap_err();
+        assert!(
+            matches!(err, TransportError::TooLarge { target: 2, bytes } if bytes > MAX_FRAME_BYTES),
+            "{err}"
+        );
+        let small = QuorumRequest::Command(ControllerCommand::ReadOffset);
+        let err = client
+            .call(small, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, TransportError::Unreachable { target: 2, .. }),
+            "{err}"
+        );
     }
 
     #[test]

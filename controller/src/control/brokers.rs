@@ -262,9 +262,14 @@ pub fn broker_heartbeat(
         broker_epoch,
         in_controlled_shutdown: true,
     });
+    // Computed in controlled shutdown, written before the record that
+    // enters it (as `fence_brokers`): split over several batches, a
+    // failover between them leaves the broker out of controlled shutdown,
+    // and its next heartbeat asks again for what is left.
     let mut after = image.clone();
-    let mut records = applied(&mut after, vec![enter]);
-    records.extend(isr_removals(&after, config, broker_id));
+    let _ = after.apply(&enter);
+    let mut records = isr_removals(&after, config, broker_id);
+    records.push(enter);
     Ok(ControllerResult {
         records,
         response: reply(false, true, false),
