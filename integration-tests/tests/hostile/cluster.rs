@@ -10,7 +10,13 @@
 //! `ReplicaState`) from a client that is not that replica is answered with
 //! Kafka's error codes (Kafka's `Partition.fetchRecords`): NOT_LEADER_OR_FOLLOWER
 //! for a broker that is not a replica or a stale broker epoch,
-//! OFFSET_OUT_OF_RANGE beyond the log end. Throughout, an acks=all producer
+//! OFFSET_OUT_OF_RANGE beyond the log end. An admin request whose metadata
+//! records would not fit one batch of the metadata log (an
+//! AlterUserScramCredentials of 20 MB, or of 9 MB: over Kafka's 8 MiB
+//! `KafkaRaftClient.MAX_BATCH_SIZE_BYTES`) is answered RECORD_LIST_TOO_LARGE
+//! through every node, writes nothing, and leaves the active controller in
+//! place (before: the 20 MB one was appended by the leader, could never be
+//! replicated, and deposed it). Throughout, an acks=all producer
 //! on the replicated partition is answered, every node keeps running, the
 //! quorum still creates topics, and the replicas end byte-identical.
 
@@ -18,12 +24,13 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::ReplicaState;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, CreateTopicsRequest, FetchRequest, FetchResponse, MetadataRequest,
-    MetadataResponse, TopicName,
+    AlterUserScramCredentialsRequest, ApiKey, BrokerId, CreateTopicsRequest, FetchRequest,
+    FetchResponse, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use weir_integration_tests::RawClient;
@@ -37,6 +44,8 @@ const TOPIC: &str = "hostile-cluster";
 /// Kafka's NOT_LEADER_OR_FOLLOWER and OFFSET_OUT_OF_RANGE.
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
+/// Kafka's RECORD_LIST_TOO_LARGE.
+const RECORD_LIST_TOO_LARGE: i16 = 18;
 /// How long a node may take to close a connection after a bad frame.
 const CLOSE_WITHIN: Duration = Duration::from_secs(10);
 
@@ -243,6 +252,51 @@ fn forged_fetch(
     response.responses[0].partitions[0].error_code
 }
 
+/// Asks `client` to upsert SCRAM-SHA-256 credentials for `users` users
+/// whose names are `name_bytes` long; returns each user's error code.
+fn upsert_long_users(client: &mut RawClient, users: usize, name_bytes: usize) -> Vec<i16> {
+    let versions = support::api_versions(client);
+    let version = support::newest::<AlterUserScramCredentialsRequest>(
+        &versions,
+        ApiKey::AlterUserScramCredentials,
+    );
+    let upsertions = (0..users)
+        .map(|i| {
+            ScramCredentialUpsertion::default()
+                .with_name(StrBytes::from_string(format!(
+                    "{i:05}{}",
+                    "u".repeat(name_bytes)
+                )))
+                .with_mechanism(1)
+                .with_iterations(4096)
+                .with_salt(vec![7u8; 16].into())
+                .with_salted_password(vec![9u8; 32].into())
+        })
+        .collect();
+    let request = AlterUserScramCredentialsRequest::default().with_upsertions(upsertions);
+    let response = client
+        .send(&request, version)
+        .expect("AlterUserScramCredentials");
+    response.results.iter().map(|r| r.error_code).collect()
+}
+
+/// The active controller every node names in its Metadata answer.
+fn active_controller(brokers: &[weir_integration_tests::TestBroker], version: i16) -> Vec<i32> {
+    brokers
+        .iter()
+        .map(|b| {
+            let mut c = support::connect(b);
+            let response = c
+                .send(
+                    &MetadataRequest::default().with_topics(Some(vec![])),
+                    version,
+                )
+                .expect("Metadata");
+            response.controller_id.0
+        })
+        .collect()
+}
+
 #[test]
 fn bad_controller_frames_and_forged_replica_fetches_leave_the_cluster_serving() {
     let (brokers, controller_ports) = start_three_nodes();
@@ -315,6 +369,24 @@ fn bad_controller_frames_and_forged_replica_fetches_leave_the_cluster_serving() 
         OFFSET_OUT_OF_RANGE,
         "a fetch as a follower beyond the log end"
     );
+
+    // Admin requests whose records do not fit one metadata batch, through
+    // every node (the active controller and the forwarding ones).
+    let controllers = active_controller(&brokers, metadata_version);
+    for broker in &brokers {
+        let mut c = support::connect(broker);
+        for (users, name_bytes) in [(1_000, 20_000), (1_000, 9_000)] {
+            let codes = upsert_long_users(&mut c, users, name_bytes);
+            assert_eq!(codes.len(), users);
+            assert!(
+                codes.iter().all(|&code| code == RECORD_LIST_TOO_LARGE),
+                "node {}, {users} users of {name_bytes} bytes: {:?}",
+                broker.node_id(),
+                &codes[..3]
+            );
+        }
+    }
+    assert_eq!(active_controller(&brokers, metadata_version), controllers);
 
     // Every node still serves, and the quorum still takes commands through
     // each of them.
