@@ -612,16 +612,16 @@ PP_RE = re.compile(
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
 
 
-def producer_perf(args, bootstrap, topic, records, acks, throughput=-1, pki=None):
+def producer_perf(args, bootstrap, topic, records, acks, throughput=-1, pki=None, props=()):
     """ProducerPerformance against `bootstrap` (host:port[,host:port...]), client defaults
-    except acks (over TLS with `pki`: its client.properties); returns {rec_s, mb_s, p50, p99,
-    p999 (ms)} of its summary line."""
+    except acks and `props` ("key=value" producer properties; over TLS with `pki`: its
+    client.properties); returns {rec_s, mb_s, p50, p99, p999 (ms)} of its summary line."""
     cmd = ["java", "-cp", args.classpath, "org.apache.kafka.tools.ProducerPerformance",
            "--topic", topic, "--num-records", str(records), "--record-size", str(RECORD_SIZE),
            "--throughput", str(throughput)]
     if pki:
         cmd += ["--producer.config", str(pki.client_properties)]
-    cmd += ["--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}"]
+    cmd += ["--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}", *props]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800).stdout
     m = None
     for m in PP_RE.finditer(out):

@@ -37,39 +37,16 @@ Measured 2026-12-06 (release build of 8276b94, 2-core VM, nothing else running, 
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_vs_kafka as bench  # noqa: E402  (the driver's brokers, topics and CPU split)
+import bench_vs_kafka as bench  # noqa: E402  (the driver's brokers, topics, load and CPU split)
+from group_commit import Args  # noqa: E402  (WEIR_BIN and the Kafka classpath)
 
 PARTITIONS = 16
 SETTINGS = [("client defaults", []), ("batch.size=65536", ["batch.size=65536"])]
-
-
-class Args:
-    """The fields of the driver's parsed arguments that its brokers read."""
-
-    def __init__(self):
-        self.weir_bin = os.environ["WEIR_BIN"]
-        self.classpath = Path(os.environ["KAFKA_CLASSPATH_FILE"]).read_text().strip()
-
-
-def producer_perf(args, bootstrap, topic, records, acks, props):
-    """ProducerPerformance with client defaults but `acks` and `props`; returns MiB/s."""
-    cmd = ["java", "-cp", args.classpath, "org.apache.kafka.tools.ProducerPerformance",
-           "--topic", topic, "--num-records", str(records),
-           "--record-size", str(bench.RECORD_SIZE), "--throughput", "-1",
-           "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}", *props]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800).stdout
-    m = None
-    for m in bench.PP_RE.finditer(out):
-        pass  # the last match is the summary line
-    if m is None:
-        raise RuntimeError(f"no ProducerPerformance summary in:\n{out}")
-    return float(m[3])
 
 
 def run(kind, args, workdir, records, rnd):
@@ -78,14 +55,16 @@ def run(kind, args, workdir, records, rnd):
     try:
         bench.create_topic(broker.port, "warmup", PARTITIONS)
         bench.wait_for_leaders(broker.port, "warmup", PARTITIONS)
-        producer_perf(args, broker.bootstrap, "warmup", records, "1", [])
+        bench.producer_perf(args, broker.bootstrap, "warmup", records, "1")
         for i, (name, props) in enumerate(SETTINGS):
             topic = f"durable-{i}"
             bench.create_topic(broker.port, topic, PARTITIONS)
             bench.wait_for_leaders(broker.port, topic, PARTITIONS)
-            mib_s, split = bench.cpu_split(
+            result, split = bench.cpu_split(
                 [broker.proc.pid], records * bench.RECORD_SIZE / 1e9,
-                lambda: producer_perf(args, broker.bootstrap, topic, records, "all", props))
+                lambda: bench.producer_perf(args, broker.bootstrap, topic, records, "all",
+                                            props=props))
+            mib_s = result["mb_s"]
             print(f"round {rnd} {kind:5} acks=all {name:17} {mib_s:6.1f} MiB/s  broker "
                   f"{split['broker_cpu_s_per_gb']:.2f} s/GB, load generator "
                   f"{split['client_cpu_s_per_gb']:.2f} s/GB, machine "

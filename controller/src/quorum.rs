@@ -1404,6 +1404,7 @@ impl Inner {
     /// Runs one command under the command lock: compute from the latest
     /// image, commit the records (if any), return the response and the
     /// offset its effect is applied at once applied.
+    ///
     /// The controller's own commands' records are written as
     /// [`Batching::Split`]; a user's go through [`Inner::run_user`].
     async fn run<T>(
@@ -1711,11 +1712,6 @@ async fn expire_sessions(inner: Weak<Inner>) {
                 tracing::warn!(brokers = ?fenced, "fenced brokers whose session expired");
             }
             Ok(_) => {}
-            // Not transient: one record over a whole batch (none of the
-            // controller's own come near it): at most once a tick.
-            Err(e @ ControllerError::RecordBatchTooLarge { .. }) => {
-                tracing::error!(error = %e, "cannot fence expired broker sessions")
-            }
             Err(e) => tracing::debug!(error = %e, "could not fence expired broker sessions"),
         }
     }

@@ -281,8 +281,9 @@ impl PartitionRecord {
 /// are unchanged, and left out of the encoded record (with them, fencing a
 /// broker in 100,000 ISRs wrote 20.4 MiB, over one AppendEntries frame;
 /// records written with the nulls still decode). Replay bumps the
-/// partition epoch, and the leader epoch when the leader changes. [`Default`] is a change of nothing to partition 0 of
-/// the nil topic id, to be filled in.
+/// partition epoch, and the leader epoch when the leader changes.
+/// [`Default`] is a change of nothing to partition 0 of the nil topic id,
+/// to be filled in.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionChangeRecord {
     /// Partition index.
