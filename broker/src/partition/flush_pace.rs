@@ -8,8 +8,18 @@
 //! `batch.size` default) requests reach a partition a few milliseconds
 //! apart and each flush covers about one batch (`scripts/group_commit.py`:
 //! 1.2 batches per flush). A log that is filling fast instead flushes at
-//! most once per `log.flush.pace.ms`: the next flush waits until that long
-//! after the previous one began, and covers every batch appended meanwhile.
+//! most once per tick of the pace clock, which ticks every
+//! `log.flush.pace.ms`: the next flush waits for the first tick after the
+//! previous one began, and covers every batch appended meanwhile.
+//!
+//! The ticks are the same for every log of the process, so the paced logs
+//! of a broker flush together. A Produce request carrying batches for
+//! several partitions waits for all their flushes; with a phase per log
+//! (each one interval after its own last flush) it waited for the latest
+//! of them, on average nine tenths of an interval for nine partitions,
+//! against half an interval for one shared tick; and the fdatasyncs issued
+//! at one tick share ext4's journal commits. Measured in ARCHITECTURE.md
+//! (group commit): single node about 4% faster, replicated level.
 //!
 //! "Filling fast" is judged from the previous flush: it covered at least
 //! [`PACE_BYTES`] for each pace interval (at least one) since the flush
@@ -23,7 +33,7 @@
 //!
 //! So a log is paced only while it grows by at least [`PACE_BYTES`] per
 //! interval (2 MiB/s at the 4 ms default), and on a leader an acks=all
-//! answer then waits at most one interval longer.
+//! answer then waits at most one interval longer (until the next tick).
 //!
 //! A follower paces the same way, but its fetcher waits for the flushes of
 //! every partition it appended to before its next Fetch
@@ -35,6 +45,7 @@
 //! one that carries the batch). Kafka does not fsync on the produce path
 //! and has no such setting; Redpanda batches its fsyncs per Raft group.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -57,15 +68,32 @@ pub struct FlushPace {
     last: Option<(Instant, u64)>,
     /// The last flush found the log filling fast (see the module doc).
     busy: bool,
+    /// An instant the pace clock ticks at: the same for every log of the
+    /// process ([`pace_origin`]), so that paced logs flush together.
+    origin: Instant,
+}
+
+/// The instant the pace clock of every log ticks at, one interval apart
+/// before and after it: the first call's (one per process).
+fn pace_origin() -> Instant {
+    static ORIGIN: OnceLock<std::time::Instant> = OnceLock::new();
+    Instant::from_std(*ORIGIN.get_or_init(std::time::Instant::now))
 }
 
 impl FlushPace {
     /// No flush yet; `interval` is `log.flush.pace.ms` (zero: off).
     pub fn new(interval: Duration) -> Self {
+        Self::with_origin(interval, pace_origin())
+    }
+
+    /// As [`FlushPace::new`], with the pace clock's ticks counted from
+    /// `origin` (tests).
+    fn with_origin(interval: Duration, origin: Instant) -> Self {
         FlushPace {
             interval,
             last: None,
             busy: false,
+            origin,
         }
     }
 
@@ -74,15 +102,38 @@ impl FlushPace {
         self.interval = interval;
     }
 
-    /// When the next flush may begin: `None` for at once, else one interval
-    /// after the last began.
+    /// When the next flush may begin: `None` for at once, else the pace
+    /// clock's first tick after the last flush began. The ticks are one
+    /// interval apart and the same for every log of the process, so the
+    /// paced logs of a broker flush together: a Produce request waiting for
+    /// several partitions waits for one tick, not for the latest of their
+    /// own phases, and their concurrent fdatasyncs share journal commits.
     pub fn next_start(&self) -> Option<Instant> {
         match self.last {
             Some((start, _)) if self.busy && !self.interval.is_zero() => {
-                Some(start + self.interval)
+                // The ticks are origin + n * interval for every integer n:
+                // the first after `start` is `start` plus what is left of
+                // the interval it falls in.
+                let interval = self.interval.as_nanos();
+                let to_next = match start.checked_duration_since(self.origin) {
+                    Some(since) => interval - since.as_nanos() % interval,
+                    None => match (self.origin - start).as_nanos() % interval {
+                        0 => interval,
+                        before => before,
+                    },
+                };
+                // At most one interval, which the configuration bounds.
+                let to_next = u64::try_from(to_next).unwrap_or(u64::MAX);
+                Some(start + Duration::from_nanos(to_next))
             }
             _ => None,
         }
+    }
+
+    /// When the last flush began, if any.
+    #[cfg(test)]
+    pub fn last_start(&self) -> Option<Instant> {
+        self.last.map(|(start, _)| start)
     }
 
     /// Records a flush beginning at `now` with `appended` bytes appended to
@@ -110,8 +161,10 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// A pace whose clock ticks at `t0`, `t0 + interval`, ...
     fn paced(interval: Duration) -> (FlushPace, Instant) {
-        (FlushPace::new(interval), Instant::now())
+        let t0 = Instant::now();
+        (FlushPace::with_origin(interval, t0), t0)
     }
 
     #[test]
@@ -136,12 +189,50 @@ mod tests {
     }
 
     #[test]
-    fn a_log_growing_a_batch_per_flush_is_paced_one_interval_after_its_last_flush() {
+    fn a_log_growing_a_batch_per_flush_is_paced_to_the_first_tick_after_its_last_flush() {
         let (mut pace, t0) = paced(4 * MS);
         pace.begin(t0, 0);
         // A 16 KiB batch 2 ms later: 8 KiB per ms.
         pace.begin(t0 + 2 * MS, 16384);
-        assert_eq!(pace.next_start(), Some(t0 + 6 * MS));
+        assert_eq!(pace.next_start(), Some(t0 + 4 * MS));
+        // Started on a tick: the next is one interval later.
+        pace.begin(t0 + 4 * MS, 32768);
+        assert_eq!(pace.next_start(), Some(t0 + 8 * MS));
+        // Started late (its sync ran past the tick): back on the ticks.
+        pace.begin(t0 + 9 * MS, 65536);
+        assert_eq!(pace.next_start(), Some(t0 + 12 * MS));
+    }
+
+    #[test]
+    fn logs_paced_at_different_moments_flush_at_the_same_tick() {
+        // Two partitions of one Produce request whose last flushes began
+        // 3 ms apart: both wait for the same tick, not each one interval
+        // after its own flush (which would make the request wait for the
+        // later of the two, 7 ms).
+        let t0 = Instant::now();
+        let mut a = FlushPace::with_origin(4 * MS, t0);
+        let mut b = FlushPace::with_origin(4 * MS, t0);
+        a.begin(t0, 0);
+        b.begin(t0, 0);
+        a.begin(t0 + 4 * MS, 16384);
+        b.begin(t0 + 7 * MS, 16384);
+        assert_eq!(a.next_start(), Some(t0 + 8 * MS));
+        assert_eq!(b.next_start(), a.next_start());
+        // Every pace of the process counts from the same origin.
+        assert_eq!(FlushPace::new(4 * MS).origin, FlushPace::new(MS).origin);
+    }
+
+    #[test]
+    fn the_ticks_run_before_the_clocks_origin_too() {
+        // Tokio's paused clock (tests) can stand before the origin, which
+        // the first log of the process takes from the real clock.
+        let t0 = Instant::now();
+        let mut pace = FlushPace::with_origin(4 * MS, t0 + 101 * MS);
+        pace.begin(t0, 0);
+        pace.begin(t0 + 2 * MS, 16384);
+        assert_eq!(pace.next_start(), Some(t0 + 5 * MS));
+        pace.begin(t0 + 5 * MS, 32768);
+        assert_eq!(pace.next_start(), Some(t0 + 9 * MS));
     }
 
     #[test]
@@ -190,7 +281,7 @@ mod tests {
         assert_eq!(pace.next_start(), None);
         pace.set_interval(4 * MS);
         pace.begin(t0 + 2 * MS, 2 << 20);
-        assert_eq!(pace.next_start(), Some(t0 + 6 * MS));
+        assert_eq!(pace.next_start(), Some(t0 + 4 * MS));
         pace.set_interval(Duration::ZERO);
         assert_eq!(pace.next_start(), None);
     }

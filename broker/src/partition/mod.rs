@@ -917,11 +917,11 @@ pub(crate) mod tests {
     }
 
     /// A log filling fast (a 16 KiB batch per flush, over the pace's 8 KiB
-    /// per interval) flushes at most once per `log.flush.pace.ms`: its
-    /// third flush begins one interval after the second did (on tokio's
-    /// paused clock, which only a timer moves: without pacing no time
-    /// passes), and the batches appended while it waits share its
-    /// fdatasync.
+    /// per interval) flushes at most once per tick of the pace clock
+    /// (`log.flush.pace.ms` apart): its third flush waits for the first
+    /// tick after the second began, at most one interval (on tokio's paused
+    /// clock, which only a timer moves: without pacing no time passes), and
+    /// the batches appended while it waits share its fdatasync.
     #[tokio::test(start_paused = true)]
     async fn a_log_filling_fast_flushes_at_most_once_per_pace_interval() {
         let dir = tempfile::tempdir().unwrap();
@@ -964,11 +964,13 @@ pub(crate) mod tests {
         for waiter in waiters {
             waiter.await.unwrap().unwrap();
         }
+        // Tokio's timer fires on whole milliseconds, rounding up.
+        let waited = second_began.elapsed();
         assert!(
-            tokio::time::Instant::now() >= second_began + pace,
-            "the third flush began {:?} after the second, under the pace of {pace:?}",
-            second_began.elapsed()
+            waited > Duration::ZERO && waited <= pace + Duration::from_millis(1),
+            "the third flush began {waited:?} after the second, not at the next tick of {pace:?}"
         );
+        assert_eq!(partition.pace().last_start(), Some(second_began + waited));
         assert_eq!(
             fs.data_syncs(".log") - syncs,
             1,
@@ -982,6 +984,61 @@ pub(crate) mod tests {
         let began = tokio::time::Instant::now();
         partition.wait_durable(end).await.unwrap();
         assert_eq!(began.elapsed(), Duration::ZERO);
+    }
+
+    /// Two logs filling fast whose last flushes began at different moments
+    /// (as the partitions of one Produce request do) begin their next
+    /// flushes at the same tick of the pace clock: the request waits for
+    /// one tick, not for the later of two phases.
+    #[tokio::test(start_paused = true)]
+    async fn paced_logs_begin_their_flushes_at_the_same_tick() {
+        let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+        let pace = Duration::from_millis(50);
+        let partitions: Vec<_> = dirs
+            .iter()
+            .map(|dir| {
+                let p = Arc::new(partition(dir.path()).0);
+                p.set_flush_pace(pace);
+                p
+            })
+            .collect();
+        let append = |p: &Partition, key: &str| {
+            let value = format!("{key}{}", "x".repeat(16 * 1024));
+            let (info, _) = p.append_records_as_leader(&batch(&value), 0).unwrap();
+            info.last_offset + 1
+        };
+        // Two flushes each, both busy from then on; the second of b halfway
+        // between the second of a and a's next tick.
+        for (i, p) in partitions.iter().enumerate() {
+            for key in ["a", "b"] {
+                let end = append(p, key);
+                p.wait_durable(end).await.unwrap();
+            }
+            if i == 0 {
+                let tick = p.pace().next_start().expect("a is paced");
+                let now = tokio::time::Instant::now();
+                tokio::time::advance((tick - now) / 2).await;
+            }
+        }
+        let starts: Vec<_> = partitions.iter().map(|p| p.pace().last_start()).collect();
+        let waits: Vec<_> = partitions
+            .iter()
+            .map(|p| {
+                let end = append(p, "c");
+                let p = p.clone();
+                tokio::spawn(async move { p.wait_durable(end).await })
+            })
+            .collect();
+        for wait in waits {
+            wait.await.unwrap().unwrap();
+        }
+        let thirds: Vec<_> = partitions.iter().map(|p| p.pace().last_start()).collect();
+        assert!(starts[1] > starts[0], "b's second flush came later");
+        assert!(thirds[0] > starts[1], "both third flushes were paced");
+        assert_eq!(
+            thirds[0], thirds[1],
+            "third flushes of logs paced from {starts:?} begin together"
+        );
     }
 
     /// Regression: producers that append and wait in a loop (each append
