@@ -1049,6 +1049,53 @@ fn fencing_a_follower_only_shrinks_the_isrs_it_is_in() {
     assert_eq!(result.records.len(), 2, "{:?}", result.records);
 }
 
+/// The controller may write a fence in several batches
+/// (`quorum::Batching::Split`); a failover after any of them leaves a prefix
+/// of the records in the log. The fence record comes last, so after any
+/// prefix the broker is still unfenced, the next controller (its session
+/// expired there too) fences it again, and the ISR changes it writes then
+/// finish exactly what the whole fence would have done, epochs included.
+/// With the fence record first, a prefix holding only it would leave the
+/// broker fenced, and fencing again would write nothing: leaders on a
+/// fenced broker for good.
+#[test]
+fn a_fence_cut_short_after_any_record_is_finished_by_fencing_again() {
+    let image = image_with_partitions(
+        3,
+        &[
+            (vec![0, 1, 2], vec![0, 1, 2]),
+            (vec![0, 1, 2], vec![0]),
+            (vec![1, 0], vec![1, 0]),
+            (vec![2, 0, 1], vec![2, 0]),
+            (vec![0, 2], vec![0, 2]),
+            (vec![2], vec![2]),
+        ],
+    );
+    let whole = fence_brokers(&image, &CONFIG, &[0]);
+    let mut expected = image.clone();
+    replay(&mut expected, &whole.records);
+    let states =
+        |image: &MetadataImage| -> Vec<_> { (0..6).map(|i| partition(image, i)).collect() };
+    for cut in 0..whole.records.len() {
+        let mut after_failover = image.clone();
+        replay(&mut after_failover, &whole.records[..cut]);
+        assert!(
+            !after_failover.brokers[&0].fenced,
+            "after {cut} records the broker is still unfenced"
+        );
+        let again = fence_brokers(&after_failover, &CONFIG, &[0]);
+        assert_eq!(again.response, vec![0], "after {cut} records");
+        replay(&mut after_failover, &again.records);
+        assert!(after_failover.brokers[&0].fenced);
+        assert_eq!(
+            states(&after_failover),
+            states(&expected),
+            "fenced again after {cut} of {} records",
+            whole.records.len()
+        );
+    }
+}
+
 /// Fencing a broker writes one PartitionChangeRecord per partition whose
 /// ISR it is in. On 3 brokers with 100,000 partitions of RF=3 (issue 18's
 /// scale) they encoded to 20.4 MiB, every unchanged field as an explicit
