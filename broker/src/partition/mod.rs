@@ -86,6 +86,9 @@ pub struct Partition {
     /// allocate no labels.
     log_end_offset_gauge: metrics::Gauge,
     flush_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Bumped after each change of the high watermark, once set
+    /// ([`Partition::count_high_watermark_changes`]).
+    high_watermark_changes: std::sync::OnceLock<Arc<AtomicU64>>,
     /// When the next flush may begin (`log.flush.pace.ms`, see
     /// [`flush_pace`]); taken by the flush holding `flush_lock`.
     flush_pace: Mutex<FlushPace>,
@@ -134,6 +137,7 @@ impl Partition {
             has_quiet_watches: AtomicBool::new(false),
             log_end_offset_gauge,
             flush_lock: Arc::new(tokio::sync::Mutex::new(())),
+            high_watermark_changes: std::sync::OnceLock::new(),
             flush_pace: Mutex::new(FlushPace::new(flush_pace::DEFAULT_PACE)),
             #[cfg(test)]
             reads: AtomicUsize::new(0),
@@ -552,6 +556,22 @@ impl Partition {
     /// mean no change a follower's Fetch could see happened in between.
     pub fn fetch_state_version(&self) -> u64 {
         self.fetch_state_version.load(Ordering::SeqCst)
+    }
+
+    /// Makes every later change of the high watermark bump `counter`
+    /// after it (the [`crate::replica_manager::ReplicaManager`]'s, which
+    /// skips its high watermark checkpoint while the counter stands still).
+    /// Only the first call counts.
+    pub fn count_high_watermark_changes(&self, counter: &Arc<AtomicU64>) {
+        let _ = self.high_watermark_changes.set(counter.clone());
+    }
+
+    /// Bumps the counter set by [`Partition::count_high_watermark_changes`]:
+    /// called after the high watermark changed.
+    pub(crate) fn high_watermark_changed(&self) {
+        if let Some(counter) = self.high_watermark_changes.get() {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     /// Records a change a follower's Fetch could see: the log end offset

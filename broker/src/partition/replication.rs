@@ -406,6 +406,7 @@ impl Partition {
         };
         let raised = self.high_watermark.fetch_max(candidate, Ordering::AcqRel) < candidate;
         if raised {
+            self.high_watermark_changed();
             self.fetch_state_changed();
             self.replication_changed.notify_waiters();
             self.data_arrived.notify_waiters();
@@ -497,6 +498,9 @@ impl Partition {
         let high_watermark = leader_high_watermark.min(log.log_end_offset());
         let old = self.high_watermark.swap(high_watermark, Ordering::AcqRel);
         let mut changed = old != high_watermark;
+        if changed {
+            self.high_watermark_changed();
+        }
         if leader_log_start_offset > log.log_start_offset() {
             log.maybe_increment_log_start_offset(
                 leader_log_start_offset.min(high_watermark),
@@ -546,7 +550,9 @@ impl Partition {
             return Ok(None);
         }
         let end = log.log_end_offset();
-        self.high_watermark.fetch_min(end, Ordering::AcqRel);
+        if self.high_watermark.fetch_min(end, Ordering::AcqRel) > end {
+            self.high_watermark_changed();
+        }
         self.forget_high_watermark_metadata();
         self.durable_offset.send_modify(|d| *d = (*d).min(end));
         self.log_end_offset_gauge.set(end as f64);
@@ -565,6 +571,7 @@ impl Partition {
             .min(log.log_end_offset())
             .max(log.log_start_offset());
         self.high_watermark.store(high_watermark, Ordering::Release);
+        self.high_watermark_changed();
         self.forget_high_watermark_metadata();
         self.fetch_state_changed();
     }
