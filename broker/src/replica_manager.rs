@@ -45,9 +45,10 @@ pub struct ReplicaManager {
     /// High watermarks read from `replication-offset-checkpoint` at
     /// startup, each taken by its partition when first attached.
     checkpointed_high_watermarks: Mutex<HashMap<TopicPartition, i64>>,
-    /// What [`ReplicaManager::checkpoint_high_watermarks`] wrote last; its
-    /// lock also serialises the checkpoints.
-    written_high_watermarks: Mutex<Option<WrittenHighWatermarks>>,
+    /// The value of `high_watermark_changes` the last
+    /// `replication-offset-checkpoint` was written from (read before its
+    /// high watermarks were); its lock also serialises the checkpoints.
+    written_high_watermarks: Mutex<Option<u64>>,
     /// Bumped after any hosted partition's high watermark changes and
     /// whenever the partition map is written
     /// ([`Partition::count_high_watermark_changes`]).
@@ -57,12 +58,6 @@ pub struct ReplicaManager {
     /// [`ReplicaManager::wait_for_applied`] waits on.
     applied_done: tokio::sync::watch::Sender<u64>,
 }
-
-/// What the last `replication-offset-checkpoint` was written from: the
-/// value of [`ReplicaManager::high_watermark_changes`] read before its high
-/// watermarks were.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct WrittenHighWatermarks(u64);
 
 impl ReplicaManager {
     /// A manager over the logs already opened by `log_manager`; partitions
@@ -107,9 +102,10 @@ impl ReplicaManager {
     /// `replication-offset-checkpoint` (Kafka's
     /// `ReplicaManager.checkpointHighWatermarks`, every
     /// `replica.high.watermark.checkpoint.interval.ms` and at shutdown).
-    /// Nothing is written when the file already holds exactly these
-    /// partitions and high watermarks: Kafka rewrites it each time, which
-    /// at 75,000 idle partitions was over a third of a broker's idle CPU.
+    /// Nothing is written while no high watermark changed and the partition
+    /// map was not written since the last write (the `high_watermark_changes`
+    /// counter stands still): Kafka rewrites it each time, which at 75,000
+    /// idle partitions was over a third of a broker's idle CPU.
     ///
     /// # Errors
     /// I/O errors (the next call writes again).
@@ -122,7 +118,7 @@ impl ReplicaManager {
         // it again, so it is written next time. Comparing every partition's
         // high watermark instead cost 75,000 cache misses every 5 s, over
         // half of an idle broker's CPU at that scale.
-        let changes = WrittenHighWatermarks(self.high_watermark_changes.load(Ordering::SeqCst));
+        let changes = self.high_watermark_changes.load(Ordering::SeqCst);
         if *written == Some(changes) {
             return Ok(());
         }

@@ -568,7 +568,7 @@ impl Partition {
 
     /// Bumps the counter set by [`Partition::count_high_watermark_changes`]:
     /// called after the high watermark changed.
-    pub(crate) fn high_watermark_changed(&self) {
+    fn high_watermark_changed(&self) {
         if let Some(counter) = self.high_watermark_changes.get() {
             counter.fetch_add(1, Ordering::SeqCst);
         }
