@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::raft::AppendEntriesResponse;
-use openraft::{BasicNode, Raft, ServerState, SnapshotPolicy};
+use openraft::{BasicNode, Raft, ServerState, SnapshotPolicy, Vote};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -1632,12 +1632,12 @@ impl QuorumRequestHandler for Inner {
         Box::pin(async move {
             match request {
                 QuorumRequest::AppendEntries(r) => {
-                    let response = self.raft.append_entries(r).await;
-                    if matches!(&response, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_)))
-                    {
+                    let sent = r.vote;
+                    let response = QuorumResponse::AppendEntries(self.raft.append_entries(r).await);
+                    if is_leader_contact(&sent, &response) {
                         self.record_contact(LeaderContact::heard_from_leader);
                     }
-                    QuorumResponse::AppendEntries(response)
+                    response
                 }
                 QuorumRequest::Vote(r) => {
                     let response = self.raft.vote(r).await;
@@ -1647,14 +1647,13 @@ impl QuorumRequestHandler for Inner {
                     QuorumResponse::Vote(response)
                 }
                 QuorumRequest::InstallSnapshot(r) => {
-                    let vote = r.vote;
-                    let response = self.raft.install_snapshot(r).await;
-                    // A stale leader's chunk is answered with this voter's
-                    // higher vote, not an error.
-                    if matches!(&response, Ok(r) if r.vote <= vote) {
+                    let sent = r.vote;
+                    let response =
+                        QuorumResponse::InstallSnapshot(self.raft.install_snapshot(r).await);
+                    if is_leader_contact(&sent, &response) {
                         self.record_contact(LeaderContact::heard_from_leader);
                     }
-                    QuorumResponse::InstallSnapshot(response)
+                    response
                 }
                 QuorumRequest::PreVote(r) => match &self.pre_voter {
                     Some(pre_voter) => QuorumResponse::PreVote(pre_voter.answer(&r)),
@@ -1668,6 +1667,24 @@ impl QuorumRequestHandler for Inner {
                 }
             }
         })
+    }
+}
+
+/// Whether a voter's `response` to a leader's AppendEntries or
+/// InstallSnapshot sent with the vote `sent` is contact from a live leader
+/// for Pre-Vote ([`pre_vote`]): the request was not turned away for its
+/// vote. A stale leader's AppendEntries is answered `HigherVote`, but its
+/// InstallSnapshot chunk `Ok` carrying this voter's higher vote (openraft
+/// 0.9's `Raft::install_snapshot`), so a snapshot answer's vote is compared
+/// with the one sent. Counted as contact, a deposed leader still sending
+/// would keep this voter refusing the pre-votes of the election that
+/// replaces it. Errors (the node shutting down) and other kinds are no
+/// contact.
+fn is_leader_contact(sent: &Vote<u64>, response: &QuorumResponse) -> bool {
+    match response {
+        QuorumResponse::AppendEntries(Ok(r)) => !matches!(r, AppendEntriesResponse::HigherVote(_)),
+        QuorumResponse::InstallSnapshot(Ok(r)) => r.vote <= *sent,
+        _ => false,
     }
 }
 
@@ -1951,14 +1968,80 @@ mod tests {
         ));
     }
 
+    /// Node 0's controller configuration, its metadata log under `dir`.
+    fn node_0_config(dir: &std::path::Path) -> ControllerConfig {
+        ControllerConfig {
+            node_id: 0,
+            metadata_dir: dir.join("__cluster_metadata-0"),
+            cluster_id: "c".into(),
+        }
+    }
+
+    /// Pre-Vote's leader contact rule against openraft's real answers: a
+    /// stale leader's AppendEntries and InstallSnapshot chunk are no contact
+    /// (the chunk is answered `Ok`, with the voter's higher vote), a newer
+    /// leader's are.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_a_leader_not_turned_away_for_its_vote_is_leader_contact() {
+        use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest};
+        let dir = tempfile::tempdir().unwrap();
+        let config = node_0_config(dir.path());
+        let controller = QuorumController::start_with(
+            config,
+            QuorumOptions::default(),
+            vec![],
+            QuorumTransport::single_voter(),
+        )
+        .await
+        .unwrap();
+        let raft = &controller.inner.raft;
+        let term = raft.metrics().borrow().current_term;
+        assert!(term >= 1, "term {term}");
+        let append = |vote| AppendEntriesRequest::<MetadataTypeConfig> {
+            vote,
+            prev_log_id: None,
+            entries: vec![],
+            leader_commit: None,
+        };
+        let chunk = |vote| InstallSnapshotRequest::<MetadataTypeConfig> {
+            vote,
+            meta: Default::default(),
+            offset: 0,
+            data: vec![],
+            done: false,
+        };
+
+        // A leader of an older term (node 7, never a voter here).
+        let stale = Vote::new_committed(term - 1, 7);
+        let response = QuorumResponse::AppendEntries(raft.append_entries(append(stale)).await);
+        assert!(
+            matches!(
+                &response,
+                QuorumResponse::AppendEntries(Ok(AppendEntriesResponse::HigherVote(_)))
+            ),
+            "{response:?}"
+        );
+        assert!(!is_leader_contact(&stale, &response));
+        let response = QuorumResponse::InstallSnapshot(raft.install_snapshot(chunk(stale)).await);
+        assert!(
+            matches!(&response, QuorumResponse::InstallSnapshot(Ok(r)) if r.vote > stale),
+            "{response:?}"
+        );
+        assert!(!is_leader_contact(&stale, &response));
+
+        // A leader of a newer term is heard: both are contact.
+        let newer = Vote::new_committed(term + 1, 7);
+        let response = QuorumResponse::InstallSnapshot(raft.install_snapshot(chunk(newer)).await);
+        assert!(is_leader_contact(&newer, &response), "{response:?}");
+        let response = QuorumResponse::AppendEntries(raft.append_entries(append(newer)).await);
+        assert!(is_leader_contact(&newer, &response), "{response:?}");
+        controller.shutdown().await.unwrap();
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn snapshot_purges_the_log_and_restart_rebuilds_from_it() {
         let dir = tempfile::tempdir().unwrap();
-        let config = ControllerConfig {
-            node_id: 0,
-            metadata_dir: dir.path().join("__cluster_metadata-0"),
-            cluster_id: "c".into(),
-        };
+        let config = node_0_config(dir.path());
         let options = QuorumOptions {
             snapshot_interval_entries: 5,
             log_entries_kept_after_snapshot: 0,
