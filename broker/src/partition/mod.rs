@@ -563,7 +563,7 @@ impl Partition {
     /// skips its high watermark checkpoint while the counter stands still).
     /// Only the first call counts.
     pub fn count_high_watermark_changes(&self, counter: &Arc<AtomicU64>) {
-        let _ = self.high_watermark_changes.set(counter.clone());
+        self.high_watermark_changes.get_or_init(|| counter.clone());
     }
 
     /// Bumps the counter set by [`Partition::count_high_watermark_changes`]:
@@ -1176,6 +1176,49 @@ pub(crate) mod tests {
         };
         partition.become_leader(&registration, 0).unwrap();
         assert_eq!(partition.end_offset_for_epoch(0), (0, 3));
+    }
+
+    /// A follower's high watermark changes bump the counter the high
+    /// watermark checkpoint watches (a leader's raise is covered by
+    /// `the_high_watermark_checkpoint_is_written_only_after_a_change`): the
+    /// leader's high watermark taken after a fetch, and a truncation below
+    /// it; the same high watermark again does not.
+    #[test]
+    fn a_followers_high_watermark_changes_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (partition, _fs) = partition(dir.path());
+        let counter = Arc::new(AtomicU64::new(0));
+        partition.count_high_watermark_changes(&counter);
+        let alive = BTreeMap::from([(1, 10), (2, 20)]);
+        partition.become_follower(&Registration {
+            local_broker_id: 2,
+            replicas: &[1, 2],
+            isr: &[1, 2],
+            leader_epoch: 1,
+            partition_epoch: 1,
+            min_insync_replicas: 1,
+            alive: &alive,
+            max_lag_ms: 30_000,
+        });
+        partition
+            .append_as_follower(&batch("a"), 1)
+            .unwrap()
+            .expect("following in epoch 1");
+        let counted = || counter.load(Ordering::SeqCst);
+        let before = counted();
+
+        partition.update_follower_offsets(1, 0).unwrap();
+        assert_eq!(partition.high_watermark(), 1);
+        assert_eq!(counted(), before + 1, "raised to the leader's");
+        partition.update_follower_offsets(1, 0).unwrap();
+        assert_eq!(counted(), before + 1, "unchanged: not counted");
+
+        partition
+            .truncate_locked(0, false, 1)
+            .unwrap()
+            .expect("truncated");
+        assert_eq!(partition.high_watermark(), 0);
+        assert_eq!(counted(), before + 2, "lowered by the truncation");
     }
 
     /// Many concurrent waiters of one partition share flushes; when the
